@@ -1,0 +1,292 @@
+"""The configuration of DESIGN.md §7, validated once at start into typed objects.
+
+Every secret may be given inline, as `<key>_file` (a path; a relative path is looked up in
+`$CREDENTIALS_DIRECTORY` first, so systemd's `LoadCredential=` works), or only as a file named
+`<key>` in `$CREDENTIALS_DIRECTORY`. A missing or placeholder secret is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ingest.errors import ConfigError
+
+DEFAULT_CONFIG = "config.yaml"
+CONFIG_ENV = "MUNINN_CONFIG"
+
+# Values that mean "nobody filled this in yet" (examples ship with these).
+_PLACEHOLDER = re.compile(
+    r"^(|\.\.\.|changeme|change_me|change-me|placeholder|secret|token|xxx+|<[^>]*>|"
+    r"generate[-_ ]?me|replace[-_ ]?me|todo)$",
+    re.IGNORECASE,
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """True for an unfilled example value such as `CHANGE_ME` or `<as_token>`."""
+    return bool(_PLACEHOLDER.match(value.strip()))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HomeserverConfig(_Section):
+    url: str = "http://127.0.0.1:8008"  # client-server API base URL
+    server_name: str  # the homeserver's server_name, the part after ':' in user ids
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"must be an http(s) URL, got {v!r}")
+        return v.rstrip("/")
+
+
+class ReaderConfig(_Section):
+    """Client mode: a plain user with an access token."""
+
+    user_id: str
+    access_token: str
+
+    @field_validator("user_id")
+    @classmethod
+    def _mxid(cls, v: str) -> str:
+        if not re.match(r"^@[^:\s]+:\S+$", v):
+            raise ValueError(f"must be a Matrix user id like @muninn:example.org, got {v!r}")
+        return v
+
+
+class AppserviceConfig(_Section):
+    """Appservice mode: tokens come from the registration file."""
+
+    registration: Path = Path("registration.yaml")
+    host: str = "127.0.0.1"  # where the homeserver pushes transactions
+    port: int = Field(29333, ge=1, le=65535)
+
+
+class StoreConfig(_Section):
+    path: Path | None = None  # embedded qdrant-edge shard directory
+    url: str | None = None  # a Qdrant server or cluster, e.g. http://qdrant:6333
+    api_key: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StoreConfig:
+        if self.path is not None and self.url is not None:
+            raise ValueError("give either path (embedded) or url (server), not both")
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class IndexConfig(_Section):
+    store: StoreConfig = StoreConfig(path=Path("./data/qdrant"))
+    collection: str = Field("muninn_chat", pattern=r"^[A-Za-z0-9_\-]+$")
+
+
+class EmbedderConfig(_Section):
+    kind: Literal["local", "ollama"] = "local"
+    url: str = "http://127.0.0.1:11434"  # ollama only
+    model: str = "nomic-embed-text"  # ollama only; local is always all-MiniLM-L6-v2 int8
+    batch_size: int = Field(32, ge=1, le=1024)
+    timeout_seconds: float = Field(60.0, gt=0)
+
+
+class ScopeConfig(_Section):
+    exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons")
+    exclude_room_ids: tuple[str, ...] = ()
+    bridge_puppet_patterns: tuple[str, ...] = ("@_discord_.*", "@discord_.*")
+
+    @field_validator("exclude_aliases")
+    @classmethod
+    def _aliases(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for a in v:
+            if not a.startswith("#") or len(a) < 2:
+                raise ValueError(f"an alias starts with '#': {a!r}")
+        return v
+
+    @field_validator("exclude_room_ids")
+    @classmethod
+    def _room_ids(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for r in v:
+            if not r.startswith("!"):
+                raise ValueError(f"a room id starts with '!': {r!r}")
+        return v
+
+    @field_validator("bridge_puppet_patterns")
+    @classmethod
+    def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {p!r} ({e})") from e
+        return v
+
+
+class ChunkerConfig(_Section):
+    gap_seconds: int = Field(1800, ge=1)  # a longer silence starts a new window
+    max_bytes: int = Field(1000, ge=100, le=100_000)  # UTF-8 bytes of a window's embedded text
+
+
+class RefreshConfig(_Section):
+    interval_seconds: float = Field(300.0, gt=0)  # full pass period in `muninn run`
+    page_size: int = Field(200, ge=1, le=1000)  # events per /messages request
+    debounce_seconds: float = Field(1.0, ge=0)  # wake-up coalescing for live events
+
+
+class BotConfig(_Section):
+    prefix: str = "!"
+    command_room: str | None = None  # alias or id; cross-room search only here
+    command_room_askers: tuple[str, ...] = ()  # regexes over user ids
+    transcript_limit: int = Field(2048, ge=1, le=100_000)  # raw events the transcript fold scans
+    rate_per_minute: int = Field(10, ge=1)  # commands one asker may send a minute
+
+    @field_validator("command_room_askers")
+    @classmethod
+    def _askers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {p!r} ({e})") from e
+        return v
+
+
+class MetricsConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535)  # None: no metrics endpoint
+
+
+class Config(_Section):
+    homeserver: HomeserverConfig
+    reader: ReaderConfig | None = None
+    appservice: AppserviceConfig | None = None
+    index: IndexConfig = IndexConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    scope: ScopeConfig = ScopeConfig()
+    chunker: ChunkerConfig = ChunkerConfig()
+    refresh: RefreshConfig = RefreshConfig()
+    bot: BotConfig = BotConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    # Where the file was read from; relative paths in it are resolved against its folder.
+    base_dir: Path = Path(".")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> Config:
+        if self.reader is None and self.appservice is None:
+            raise ValueError("give reader (client mode) or appservice (appservice mode)")
+        if self.reader is not None and self.appservice is not None:
+            raise ValueError("give reader or appservice, not both")
+        return self
+
+    def resolve(self, p: Path) -> Path:
+        return p if p.is_absolute() else self.base_dir / p
+
+
+# ---------------------------------------------------------------- secrets
+
+_SECRET_KEYS = {("reader", "access_token"), ("index", "store", "api_key")}
+
+
+def _credentials_dir() -> Path | None:
+    d = os.environ.get("CREDENTIALS_DIRECTORY")
+    return Path(d) if d else None
+
+
+def read_secret_file(path: str | Path, base_dir: Path) -> str:
+    """Read a secret from a file; a relative path tries $CREDENTIALS_DIRECTORY, then base_dir."""
+    p = Path(path)
+    candidates = [p] if p.is_absolute() else []
+    creds = _credentials_dir()
+    if not p.is_absolute():
+        if creds is not None:
+            candidates.append(creds / p)
+        candidates.append(base_dir / p)
+    for c in candidates:
+        if c.is_file():
+            return c.read_text(encoding="utf-8").strip()
+    raise FileNotFoundError(" or ".join(str(c) for c in candidates))
+
+
+def _inline_secrets(raw: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
+    """Replace `<key>_file` and $CREDENTIALS_DIRECTORY/<key> with the secret's value, in place."""
+    for path in _SECRET_KEYS:
+        *parents, key = path
+        node: Any = raw
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        dotted = ".".join(path)
+        file_key = f"{key}_file"
+        if file_key in node:
+            if key in node:
+                problems.append(f"{dotted}: give {key} or {file_key}, not both")
+                continue
+            try:
+                node[key] = read_secret_file(str(node.pop(file_key)), base_dir)
+            except FileNotFoundError as e:
+                problems.append(f"{dotted}_file: no such file: {e}")
+                continue
+        elif key not in node and (creds := _credentials_dir()) and (creds / key).is_file():
+            node[key] = (creds / key).read_text(encoding="utf-8").strip()
+        value = node.get(key)
+        if isinstance(value, str) and is_placeholder(value):
+            problems.append(f"{dotted}: is a placeholder ({value!r}); put the real secret here")
+
+
+def _format_error(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "config"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = "is required"
+    elif err["type"] == "extra_forbidden":
+        msg = "is not a known key"
+    return f"{loc}: {msg}"
+
+
+def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -> Config:
+    """Validate a parsed YAML document; raise ConfigError listing every problem at once."""
+    if not isinstance(raw, dict):
+        raise ConfigError(["the file must be a YAML mapping of sections"], source)
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    if isinstance(raw.get("index"), dict) and isinstance(raw["index"].get("store"), dict):
+        raw["index"]["store"] = dict(raw["index"]["store"])
+    problems: list[str] = []
+    _inline_secrets(raw, base_dir, problems)
+    raw["base_dir"] = base_dir
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as e:
+        problems.extend(_format_error(err) for err in e.errors())
+        raise ConfigError(problems, source) from None
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def config_path(explicit: str | Path | None = None) -> Path:
+    """`--config`, else $MUNINN_CONFIG, else ./config.yaml."""
+    return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+
+
+def load_config(explicit: str | Path | None = None) -> Config:
+    path = config_path(explicit)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"no config file at {path} (use --config or ${CONFIG_ENV})"]) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError([f"not valid YAML: {e}"], str(path)) from None
+    return parse_config(raw, path.parent.resolve(), str(path))

@@ -1,0 +1,200 @@
+"""Plain typed records that cross layers. Ids reuse mautrix's NewTypes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mautrix.types import EventID, RoomAlias, RoomID, UserID
+
+__all__ = [
+    "EmbedderIdentity",
+    "Edit",
+    "EventID",
+    "Message",
+    "Normalized",
+    "Redaction",
+    "Refusal",
+    "RoomAlias",
+    "RoomID",
+    "RoomState",
+    "Skip",
+    "SkipReason",
+    "SparseVector",
+    "UserID",
+    "Verdict",
+    "Window",
+]
+
+
+# ---------------------------------------------------------------- scope
+
+
+class Refusal(enum.StrEnum):
+    """Why a room is never read."""
+
+    NOT_JOINED = "not_joined"
+    EXCLUDED = "excluded"
+    DM = "dm"
+    BRIDGED = "bridged"
+    ENCRYPTED = "encrypted"
+
+
+@dataclass(frozen=True)
+class RoomState:
+    """What the homeserver says about a room, reduced to what scope and citations need.
+
+    Built by `ingest.matrix` from `/rooms/{id}/state`; scope decides on it without I/O.
+    """
+
+    room_id: RoomID
+    joined: bool = True
+    name: str | None = None
+    canonical_alias: RoomAlias | None = None
+    alt_aliases: tuple[RoomAlias, ...] = ()
+    join_rule: str | None = None
+    history_visibility: str | None = None
+    encrypted: bool = False
+    room_version: str | None = None
+    create_type: str | None = None
+    members: tuple[UserID, ...] = ()
+    # Any membership event in the room (for the reader, or by whoever invited it) had is_direct.
+    direct_flag: bool = False
+    # state_keys of m.bridge / uk.half-shot.bridge events present with non-empty content
+    bridge_state_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Eligible, or refused with a reason and a human detail for the journal."""
+
+    room_id: RoomID
+    reason: Refusal | None = None
+    detail: str = ""
+
+    @property
+    def eligible(self) -> bool:
+        return self.reason is None
+
+
+# ---------------------------------------------------------------- events
+
+
+class SkipReason(enum.StrEnum):
+    """Why an event of an eligible room was not indexed; each is counted."""
+
+    ENCRYPTED = "encrypted"
+    MEDIA = "media"
+    NOTICE = "notice"
+    OWN = "own"
+    COMMAND = "command"
+    MALFORMED = "malformed"
+    STATE = "state"
+    OTHER = "other"  # reactions, receipts, unknown event types
+    INVALID_EDIT = "invalid_edit"
+    REDACTED = "redacted"  # an event that arrived already redacted
+
+
+@dataclass(frozen=True)
+class Message:
+    """One indexable text message (after reply-fallback stripping, before scrub)."""
+
+    event_id: EventID
+    room_id: RoomID
+    sender: UserID
+    ts: int  # origin_server_ts, milliseconds
+    body: str
+    thread_root: EventID | None = None
+    msgtype: str = "m.text"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """An `m.replace` event. Validity against its target is checked by the writer."""
+
+    event_id: EventID
+    room_id: RoomID
+    sender: UserID
+    ts: int
+    target: EventID
+    new_body: str
+    event_type: str = "m.room.message"
+    target_is_edit: bool = False  # the edit itself carried an m.replace relation to an edit
+
+
+@dataclass(frozen=True)
+class Redaction:
+    event_id: EventID
+    room_id: RoomID
+    sender: UserID
+    ts: int
+    redacts: EventID
+
+
+@dataclass(frozen=True)
+class Skip:
+    event_id: EventID | None
+    reason: SkipReason
+    detail: str = ""
+
+
+Normalized = Message | Edit | Redaction | Skip
+
+
+# ---------------------------------------------------------------- windows and vectors
+
+
+@dataclass(frozen=True)
+class Window:
+    """Consecutive messages of one timeline (the main one, or one thread)."""
+
+    room_id: RoomID
+    thread_root: EventID | None
+    messages: tuple[Message, ...]
+    room_alias: RoomAlias | None = None
+
+    @property
+    def first_event_id(self) -> EventID:
+        return self.messages[0].event_id
+
+    @property
+    def last_event_id(self) -> EventID:
+        return self.messages[-1].event_id
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class EmbedderIdentity:
+    """What a vector space is: two identities differ means their vectors must never mix."""
+
+    provider: str  # "local" | "ollama"
+    model: str
+    dimension: int
+    document_profile: str = ""  # e.g. "search_document: " prefix, or "" for none
+    query_profile: str = ""
+
+    def as_record(self) -> Mapping[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "dimension": self.dimension,
+            "document_profile": self.document_profile,
+            "query_profile": self.query_profile,
+        }
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """A point as the store returns it (payload is the §4 JSON payload)."""
+
+    id: str
+    payload: Mapping[str, Any]
+    score: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
