@@ -64,6 +64,8 @@ class RoomState:
     direct_flag: bool = False
     # state_keys of m.bridge / uk.half-shot.bridge events present with non-empty content
     bridge_state_keys: tuple[str, ...] = ()
+    # (user_id, displayname) of joined members that set one; citations show names, payloads mxids
+    display_names: tuple[tuple[UserID, str], ...] = ()
 
 
 @dataclass(frozen=True)
