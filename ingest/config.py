@@ -10,10 +10,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ingest.errors import ConfigError
 
@@ -68,7 +75,7 @@ class AppserviceConfig(_Section):
 
     registration: Path = Path("registration.yaml")
     host: str = "127.0.0.1"  # where the homeserver pushes transactions
-    port: int = Field(29333, ge=1, le=65535)
+    port: Annotated[int, Field(ge=1, le=65535)] = 29333
 
 
 class StoreConfig(_Section):
@@ -89,15 +96,15 @@ class StoreConfig(_Section):
 
 class IndexConfig(_Section):
     store: StoreConfig = StoreConfig(path=Path("./data/qdrant"))
-    collection: str = Field("muninn_chat", pattern=r"^[A-Za-z0-9_\-]+$")
+    collection: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]+$")] = "muninn_chat"
 
 
 class EmbedderConfig(_Section):
     kind: Literal["local", "ollama"] = "local"
     url: str = "http://127.0.0.1:11434"  # ollama only
     model: str = "nomic-embed-text"  # ollama only; local is always all-MiniLM-L6-v2 int8
-    batch_size: int = Field(32, ge=1, le=1024)
-    timeout_seconds: float = Field(60.0, gt=0)
+    batch_size: Annotated[int, Field(ge=1, le=1024)] = 32
+    timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
 
 
 class ScopeConfig(_Section):
@@ -133,22 +140,24 @@ class ScopeConfig(_Section):
 
 
 class ChunkerConfig(_Section):
-    gap_seconds: int = Field(1800, ge=1)  # a longer silence starts a new window
-    max_bytes: int = Field(1000, ge=100, le=100_000)  # UTF-8 bytes of a window's embedded text
+    gap_seconds: Annotated[int, Field(ge=1)] = 1800  # a longer silence starts a new window
+    # UTF-8 bytes of a window's embedded text
+    max_bytes: Annotated[int, Field(ge=100, le=100_000)] = 1000
 
 
 class RefreshConfig(_Section):
-    interval_seconds: float = Field(300.0, gt=0)  # full pass period in `muninn run`
-    page_size: int = Field(200, ge=1, le=1000)  # events per /messages request
-    debounce_seconds: float = Field(1.0, ge=0)  # wake-up coalescing for live events
+    interval_seconds: Annotated[float, Field(gt=0)] = 300.0  # full pass period in `muninn run`
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 200  # events per /messages request
+    debounce_seconds: Annotated[float, Field(ge=0)] = 1.0  # wake-up coalescing for live events
 
 
 class BotConfig(_Section):
     prefix: str = "!"
     command_room: str | None = None  # alias or id; cross-room search only here
     command_room_askers: tuple[str, ...] = ()  # regexes over user ids
-    transcript_limit: int = Field(2048, ge=1, le=100_000)  # raw events the transcript fold scans
-    rate_per_minute: int = Field(10, ge=1)  # commands one asker may send a minute
+    # raw events the transcript fold scans
+    transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
+    rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
 
     @field_validator("command_room_askers")
     @classmethod
@@ -163,7 +172,7 @@ class BotConfig(_Section):
 
 class MetricsConfig(_Section):
     host: str = "127.0.0.1"
-    port: int | None = Field(None, ge=1, le=65535)  # None: no metrics endpoint
+    port: Annotated[int | None, Field(ge=1, le=65535)] = None  # None: no metrics endpoint
 
 
 class Config(_Section):
@@ -231,11 +240,17 @@ def _inline_secrets(raw: dict[str, Any], base_dir: Path, problems: list[str]) ->
         if file_key in node:
             if key in node:
                 problems.append(f"{dotted}: give {key} or {file_key}, not both")
+                node.pop(file_key)  # reported once here, not again as an unknown key
                 continue
             try:
                 node[key] = read_secret_file(str(node.pop(file_key)), base_dir)
             except FileNotFoundError as e:
                 problems.append(f"{dotted}_file: no such file: {e}")
+                node[key] = ""  # reported here; keeps pydantic from adding "is required"
+                continue
+            except (OSError, UnicodeDecodeError) as e:
+                problems.append(f"{dotted}_file: cannot read: {e}")
+                node[key] = ""
                 continue
         elif key not in node and (creds := _credentials_dir()) and (creds / key).is_file():
             node[key] = (creds / key).read_text(encoding="utf-8").strip()
@@ -285,6 +300,9 @@ def load_config(explicit: str | Path | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError([f"no config file at {path} (use --config or ${CONFIG_ENV})"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        # A directory, an unreadable file or a binary file is a config error, not a traceback.
+        raise ConfigError([f"cannot read config file {path}: {e}"]) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:

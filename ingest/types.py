@@ -97,6 +97,8 @@ class SkipReason(enum.StrEnum):
     OTHER = "other"  # reactions, receipts, unknown event types
     INVALID_EDIT = "invalid_edit"
     REDACTED = "redacted"  # an event that arrived already redacted
+    PURGED = "purged"  # inside an operator's purge tombstone (writer-owned)
+    DUPLICATE = "duplicate"  # already indexed (a replayed page after a crash; writer-owned)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,9 @@ class Message:
     body: str
     thread_root: EventID | None = None
     msgtype: str = "m.text"
+    # The m.replace event whose text `body` holds, when the message was edited (writer-owned).
+    edit_event_id: EventID | None = None
+    edit_ts: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,150 @@
+"""Which rooms may be read at all (DESIGN.md §3 rules 1–4 and the encrypted-room refusal).
+
+Pure: `RoomState` in, `Verdict` out. The refusal order is fixed and is also the order the journal
+reports: not joined → excluded → DM → bridged → encrypted. The first rule that refuses wins, so
+the detail names one concrete cause (which alias, which member, which bridge state key).
+
+Alias matching: the spec's grammar gives an alias localpart no case rule and Synapse stores and
+resolves aliases byte-for-byte, so `#Members:x` and `#members:x` can be two rooms. This is a
+deny-list, though, and the safe failure of a deny-list is refusing one room too many, never
+indexing a members-only room because somebody capitalised its alias. So the exclusion compares
+case-folded aliases (the server part is a DNS name and case-insensitive anyway).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Set
+from dataclasses import dataclass
+
+from ingest.config import ScopeConfig
+from ingest.types import Refusal, RoomAlias, RoomID, RoomState, UserID, Verdict
+
+__all__ = ["RoomScope", "decide", "expand_alias", "is_puppet", "puppet_senders"]
+
+
+def expand_alias(alias: str, server_name: str) -> RoomAlias:
+    """`#members` → `#members:<server_name>`; an alias with a server part is returned unchanged."""
+    if ":" in alias:
+        return RoomAlias(alias)
+    return RoomAlias(f"{alias}:{server_name}")
+
+
+def _alias_key(alias: str) -> str:
+    return alias.casefold()
+
+
+def _compile(patterns: Iterable[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+    return tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
+
+
+def is_puppet(user_id: str, patterns: Iterable[str | re.Pattern[str]]) -> bool:
+    """True when `user_id` fully matches one of the puppet namespace regexes.
+
+    A full match, like an appservice namespace: `@_discord_.*` matches `@_discord_123:server`
+    (the `.*` covers the server part) but not `@alice_discord_:server`.
+    """
+    return any(p.fullmatch(user_id) for p in _compile(patterns))
+
+
+@dataclass(frozen=True)
+class RoomScope:
+    """The scope rules compiled once: exclusions expanded, puppet patterns compiled."""
+
+    server_name: str
+    exclude_room_ids: frozenset[str]
+    # case-folded full alias → the alias as the operator configured it (for the journal)
+    exclude_aliases: dict[str, str]
+    puppet_patterns: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def from_config(cls, scope: ScopeConfig, server_name: str) -> RoomScope:
+        aliases = {_alias_key(expand_alias(a, server_name)): a for a in scope.exclude_aliases}
+        return cls(
+            server_name=server_name,
+            exclude_room_ids=frozenset(scope.exclude_room_ids),
+            exclude_aliases=aliases,
+            puppet_patterns=_compile(scope.bridge_puppet_patterns),
+        )
+
+    def is_puppet(self, user_id: str) -> bool:
+        """True when `user_id` is in a configured bridge puppet namespace."""
+        return any(p.fullmatch(user_id) for p in self.puppet_patterns)
+
+    def decide(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
+        """Eligible, or the first refusal in the fixed order with a sentence for the journal."""
+        for check in (self._joined, self._excluded, self._direct, self._bridged, self._encrypted):
+            verdict = check(state, direct_rooms)
+            if verdict is not None:
+                return verdict
+        return Verdict(state.room_id)
+
+    # Each check returns a refusal or None; they share a signature so `decide` is one loop.
+
+    def _joined(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
+        if state.joined:
+            return None
+        return Verdict(state.room_id, Refusal.NOT_JOINED, "the reader has not joined this room")
+
+    def _excluded(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
+        if state.room_id in self.exclude_room_ids:
+            return Verdict(
+                state.room_id, Refusal.EXCLUDED, f"room id {state.room_id} is excluded by config"
+            )
+        aliases = ((state.canonical_alias,) if state.canonical_alias else ()) + state.alt_aliases
+        for alias in aliases:
+            configured = self.exclude_aliases.get(_alias_key(alias))
+            if configured is not None:
+                kind = "canonical alias" if alias == state.canonical_alias else "alt alias"
+                return Verdict(
+                    state.room_id,
+                    Refusal.EXCLUDED,
+                    f"{kind} {alias} matches excluded alias {configured}",
+                )
+        return None
+
+    def _direct(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict | None:
+        if state.direct_flag:
+            why = "a membership event in the room has is_direct"
+        elif state.room_id in direct_rooms:
+            why = "the room is in the reader's m.direct account data"
+        else:
+            return None
+        return Verdict(state.room_id, Refusal.DM, f"direct message room: {why}")
+
+    def _bridged(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
+        if state.bridge_state_keys:
+            key = state.bridge_state_keys[0]
+            return Verdict(
+                state.room_id, Refusal.BRIDGED, f"bridged: bridge state event with state_key {key}"
+            )
+        puppet = next((m for m in state.members if self.is_puppet(m)), None)
+        if puppet is not None:
+            return Verdict(
+                state.room_id,
+                Refusal.BRIDGED,
+                f"bridged: member {puppet} is in a bridge puppet namespace",
+            )
+        return None
+
+    def _encrypted(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
+        if not state.encrypted:
+            return None
+        # Muninn holds no keys; every event would be ciphertext, so the room is refused whole.
+        return Verdict(state.room_id, Refusal.ENCRYPTED, "the room has m.room.encryption enabled")
+
+
+def decide(
+    state: RoomState,
+    *,
+    direct_rooms: frozenset[RoomID] | set[RoomID],
+    scope: ScopeConfig,
+    server_name: str,
+) -> Verdict:
+    """Decide one room; build a `RoomScope` once instead when deciding many."""
+    return RoomScope.from_config(scope, server_name).decide(state, direct_rooms)
+
+
+def puppet_senders(senders: Iterable[UserID], scope: RoomScope) -> list[UserID]:
+    """The senders in a bridge puppet namespace (a sender need not be a current member)."""
+    return [s for s in senders if scope.is_puppet(s)]

@@ -1,0 +1,415 @@
+"""ingest.config: the config is validated once, and every problem is named by its key (§7)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ingest.config import (
+    CONFIG_ENV,
+    Config,
+    config_path,
+    is_placeholder,
+    load_config,
+    parse_config,
+)
+from ingest.errors import ConfigError
+
+TOKEN = "syt_bXVuaW5u_AbCdEfGhIjKlMnOpQrSt_1a2B3c"
+MINIMAL: dict[str, Any] = {
+    "homeserver": {"url": "http://127.0.0.1:8008", "server_name": "example.org"},
+    "reader": {"user_id": "@muninn:example.org", "access_token": TOKEN},
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the caller's MUNINN_CONFIG or systemd credentials."""
+    monkeypatch.delenv(CONFIG_ENV, raising=False)
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+
+
+def raw(**sections: Any) -> dict[str, Any]:
+    """A copy of the minimal config with sections replaced (None removes a section)."""
+    data = copy.deepcopy(MINIMAL)
+    for key, value in sections.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+def problems(data: Any, base_dir: Path = Path(".")) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, base_dir)
+    return info.value.problems
+
+
+# ---------------------------------------------------------------- valid configs
+
+
+def test_parse_config_minimal_defaults() -> None:
+    """A minimal client-mode config gets the documented defaults."""
+    cfg = parse_config(raw())
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+    assert cfg.appservice is None
+    assert cfg.scope.exclude_aliases == ("#users", "#members", "#patrons")
+    assert cfg.scope.bridge_puppet_patterns == ("@_discord_.*", "@discord_.*")
+    assert cfg.index.store.embedded and cfg.index.store.path == Path("./data/qdrant")
+    assert cfg.index.collection == "muninn_chat"
+    assert (cfg.chunker.gap_seconds, cfg.chunker.max_bytes) == (1800, 1000)
+    assert cfg.bot.prefix == "!"
+    assert cfg.embedder.kind == "local"
+
+
+def test_parse_config_appservice_mode() -> None:
+    """An appservice section alone is the other valid mode."""
+    cfg = parse_config(raw(reader=None, appservice={"registration": "reg.yaml", "port": 29334}))
+    assert cfg.reader is None
+    assert cfg.appservice is not None and cfg.appservice.port == 29334
+
+
+def test_parse_config_store_url() -> None:
+    """A store url selects the Qdrant server, with its api key."""
+    cfg = parse_config(raw(index={"store": {"url": "http://qdrant:6333", "api_key": "k3y-0123"}}))
+    assert not cfg.index.store.embedded
+    assert cfg.index.store.api_key == "k3y-0123"
+
+
+def test_parse_config_strips_homeserver_url_slash() -> None:
+    """A trailing slash on the homeserver url is dropped."""
+    hs = {"url": "https://matrix.example.org/", "server_name": "example.org"}
+    assert parse_config(raw(homeserver=hs)).homeserver.url == "https://matrix.example.org"
+
+
+def test_parse_config_does_not_mutate_input() -> None:
+    """Validation (including *_file resolution) leaves the caller's dict as it was."""
+    data = raw()
+    before = copy.deepcopy(data)
+    parse_config(data)
+    assert data == before
+
+
+# ---------------------------------------------------------------- each problem named by key
+
+
+@pytest.mark.parametrize(
+    ("sections", "named"),
+    [
+        ({"homeserver": None}, "homeserver: is required"),
+        ({"homeserver": {"url": "http://x"}}, "homeserver.server_name: is required"),
+        ({"homeserver": {"server_name": "x", "url": "ftp://x"}}, "homeserver.url"),
+        ({"reader": {"user_id": "muninn", "access_token": TOKEN}}, "reader.user_id"),
+        ({"reader": {"user_id": "@m:example.org"}}, "reader.access_token: is required"),
+        ({"appservice": {"port": 70000}}, "appservice.port"),
+        ({"index": {"collection": "bad name!"}}, "index.collection"),
+        ({"embedder": {"kind": "openai"}}, "embedder.kind"),
+        ({"chunker": {"gap_seconds": 0}}, "chunker.gap_seconds"),
+        ({"chunker": {"max_bytes": 10}}, "chunker.max_bytes"),
+        ({"refresh": {"page_size": 5000}}, "refresh.page_size"),
+        ({"bot": {"transcript_limit": 0}}, "bot.transcript_limit"),
+        ({"metrics": {"port": 0}}, "metrics.port"),
+        ({"scope": {"exclude_aliases": ["members"]}}, "scope.exclude_aliases"),
+        ({"scope": {"exclude_room_ids": ["general"]}}, "scope.exclude_room_ids"),
+        ({"scope": {"bridge_puppet_patterns": ["@_discord_(.*"]}}, "scope.bridge_puppet_patterns"),
+        ({"bot": {"command_room_askers": ["*persona"]}}, "bot.command_room_askers"),
+        ({"reader": "@muninn:example.org"}, "reader"),
+    ],
+)
+def test_parse_config_problem_named_by_key(sections: dict[str, Any], named: str) -> None:
+    """A bad value is reported with its dotted key."""
+    found = problems(raw(**sections))
+    assert any(p.startswith(named) for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("sections", "named"),
+    [
+        ({"colour": "blue"}, "colour: is not a known key"),
+        (
+            {"homeserver": {"server_name": "x", "port": 8008}},
+            "homeserver.port: is not a known key",
+        ),
+        ({"scope": {"exclude_alias": ["#x"]}}, "scope.exclude_alias: is not a known key"),
+        ({"index": {"store": {"pth": "./q"}}}, "index.store.pth: is not a known key"),
+    ],
+)
+def test_parse_config_unknown_keys(sections: dict[str, Any], named: str) -> None:
+    """A misspelt key is an error naming it, never silently ignored."""
+    assert named in problems(raw(**sections))
+
+
+@pytest.mark.parametrize(
+    "regex",
+    ["([", "*", "@_discord_(", "(?P<x>a)(?P<x>b)"],
+)
+def test_parse_config_bad_regex_named(regex: str) -> None:
+    """A pattern that does not compile is named with the regex error."""
+    found = problems(raw(scope={"bridge_puppet_patterns": [regex]}))
+    assert len(found) == 1
+    assert "not a regular expression" in found[0] and regex in found[0]
+
+
+def test_parse_config_all_problems_at_once() -> None:
+    """Every problem is reported in one error, not the first one only."""
+    data = raw(
+        homeserver={"server_name": "example.org", "url": "gopher://x"},
+        reader={"user_id": "nobody", "access_token": "CHANGE_ME"},
+        scope={"exclude_aliases": ["users"], "bridge_puppet_patterns": ["(["]},
+        chunker={"gap_seconds": -1},
+        colour="blue",
+    )
+    found = problems(data)
+    keys = [p.split(":")[0] for p in found]
+    assert set(keys) >= {
+        "homeserver.url",
+        "reader.user_id",
+        "reader.access_token",
+        "scope.exclude_aliases",
+        "scope.bridge_puppet_patterns",
+        "chunker.gap_seconds",
+        "colour",
+    }
+
+
+def test_config_error_message_lists_problems() -> None:
+    """The error's text names the source and lists each problem on its own line."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw(colour="blue", homeserver=None), source="/etc/muninn/config.yaml")
+    text = str(info.value)
+    assert text.startswith("/etc/muninn/config.yaml: 2 problem(s):")
+    assert "\n  - colour: is not a known key" in text
+    assert "\n  - homeserver: is required" in text
+
+
+@pytest.mark.parametrize("document", [None, [], "homeserver: x", 42])
+def test_parse_config_not_a_mapping(document: Any) -> None:
+    """An empty file or a non-mapping document is one clear problem."""
+    assert problems(document) == ["the file must be a YAML mapping of sections"]
+
+
+# ---------------------------------------------------------------- reader vs appservice
+
+
+def test_parse_config_neither_reader_nor_appservice() -> None:
+    """Without reader or appservice the config names both options."""
+    assert problems(raw(reader=None)) == [
+        "config: give reader (client mode) or appservice (appservice mode)"
+    ]
+
+
+def test_parse_config_both_reader_and_appservice() -> None:
+    """Reader and appservice together are refused."""
+    assert problems(raw(appservice={})) == ["config: give reader or appservice, not both"]
+
+
+# ---------------------------------------------------------------- store path vs url
+
+
+def test_parse_config_store_path_and_url() -> None:
+    """An embedded path and a server url together are refused, naming index.store."""
+    found = problems(raw(index={"store": {"path": "./q", "url": "http://qdrant:6333"}}))
+    assert found == ["index.store: give either path (embedded) or url (server), not both"]
+
+
+def test_parse_config_store_api_key_placeholder() -> None:
+    """The store api key is a secret too: a placeholder is named."""
+    found = problems(raw(index={"store": {"url": "http://qdrant:6333", "api_key": "<api key>"}}))
+    assert found == [
+        "index.store.api_key: is a placeholder ('<api key>'); put the real secret here"
+    ]
+
+
+# ---------------------------------------------------------------- secrets
+
+
+@pytest.mark.parametrize(
+    "value", ["", "...", "CHANGE_ME", "changeme", "<as_token>", "xxxx", "TODO", "replace-me"]
+)
+def test_parse_config_placeholder_secret(value: str) -> None:
+    """An unfilled example secret is refused, naming the key."""
+    found = problems(raw(reader={"user_id": "@muninn:example.org", "access_token": value}))
+    assert found == [
+        f"reader.access_token: is a placeholder ({value!r}); put the real secret here"
+    ]
+
+
+@pytest.mark.parametrize("value", [TOKEN, "secret-but-real-0123", "changeme2"])
+def test_is_placeholder_real_values(value: str) -> None:
+    """Real-looking values are not placeholders."""
+    assert not is_placeholder(value)
+
+
+def test_parse_config_secret_file_relative_to_base_dir(tmp_path: Path) -> None:
+    """`access_token_file` is read (stripped) relative to the config's folder."""
+    (tmp_path / "token").write_text(f"{TOKEN}\n", encoding="utf-8")
+    data = raw(reader={"user_id": "@muninn:example.org", "access_token_file": "token"})
+    cfg = parse_config(data, tmp_path)
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+
+
+def test_parse_config_secret_file_absolute(tmp_path: Path) -> None:
+    """An absolute `*_file` path is read as is."""
+    path = tmp_path / "api_key"
+    path.write_text("k3y-0123", encoding="utf-8")
+    store = {"url": "http://qdrant:6333", "api_key_file": str(path)}
+    cfg = parse_config(raw(index={"store": store}), Path("/nonexistent"))
+    assert cfg.index.store.api_key == "k3y-0123"
+
+
+def test_parse_config_secret_file_missing(tmp_path: Path) -> None:
+    """A missing secret file is named by its `_file` key and the paths tried."""
+    data = raw(reader={"user_id": "@muninn:example.org", "access_token_file": "nope"})
+    found = problems(data, tmp_path)
+    assert len(found) == 1
+    assert found[0].startswith("reader.access_token_file: no such file:")
+    assert str(tmp_path / "nope") in found[0]
+
+
+def test_parse_config_secret_file_unreadable(tmp_path: Path) -> None:
+    """A `_file` that cannot be decoded is a named problem, not a traceback (regression)."""
+    (tmp_path / "token").write_bytes(b"\xff\xfe\x00binary")
+    data = raw(reader={"user_id": "@muninn:example.org", "access_token_file": "token"})
+    found = problems(data, tmp_path)
+    assert len(found) == 1 and found[0].startswith("reader.access_token_file: cannot read")
+
+
+def test_parse_config_empty_secret_file_is_placeholder(tmp_path: Path) -> None:
+    """An empty secret file is as unfilled as an empty value."""
+    (tmp_path / "token").write_text("\n", encoding="utf-8")
+    data = raw(reader={"user_id": "@muninn:example.org", "access_token_file": "token"})
+    assert problems(data, tmp_path) == [
+        "reader.access_token: is a placeholder (''); put the real secret here"
+    ]
+
+
+def test_parse_config_secret_and_file_both(tmp_path: Path) -> None:
+    """A secret given inline and as a file is one problem (regression: not also 'unknown key')."""
+    data = raw(
+        reader={"user_id": "@muninn:example.org", "access_token": TOKEN, "access_token_file": "t"}
+    )
+    assert problems(data, tmp_path) == [
+        "reader.access_token: give access_token or access_token_file, not both"
+    ]
+
+
+def test_parse_config_credentials_directory_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative `_file` is looked up in $CREDENTIALS_DIRECTORY before the config folder."""
+    creds, base = tmp_path / "creds", tmp_path / "etc"
+    creds.mkdir()
+    base.mkdir()
+    (creds / "muninn-token").write_text(TOKEN, encoding="utf-8")
+    (base / "muninn-token").write_text("the-wrong-one-0123", encoding="utf-8")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(creds))
+    data = raw(reader={"user_id": "@muninn:example.org", "access_token_file": "muninn-token"})
+    cfg = parse_config(data, base)
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+
+
+def test_parse_config_credentials_directory_by_key_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With systemd LoadCredential=access_token:…, the key may be left out of the file."""
+    (tmp_path / "access_token").write_text(TOKEN, encoding="utf-8")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    cfg = parse_config(raw(reader={"user_id": "@muninn:example.org"}))
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+
+
+def test_parse_config_inline_secret_wins_over_credentials_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An inline value is used as given even when a credential of that name exists."""
+    (tmp_path / "access_token").write_text("from-credentials-0123", encoding="utf-8")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    cfg = parse_config(raw())
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+
+
+# ---------------------------------------------------------------- loading a file
+
+
+def write_config(path: Path, data: Any) -> Path:
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_load_config_explicit_path(tmp_path: Path) -> None:
+    """An explicit path is read, and its folder becomes base_dir."""
+    path = write_config(tmp_path / "muninn.yaml", raw())
+    cfg = load_config(path)
+    assert isinstance(cfg, Config)
+    assert cfg.base_dir == tmp_path.resolve()
+
+
+def test_load_config_env_when_no_explicit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$MUNINN_CONFIG is used when no path is given."""
+    path = write_config(tmp_path / "from-env.yaml", raw())
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    assert load_config().base_dir == tmp_path.resolve()
+    assert config_path() == path
+
+
+def test_load_config_explicit_beats_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--config wins over $MUNINN_CONFIG."""
+    good = write_config(tmp_path / "good.yaml", raw())
+    monkeypatch.setenv(CONFIG_ENV, str(tmp_path / "missing.yaml"))
+    assert load_config(good).reader is not None
+    assert config_path(good) == good
+
+
+def test_config_path_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --config or $MUNINN_CONFIG the path is ./config.yaml."""
+    assert config_path() == Path("config.yaml")
+
+
+def test_load_config_missing_file(tmp_path: Path) -> None:
+    """A missing file names the path and how to choose another."""
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.yaml")
+    (problem,) = info.value.problems
+    assert str(tmp_path / "nope.yaml") in problem and "MUNINN_CONFIG" in problem
+
+
+def test_load_config_directory_is_config_error(tmp_path: Path) -> None:
+    """A directory given as the config is a ConfigError, not a traceback (regression)."""
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(tmp_path) in info.value.problems[0]
+
+
+def test_load_config_invalid_yaml(tmp_path: Path) -> None:
+    """Broken YAML is one problem naming the file."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("homeserver: {url: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.source == str(path)
+    assert info.value.problems[0].startswith("not valid YAML")
+
+
+def test_load_config_source_is_the_path(tmp_path: Path) -> None:
+    """Validation problems of a file carry the file's path as the source."""
+    path = write_config(tmp_path / "c.yaml", raw(colour="blue"))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.source == str(path)
+    assert str(info.value).startswith(f"{path}: 1 problem(s)")
+
+
+def test_load_config_secret_file_next_to_config(tmp_path: Path) -> None:
+    """A relative `_file` in a loaded config is found next to the config file."""
+    (tmp_path / "token").write_text(TOKEN, encoding="utf-8")
+    path = write_config(
+        tmp_path / "config.yaml",
+        raw(reader={"user_id": "@muninn:example.org", "access_token_file": "token"}),
+    )
+    cfg = load_config(path)
+    assert cfg.reader is not None and cfg.reader.access_token == TOKEN
