@@ -1,0 +1,168 @@
+"""Reply-rendering helpers: escaping, mention neutralising, excerpts and matrix.to permalinks.
+
+Everything a reply quotes from a user (bodies, notes, labels, sender names, even parts of their
+command echoed in an error) goes through `safe_plain` / `safe_html` or `excerpt`, so quoted text
+can neither inject HTML nor ping anyone (DESIGN §3 rule 16).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from ingest.permalink import permalink
+
+__all__ = [
+    "WORD_JOINER",
+    "Excerpt",
+    "escape",
+    "excerpt",
+    "neutralise_mentions",
+    "no_mentions",
+    "permalink",
+    "safe_html",
+    "safe_plain",
+]
+
+WORD_JOINER = "\u2060"
+
+# An `@` that starts a word and is followed by something: `@room`, `@alice:example.org`, and the
+# `@` in `matrix.to/#/@alice:…`. Synapse's body matching for `@room` needs a non-word character
+# (or the start) before the `@`, which is exactly the look-behind here, so e-mail addresses are
+# left alone. Text already neutralised (followed by the word joiner) is not touched again.
+_MENTION_AT = regex.compile(r"(?<!\w)@(?=[^\s\u2060])")
+_SNAP = 20  # how far an excerpt edge may move to land on a word boundary
+
+
+def escape(text: str) -> str:
+    """HTML-escape text for element content and attribute values (quotes included)."""
+    return html.escape(text, quote=True)
+
+
+def neutralise_mentions(text: str) -> str:
+    """Break every mention-shaped `@` with a word joiner so quoted text cannot ping.
+
+    `@room` becomes `@\u2060room` (the `.m.rule.roomnotif` body match no longer fires), and mxids
+    stop being linkified into pills or `matrix.to` user links. Idempotent. Display-name mentions
+    cannot be broken in text; send replies with `no_mentions()` for those.
+    """
+    return _MENTION_AT.sub("@" + WORD_JOINER, text)
+
+
+def safe_plain(text: str) -> str:
+    """User text for a reply's plain `body`."""
+    return neutralise_mentions(text)
+
+
+def safe_html(text: str) -> str:
+    """User text for a reply's `formatted_body`: escaped first, then neutralised."""
+    return neutralise_mentions(escape(text))
+
+
+def no_mentions() -> dict[str, Any]:
+    """Content fragment for every reply: an empty `m.mentions` mentions nobody.
+
+    With `m.mentions` present, homeservers skip the legacy body-matching push rules (display
+    name, user name, `@room`; MSC3952), which is the only defence against display-name pings.
+    """
+    return {"m.mentions": {}}
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One excerpt in both reply forms; both are already safe to send."""
+
+    plain: str  # match marked **like this**
+    html: str  # match marked <mark>like this</mark>
+
+
+def _term_spans(body: str, terms: Iterable[str]) -> list[tuple[int, int]]:
+    """Case-insensitive occurrences of every non-blank term, merged where they overlap."""
+    spans: list[tuple[int, int]] = []
+    for term in terms:
+        term = term.strip()
+        if term:
+            pattern = regex.compile(regex.escape(term), regex.IGNORECASE)
+            spans.extend(m.span() for m in pattern.finditer(body))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _window(body: str, focus: tuple[int, int], width: int) -> tuple[int, int]:
+    """A `width`-character window around `focus`, edges moved onto spaces where one is near."""
+    if len(body) <= width:
+        return 0, len(body)
+    centre = (focus[0] + focus[1]) // 2
+    start = max(0, min(centre - width // 2, len(body) - width))
+    end = start + width
+    if start > 0:
+        space = body.find(" ", start, min(start + _SNAP, focus[0]))
+        start = space + 1 if space >= 0 else start
+    if end < len(body):
+        space = body.rfind(" ", max(end - _SNAP, focus[1]), end)
+        end = space if space >= 0 else end
+    return start, end
+
+
+def _render(body: str, marks: Sequence[tuple[int, int]], window: tuple[int, int]) -> Excerpt:
+    start, end = window
+    plain: list[str] = ["…"] if start > 0 else []
+    rich: list[str] = list(plain)
+    cursor = start
+    for mark_start, mark_end in marks:
+        mark_start, mark_end = max(mark_start, start), min(mark_end, end)
+        if mark_start >= mark_end:
+            continue
+        plain += [body[cursor:mark_start], "**", body[mark_start:mark_end], "**"]
+        rich += [escape(body[cursor:mark_start]), "<mark>", escape(body[mark_start:mark_end])]
+        rich.append("</mark>")
+        cursor = mark_end
+    plain.append(body[cursor:end])
+    rich.append(escape(body[cursor:end]))
+    if end < len(body):
+        plain.append("…")
+        rich.append("…")
+    # Neutralising the assembled strings also catches an `@` split from its word by a mark; our
+    # own markup (`<mark>`, entities, `**`) contains no `@`, so only user text is touched.
+    return Excerpt(neutralise_mentions("".join(plain)), neutralise_mentions("".join(rich)))
+
+
+def excerpt(
+    body: str,
+    query_terms: Iterable[str],
+    width: int = 160,
+    *,
+    span: tuple[int, int] | None = None,
+) -> Excerpt:
+    """A short excerpt of `body` around its best match, every match in view marked.
+
+    Args:
+        body: the message text as sent.
+        query_terms: literal texts to mark, matched case-insensitively.
+        width: the excerpt's length in characters before ellipses.
+        span: a match already found (e.g. a `/regex/` hit), in `body` coordinates; it is the
+            focus and is marked along with the terms.
+
+    The best match is `span` if given, else the longest term occurrence (earliest on ties);
+    with no match the excerpt is the start of the body.
+    """
+    # One line: replacing whitespace one for one keeps `span` valid.
+    flat = "".join(" " if ch.isspace() else ch for ch in body)
+    marks = _term_spans(flat, query_terms)
+    if span is not None and span[0] < span[1]:
+        marks = sorted({*marks, span})
+        focus = span
+    elif marks:
+        focus = min(marks, key=lambda s: (s[0] - s[1], s[0]))
+    else:
+        focus = (0, 0)
+    return _render(flat, marks, _window(flat, focus, width))

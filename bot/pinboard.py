@@ -1,0 +1,197 @@
+"""The pinboard: a fold over a room's `!pin`/`!unpin` marker events (DESIGN §1, §6).
+
+There is no table and no state event: the room log is the record, and the board is what folding
+its markers gives. Markers are folded in timeline order, never by `ts` (appservice senders may
+backdate `ts`, and clocks skew). Rules:
+
+- later markers win: re-pinning a target replaces its label and note and moves it to the top;
+- the board holds `CAPACITY` pins, most recently pinned first; a pin arriving at a full board
+  drops the least recently pinned one (for good: a later unpin does not bring it back);
+- `!unpin` removes its target; a marker without a target changes nothing;
+- a redacted marker is excluded, so the board is as if it had never been sent. A redaction
+  rewrites history, which `apply` cannot do on a 12-pin value: on a redaction, refold the log.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from bot.commands import PinCommand, UnpinCommand, command_name
+from bot.transcript import fold_text
+
+__all__ = [
+    "CAPACITY",
+    "Board",
+    "Marker",
+    "MarkerKind",
+    "Pin",
+    "TimelineEvent",
+    "apply",
+    "fold",
+    "marker_from_command",
+    "resolve_offset",
+    "select",
+]
+
+CAPACITY = 12
+
+
+class MarkerKind(enum.StrEnum):
+    PIN = "pin"
+    UNPIN = "unpin"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One `!pin` or `!unpin` event, its target already resolved by the caller."""
+
+    event_id: str
+    sender: str
+    ts: int
+    kind: MarkerKind
+    target: str | None  # from the reply relation, or ^N via `resolve_offset`; None if neither
+    label: str | None = None
+    note: str = ""
+    redacted: bool = False
+    thread_root: str | None = None  # informational: thread markers count on the room's board
+
+
+@dataclass(frozen=True)
+class Pin:
+    target: str
+    label: str | None
+    note: str
+    pinned_by: str
+    pinned_ts: int
+    marker_id: str
+
+
+@dataclass(frozen=True)
+class Board:
+    pins: tuple[Pin, ...] = ()  # most recently pinned first
+    capacity: int = CAPACITY
+
+    def get(self, target: str) -> Pin | None:
+        return next((pin for pin in self.pins if pin.target == target), None)
+
+
+def apply(board: Board, marker: Marker) -> Board:
+    """The board after one more marker (appended to the log; see the module note on redactions)."""
+    if marker.redacted or marker.target is None:
+        return board
+    others = tuple(pin for pin in board.pins if pin.target != marker.target)
+    if marker.kind is MarkerKind.UNPIN:
+        return board if len(others) == len(board.pins) else replace(board, pins=others)
+    pin = Pin(marker.target, marker.label, marker.note, marker.sender, marker.ts, marker.event_id)
+    return replace(board, pins=(pin, *others)[: board.capacity])
+
+
+def fold(markers: Iterable[Marker], capacity: int = CAPACITY) -> Board:
+    """The board of a room: every marker in timeline order (oldest first), redacted ones out."""
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    return functools.reduce(apply, markers, Board(capacity=capacity))
+
+
+def marker_from_command(
+    event_id: str,
+    sender: str,
+    ts: int,
+    command: PinCommand | UnpinCommand,
+    target: str | None,
+    *,
+    redacted: bool = False,
+    thread_root: str | None = None,
+) -> Marker:
+    """A marker from a parsed command. For a `!pin` with neither a reply nor ^N the target is
+    the command event itself; an `!unpin` without either has target None and does nothing."""
+    if isinstance(command, PinCommand):
+        kind, label, note = MarkerKind.PIN, command.label, command.note
+    else:
+        kind, label, note = MarkerKind.UNPIN, None, ""
+    return Marker(event_id, sender, ts, kind, target, label, note, redacted, thread_root)
+
+
+def select(
+    board: Board,
+    *,
+    label: str | None = None,
+    text: str | None = None,
+    bodies: Mapping[str, str] | None = None,
+) -> tuple[Pin, ...]:
+    """`!pins [#label] [text]`: pins with that label whose note or pinned message has the text.
+
+    Args:
+        bodies: the pinned messages' bodies by event id, fetched by the caller.
+    """
+    want = label.removeprefix("#").casefold() if label else None
+    needle = fold_text(text) if text else ""
+    bodies = bodies or {}
+    kept = []
+    for pin in board.pins:
+        if want is not None and (pin.label or "").casefold() != want:
+            continue
+        haystacks = (fold_text(pin.note), fold_text(bodies.get(pin.target, "")))
+        if needle and not any(needle in hay for hay in haystacks):
+            continue
+        kept.append(pin)
+    return tuple(kept)
+
+
+class TimelineEvent(Protocol):
+    """What `resolve_offset` reads of a timeline event; `ingest.types.Message` fits."""
+
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def sender(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def thread_root(self) -> str | None: ...
+
+
+def _same_timeline(event: TimelineEvent, thread_root: str | None) -> bool:
+    if thread_root is None:
+        return event.thread_root is None
+    # A thread's timeline is its root followed by its replies.
+    return event.thread_root == thread_root or event.event_id == thread_root
+
+
+def resolve_offset(
+    history: Sequence[TimelineEvent],
+    command_index: int,
+    n: int,
+    *,
+    bot_user_id: str,
+    prefix: str = "!",
+) -> str | None:
+    """The event `^n` names: the n-th message above the command in the command's own timeline.
+
+    Muninn commands and the bot's own replies are skipped, so `!pin ^1` right after a `!search`
+    and its answer still pins the message people were talking about.
+
+    Args:
+        history: the room's events, oldest first, the command at `command_index`.
+
+    Returns:
+        The target's event id, or None when the timeline has fewer than n messages above.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    thread_root = history[command_index].thread_root
+    seen = 0
+    for index in range(command_index - 1, -1, -1):
+        event = history[index]
+        if not _same_timeline(event, thread_root):
+            continue
+        if event.sender == bot_user_id or command_name(event.body, prefix) is not None:
+            continue
+        seen += 1
+        if seen == n:
+            return event.event_id
+    return None
