@@ -1,0 +1,207 @@
+"""Cut a room's messages into windows, and give each window its text, id and payload (§4).
+
+Pure: no I/O. Timeline rule: a message with a `thread_root` belongs to that thread's timeline;
+every other message, a thread's root included, belongs to the main timeline. So every message
+sits in exactly one timeline and therefore in exactly one window, and a root never moves when its
+first reply arrives (moving it would rewrite an already closed main-timeline window). A thread
+window cites its root through `thread_root`, not by holding a copy of the root's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ingest.types import EventID, Message, RoomAlias, RoomID, UserID, Window
+
+__all__ = [
+    "CHUNKER_VERSION",
+    "Names",
+    "chunk",
+    "content_hash",
+    "display_name",
+    "message_line",
+    "point_id",
+    "split_timelines",
+    "truncate_utf8",
+    "window_payload",
+    "window_text",
+]
+
+# Bump when boundaries, line format or payload shape change: the collection records it (§3.13).
+CHUNKER_VERSION: int = 1
+
+# mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
+Names = Mapping[UserID, str] | Mapping[str, str]
+
+# Fixed forever: changing it would give every existing window a new point id.
+_POINT_NAMESPACE = uuid.UUID("6d756e69-6e6e-5f63-6861-745f77696e64")
+
+
+def split_timelines(messages: Iterable[Message]) -> dict[EventID | None, list[Message]]:
+    """Group messages by timeline, keeping their order; the main timeline's key is None.
+
+    Timelines appear in the order of their first message; empty timelines are absent.
+    """
+    timelines: dict[EventID | None, list[Message]] = {}
+    for message in messages:
+        timelines.setdefault(message.thread_root, []).append(message)
+    return timelines
+
+
+def display_name(sender: UserID, names: Names) -> str:
+    """The sender's display name, else the localpart of the mxid (`@alice:hs` → `alice`)."""
+    name = names.get(sender)
+    if name is None or not name.strip():
+        name = sender.removeprefix("@").split(":", 1)[0] or sender
+    return _fold(name)
+
+
+def _fold(text: str) -> str:
+    # One line a message: any line break inside a body or a name becomes a space.
+    return " ".join(text.splitlines())
+
+
+def message_line(message: Message, names: Names) -> str:
+    """`[2026-11-01 16:34] alice: message text`, time in UTC."""
+    when = datetime.fromtimestamp(message.ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
+    return f"[{when}] {display_name(message.sender, names)}: {_fold(message.body)}"
+
+
+def _line_bytes(message: Message, names: Names) -> int:
+    return len(message_line(message, names).encode("utf-8"))
+
+
+def chunk(
+    messages: Sequence[Message],
+    *,
+    gap_seconds: int,
+    max_bytes: int,
+    names: Names,
+    room_alias: RoomAlias | None = None,
+) -> list[Window]:
+    """Cut ONE timeline, in order, into windows greedily.
+
+    A new window starts when the gap to the previous message exceeds `gap_seconds`, or when
+    adding the message's line (plus its newline) would make the window's text exceed
+    `max_bytes` UTF-8 bytes. A message whose line alone exceeds `max_bytes` is a window alone
+    (its embedded text is truncated, its payload body is not). The decision for each message
+    depends only on the messages since the current window's start, so chunking from any
+    window's first message reproduces the windows that follow it.
+
+    Raises:
+        ValueError: the messages are not all of one room and one timeline.
+    """
+    if not messages:
+        return []
+    room_id, thread_root = messages[0].room_id, messages[0].thread_root
+    for m in messages:
+        if m.room_id != room_id or m.thread_root != thread_root:
+            raise ValueError(f"{m.event_id}: chunk() takes one timeline; split_timelines() first")
+    groups: list[list[Message]] = []
+    size = 0
+    gap_ms = gap_seconds * 1000
+    for m in messages:
+        line = _line_bytes(m, names)
+        if groups and _continues(groups[-1][-1], m, size + 1 + line, gap_ms, max_bytes):
+            groups[-1].append(m)
+            size += 1 + line
+        else:
+            groups.append([m])
+            size = line
+    return [Window(room_id, thread_root, tuple(g), room_alias=room_alias) for g in groups]
+
+
+def _continues(prev: Message, m: Message, new_size: int, gap_ms: int, max_bytes: int) -> bool:
+    # A timestamp that goes backwards (backdated or skewed senders) is a gap of zero, not a split.
+    return m.ts - prev.ts <= gap_ms and new_size <= max_bytes
+
+
+def truncate_utf8(text: str, max_bytes: int) -> str:
+    """The longest prefix of `text` that fits in `max_bytes` UTF-8 bytes (no split character)."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    return data[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def window_text(window: Window, names: Names, max_bytes: int | None = None) -> str:
+    """The text embedded for a window: one line a message, cut to `max_bytes` if given."""
+    text = "\n".join(message_line(m, names) for m in window.messages)
+    return text if max_bytes is None else truncate_utf8(text, max_bytes)
+
+
+def point_id(room_id: RoomID, thread_root: EventID | None, first_event_id: EventID) -> str:
+    """Deterministic point id: uuid5 over room, thread (empty for main) and first event id."""
+    # \x1f cannot occur in Matrix ids, so distinct triples never join to the same name.
+    name = f"{room_id}\x1f{thread_root or ''}\x1f{first_event_id}"
+    return str(uuid.uuid5(_POINT_NAMESPACE, name))
+
+
+def content_hash(text: str, versions: Mapping[str, Any]) -> str:
+    """sha256 hex of the embedded text and the versions that produced its vectors.
+
+    Equal hashes mean the stored vectors can be reused; they do not mean the payload is equal
+    (an applied edit id, say, changes `event_ids` and not the text).
+    """
+    canonical = json.dumps(
+        {"text": text, "versions": versions},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def window_payload(
+    window: Window,
+    *,
+    names: Names,
+    versions: Mapping[str, Any],
+    max_bytes: int | None = None,
+    extra_event_ids: Iterable[EventID] = (),
+) -> dict[str, Any]:
+    """The §4 point payload of a window.
+
+    Args:
+        names: mxid → display name, for the embedded text only (the payload keeps mxids).
+        versions: chunker, scrub, lexical and embedder versions; stored and hashed.
+        max_bytes: the chunker's `max_bytes`; `text` is cut to it, message bodies are not.
+        extra_event_ids: more ids whose change must find this window, such as the ids of the
+            edits applied to its messages; appended to `event_ids` after the message ids.
+    """
+    text = window_text(window, names, max_bytes)
+    stamps = [m.ts for m in window.messages]
+    return {
+        "corpus": "chat",
+        "room_id": window.room_id,
+        "room_alias": window.room_alias,
+        "thread_root": window.thread_root,
+        "event_ids": _unique([m.event_id for m in window.messages], extra_event_ids),
+        "first_event_id": window.first_event_id,
+        "last_event_id": window.last_event_id,
+        # min/max rather than first/last so time filters hold even if a sender backdated.
+        "first_ts": min(stamps),
+        "last_ts": max(stamps),
+        "senders": _unique([m.sender for m in window.messages]),
+        "messages": [
+            {"event_id": m.event_id, "sender": m.sender, "ts": m.ts, "body": m.body}
+            for m in window.messages
+        ],
+        "text": text,
+        "content_hash": content_hash(text, versions),
+        "versions": dict(versions),
+    }
+
+
+def _unique(*parts: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for part in parts:
+        for item in part:
+            seen.setdefault(item, None)
+    return list(seen)

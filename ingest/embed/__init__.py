@@ -1,0 +1,66 @@
+"""Embedders: text → dense vectors, behind one protocol.
+
+`local` is the embedded default (all-MiniLM-L6-v2 int8 ONNX, no server, no download);
+`ollama` is production. The concrete modules are imported on demand so an Ollama deployment
+never loads onnxruntime, and the local one never needs an Ollama client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ingest.config import EmbedderConfig
+from ingest.errors import EmbedError, EmbedUnavailable
+from ingest.types import EmbedderIdentity
+
+__all__ = ["EmbedError", "EmbedUnavailable", "Embedder", "make_embedder"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Dense vectors for documents and queries of one vector space (`identity`).
+
+    Documents and queries are separate calls because some models prefix them differently.
+    Each returned list has one vector a text, in order. Errors: `EmbedUnavailable` when the
+    embedder cannot be reached (callers degrade to lexical search), `EmbedError` otherwise.
+    """
+
+    @property
+    def identity(self) -> EmbedderIdentity: ...
+
+    async def probe(self) -> EmbedderIdentity:
+        """Reach the model once and return the full identity.
+
+        Call before recording `identity` anywhere: an Ollama model's dimension is only known
+        (and checked against the expected one) after the server has answered.
+        """
+        ...
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def close(self) -> None: ...
+
+
+def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None) -> Embedder:
+    """The embedder the config names.
+
+    Args:
+        expected_dimension: for Ollama, the dimension the collection was built with; a model
+            answering with another dimension is refused with `EmbedError`.
+    """
+    if cfg.kind == "local":
+        from ingest.embed.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(batch_size=cfg.batch_size)
+    from ingest.embed.ollama import OllamaEmbedder
+
+    return OllamaEmbedder(
+        url=cfg.url,
+        model=cfg.model,
+        batch_size=cfg.batch_size,
+        timeout_seconds=cfg.timeout_seconds,
+        expected_dimension=expected_dimension,
+    )

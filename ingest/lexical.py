@@ -1,0 +1,89 @@
+"""BM25-style sparse vectors for the lexical retriever. Pure: no I/O.
+
+The store applies IDF itself (Qdrant's sparse `Modifier.IDF`), so a document vector carries only
+BM25's saturated, length-normalised term frequency, and a query vector carries 1.0 a unique term.
+
+Tokens, after NFKC and case folding:
+- words are runs of letters, digits and marks; an identifier joined by `_`, `.` or `-`
+  (`err_connection_refused`, `v1.2.3`, `0x80070005`, `foo-bar`) is emitted whole and then
+  part by part, so both `ERR_CONNECTION_REFUSED` and `refused` find it;
+- scripts written without spaces (Han, Hiragana, Katakana, Thai, Hangul) emit overlapping
+  character bigrams of each run, or the character itself for a one-character run, so `東京`
+  finds `明日は東京で会議があります` without a dictionary.
+Documents and queries go through the same function, so whatever splits, splits the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+import regex
+
+from ingest.types import SparseVector
+
+__all__ = ["LEXICAL_VERSION", "document_vector", "query_vector", "term_index", "tokens"]
+
+# Bump when tokens or weights change: stored sparse vectors must then be rebuilt.
+LEXICAL_VERSION: int = 1
+
+_NO_SPACE = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Hangul}\u30fc"  # ー is script Common
+_WORD_CHAR = rf"[[\p{{L}}\p{{N}}\p{{M}}]--[{_NO_SPACE}]]"
+_TOKEN = regex.compile(
+    rf"(?P<run>[{_NO_SPACE}]+)|(?P<word>{_WORD_CHAR}+(?:[_.\-]{_WORD_CHAR}+)*)",
+    flags=regex.V1,
+)
+_CONNECTOR = regex.compile(r"[_.\-]")
+
+
+def tokens(text: str) -> list[str]:
+    """The lexical tokens of `text`, in order, duplicates kept (term frequency needs them)."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).casefold()):
+        if (run := match.group("run")) is not None:
+            out.extend(_bigrams(run))
+        else:
+            word = match.group("word")
+            out.append(word)
+            if _CONNECTOR.search(word):
+                out.extend(p for p in _CONNECTOR.split(word) if p)
+    return out
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def term_index(token: str) -> int:
+    """A token's sparse index: a stable unsigned 32-bit hash (Python's hash() is salted)."""
+    digest = hashlib.blake2b(token.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _vector(weights: Iterable[tuple[str, float]]) -> SparseVector:
+    # Two tokens hashing to one index are summed: the store allows one value an index.
+    summed: dict[int, float] = {}
+    for token, weight in weights:
+        index = term_index(token)
+        summed[index] = summed.get(index, 0.0) + weight
+    ordered = sorted(summed.items())
+    return SparseVector(tuple(i for i, _ in ordered), tuple(v for _, v in ordered))
+
+
+def document_vector(
+    text: str, *, avg_len: float = 40.0, k1: float = 1.2, b: float = 0.75
+) -> SparseVector:
+    """BM25's term-frequency part, tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len)), a term."""
+    counts = Counter(tokens(text))
+    length = sum(counts.values())
+    norm = k1 * (1.0 - b + b * length / avg_len)
+    return _vector((t, tf * (k1 + 1.0) / (tf + norm)) for t, tf in counts.items())
+
+
+def query_vector(text: str) -> SparseVector:
+    """1.0 for each unique query token; the store's IDF does the weighting."""
+    return _vector((t, 1.0) for t in dict.fromkeys(tokens(text)))

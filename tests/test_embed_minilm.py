@@ -1,0 +1,146 @@
+"""ingest.embed.minilm: the embedded MiniLM int8 model, tested against the real model file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingest.config import EmbedderConfig
+from ingest.embed import Embedder, make_embedder, minilm
+from ingest.embed.minilm import MiniLMEmbedder
+from ingest.errors import EmbedError
+from ingest.types import EmbedderIdentity
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder(batch_size=4)
+
+
+async def cosine(embedder: MiniLMEmbedder, a: str, b: str) -> float:
+    va, vb = await embedder.embed_documents([a, b])
+    return float(np.dot(va, vb))  # vectors are unit length
+
+
+def test_make_embedder_local_gives_minilm() -> None:
+    """The default config builds the embedded MiniLM, which satisfies the Embedder protocol."""
+    e = make_embedder(EmbedderConfig())
+    assert isinstance(e, MiniLMEmbedder)
+    assert isinstance(e, Embedder)
+
+
+def test_minilm_identity() -> None:
+    """Identity: local provider, the int8 model name, 384 dimensions, no prefixes."""
+    assert MiniLMEmbedder().identity == EmbedderIdentity(
+        provider="local", model="all-MiniLM-L6-v2-int8", dimension=384
+    )
+
+
+async def test_minilm_vectors_are_384_d_unit_length(embedder: MiniLMEmbedder) -> None:
+    """Each text gives one 384-d float vector of length 1, the empty string included."""
+    vectors = await embedder.embed_documents(["hello world", ""])
+    assert len(vectors) == 2
+    for v in vectors:
+        assert len(v) == 384 and all(isinstance(x, float) for x in v)
+        assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_minilm_similar_closer_than_unrelated(embedder: MiniLMEmbedder) -> None:
+    """A sentence is closer to a rewording of it than to an unrelated sentence."""
+    crash = "the server crashed after the upgrade"
+    near = await cosine(embedder, crash, "after upgrading, the server went down")
+    far = await cosine(embedder, crash, "I love baking chocolate cake")
+    assert near > far + 0.3
+
+
+@pytest.mark.parametrize(
+    ("query", "paraphrase", "unrelated"),
+    [
+        ("automobile repair shop", "mechanic fixing cars", "quarterly tax filing deadline"),
+        ("puppy", "young dog", "stock market"),
+    ],
+)
+async def test_minilm_paraphrase_without_shared_words(
+    embedder: MiniLMEmbedder, query: str, paraphrase: str, unrelated: str
+) -> None:
+    """A paraphrase sharing no word with the query scores above an unrelated sentence."""
+    assert not set(query.split()) & set(paraphrase.split())
+    assert await cosine(embedder, query, paraphrase) > await cosine(embedder, query, unrelated)
+
+
+async def test_minilm_deterministic(embedder: MiniLMEmbedder) -> None:
+    """The same text gives the same vector, call after call and by either entry point."""
+    texts = ["[2026-11-01 16:34] alice: is the build green?"]
+    first = await embedder.embed_documents(texts)
+    assert await embedder.embed_documents(texts) == first
+    assert await embedder.embed_queries(texts) == first
+
+
+async def test_minilm_batch_equals_one_by_one(embedder: MiniLMEmbedder) -> None:
+    """Padding a batch does not change a text's vector: batched == embedded alone."""
+    texts = [
+        "short",
+        "a somewhat longer sentence about deployments " * 3,
+        "東京で会議",
+        "x",
+        "y z",
+    ]
+    batched = np.array(await embedder.embed_documents(texts))
+    alone = np.array([(await embedder.embed_documents([t]))[0] for t in texts])
+    np.testing.assert_allclose(batched, alone, atol=1e-5)
+
+
+async def test_minilm_empty_input(embedder: MiniLMEmbedder) -> None:
+    """No texts, no vectors."""
+    assert await embedder.embed_documents([]) == []
+    assert await embedder.embed_queries([]) == []
+
+
+async def test_minilm_long_text_truncated(embedder: MiniLMEmbedder) -> None:
+    """Text beyond 256 tokens is cut, not refused: a longer tail does not change the vector."""
+    long = "deploy the release to staging and watch the logs " * 200
+    a, b = await embedder.embed_documents([long, long + " and then production"])
+    assert len(a) == 384
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+async def test_minilm_checksum_mismatch_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model file whose sha256 differs from the pinned one is refused before it is run."""
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not the pinned model")
+    monkeypatch.setattr(minilm, "model_path", lambda: fake)
+    with pytest.raises(EmbedError, match="sha256"):
+        await MiniLMEmbedder().embed_documents(["hello"])
+    assert fake not in minilm._sessions
+
+
+async def test_minilm_missing_model_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing model file is an EmbedError naming the path."""
+    missing = tmp_path / "gone.onnx"
+    monkeypatch.setattr(minilm, "model_path", lambda: missing)
+    with pytest.raises(EmbedError, match=r"gone\.onnx"):
+        await MiniLMEmbedder().probe()
+
+
+async def test_minilm_hashes_and_loads_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many embedders and calls share one verified session: the file is hashed once."""
+    calls: list[Path] = []
+    real_sha256 = minilm._sha256
+    monkeypatch.setattr(minilm, "_sessions", {})
+
+    def spy(path: Path) -> str:
+        calls.append(path)
+        return real_sha256(path)
+
+    monkeypatch.setattr(minilm, "_sha256", spy)
+    for _ in range(2):
+        e = MiniLMEmbedder()
+        assert await e.probe() == e.identity
+        await e.embed_documents(["one", "two"])
+        await e.close()
+    assert calls == [minilm.model_path()]
+    assert len(minilm._sessions) == 1
