@@ -1,0 +1,56 @@
+"""The vector store: one synchronous interface, two adapters (embedded qdrant-edge, Qdrant server).
+
+Callers on the event loop run every call through `asyncio.to_thread` (qdrant-edge has no async
+API). `ingest.refresh` is the only writer; `ingest.search` only reads the active generation.
+
+    store = open_store(cfg.index, cfg.base_dir)
+    gen = generation_name(cfg.index.collection, compat_record)
+    coll = store.open(gen, dense_dim=384, create=True)
+    coll.upsert([...]); coll.put_meta("cursor/!room", {...}); coll.flush()
+    store.activate(gen)          # once the generation is complete
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest.config import IndexConfig
+from ingest.store.base import (
+    DENSE,
+    LEXICAL,
+    Collection,
+    PointFilter,
+    PointRecord,
+    Store,
+    generation_name,
+)
+
+__all__ = [
+    "DENSE",
+    "LEXICAL",
+    "Collection",
+    "PointFilter",
+    "PointRecord",
+    "Store",
+    "generation_name",
+    "open_store",
+]
+
+_DEFAULT_PATH = Path("data/qdrant")
+
+
+def open_store(cfg: IndexConfig, base_dir: Path) -> Store:
+    """The embedded store when `cfg.store.url` is None, else a Qdrant server store.
+
+    A relative `cfg.store.path` is resolved against `base_dir` (the config file's folder).
+    Raises StoreUnavailable when the embedded path is held by another process.
+    """
+    # Imported here so that a process using one adapter never loads the other's engine.
+    if cfg.store.url is not None:
+        from ingest.store.server import ServerStore
+
+        return ServerStore.connect(cfg.store.url, cfg.collection, cfg.store.api_key)
+    from ingest.store.edge import EdgeStore
+
+    path = cfg.store.path if cfg.store.path is not None else _DEFAULT_PATH
+    return EdgeStore(path if path.is_absolute() else base_dir / path, cfg.collection)

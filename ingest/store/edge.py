@@ -1,0 +1,303 @@
+"""The embedded store: qdrant-edge shards in-process, one directory per generation.
+
+Layout of the store path:
+
+    <path>/LOCK            flock held while a process has the store open (pid inside)
+    <path>/ACTIVE          the active generation's name, replaced atomically
+    <path>/<generation>/   one EdgeShard (its own WAL, segments and edge_config.json)
+
+qdrant-edge allows one open EdgeShard per directory: a second `EdgeShard.load` of a held shard
+fails ("Can't init WAL: WouldBlock") in the same or another process, and there is no read-only
+mode. The store-level LOCK turns that into one clear `StoreUnavailable` at `open_store`.
+
+qdrant-edge holds the GIL for the whole of every call (measured: queries, upserts, and
+`optimize()`, which at 100k × 384-d took minutes on 2 cores with the main thread frozen).
+`asyncio.to_thread` therefore keeps the loop from awaiting, not from stalling: each call stalls
+it for the call's duration. Fine for 1-20 ms queries; never run `optimize()` in a process that
+must keep answering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import qdrant_edge as qe
+
+from ingest.errors import StoreError, StoreUnavailable
+from ingest.store.base import (
+    CHAT,
+    DENSE,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    LEXICAL,
+    CollectionBase,
+    IntRange,
+    PointRecord,
+    Raw,
+    Scored,
+    StoreBase,
+    Term,
+)
+
+_ACTIVE = "ACTIVE"
+_LOCK = "LOCK"
+_DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
+_SHARD_MARKER = "edge_config.json"
+
+
+def _condition(term: Term) -> Any:
+    if isinstance(term, IntRange):
+        return qe.FieldCondition(term.key, range=qe.RangeFloat(gte=term.gte, lte=term.lte))
+    match = qe.FieldCondition(term.key, match=qe.MatchAny(list(term.values)))
+    if not term.or_empty:
+        return match
+    return qe.Filter(should=[qe.IsEmptyCondition(term.key), match])
+
+
+def _filter(corpus: str, terms: list[Term]) -> Any:
+    corpus_is = qe.FieldCondition("corpus", match=qe.MatchValue(corpus))
+    return qe.Filter(must=[corpus_is, *(_condition(t) for t in terms)])
+
+
+class EdgeCollection(CollectionBase):
+    """One qdrant-edge shard."""
+
+    def __init__(self, name: str, dense_dim: int, shard: Any, path: Path) -> None:
+        super().__init__(name, dense_dim)
+        self._shard = shard
+        self._path = path
+
+    @contextlib.contextmanager
+    def _guard(self, op: str) -> Iterator[None]:
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as e:  # qdrant-edge raises bare Exception for every engine failure
+            raise StoreError(f"qdrant-edge {op} on {self._path}: {e}") from e
+
+    def _upsert_chat(self, points: Sequence[PointRecord], payloads: list[dict[str, Any]]) -> None:
+        batch = [
+            qe.Point(
+                p.id,
+                {
+                    DENSE: [float(x) for x in p.dense],
+                    LEXICAL: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values)),
+                },
+                payload,
+            )
+            for p, payload in zip(points, payloads, strict=True)
+        ]
+        self._shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def _upsert_bare(self, point_id: str, payload: dict[str, Any]) -> None:
+        self._shard.update(qe.UpdateOperation.upsert_points([qe.Point(point_id, {}, payload)]))
+
+    def _delete(self, ids: list[str]) -> None:
+        self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def _retrieve(self, ids: list[str]) -> list[Raw]:
+        records = self._shard.retrieve(list(ids), with_payload=True, with_vector=False)
+        return [(str(r.id), dict(r.payload or {})) for r in records]
+
+    def _scroll(self, corpus: str, terms: list[Term], batch: int) -> Iterator[Raw]:
+        offset: Any = None
+        flt = _filter(corpus, terms)
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset, limit=batch, filter=flt, with_payload=True, with_vector=False
+            )
+            records, offset = self._shard.scroll(request)
+            for r in records:
+                yield str(r.id), dict(r.payload or {})
+            if offset is None:
+                return
+
+    def _count(self, corpus: str, terms: list[Term]) -> int:
+        return int(self._shard.count(qe.CountRequest(exact=True, filter=_filter(corpus, terms))))
+
+    def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]:
+        if using == LEXICAL:
+            vector = qe.SparseVector(list(vector.indices), list(vector.values))
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(vector, using=using),
+            filter=_filter(CHAT, terms),
+            with_payload=True,
+            with_vector=False,
+        )
+        return [
+            (str(h.id), dict(h.payload or {}), float(h.score)) for h in self._shard.query(request)
+        ]
+
+    def flush(self) -> None:
+        """Persist segments; the WAL already holds every acknowledged update."""
+        with self._guard("flush"):
+            self._shard.flush()
+
+    def optimize(self) -> None:
+        """Merge segments, vacuum deletions, build the HNSW graph. Blocks and holds the GIL.
+
+        Never called implicitly: filtered (per-room) searches are as fast without it, and at
+        100k points it ran for minutes with every Python thread frozen (bench/store_latency.py).
+        """
+        with self._guard("optimize"):
+            self._shard.optimize()
+
+    def close(self) -> None:
+        with self._guard("close"):
+            try:
+                self._shard.flush()
+            finally:
+                self._shard.close()
+
+
+def _config(dense_dim: int) -> Any:
+    return qe.EdgeConfig(
+        vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
+        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        # The WAL makes an acknowledged update survive a killed process, and its file lock is
+        # what keeps a second process out of the shard: never turn it off.
+        wal_enabled=True,
+    )
+
+
+def _ensure_indexes(shard: Any) -> None:
+    """Create missing payload indexes (idempotent, so a new index reaches old generations)."""
+    have = set(shard.info().payload_schema)
+    wanted = [(f, qe.PayloadSchemaType.Keyword) for f in KEYWORD_FIELDS]
+    wanted += [(f, qe.PayloadSchemaType.Integer) for f in INTEGER_FIELDS]
+    for field, schema in wanted:
+        if field not in have:
+            shard.update(qe.UpdateOperation.create_field_index(field, schema))
+
+
+class EdgeStore(StoreBase):
+    """Generations as shard directories under one path, held by one process at a time."""
+
+    def __init__(self, path: Path, collection: str) -> None:
+        super().__init__(collection)
+        self._path = path
+        self._lock_file = self._acquire(path)
+        self._sweep()
+
+    @property
+    def location(self) -> str:
+        return f"qdrant-edge at {self._path}"
+
+    @staticmethod
+    def _acquire(path: Path) -> IO[str]:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            handle = (path / _LOCK).open("a+", encoding="utf-8")
+        except OSError as e:
+            raise StoreUnavailable(f"qdrant-edge at {path}: cannot open the store: {e}") from e
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise StoreUnavailable(
+                f"qdrant-edge at {path} is held by another process (pid {holder}); "
+                "the embedded store allows one process per path"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return handle
+
+    def _sweep(self) -> None:
+        """Finish drops a crash interrupted."""
+        for leftover in self._path.glob(f"{_DROPPING}*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def generations(self) -> list[str]:
+        prefix = f"{self.collection}-"
+        return sorted(
+            d.name
+            for d in self._path.iterdir()
+            if d.is_dir() and d.name.startswith(prefix) and (d / _SHARD_MARKER).is_file()
+        )
+
+    def active(self) -> str | None:
+        try:
+            name = (self._path / _ACTIVE).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StoreError(f"{self.location}: cannot read {_ACTIVE}: {e}") from e
+        return name or None
+
+    def _open_generation(self, generation: str, dense_dim: int, create: bool) -> CollectionBase:
+        shard_dir = self._path / generation
+        exists = (shard_dir / _SHARD_MARKER).is_file()
+        if not exists and not create:
+            raise StoreError(f"{self.location}: no generation {generation!r}")
+        try:
+            if exists:
+                shard = qe.EdgeShard.load(str(shard_dir))
+            else:
+                shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
+            _ensure_indexes(shard)
+        except Exception as e:
+            raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
+        coll = EdgeCollection(generation, dense_dim, shard, shard_dir)
+        try:
+            coll.ensure_schema(create=create)
+        except BaseException:
+            coll.close()
+            raise
+        return coll
+
+    def _set_active(self, generation: str) -> None:
+        _write_atomically(self._path / _ACTIVE, f"{generation}\n")
+
+    def _remove(self, generation: str, was_active: bool) -> None:
+        try:
+            if was_active:
+                (self._path / _ACTIVE).unlink(missing_ok=True)
+                _fsync_dir(self._path)
+            doomed = self._path / f"{_DROPPING}{generation}"
+            os.replace(self._path / generation, doomed)
+            _fsync_dir(self._path)
+            shutil.rmtree(doomed)
+        except OSError as e:
+            raise StoreError(f"{self.location}: cannot drop {generation}: {e}") from e
+
+    def _close_collection(self, coll: CollectionBase) -> None:
+        assert isinstance(coll, EdgeCollection)
+        coll.close()
+
+    def _shutdown(self) -> None:
+        # Closing the descriptor releases the flock.
+        self._lock_file.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Temp file + fsync + os.replace + fsync of the folder: readers see old or new, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as e:
+        raise StoreError(f"cannot write {path}: {e}") from e
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
