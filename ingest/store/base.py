@@ -223,7 +223,10 @@ class Store(Protocol):
     def location(self) -> str: ...
     def active(self) -> str | None: ...
     def generations(self) -> list[str]: ...
-    def open(self, generation: str, *, dense_dim: int, create: bool) -> Collection: ...
+    def open(self, generation: str, *, dense_dim: int | None, create: bool) -> Collection:
+        """A generation's collection; `dense_dim=None` opens an existing one as it was built."""
+        ...
+
     def activate(self, generation: str) -> None: ...
     def drop(self, generation: str) -> None: ...
     def close(self) -> None: ...
@@ -235,9 +238,11 @@ class Store(Protocol):
 class CollectionBase(ABC):
     """Validation, the chat/meta split and filters, written once over a few engine primitives."""
 
-    def __init__(self, name: str, dense_dim: int) -> None:
+    def __init__(self, name: str, dense_dim: int | None) -> None:
         self._name = name
-        self._dense_dim = dense_dim
+        # None until the schema record is read: opening an existing generation for reading
+        # adopts the dimension it was built with.
+        self._dense_dim: int = dense_dim if dense_dim is not None else 0
 
     @property
     def name(self) -> str:
@@ -391,6 +396,8 @@ class CollectionBase(ABC):
     def ensure_schema(self, *, create: bool) -> None:
         """Record the dense dimension at creation; on reopen refuse a different one."""
         schema = self._get_entry(_INTERNAL, _SCHEMA_KEY)
+        if schema is not None and self._dense_dim == 0:
+            self._dense_dim = int(schema.get("dense_dim") or 0)
         if schema is None:
             if not create:
                 raise StoreError(f"{self._name}: generation has no schema record (incomplete?)")
@@ -426,7 +433,7 @@ class StoreBase(ABC):
     def active(self) -> str | None: ...
     @abstractmethod
     def _open_generation(
-        self, generation: str, dense_dim: int, create: bool
+        self, generation: str, dense_dim: int | None, create: bool
     ) -> CollectionBase: ...
     @abstractmethod
     def _set_active(self, generation: str) -> None: ...
@@ -443,16 +450,18 @@ class StoreBase(ABC):
             raise StoreError(f"generation {generation!r} is not named {self.collection}-…")
         return generation
 
-    def open(self, generation: str, *, dense_dim: int, create: bool) -> CollectionBase:
+    def open(self, generation: str, *, dense_dim: int | None, create: bool) -> CollectionBase:
         """The generation's collection (one shared handle); `create` makes it if missing."""
         self.check_generation(generation)
+        if dense_dim is None and create:
+            raise StoreError(f"{generation}: creating a generation needs its dense dimension")
         with self._lock:
             self._check_open()
             coll = self._open.get(generation)
             if coll is None:
                 coll = self._open_generation(generation, dense_dim, create)
                 self._open[generation] = coll
-            elif coll.dense_dim != dense_dim:
+            elif dense_dim is not None and coll.dense_dim != dense_dim:
                 raise CompatibilityError(
                     f"{generation}: holds {coll.dense_dim}-d vectors, {dense_dim}-d were asked for"
                 )

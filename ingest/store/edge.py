@@ -68,7 +68,7 @@ def _filter(corpus: str, terms: list[Term]) -> Any:
 class EdgeCollection(CollectionBase):
     """One qdrant-edge shard."""
 
-    def __init__(self, name: str, dense_dim: int, shard: Any, path: Path) -> None:
+    def __init__(self, name: str, dense_dim: int | None, shard: Any, path: Path) -> None:
         super().__init__(name, dense_dim)
         self._shard = shard
         self._path = path
@@ -236,7 +236,9 @@ class EdgeStore(StoreBase):
             raise StoreError(f"{self.location}: cannot read {_ACTIVE}: {e}") from e
         return name or None
 
-    def _open_generation(self, generation: str, dense_dim: int, create: bool) -> CollectionBase:
+    def _open_generation(
+        self, generation: str, dense_dim: int | None, create: bool
+    ) -> CollectionBase:
         shard_dir = self._path / generation
         exists = (shard_dir / _SHARD_MARKER).is_file()
         if not exists and not create:
@@ -245,6 +247,7 @@ class EdgeStore(StoreBase):
             if exists:
                 shard = qe.EdgeShard.load(str(shard_dir))
             else:
+                assert dense_dim is not None  # StoreBase.open refuses a creation without it
                 shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
             _ensure_indexes(shard)
         except Exception as e:

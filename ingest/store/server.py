@@ -72,7 +72,7 @@ def _filter(corpus: str, terms: list[Term]) -> models.Filter:
 class ServerCollection(CollectionBase):
     """One Qdrant collection."""
 
-    def __init__(self, name: str, dense_dim: int, client: QdrantClient, where: str) -> None:
+    def __init__(self, name: str, dense_dim: int | None, client: QdrantClient, where: str) -> None:
         super().__init__(name, dense_dim)
         self._client = client
         self._where = where
@@ -182,11 +182,14 @@ class ServerStore(StoreBase):
             aliases = self._client.get_aliases().aliases
         return next((a.collection_name for a in aliases if a.alias_name == self.collection), None)
 
-    def _open_generation(self, generation: str, dense_dim: int, create: bool) -> CollectionBase:
+    def _open_generation(
+        self, generation: str, dense_dim: int | None, create: bool
+    ) -> CollectionBase:
         with _guard(self._where, f"open {generation}"):
             if self._client.collection_exists(generation):
-                self._check_dim(generation, dense_dim)
-            elif create:
+                if dense_dim is not None:
+                    self._check_dim(generation, dense_dim)
+            elif create and dense_dim is not None:
                 self._create(generation, dense_dim)
             else:
                 raise StoreError(f"{self._where}: no generation {generation!r}")

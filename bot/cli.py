@@ -1,0 +1,117 @@
+"""`muninn [--config FILE] COMMAND`: the one entry point (DESIGN.md §7).
+
+Every read command takes `--json` and then prints one JSON document on stdout. Errors go to
+stderr with a non-zero exit and a message that names the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from bot import operations
+from ingest.config import Config, load_config
+from ingest.errors import MuninnError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def parse_time(text: str) -> int:
+    """A CLI time: milliseconds since the epoch, or an ISO date/datetime (UTC unless given)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (use 2026-11-01, 2026-11-01T16:34 or milliseconds)"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="muninn", description=__doc__.splitlines()[0])
+    p.add_argument("--config", help="config file (default $MUNINN_CONFIG or ./config.yaml)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("refresh", help="one writer pass over the joined rooms")
+    r.add_argument("--room", action="append", help="only this room (id or alias); repeatable")
+    r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
+
+    s = sub.add_parser("search", help="search the index (the one read path)")
+    s.add_argument("texts", nargs="+", metavar="TEXT", help="1 to 8 query texts, fused")
+    s.add_argument("--room", action="append", help="only this room (id or alias)")
+    s.add_argument("--sender", action="append", help="only windows with this sender (mxid)")
+    s.add_argument("--after", type=parse_time, help="only windows at or after this time")
+    s.add_argument("--before", type=parse_time, help="only windows at or before this time")
+    s.add_argument("--limit", type=int, default=5, help="hits to return (default 5, max 50)")
+    s.add_argument("--json", action="store_true", help="print the JSON document of DESIGN §7")
+
+    st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
+    st.add_argument("--json", action="store_true")
+
+    pu = sub.add_parser("purge", help="write a purge tombstone the next refresh applies")
+    pu.add_argument("--room", required=True, help="room id or alias")
+    pu.add_argument("--from", dest="from_ts", required=True, type=parse_time)
+    pu.add_argument("--to", dest="to_ts", required=True, type=parse_time)
+    pu.add_argument("--json", action="store_true")
+    return p
+
+
+async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
+    if args.command == "refresh":
+        return await operations.refresh(cfg, rooms=args.room, as_json=args.json)
+    if args.command == "search":
+        return await operations.search(
+            cfg,
+            texts=args.texts,
+            rooms=args.room,
+            senders=args.sender,
+            after=args.after,
+            before=args.before,
+            limit=args.limit,
+            as_json=args.json,
+        )
+    if args.command == "status":
+        return await operations.status(cfg, as_json=args.json)
+    if args.command == "purge":
+        return await operations.purge(
+            cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json
+        )
+    raise AssertionError(args.command)
+
+
+def print_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        cfg = load_config(args.config)
+        return asyncio.run(_dispatch(args, cfg))
+    except MuninnError as e:
+        print(f"muninn: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""The CLI's commands, wired to the adapters: one function a command, printing its result.
+
+Adapters are built here (the imperative shell); policy lives in `ingest.refresh` (the one
+writer) and `ingest.search` (the one read path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from ingest.config import Config
+from ingest.embed import Embedder, make_embedder
+from ingest.errors import MatrixNotFound, QueryError
+from ingest.matrix import MatrixReader
+from ingest.refresh import COMPAT_KEY, CURSOR_PREFIX, RoomReport, Writer, add_tombstone
+from ingest.scope import decide
+from ingest.search import Searcher, SearchQuery
+from ingest.store import PointFilter, Store, open_store
+from ingest.types import RoomID
+
+
+def _print_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+@asynccontextmanager
+async def _adapters(
+    cfg: Config, *, embed: bool = True
+) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
+    reader = MatrixReader.from_config(cfg)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    embedder = make_embedder(cfg.embedder) if embed else None
+    try:
+        yield reader, store, embedder
+    finally:
+        if embedder is not None:
+            await embedder.close()
+        await asyncio.to_thread(store.close)
+        await reader.close()
+
+
+async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
+    """A room id as given, or an alias resolved by the homeserver (an error names it)."""
+    if room.startswith("!"):
+        return RoomID(room)
+    if room.startswith("#"):
+        found = await reader.resolve_alias(room)
+        if found is None:
+            raise QueryError("room", f"no room has the alias {room}")
+        return found
+    raise QueryError("room", f"{room!r} is neither a room id (!…) nor an alias (#…)")
+
+
+def _progress_bar() -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(room_id: RoomID, events: int) -> None:
+        sys.stderr.write(f"\r\x1b[K{room_id}: {events} events read")
+        sys.stderr.flush()
+
+    return show
+
+
+async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) -> int:
+    async with _adapters(cfg) as (reader, store, embedder):
+        assert embedder is not None
+        only = [await resolve_room(reader, r) for r in rooms] if rooms else None
+        writer = Writer(cfg, reader, store, embedder)
+        report = await writer.refresh(only=only, progress=_progress_bar())
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if as_json:
+        _print_json(report.as_json())
+    else:
+        for r in report.rooms:
+            print(_room_line(r))
+    return 0
+
+
+def _room_line(r: RoomReport) -> str:
+    name = r.room_alias or r.room_id
+    if r.verdict != "eligible":
+        purged = " (purged from the index)" if r.purged_room else ""
+        return f"{name}: refused, {r.verdict}: {r.detail}{purged}"
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
+    return (
+        f"{name}: read {r.events_read}, indexed {r.indexed}, edits {r.edits_applied}, "
+        f"redactions {r.redactions_applied}, windows +{r.windows_written}/-{r.windows_deleted}, "
+        f"skipped: {skipped}"
+    )
+
+
+def _live_check(reader: MatrixReader) -> Any:
+    """Revalidation against the homeserver: every cited event must still exist unredacted."""
+    joined: set[str] | None = None
+
+    async def check(room_id: str, event_ids: Sequence[str]) -> bool:
+        nonlocal joined
+        if joined is None:
+            joined = set(await reader.joined_rooms())
+        if room_id not in joined:
+            return False
+        events = await asyncio.gather(*(reader.get_event(room_id, e) for e in event_ids))
+        return all(
+            ev is not None
+            and ev.get("content")
+            and "redacted_because" not in ev.get("unsigned", {})
+            for ev in events
+        )
+
+    return check
+
+
+async def search(
+    cfg: Config,
+    *,
+    texts: Sequence[str],
+    rooms: Sequence[str] | None,
+    senders: Sequence[str] | None,
+    after: int | None,
+    before: int | None,
+    limit: int,
+    as_json: bool,
+) -> int:
+    async with _adapters(cfg) as (reader, store, embedder):
+        room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+        query = SearchQuery.build(
+            texts,
+            room_ids=room_ids,
+            senders=senders,
+            after_ts=after,
+            before_ts=before,
+            limit=limit,
+        )
+        searcher = Searcher(
+            store,
+            embedder,
+            server_name=cfg.homeserver.server_name,
+            live_check=_live_check(reader),
+        )
+        result = await searcher.search(query)
+    if as_json:
+        _print_json(result.as_json())
+        return 0
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not result.hits:
+        print("no hits")
+    for hit in result.hits:
+        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
+        when = datetime.fromtimestamp(int(best["ts"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        body = " ".join(str(best["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        print(
+            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
+            f"  {hit.permalink}"
+        )
+    print(
+        f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def status(cfg: Config, *, as_json: bool) -> int:
+    async with _adapters(cfg, embed=False) as (reader, store, _):
+        me = await reader.whoami()
+        joined = await reader.joined_rooms()
+        direct = await reader.direct_rooms()
+        active = await asyncio.to_thread(store.active)
+        col = None
+        if active is not None:
+            col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
+        cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
+        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) if col else None
+        rooms: list[dict[str, Any]] = []
+        now = int(time.time() * 1000)
+        for room_id in sorted(joined):
+            try:
+                state = await reader.room_state(room_id)
+            except MatrixNotFound:
+                continue
+            verdict = decide(
+                state, direct_rooms=direct, scope=cfg.scope, server_name=cfg.homeserver.server_name
+            )
+            cursor = cursors.get(CURSOR_PREFIX + room_id)
+            points = (
+                await asyncio.to_thread(col.count, PointFilter(room_ids=(room_id,))) if col else 0
+            )
+            rooms.append(
+                {
+                    "room_id": room_id,
+                    "room_alias": state.canonical_alias,
+                    "name": state.name,
+                    "verdict": "eligible" if verdict.eligible else str(verdict.reason),
+                    "detail": verdict.detail,
+                    "indexed": cursor is not None,
+                    "points": points,
+                    "cursor": cursor.get("token") if cursor else None,
+                    "lag_seconds": (now - int(cursor["updated_ms"])) / 1000 if cursor else None,
+                }
+            )
+        total = await asyncio.to_thread(col.count) if col else 0
+        doc = {
+            "reader": me,
+            "generation": active,
+            "versions": compat,
+            "points": total,
+            "rooms": rooms,
+        }
+    if as_json:
+        _print_json(doc)
+        return 0
+    print(f"reader {me}; generation {active}; {total} points")
+    for r in rooms:
+        shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
+        print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
+    return 0
+
+
+async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
+    if to_ts < from_ts:
+        raise QueryError("to", "is before --from")
+    async with _adapters(cfg) as (reader, store, embedder):
+        assert embedder is not None
+        room_id = await resolve_room(reader, room)
+        writer = Writer(cfg, reader, store, embedder)
+        col = await writer.open()
+        stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
+        await asyncio.to_thread(col.flush)
+    doc = {"room_id": room_id, "from_ts": stone.from_ts, "to_ts": stone.to_ts, "key": stone.key}
+    if as_json:
+        _print_json(doc)
+    else:
+        print(
+            f"purge tombstone written for {room_id} [{from_ts}, {to_ts}]; "
+            "the next refresh applies it"
+        )
+    return 0

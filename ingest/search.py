@@ -1,0 +1,283 @@
+"""`ingest.search`: the one read path. Query embedding, retrieval, fusion, revalidation, citation.
+
+Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or read the store.
+For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
+rank (DESIGN.md §5). Hits are revalidated before they are returned: a hit whose events were
+purged (a tombstone not yet applied), redacted, or whose room left the reader's scope since
+indexing is dropped and counted in `dropped_stale`, never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest import lexical
+from ingest.embed import Embedder
+from ingest.errors import EmbedError, QueryError
+from ingest.fusion import rrf
+from ingest.permalink import permalink
+from ingest.store import Collection, PointFilter, Store
+from ingest.types import StoredPoint
+
+log = logging.getLogger("muninn.search")
+
+MAX_TEXTS = 8
+MAX_TEXT_BYTES = 1000
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 50
+TOMBSTONE_PREFIX = "tombstone:"
+COMPAT_KEY = "compat"
+
+# Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
+CANDIDATES = 50
+WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A validated request: build with `SearchQuery.build`, which names the bad field."""
+
+    texts: tuple[str, ...]
+    room_ids: tuple[str, ...] | None = None
+    senders: tuple[str, ...] | None = None
+    after_ts: int | None = None
+    before_ts: int | None = None
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def build(
+        cls,
+        texts: Sequence[str],
+        *,
+        room_ids: Sequence[str] | None = None,
+        senders: Sequence[str] | None = None,
+        after_ts: int | None = None,
+        before_ts: int | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> SearchQuery:
+        if isinstance(texts, str):
+            raise QueryError("texts", "must be a list of strings, not one string")
+        if not 1 <= len(texts) <= MAX_TEXTS:
+            raise QueryError("texts", f"give 1 to {MAX_TEXTS} texts, got {len(texts)}")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise QueryError("texts", f"text {i + 1} is empty")
+            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+                raise QueryError("texts", f"text {i + 1} is over {MAX_TEXT_BYTES} bytes")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise QueryError("limit", f"must be 1 to {MAX_LIMIT}, got {limit}")
+        if after_ts is not None and before_ts is not None and after_ts > before_ts:
+            raise QueryError("after", "is later than before")
+        return cls(
+            texts=tuple(texts),
+            room_ids=tuple(room_ids) if room_ids is not None else None,
+            senders=tuple(senders) if senders is not None else None,
+            after_ts=after_ts,
+            before_ts=before_ts,
+            limit=limit,
+        )
+
+    def point_filter(self) -> PointFilter:
+        return PointFilter(
+            room_ids=self.room_ids,
+            senders=self.senders,
+            after_ts=self.after_ts,
+            before_ts=self.before_ts,
+        )
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A window cited exactly: room, events, senders, times, and a permalink."""
+
+    point_id: str
+    room_id: str
+    room_alias: str | None
+    thread_root: str | None
+    first_event_id: str
+    last_event_id: str
+    event_ids: tuple[str, ...]
+    messages: tuple[Mapping[str, Any], ...]  # {event_id, sender, ts, body}
+    score: float
+    permalink: str
+    best_event_id: str  # the message that matched best: replies show it as the excerpt
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "room_id": self.room_id,
+            "room_alias": self.room_alias,
+            "thread_root": self.thread_root,
+            "first_event_id": self.first_event_id,
+            "last_event_id": self.last_event_id,
+            "event_ids": list(self.event_ids),
+            "messages": [dict(m) for m in self.messages],
+            "score": self.score,
+            "permalink": self.permalink,
+            "best_event_id": self.best_event_id,
+        }
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    retrievers: list[str] = field(default_factory=list)
+    dropped_stale: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "hits": [h.as_json() for h in self.hits],
+            "warnings": list(self.warnings),
+            "retrievers": list(self.retrievers),
+            "dropped_stale": self.dropped_stale,
+        }
+
+
+# Revalidation against the homeserver: given (room_id, event_ids) say which are still live
+# and visible; None means "no homeserver configured, trust the writer's records".
+LiveCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
+
+
+class Searcher:
+    """The read path over the active generation of a store."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        *,
+        server_name: str,
+        live_check: LiveCheck | None = None,
+        candidates: int = CANDIDATES,
+        weights: Mapping[str, float] = WEIGHTS,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.server_name = server_name
+        self.live_check = live_check
+        self.candidates = candidates
+        self.weights = dict(weights)
+        self._collection: Collection | None = None
+        self._generation: str | None = None
+
+    async def _active(self) -> Collection | None:
+        active = await asyncio.to_thread(self.store.active)
+        if active is None:
+            return None
+        if active != self._generation or self._collection is None:
+            col = await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
+            self._collection, self._generation = col, active
+        return self._collection
+
+    async def search(self, query: SearchQuery) -> SearchResult:
+        result = SearchResult()
+        col = await self._active()
+        if col is None:
+            result.warnings.append("the index is empty: run `muninn refresh` first")
+            return result
+        flt = query.point_filter()
+        lists: dict[tuple[str, str], list[str]] = {}
+        points: dict[str, StoredPoint] = {}
+        dense_vectors = await self._query_vectors(col, query.texts, result)
+        for i, text in enumerate(query.texts):
+            found = await asyncio.to_thread(
+                col.sparse_search, lexical.query_vector(text), flt, self.candidates
+            )
+            lists[("lexical", text)] = _ids(found, points)
+            if dense_vectors is not None:
+                found = await asyncio.to_thread(
+                    col.dense_search, dense_vectors[i], flt, self.candidates
+                )
+                lists[("dense", text)] = _ids(found, points)
+        result.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
+        fused = rrf(lists, weights=self.weights)
+        stones = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+        for pid, score in fused:
+            if len(result.hits) >= query.limit:
+                break
+            point = points[pid]
+            if not await self._still_valid(point, stones.values()):
+                result.dropped_stale += 1
+                continue
+            result.hits.append(self._hit(point, score, query.texts))
+        return result
+
+    async def _query_vectors(
+        self, col: Collection, texts: Sequence[str], result: SearchResult
+    ) -> list[list[float]] | None:
+        """Embed all texts in one batch; None (lexical only, with a warning) if we cannot."""
+        if self.embedder is None:
+            result.warnings.append("no embedder configured: lexical results only")
+            return None
+        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) or {}
+        built_with = compat.get("embedder")
+        if built_with is not None and built_with != dict(self.embedder.identity.as_record()):
+            result.warnings.append(
+                "the index was built with another embedder (a rebuild is under way): "
+                "lexical results only"
+            )
+            return None
+        try:
+            return await self.embedder.embed_queries(list(texts))
+        except EmbedError as e:
+            log.warning("embedder failed, answering from lexical only: %s", e)
+            result.warnings.append(f"embedder unavailable ({e}): lexical results only")
+            return None
+
+    async def _still_valid(self, point: StoredPoint, stones: Any) -> bool:
+        payload = point.payload
+        room_id = str(payload.get("room_id"))
+        for stone in stones:
+            if stone.get("room_id") == room_id and not (
+                int(payload["last_ts"]) < int(stone["from_ts"])
+                or int(payload["first_ts"]) > int(stone["to_ts"])
+            ):
+                stamps = [int(m["ts"]) for m in payload.get("messages", [])]
+                if any(int(stone["from_ts"]) <= t <= int(stone["to_ts"]) for t in stamps):
+                    return False
+        if self.live_check is None:
+            return True
+        ids = [str(m["event_id"]) for m in payload.get("messages", [])]
+        return await self.live_check(room_id, ids)
+
+    def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
+        p = point.payload
+        messages = tuple(
+            {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
+            for m in p.get("messages", [])
+        )
+        best = best_message(messages, texts)
+        return Hit(
+            point_id=point.id,
+            room_id=str(p["room_id"]),
+            room_alias=p.get("room_alias"),
+            thread_root=p.get("thread_root"),
+            first_event_id=str(p["first_event_id"]),
+            last_event_id=str(p["last_event_id"]),
+            event_ids=tuple(p.get("event_ids", ())),
+            messages=messages,
+            score=score,
+            permalink=permalink(str(p["room_id"]), best, self.server_name),
+            best_event_id=best,
+        )
+
+
+def _ids(found: Sequence[StoredPoint], points: dict[str, StoredPoint]) -> list[str]:
+    for p in found:
+        points.setdefault(p.id, p)
+    return [p.id for p in found]
+
+
+def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:
+    """The message sharing the most query terms (earliest on ties): the hit's excerpt."""
+    terms = {t for text in texts for t in lexical.tokens(text)}
+    best_id, best_score = str(messages[0]["event_id"]), -1
+    for m in messages:
+        score = len(terms.intersection(lexical.tokens(str(m["body"]))))
+        if score > best_score:
+            best_id, best_score = str(m["event_id"]), score
+    return best_id
