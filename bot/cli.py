@@ -13,10 +13,12 @@ import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from bot import operations
-from ingest.config import Config, load_config
+from bot import operations, roster
+from bot.registration import check_registration, generate_registration
+from ingest.config import Config, config_path, load_config
 from ingest.errors import MuninnError
 
 EXIT_ERROR = 1
@@ -65,6 +67,27 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--from", dest="from_ts", required=True, type=parse_time)
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time)
     pu.add_argument("--json", action="store_true")
+
+    ro = sub.add_parser("roster", help="diff (plan) or apply the reader's rooms against a roster")
+    rs = ro.add_subparsers(dest="roster_command", required=True, metavar="plan|apply")
+    for name, what in (("plan", "print the diff"), ("apply", "join and leave accordingly")):
+        x = rs.add_parser(name, help=what)
+        x.add_argument(
+            "--roster", required=True, type=Path, help="roster YAML: rooms: [{room, note}]"
+        )
+        x.add_argument("--json", action="store_true")
+
+    g = sub.add_parser(
+        "generate-registration", help="write registration.yaml, point the config at it"
+    )
+    g.add_argument(
+        "--out", type=Path, help="default: appservice.registration, else beside the config"
+    )
+    g.add_argument("--force", action="store_true", help="replace an existing registration")
+    g.add_argument("--url", help="where Synapse pushes (default http://appservice.host:port)")
+    g.add_argument(
+        "--localpart", help="bot sender_localpart (default: the old file's, else muninn)"
+    )
     return p
 
 
@@ -88,6 +111,10 @@ async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         return await operations.purge(
             cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json
         )
+    if args.command == "roster":
+        if args.roster_command == "plan":
+            return await roster.roster_plan(cfg, args.roster, as_json=args.json)
+        return await roster.roster_apply(cfg, args.roster, as_json=args.json)
     raise AssertionError(args.command)
 
 
@@ -104,7 +131,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        if args.command == "generate-registration":
+            # Before load_config: the config may not validate until the registration exists.
+            return generate_registration(
+                config_path(args.config),
+                out=args.out,
+                force=args.force,
+                url=args.url,
+                sender_localpart=args.localpart,
+            )
         cfg = load_config(args.config)
+        check_registration(cfg)
         return asyncio.run(_dispatch(args, cfg))
     except MuninnError as e:
         print(f"muninn: {e}", file=sys.stderr)

@@ -308,3 +308,18 @@ def load_config(explicit: str | Path | None = None) -> Config:
     except yaml.YAMLError as e:
         raise ConfigError([f"not valid YAML: {e}"], str(path)) from None
     return parse_config(raw, path.parent.resolve(), str(path))
+
+
+def registration_path(cfg: Config) -> Path:
+    """Where the appservice registration is read: a relative path tries $CREDENTIALS_DIRECTORY.
+
+    That is how systemd's `LoadCredential=registration.yaml:/etc/muninn/registration.yaml`
+    reaches a service running as a dynamic user that cannot read /etc/muninn itself.
+    """
+    if cfg.appservice is None:
+        raise ConfigError(["appservice: is required for an appservice registration"])
+    path = cfg.appservice.registration
+    creds = _credentials_dir()
+    if not path.is_absolute() and creds is not None and (creds / path).is_file():
+        return creds / path
+    return cfg.resolve(path)

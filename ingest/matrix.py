@@ -28,7 +28,7 @@ import aiohttp
 import yaml
 from yarl import URL
 
-from ingest.config import Config, is_placeholder
+from ingest.config import Config, is_placeholder, registration_path
 from ingest.errors import (
     ConfigError,
     MatrixAuthError,
@@ -145,7 +145,7 @@ class MatrixReader:
             return cls(url, reader.access_token, reader.user_id, ReaderMode.CLIENT, retry=retry)
         if cfg.appservice is None:  # Config's own validator already forbids this
             raise ConfigError(["give reader (client mode) or appservice (appservice mode)"])
-        path = cfg.resolve(cfg.appservice.registration)
+        path = registration_path(cfg)
         as_token, localpart = load_registration(path)
         user_id = f"@{localpart}:{cfg.homeserver.server_name}"
         return cls(
@@ -514,6 +514,8 @@ def load_registration(path: Path) -> tuple[str, str]:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError([f"appservice.registration: no such file: {path}"]) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError([f"appservice.registration: cannot read {path}: {e}"]) from None
     except yaml.YAMLError as e:
         raise ConfigError([f"appservice.registration: not valid YAML: {e}"], str(path)) from None
     if not isinstance(raw, dict):

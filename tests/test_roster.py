@@ -1,0 +1,432 @@
+"""bot.roster: the pure plan, the roster file, and plan/apply against the real Synapse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.roster import (
+    ActionKind,
+    RosterError,
+    Target,
+    load_roster,
+    plan,
+    prejoin_verdict,
+    recorded_refusal,
+    roster_apply,
+    roster_plan,
+)
+from ingest.config import Config, ScopeConfig, parse_config
+from ingest.scope import RoomScope
+from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+
+SERVER = "muninn.test"
+
+# ---------------------------------------------------------------- helpers
+
+
+def make_cfg(
+    synapse: SynapseServer,
+    reader: MatrixUser,
+    tmp_path: Path,
+    *,
+    exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons"),
+    command_room: str | None = None,
+) -> Config:
+    """Client mode as `reader`: a fresh user per test, since leaving is what the roster does."""
+    raw: dict[str, Any] = {
+        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        "scope": {"exclude_aliases": list(exclude_aliases)},
+    }
+    if command_room is not None:
+        raw["bot"] = {"command_room": command_room}
+    return parse_config(raw, base_dir=tmp_path)
+
+
+def write_roster(tmp_path: Path, *rooms: str, name: str = "roster.yaml") -> Path:
+    path = tmp_path / name
+    entries = [{"room": r, "note": f"note for {r}"} for r in rooms]
+    path.write_text(yaml.safe_dump({"rooms": entries}), encoding="utf-8")
+    return path
+
+
+async def run_json(
+    command: Any, cfg: Config, roster: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, dict[str, dict[str, Any]]]:
+    """Run plan or apply with --json; the actions keyed by room id (or room, if unresolved)."""
+    code = await command(cfg, roster, as_json=True)
+    doc = json.loads(capsys.readouterr().out)
+    return code, {a["room_id"] or a["room"]: a for a in doc["actions"]}
+
+
+async def alias_room(owner: MatrixUser, prefix: str, **kwargs: Any) -> tuple[str, str]:
+    """A public room with a fresh local alias: (room id, full alias)."""
+    localpart = unique_localpart(prefix)
+    room_id = await owner.create_room(alias_localpart=localpart, **kwargs)
+    return room_id, f"#{localpart}:{SERVER}"
+
+
+# ---------------------------------------------------------------- the pure plan
+
+A, B, C = RoomID("!a"), RoomID("!b"), RoomID("!c")
+
+
+def refused(room_id: RoomID, reason: Refusal = Refusal.BRIDGED) -> Verdict:
+    return Verdict(room_id, reason, "a detail")
+
+
+def kinds(targets: list[Target], joined: set[RoomID], **kw: Any) -> dict[str, ActionKind]:
+    return {a.room_id or a.room: a.action for a in plan(targets, joined, **kw).actions}
+
+
+def test_plan_joins_keeps_and_leaves_by_the_roster() -> None:
+    """Unjoined eligible rooms join, joined ones are kept, unlisted joined rooms leave."""
+    targets = [Target("#a", "", A, verdict=Verdict(A)), Target("!b", "", B, verdict=Verdict(B))]
+    assert kinds(targets, {B, C}) == {
+        A: ActionKind.JOIN,
+        B: ActionKind.KEEP,
+        C: ActionKind.LEAVE,
+    }
+
+
+def test_plan_unknown_verdict_joins_and_says_so() -> None:
+    """A room whose state cannot be read before joining is a join with the verdict unknown."""
+    (action,) = plan([Target("#a", "n", A)], set()).actions
+    assert (action.action, action.verdict_known) == (ActionKind.JOIN, False)
+    assert "unknown until joined" in action.reason
+    assert action.note == "n"
+
+
+def test_plan_refuses_without_joining_and_leaves_a_joined_refused_room() -> None:
+    """A refused room is never joined; a joined one that scope refuses is left, reason kept."""
+    targets = [
+        Target("#a", "", A, verdict=refused(A, Refusal.DM)),
+        Target("#b", "", B, verdict=refused(B, Refusal.BRIDGED)),
+    ]
+    actions = {a.room_id: a for a in plan(targets, {B}).actions}
+    assert actions[A].action is ActionKind.REFUSE and actions[A].refusal is Refusal.DM
+    assert actions[B].action is ActionKind.LEAVE and actions[B].refusal is Refusal.BRIDGED
+    assert "bridged: a detail" in actions[B].reason
+
+
+def test_plan_never_leaves_the_command_room() -> None:
+    """The command room stays joined, whether unlisted or refused by scope (not indexed)."""
+    assert kinds([], {A}, command_room=A) == {A: ActionKind.KEEP}
+    target = Target("#a", "", A, verdict=refused(A, Refusal.EXCLUDED))
+    (action,) = plan([target], {A}, command_room=A).actions
+    assert action.action is ActionKind.KEEP and "bot.command_room" in action.reason
+
+
+def test_plan_unresolved_alias_is_reported_not_joined() -> None:
+    """An alias that resolves to nothing is `unresolved`, with no room id."""
+    (action,) = plan([Target("#gone:x", "", None)], set()).actions
+    assert (action.action, action.room_id) == (ActionKind.UNRESOLVED, None)
+
+
+def test_plan_leave_warns_when_rejoining_needs_an_invite() -> None:
+    """Leaving an invite-only room says that coming back needs a new invite."""
+    states = {A: RoomState(A, join_rule="invite", canonical_alias=RoomAlias("#a:x"))}
+    (action,) = plan([], {A}, joined_states=states).actions
+    assert action.room == "#a:x" and "needs a new invite" in action.reason
+
+
+def test_plan_two_entries_for_one_room_is_a_roster_error() -> None:
+    """An alias and a room id naming the same room are both named in the error."""
+    with pytest.raises(RosterError, match=r"'#a:x' and '!a'|'!a' and '#a:x'"):
+        plan([Target("!a", "", A), Target("#a:x", "", A)], set())
+
+
+def test_plan_json_has_the_contract_keys() -> None:
+    """Each action carries room, room_id, action, reason and note."""
+    doc = plan([Target("#a", "why", A, verdict=Verdict(A))], set()).as_json()
+    (action,) = doc["actions"]
+    assert {"room", "room_id", "action", "reason", "note"} <= action.keys()
+    assert (action["action"], action["note"]) == ("join", "why")
+
+
+SCOPE = RoomScope.from_config(ScopeConfig(exclude_aliases=("#members",)), SERVER)
+
+
+@pytest.mark.parametrize(
+    ("alias", "state", "direct", "recorded", "expected"),
+    [
+        (f"#members:{SERVER}", None, set(), None, Refusal.EXCLUDED),
+        (None, None, {A}, None, Refusal.DM),
+        (None, RoomState(A, joined=False, bridge_state_keys=("k",)), set(), None, Refusal.BRIDGED),
+        (None, RoomState(A, joined=False, encrypted=True), set(), None, Refusal.ENCRYPTED),
+        (None, RoomState(A, joined=False), set(), Refusal.DM, Refusal.DM),
+        (None, None, set(), None, None),
+        (None, RoomState(A, joined=False), set(), None, None),
+    ],
+    ids=["alias", "m.direct", "bridged", "encrypted", "recorded", "unknown", "stale-eligible"],
+)
+def test_prejoin_verdict_refuses_what_is_known_and_leaves_the_rest_unknown(
+    alias: str | None,
+    state: RoomState | None,
+    direct: set[RoomID],
+    recorded: Refusal | None,
+    expected: Refusal | None,
+) -> None:
+    """Before joining, only a refusal can be known; eligibility waits for the current state."""
+    a = RoomAlias(alias) if alias else None
+    verdict = prejoin_verdict(SCOPE, A, a, state, direct, recorded)
+    assert (verdict.reason if verdict else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("membership", "expected"),
+    [
+        ({"membership": "leave", "reason": "muninn roster: refused (dm)"}, Refusal.DM),
+        ({"membership": "leave", "reason": "muninn roster: not in the roster"}, None),
+        ({"membership": "invite", "reason": "muninn roster: refused (dm)"}, None),
+        ({"membership": "leave"}, None),
+        (None, None),
+    ],
+    ids=["refused", "unlisted", "re-invited", "plain-leave", "never-member"],
+)
+def test_recorded_refusal_reads_only_muninns_own_leave(
+    membership: dict[str, str] | None, expected: Refusal | None
+) -> None:
+    """A refusal is recorded by Muninn's leave reason; an invite since clears it."""
+    assert recorded_refusal(membership) == expected
+
+
+# ---------------------------------------------------------------- the roster file
+
+
+def test_load_roster_bad_file_lists_every_problem_naming_entries(tmp_path: Path) -> None:
+    """Every bad entry is reported at once, each named by index and room."""
+    path = tmp_path / "roster.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "rooms": [
+                    {"room": "#ok:x"},
+                    {"room": "general"},
+                    {"note": "no room"},
+                    {"room": "!id", "colour": "red"},
+                    {"room": "#ok:x", "note": "again"},
+                ]
+            }
+        )
+    )
+    with pytest.raises(RosterError) as err:
+        load_roster(path, SERVER)
+    problems = err.value.problems
+    assert any(p.startswith("rooms[1] ('general') room:") for p in problems), problems
+    assert any(p.startswith("rooms[2] room: is required") for p in problems), problems
+    assert any(p.startswith("rooms[3] ('!id') colour: is not a known key") for p in problems)
+    assert len(problems) == 3  # the duplicate is found once the entries themselves are valid
+    path.write_text(yaml.safe_dump({"rooms": [{"room": "#ok"}, {"room": f"#ok:{SERVER}"}]}))
+    with pytest.raises(RosterError, match=r"rooms\[1\].*repeats rooms\[0\]"):
+        load_roster(path, SERVER)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (None, "no roster file"),
+        ("rooms: [", "not valid YAML"),
+        ("- '#a:x'\n", "mapping with a `rooms` list"),
+        ("room: []\n", "rooms: is required"),
+    ],
+    ids=["missing", "yaml", "list", "key"],
+)
+def test_load_roster_refuses_a_file_that_is_not_a_roster(
+    tmp_path: Path, text: str | None, problem: str
+) -> None:
+    """A missing, unparsable or mis-shaped roster is a RosterError naming the cause."""
+    path = tmp_path / "roster.yaml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(RosterError, match=problem):
+        load_roster(path, SERVER)
+
+
+# ---------------------------------------------------------------- against Synapse
+
+
+async def test_roster_plan_shows_the_diff_and_changes_nothing(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """plan lists join/leave/refuse/keep/unresolved with reasons; the reader's rooms stay."""
+    reader = await hs.register()
+    wanted, wanted_alias = await alias_room(alice, "wanted")
+    kept = await alice.create_room()
+    unlisted = await alice.create_room()
+    _, excluded_alias = await alias_room(alice, "excluded")
+    for room_id in (kept, unlisted):
+        await reader.join(room_id)
+    cfg = make_cfg(synapse, reader, tmp_path, exclude_aliases=(excluded_alias.split(":")[0],))
+    gone = f"#{unique_localpart('gone')}:{SERVER}"
+    roster = write_roster(tmp_path, wanted_alias, kept, excluded_alias, gone)
+    code, actions = await run_json(roster_plan, cfg, roster, capsys)
+    assert code == 0
+    assert actions[wanted]["action"] == "join" and actions[wanted]["verdict_known"] is False
+    assert actions[wanted]["note"] == f"note for {wanted_alias}"
+    assert actions[kept]["action"] == "keep"
+    assert actions[unlisted]["action"] == "leave"
+    refused_ = next(a for a in actions.values() if a["room"] == excluded_alias)
+    assert refused_["action"] == "refuse" and "excluded" in refused_["reason"]
+    assert actions[gone]["action"] == "unresolved"
+    assert set(await reader.joined_rooms()) == {kept, unlisted}
+    await roster_plan(cfg, roster, as_json=False)
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "1 to join, 1 to leave, 1 refused, 1 kept, 1 unresolved"
+    assert f"+ join       {wanted_alias}" in text
+
+
+async def test_roster_apply_joins_eligible_refuses_dm_bridged_excluded_encrypted(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """apply joins the eligible room and ends NOT joined to any refused one, saying why."""
+    reader = await hs.register()
+    eligible, eligible_alias = await alias_room(alice, "eligible")
+    dm = await alice.create_room(
+        preset="trusted_private_chat", invite=[reader.user_id], is_direct=True
+    )
+    bridged = await hs.make_bridged_room(alice)
+    encrypted = await alice.create_room()
+    await alice.enable_encryption(encrypted)
+    excluded, excluded_alias = await alias_room(alice, "members")
+    cfg = make_cfg(synapse, reader, tmp_path, exclude_aliases=(excluded_alias.split(":")[0],))
+    roster = write_roster(tmp_path, eligible_alias, dm, bridged, encrypted, excluded_alias)
+    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert code == 0
+    assert await reader.joined_rooms() == [eligible]
+    assert (
+        actions[eligible]["action"] == "join" and actions[eligible]["reason"] == "joined, eligible"
+    )
+    for room_id, refusal in [
+        (dm, "dm"),
+        (bridged, "bridged"),
+        (encrypted, "encrypted"),
+        (excluded, "excluded"),
+    ]:
+        assert actions[room_id]["action"] == "refuse", actions[room_id]
+        assert actions[room_id]["refusal"] == refusal
+    assert "left at once" in actions[dm]["reason"]
+    assert "left at once" not in actions[excluded]["reason"]  # refused without joining
+
+
+async def test_roster_apply_second_run_does_nothing(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """After one apply, a second joins and leaves nothing, and knows the DM without joining."""
+    reader = await hs.register()
+    eligible = await alice.create_room()
+    dm = await alice.create_room(
+        preset="trusted_private_chat", invite=[reader.user_id], is_direct=True
+    )
+    bridged = await hs.make_bridged_room(alice)
+    unlisted = await alice.create_room()
+    await reader.join(unlisted)
+    cfg = make_cfg(synapse, reader, tmp_path)
+    roster = write_roster(tmp_path, eligible, dm, bridged)
+    assert (await run_json(roster_apply, cfg, roster, capsys))[0] == 0
+    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert code == 0
+    assert {a["action"] for a in actions.values()} <= {"keep", "refuse"}
+    assert actions[dm]["refusal"] == "dm" and actions[bridged]["refusal"] == "bridged"
+    assert await reader.joined_rooms() == [eligible]
+    code, actions = await run_json(roster_plan, cfg, roster, capsys)
+    assert not [a for a in actions.values() if a["action"] in ("join", "leave")]
+
+
+async def test_roster_apply_leaves_a_room_removed_from_the_roster(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A room dropped from the roster is left; adding it back joins it again."""
+    reader = await hs.register()
+    first, second = await alice.create_room(), await alice.create_room()
+    cfg = make_cfg(synapse, reader, tmp_path)
+    await run_json(roster_apply, cfg, write_roster(tmp_path, first, second), capsys)
+    assert set(await reader.joined_rooms()) == {first, second}
+    code, actions = await run_json(roster_apply, cfg, write_roster(tmp_path, first), capsys)
+    assert code == 0 and actions[second]["action"] == "leave"
+    assert await reader.joined_rooms() == [first]
+    code, actions = await run_json(
+        roster_apply, cfg, write_roster(tmp_path, first, second), capsys
+    )
+    assert actions[second]["action"] == "join" and second in await reader.joined_rooms()
+
+
+async def test_roster_apply_leaves_a_listed_room_that_became_bridged(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A joined roster room that scope now refuses is left, and not re-joined next time."""
+    reader = await hs.register()
+    room = await alice.create_room()
+    cfg = make_cfg(synapse, reader, tmp_path)
+    roster = write_roster(tmp_path, room)
+    await run_json(roster_apply, cfg, roster, capsys)
+    await alice.set_bridge_state(room, "org.example.discord://1")
+    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert actions[room]["action"] == "leave" and actions[room]["refusal"] == "bridged"
+    assert await reader.joined_rooms() == []
+    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert (code, actions[room]["action"]) == (0, "refuse")
+
+
+async def test_roster_apply_joins_and_keeps_the_command_room(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The configured command room is joined though the roster omits it, and never left."""
+    reader = await hs.register()
+    command, command_alias = await alias_room(alice, "commands")
+    cfg = make_cfg(synapse, reader, tmp_path, command_room=command_alias)
+    roster = write_roster(tmp_path)
+    _, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert actions[command]["action"] == "join" and "command_room" in actions[command]["note"]
+    _, actions = await run_json(roster_apply, cfg, roster, capsys)
+    assert actions[command]["action"] == "keep"
+    assert await reader.joined_rooms() == [command]
+
+
+async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so."""
+    reader = await hs.register()
+    private = await alice.create_room(preset="private_chat")
+    cfg = make_cfg(synapse, reader, tmp_path)
+    code = await roster_apply(cfg, write_roster(tmp_path, private), as_json=False)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert f"join {private}: " in err and "M_FORBIDDEN" in err
+    assert "FAILED" in out
+    assert await reader.joined_rooms() == []
