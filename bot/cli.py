@@ -41,7 +41,9 @@ def parse_time(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="muninn", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="muninn", description="Search and pinboards for a Matrix community."
+    )
     p.add_argument("--config", help="config file (default $MUNINN_CONFIG or ./config.yaml)")
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
