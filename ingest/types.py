@@ -10,8 +10,8 @@ from typing import Any
 from mautrix.types import EventID, RoomAlias, RoomID, UserID
 
 __all__ = [
-    "EmbedderIdentity",
     "Edit",
+    "EmbedderIdentity",
     "EventID",
     "Message",
     "Normalized",

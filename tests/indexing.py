@@ -1,20 +1,25 @@
-"""Test helpers for the writer and the read path: a config per test, a refresh, a collection scan."""
+"""Test helpers for the writer and the read path: a config, a refresh, a collection scan."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
+from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
 from ingest.refresh import RefreshReport, Writer
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, StoredPoint
-from tests.homeserver import Homeserver, MatrixUser
+from tests.homeserver import Homeserver, MatrixUser, unique_localpart
 
 _EMBEDDER: Embedder | None = None
 
@@ -75,11 +80,17 @@ def reader_config(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: A
 class Indexer:
     """One test's writer: the real reader, the embedded store, the real (recorded) embedder."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        embedder: RecordingEmbedder | None = None,
+        reader: MatrixReader | None = None,
+    ) -> None:
         self.cfg = cfg
-        self.embedder = RecordingEmbedder(shared_embedder())
+        self.embedder = embedder or RecordingEmbedder(shared_embedder())
         self.store: Store = open_store(cfg.index, cfg.base_dir)
-        self.reader = MatrixReader.from_config(cfg)
+        self.reader = reader or MatrixReader.from_config(cfg)
         self.writer = Writer(cfg, self.reader, self.store, self.embedder)
 
     async def refresh(self, rooms: Sequence[RoomID] | None = None) -> RefreshReport:
@@ -111,3 +122,182 @@ class Indexer:
     async def close(self) -> None:
         await self.reader.close()
         await asyncio.to_thread(self.store.close)
+
+
+# ---------------------------------------------------------------- a shared search corpus
+
+
+def utc_ms(text: str) -> int:
+    """`2024-01-10T09:00` (UTC) as milliseconds since the epoch."""
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One message of a seeded corpus, as the homeserver took it."""
+
+    key: str
+    room: str  # the corpus room name (see `Corpus.rooms`)
+    room_id: str
+    event_id: str
+    sender: str  # mxid
+    ts: int
+    body: str
+
+
+@dataclass
+class Corpus:
+    """Rooms, senders and messages seeded for search tests, and the reader that may see them."""
+
+    reader: MatrixUser
+    rooms: dict[str, str] = field(default_factory=dict)  # name → room id
+    aliases: dict[str, str] = field(default_factory=dict)  # name → canonical alias
+    senders: dict[str, str] = field(default_factory=dict)  # name → mxid
+    sent: dict[str, Sent] = field(default_factory=dict)  # key → message
+
+    def by_event(self) -> dict[str, Sent]:
+        return {s.event_id: s for s in self.sent.values()}
+
+
+# (room, key, sender, UTC time, body). Conversations are days apart and each message a minute
+# after the last, so each conversation is exactly one window (gap 30 min, ≤ 1,000 bytes).
+# No body shares a lexical token with the paraphrase query of the dense test.
+SEARCH_CORPUS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("eng", "migration", "ana", "2024-01-10T09:00", "the database migration broke the login page"),
+    ("eng", "migration-ack", "ben", "2024-01-10T09:01", "ugh, rolling it back now"),
+    ("eng", "budget-1", "ana", "2024-01-20T10:00", "the quarterly budget review moved to friday"),
+    ("eng", "err-target", "ben", "2024-02-01T10:00", "the build failed with ERR_7731X on arm64"),
+    ("eng", "err-d1", "cai", "2024-02-03T10:00", "ERR_7731Y showed up on the staging box"),
+    ("eng", "err-d2", "ana", "2024-02-05T10:00", "ERR_7732X is the cache timeout, ignore it"),
+    ("eng", "err-d3", "ben", "2024-02-07T10:00", "ERR_7730X was fixed by the last patch"),
+    ("eng", "err-d4", "cai", "2024-02-09T10:00", "another ERR_7713X from the flaky test runner"),
+    ("eng", "err-d5", "ana", "2024-02-11T10:00", "ERR_1731X means the disk is full"),
+    ("eng", "hex-target", "cai", "2024-02-13T10:00", "windows update fails with 0x80070005 again"),
+    ("eng", "hex-d1", "ben", "2024-02-15T10:00", "0x80070006 is an invalid handle, not ours"),
+    ("eng", "hex-d2", "ana", "2024-02-17T10:00", "update error 0x8007000e: out of memory"),
+    ("eng", "budget-2", "ben", "2024-03-10T10:00", "budget review notes are posted on the wiki"),
+    ("eng", "budget-3", "cai", "2024-05-10T10:00", "budget review: we cut the cloud bill by half"),
+    ("ops", "budget-ops", "ben", "2024-02-20T10:00", "ops budget review is on monday"),
+    ("ops", "printer", "ana", "2024-02-22T10:00", "the printer on floor two jams daily"),
+    ("ops", "coffee", "ben", "2024-02-24T10:00", "the coffee machine is fixed, enjoy"),
+    ("ops", "rota", "ana", "2024-02-26T10:00", "on-call rota for march is up"),
+    ("travel", "beijing", "cai", "2024-04-01T10:00", "我们明天去北京开会"),
+    ("travel", "tokyo", "ana", "2024-04-03T10:00", "明日は東京で会議があります"),
+    ("travel", "shanghai", "cai", "2024-04-05T10:00", "上海的天气很好"),
+    ("travel", "osaka", "ana", "2024-04-07T10:00", "大阪でラーメンを食べた"),
+)
+CORPUS_ROOMS = ("eng", "ops", "travel")
+CORPUS_SENDERS = {"ana": "Ana", "ben": "Ben", "cai": "Cai"}
+
+
+async def seed_corpus(
+    hs: Homeserver, spec: Sequence[tuple[str, str, str, str, str]] = SEARCH_CORPUS
+) -> Corpus:
+    """Seed `spec` into fresh aliased rooms with backdated appservice senders; a fresh reader
+    (client mode) joins every room."""
+    corpus = Corpus(reader=await hs.register(displayname="Reader"))
+    users: dict[str, MatrixUser] = {}
+    for name, display in CORPUS_SENDERS.items():
+        users[name] = await hs.seed_user()
+        await users[name].set_displayname(display)
+        corpus.senders[name] = users[name].user_id
+    owner = await hs.register(displayname="Owner")  # appservice users may not make aliases
+    for room in CORPUS_ROOMS:
+        localpart = unique_localpart(room)
+        room_id = await owner.create_room(name=room, alias_localpart=localpart)
+        corpus.rooms[room] = room_id
+        corpus.aliases[room] = f"#{localpart}:{hs.server_name}"
+        for user in [*users.values(), corpus.reader]:
+            await user.join(room_id)
+    for room, key, sender, when, body in spec:
+        ts = utc_ms(when)
+        room_id = corpus.rooms[room]
+        event_id = await users[sender].send_text(room_id, body, ts=ts)
+        corpus.sent[key] = Sent(key, room, room_id, event_id, users[sender].user_id, ts, body)
+    return corpus
+
+
+# ---------------------------------------------------------------- writer tests: faults and probes
+
+
+class CountingReader(MatrixReader):
+    """The real reader, remembering every request path (to prove a room was never read)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.paths: list[str] = []
+
+    @classmethod
+    def counting(cls, cfg: Config) -> CountingReader:
+        assert cfg.reader is not None
+        return cls(cfg.homeserver.url, cfg.reader.access_token, cfg.reader.user_id)
+
+    async def _request(
+        self, method: str, path: str, *, query: Any = None, body: Any = None
+    ) -> Any:
+        self.paths.append(path)
+        return await super()._request(method, path, query=query, body=body)
+
+    def touched(self, room_id: str) -> list[str]:
+        """Every request path naming this room."""
+        quoted = quote(room_id, safe="")
+        return [p for p in self.paths if quoted in p or room_id in p]
+
+
+class FlakyCollection:
+    """A real collection whose next `fail_upserts` upserts raise StoreError (a fault on demand)."""
+
+    def __init__(self, inner: Collection, fail_upserts: int = 1) -> None:
+        self.inner = inner
+        self.fail_upserts = fail_upserts
+        self.upserts = 0
+
+    def upsert(self, points: Sequence[Any]) -> None:
+        if self.fail_upserts > 0:
+            self.fail_upserts -= 1
+            raise StoreError("injected: the store refused the upsert")
+        self.upserts += 1
+        self.inner.upsert(points)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class FlakyEmbedder(RecordingEmbedder):
+    """The recorded real embedder, failing its next `fail` document batches (Ollama down)."""
+
+    def __init__(self, inner: Embedder, fail: int = 1) -> None:
+        super().__init__(inner)
+        self.fail = fail
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.fail > 0:
+            self.fail -= 1
+            raise EmbedUnavailable("injected: the embedder is down")
+        return await super().embed_documents(texts)
+
+
+class RenamedEmbedder(FlakyEmbedder):
+    """The real vectors under another identity: a compatibility change (rule 13)."""
+
+    def __init__(self, inner: Embedder, model: str, fail: int = 0) -> None:
+        super().__init__(inner, fail)
+        self.model = model
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return dataclasses.replace(self.inner.identity, model=self.model)
+
+    async def probe(self) -> EmbedderIdentity:
+        return dataclasses.replace(await self.inner.probe(), model=self.model)
+
+
+async def admit(owner: MatrixUser, room_id: str, reader: MatrixUser) -> None:
+    """Invite `reader` into the room and join it."""
+    await owner.invite(room_id, reader.user_id)
+    await reader.join(room_id)
+
+
+async def send_texts(user: MatrixUser, room_id: str, bodies: Sequence[str]) -> list[str]:
+    """Send messages in order; their event ids."""
+    return [await user.send_text(room_id, b) for b in bodies]
