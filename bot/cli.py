@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time)
     pu.add_argument("--json", action="store_true")
 
+    im = sub.add_parser("import", help="index a room export (Element JSON or JSONL of events)")
+    im.add_argument("file", type=Path, help="the export file")
+    im.add_argument("--json", action="store_true", help="print the report as JSON")
+
     ro = sub.add_parser("roster", help="diff (plan) or apply the reader's rooms against a roster")
     rs = ro.add_subparsers(dest="roster_command", required=True, metavar="plan|apply")
     for name, what in (("plan", "print the diff"), ("apply", "join and leave accordingly")):
@@ -113,6 +117,8 @@ async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         return await operations.purge(
             cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json
         )
+    if args.command == "import":
+        return await operations.import_export(cfg, path=args.file, as_json=args.json)
     if args.command == "roster":
         if args.roster_command == "plan":
             return await roster.roster_plan(cfg, args.roster, as_json=args.json)

@@ -13,17 +13,22 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ingest.config import Config
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import MatrixNotFound, QueryError
+from ingest.export import ExportReader
 from ingest.matrix import MatrixReader
 from ingest.refresh import COMPAT_KEY, CURSOR_PREFIX, RoomReport, Writer, add_tombstone
 from ingest.scope import decide
 from ingest.search import Searcher, SearchQuery
 from ingest.store import PointFilter, Store, open_store
 from ingest.types import RoomID
+
+# `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
+EXIT_REFUSED = 3
 
 
 def _print_json(doc: Any) -> None:
@@ -246,3 +251,26 @@ async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bo
             "the next refresh applies it"
         )
     return 0
+
+
+async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:
+    """Index a room export through the same pipeline and rules as a refresh."""
+    user_id = cfg.reader.user_id if cfg.reader else f"@muninn:{cfg.homeserver.server_name}"
+    source = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    embedder = make_embedder(cfg.embedder)
+    try:
+        writer = Writer(cfg, source, store, embedder)
+        report = await writer.refresh(only=[source.room_id], progress=_progress_bar())
+    finally:
+        await embedder.close()
+        await asyncio.to_thread(store.close)
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if as_json:
+        _print_json(report.as_json())
+    else:
+        for r in report.rooms:
+            print(_room_line(r))
+    refused = [r for r in report.rooms if r.verdict != "eligible"]
+    return EXIT_REFUSED if refused else 0

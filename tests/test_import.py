@@ -1,0 +1,172 @@
+"""`muninn import`: a room export goes through the same pipeline and rules as a refresh."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ingest.export import ExportError, ExportReader, load_export
+from ingest.search import Searcher, SearchQuery
+from ingest.store import open_store
+from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import Indexer, reader_config, shared_embedder
+
+COLLECTION = "muninn_test"  # the collection tests.indexing writes
+QUERIES = ["deploy failed", "pizza for the team lunch", "E4242"]
+
+
+async def _all_events(user: MatrixUser, room_id: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = await user.messages(room_id, from_token=token, limit=100)
+        events.extend(page.get("chunk", []))
+        if not page.get("end") or page.get("end") == token:
+            return events
+        token = page["end"]
+
+
+async def _import(cfg_path: Path, export: Path) -> tuple[int, dict[str, Any]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(cfg_path),
+        "import",
+        str(export),
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    if proc.returncode not in (0, 3):
+        raise AssertionError(f"import failed ({proc.returncode}): {err.decode()}")
+    return proc.returncode, json.loads(out)
+
+
+async def _hits(store_dir: Path, cfg_doc: dict[str, Any], tmp: Path) -> list[list[str]]:
+    from ingest.config import parse_config
+
+    index = {"store": {"path": str(store_dir)}, "collection": COLLECTION}
+    cfg = parse_config({**cfg_doc, "index": index}, tmp)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    try:
+        searcher = Searcher(store, shared_embedder(), server_name=cfg.homeserver.server_name)
+        out = []
+        for q in QUERIES:
+            result = await searcher.search(SearchQuery.build([q], limit=3))
+            out.append([m["body"] for h in result.hits for m in h.messages])
+        return out
+    finally:
+        await asyncio.to_thread(store.close)
+
+
+async def _seed(alice: MatrixUser, room: str) -> None:
+    first = await alice.send_text(room, "the deploy failed with E4242 on friday night")
+    await alice.send_text(room, "who orders pizza for the team lunch tomorrow?")
+    gone = await alice.send_text(room, "my phone number is 555-0100, call me")
+    await alice.send_edit(room, first, "the deploy failed with E4242 on saturday night")
+    await alice.redact(room, gone)
+    await alice.send_text(room, "token for the bot: syt_c2VjcmV0_abcdefghijklmnopqrst_1a2b3c")
+
+
+async def test_import_element_and_jsonl_match_refresh(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """An Element export and a JSONL of the same events index exactly what a refresh indexes."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await reader.join(room)
+    await _seed(alice, room)
+    refreshed = Indexer(reader_config(hs, reader, tmp_path / "refresh"))
+    await refreshed.refresh()
+    expected_bodies = await refreshed.bodies()
+    await refreshed.close()
+
+    events = await _all_events(reader, room)
+    jsonl = tmp_path / "room.jsonl"
+    jsonl.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    element = tmp_path / "export.json"
+    element.write_text(json.dumps({"room_name": "r", "exported_by": "a", "messages": events}))
+
+    doc = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+    }
+    results = {}
+    for name, export in (("jsonl", jsonl), ("element", element)):
+        cfg_doc = {
+            **doc,
+            "index": {"store": {"path": str(tmp_path / name)}, "collection": COLLECTION},
+        }
+        cfg_path = tmp_path / f"{name}.yaml"
+        cfg_path.write_text(yaml.safe_dump(cfg_doc))
+        code, report = await _import(cfg_path, export)
+        assert code == 0
+        assert report["rooms"][0]["verdict"] == "eligible"
+        results[name] = await _hits(tmp_path / name, doc, tmp_path)
+    refreshed_hits = await _hits(tmp_path / "refresh" / "qdrant", doc, tmp_path)
+    assert results["jsonl"] == refreshed_hits
+    assert results["element"] == refreshed_hits
+    flat = json.dumps(refreshed_hits)
+    assert "saturday" in flat and "friday" not in flat, "the edit replaced the text"
+    assert "555-0100" not in flat and "syt_c2VjcmV0" not in flat
+    assert len(expected_bodies) == 3
+
+
+@pytest.mark.parametrize("kind", ["dm", "encrypted", "puppet"])
+async def test_import_refuses_rooms_scope_refuses(
+    hs: Homeserver, alice: MatrixUser, bob: MatrixUser, tmp_path: Path, kind: str
+) -> None:
+    """A DM's, an encrypted room's or a bridged room's export is refused: nothing is indexed."""
+    if kind == "dm":
+        room = await hs.make_dm(alice, bob)
+    else:
+        room = await hs.fresh_room(alice)
+        await bob.join(room)
+    if kind == "encrypted":
+        await alice.enable_encryption(room)
+    await alice.send_text(room, "a private plan about the surprise party")
+    events = await _all_events(bob, room)
+    if kind == "puppet":
+        events.append({**events[-1], "event_id": "$puppet", "sender": "@_discord_42:muninn.test"})
+    export = tmp_path / "room.jsonl"
+    export.write_text("\n".join(json.dumps(e) for e in events))
+    cfg_doc = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": bob.user_id, "access_token": bob.access_token},
+        "index": {"store": {"path": str(tmp_path / "q")}, "collection": COLLECTION},
+    }
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg_doc))
+    code, report = await _import(cfg_path, export)
+    assert code == 3
+    assert report["rooms"][0]["verdict"] == {"dm": "dm", "encrypted": "encrypted"}.get(
+        kind, "bridged"
+    )
+    assert report["rooms"][0]["indexed"] == 0
+    hits = await _hits(tmp_path / "q", cfg_doc, tmp_path)
+    assert "surprise party" not in json.dumps(hits)
+
+
+def test_export_load_errors_name_the_cause(tmp_path: Path) -> None:
+    """A file that is not an export says why, naming the line or the missing key."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "m.room.message", "room_id": "!a"}\nnot json\n')
+    with pytest.raises(ExportError, match=r"bad.jsonl:2"):
+        load_export(bad)
+    no_messages = tmp_path / "element.json"
+    no_messages.write_text('{"room_name": "x"}')
+    with pytest.raises(ExportError, match="messages"):
+        load_export(no_messages)
+    two_rooms = [{"room_id": "!a", "event_id": "$1"}, {"room_id": "!b", "event_id": "$2"}]
+    with pytest.raises(ExportError, match="one room"):
+        ExportReader(two_rooms, user_id="@m:x")
