@@ -1,0 +1,263 @@
+"""Ingest rate: IRC logs through `muninn import`, against the raw embedder on the same texts.
+
+    python -m bench.ingest --data ../shared/data/irc-ubuntu [--messages 100000] [--out FILE]
+
+The Ubuntu IRC logs (Kummerfeld et al. 2019, CC-BY-4.0) become one room's JSONL export: nick →
+`@irc_<nick>:bench.local`, file date + `[HH:MM]` → `origin_server_ts` (messages within a minute
+spread by a second each), annotated reply links → `m.in_reply_to` replies with the spec's
+fallback. The export goes through the real writer (`ExportReader` → `Writer`: scope,
+normalisation, scrub, windows, embedding, the embedded store), then the very window texts the
+writer embedded are embedded again alone, so the ratio of the two rates says how much of the
+ingest time is the embedder's. Peak RSS and points written are reported. `--synapse-read N`
+also seeds an N-event room into a real Synapse and times the reader's `/messages` walk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ingest.config import Config, parse_config
+from ingest.embed import Embedder, make_embedder
+from ingest.export import ExportReader
+from ingest.refresh import Writer
+from ingest.store import open_store
+from ingest.types import EmbedderIdentity
+
+ROOM = "!irc-ubuntu:bench.local"
+_LINE = re.compile(r"^\[(\d\d):(\d\d)\] <([^>]+)> (.*)$")
+_FILE_DATE = re.compile(r"(\d{4}-\d\d-\d\d)")
+
+
+def _nick_id(nick: str) -> str:
+    safe = re.sub(r"[^a-z0-9._=-]", "_", nick.lower()) or "anon"
+    return f"@irc_{safe}:bench.local"
+
+
+def _links(annotation: Path) -> dict[int, int]:
+    """reply line → parent line, from `parent child -` annotation lines."""
+    out: dict[int, int] = {}
+    if not annotation.is_file():
+        return out
+    for line in annotation.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            parent, child = int(parts[0]), int(parts[1])
+            if parent != child:
+                out[child] = parent
+    return out
+
+
+def irc_events(data: Path, limit: int) -> Iterator[dict[str, Any]]:
+    """Raw Matrix events for the first `limit` IRC messages of `data/train` (then `dev`)."""
+    create = {
+        "type": "m.room.create",
+        "state_key": "",
+        "sender": "@irc_bench:bench.local",
+        "event_id": "$create",
+        "room_id": ROOM,
+        "origin_server_ts": 0,
+        "content": {"room_version": "12"},
+    }
+    yield create
+    count = 0
+    files = sorted((data / "train").glob("*.raw.txt")) + sorted((data / "dev").glob("*.raw.txt"))
+    for raw in files:
+        date = _FILE_DATE.search(raw.name)
+        if date is None:
+            continue
+        day = datetime.strptime(date.group(1), "%Y-%m-%d").replace(tzinfo=UTC)
+        links = _links(raw.with_name(raw.name.replace(".raw.txt", ".annotation.txt")))
+        by_line: dict[int, tuple[str, str, str]] = {}
+        second = 0
+        last_minute = -1
+        for n, line in enumerate(raw.read_text(errors="replace").splitlines()):
+            m = _LINE.match(line)
+            if m is None:
+                continue
+            minute = int(m.group(1)) * 60 + int(m.group(2))
+            second = second + 1 if minute == last_minute else 0
+            last_minute = minute
+            ts = int(day.timestamp() * 1000) + (minute * 60 + min(second, 59)) * 1000
+            sender, body = _nick_id(m.group(3)), m.group(4)
+            event_id = f"${raw.stem}-{n}"
+            content: dict[str, Any] = {"msgtype": "m.text", "body": body}
+            parent = by_line.get(links.get(n, -1))
+            if parent is not None:
+                p_id, p_sender, p_body = parent
+                content["body"] = f"> <{p_sender}> {p_body}\n\n{body}"
+                content["m.relates_to"] = {"m.in_reply_to": {"event_id": p_id}}
+            by_line[n] = (event_id, sender, body)
+            yield {
+                "type": "m.room.message",
+                "sender": sender,
+                "event_id": event_id,
+                "room_id": ROOM,
+                "origin_server_ts": ts,
+                "content": content,
+            }
+            count += 1
+            if count >= limit:
+                return
+
+
+class _Recording:
+    """The real embedder, keeping the texts it was given and the time it spent."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+        self.seconds = 0.0
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self.inner.identity
+
+    async def probe(self) -> EmbedderIdentity:
+        return await self.inner.probe()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        start = time.perf_counter()
+        try:
+            return await self.inner.embed_documents(texts)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_queries(texts)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def _config(workdir: Path, max_bytes: int) -> Config:
+    return parse_config(
+        {
+            "homeserver": {"url": "http://127.0.0.1:1", "server_name": "bench.local"},
+            "reader": {"user_id": "@muninn:bench.local", "access_token": "bench-not-used"},
+            "index": {"store": {"path": str(workdir / "qdrant")}, "collection": "bench"},
+            "chunker": {"max_bytes": max_bytes},
+            "refresh": {"page_size": 500},
+        },
+        workdir,
+    )
+
+
+async def run_import(data: Path, messages: int, max_bytes: int, batch: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
+        workdir = Path(tmp)
+        export = workdir / "irc.jsonl"
+        with export.open("w") as f:
+            n = 0
+            for event in irc_events(data, messages):
+                f.write(json.dumps(event) + "\n")
+                n += event["type"] == "m.room.message"
+        cfg = _config(workdir, max_bytes)
+        embedder = _Recording(make_embedder(cfg.embedder.model_copy(update={"batch_size": batch})))
+        source = ExportReader.from_file(export, user_id="@muninn:bench.local")
+        store = open_store(cfg.index, cfg.base_dir)
+        writer = Writer(cfg, source, store, embedder)
+        await embedder.probe()  # model load is not ingest time
+        start = time.perf_counter()
+        report = await writer.refresh(only=[source.room_id])
+        elapsed = time.perf_counter() - start
+        col = await writer.open()
+        points = await asyncio.to_thread(col.count)
+        store.close()
+        # The same texts, embedded alone, in the same batch size: the embedder's own limit.
+        raw_start = time.perf_counter()
+        for i in range(0, len(embedder.texts), batch):
+            await embedder.inner.embed_documents(embedder.texts[i : i + batch])
+        raw_elapsed = time.perf_counter() - raw_start
+    room = report.rooms[0]
+    texts = len(embedder.texts)
+    return {
+        "messages": n,
+        "indexed": room.indexed,
+        "skipped": dict(room.skipped),
+        "points": points,
+        "windows_embedded": texts,
+        "seconds": round(elapsed, 2),
+        "messages_per_second": round(n / elapsed, 1),
+        "embed_seconds_in_ingest": round(embedder.seconds, 2),
+        "raw_embed_seconds": round(raw_elapsed, 2),
+        "raw_windows_per_second": round(texts / raw_elapsed, 1) if raw_elapsed else None,
+        "ingest_windows_per_second": round(texts / elapsed, 1),
+        "embedder_share_of_ingest": round(embedder.seconds / elapsed, 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "max_bytes": max_bytes,
+        "batch_size": batch,
+    }
+
+
+async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
+    """Seed a `count`-event room into a real Synapse and time the reader's forward walk."""
+    import aiohttp
+
+    from ingest.matrix import MatrixReader
+    from tests.homeserver import Homeserver, start_synapse
+
+    with tempfile.TemporaryDirectory(prefix="muninn-bench-read-") as tmp:
+        server = await asyncio.to_thread(start_synapse, Path(tmp))
+        try:
+            async with aiohttp.ClientSession() as session:
+                hs = Homeserver(server, session)
+                owner = await hs.register()
+                room = await hs.fresh_room(owner)
+                seed_start = time.perf_counter()
+                for i in range(count):
+                    await owner.send_text(room, f"message {i}: the quick brown fox {i % 97}")
+                seed_elapsed = time.perf_counter() - seed_start
+                reader = MatrixReader(hs.base_url, owner.access_token, owner.user_id)
+                start = time.perf_counter()
+                seen = 0
+                async for page in reader.walk(room, None, page_size):
+                    seen += len(page.events)
+                elapsed = time.perf_counter() - start
+                await reader.close()
+        finally:
+            server.stop()
+    return {
+        "events": seen,
+        "page_size": page_size,
+        "seconds": round(elapsed, 2),
+        "events_per_second": round(seen / elapsed, 1),
+        "seed_messages_per_second": round(count / seed_elapsed, 1),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__)
+    p.add_argument("--data", type=Path, required=True, help="the irc-ubuntu folder")
+    p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
+    p.add_argument("--max-bytes", type=int, default=1000, help="chunker.max_bytes")
+    p.add_argument("--batch", type=int, default=32, help="embedder batch size")
+    p.add_argument("--synapse-read", type=int, default=0, help="also time a walk of N events")
+    p.add_argument("--out", type=Path, help="write the JSON results here")
+    args = p.parse_args(argv)
+    results: dict[str, Any] = {
+        "import": asyncio.run(run_import(args.data, args.messages, args.max_bytes, args.batch))
+    }
+    if args.synapse_read:
+        results["synapse_read"] = asyncio.run(synapse_read(args.synapse_read, 500))
+    doc = json.dumps(results, indent=2)
+    print(doc)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(doc + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
