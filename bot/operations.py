@@ -21,11 +21,18 @@ from ingest.embed import Embedder, make_embedder
 from ingest.errors import MatrixNotFound, QueryError
 from ingest.export import ExportReader
 from ingest.matrix import MatrixReader
-from ingest.refresh import COMPAT_KEY, CURSOR_PREFIX, RoomReport, Writer, add_tombstone
+from ingest.refresh import (
+    COMPAT_KEY,
+    CURSOR_PREFIX,
+    REFUSED_PREFIX,
+    RoomReport,
+    Writer,
+    add_tombstone,
+)
 from ingest.scope import decide
 from ingest.search import Searcher, SearchQuery
 from ingest.store import PointFilter, Store, open_store
-from ingest.types import RoomID
+from ingest.types import Refusal, RoomID, Verdict
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
 EXIT_REFUSED = 3
@@ -136,6 +143,9 @@ async def search(
     limit: int,
     as_json: bool,
 ) -> int:
+    # Refuse a malformed query before taking the store (one process per path) or loading the
+    # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
+    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit)
     async with _adapters(cfg) as (reader, store, embedder):
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
         query = SearchQuery.build(
@@ -186,6 +196,7 @@ async def status(cfg: Config, *, as_json: bool) -> int:
         if active is not None:
             col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
         cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
+        refused = await asyncio.to_thread(col.list_meta, REFUSED_PREFIX) if col else {}
         compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) if col else None
         rooms: list[dict[str, Any]] = []
         now = int(time.time() * 1000)
@@ -197,6 +208,10 @@ async def status(cfg: Config, *, as_json: bool) -> int:
             verdict = decide(
                 state, direct_rooms=direct, scope=cfg.scope, server_name=cfg.homeserver.server_name
             )
+            marker = refused.get(REFUSED_PREFIX + room_id)
+            if verdict.eligible and marker is not None:
+                # The writer refused it by what its timeline showed (a puppet sender).
+                verdict = Verdict(room_id, Refusal.BRIDGED, str(marker.get("detail", "")))
             cursor = cursors.get(CURSOR_PREFIX + room_id)
             points = (
                 await asyncio.to_thread(col.count, PointFilter(room_ids=(room_id,))) if col else 0

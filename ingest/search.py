@@ -17,7 +17,7 @@ from typing import Any
 
 from ingest import lexical
 from ingest.embed import Embedder
-from ingest.errors import EmbedError, QueryError
+from ingest.errors import EmbedError, EmbedUnavailable, QueryError
 from ingest.fusion import rrf
 from ingest.permalink import permalink
 from ingest.store import Collection, PointFilter, Store
@@ -35,6 +35,12 @@ COMPAT_KEY = "compat"
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
 CANDIDATES = 50
 WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
+# A lexical candidate scoring under this fraction of its list's best matched only the query's
+# weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.
+# Rank fusion forgets score margins: without the floor, fifteen windows sharing only `err`,
+# ranked high by the dense side, pushed the one window holding `ERR_7731X` (lexical score 9
+# against their 0.9) down to fourth. Applied only when dense lists are fused; 0 disables it.
+LEXICAL_FLOOR = 0.2
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ class Searcher:
         live_check: LiveCheck | None = None,
         candidates: int = CANDIDATES,
         weights: Mapping[str, float] = WEIGHTS,
+        lexical_floor: float = LEXICAL_FLOOR,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -161,6 +168,7 @@ class Searcher:
         self.live_check = live_check
         self.candidates = candidates
         self.weights = dict(weights)
+        self.lexical_floor = lexical_floor
         self._collection: Collection | None = None
         self._generation: str | None = None
 
@@ -183,11 +191,15 @@ class Searcher:
         lists: dict[tuple[str, str], list[str]] = {}
         points: dict[str, StoredPoint] = {}
         dense_vectors = await self._query_vectors(col, query.texts, result)
+        # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
+        # still the best answer there is.
+        fusing = dense_vectors is not None and self.weights.get("dense", 1.0) > 0
+        floor = self.lexical_floor if fusing else 0.0
         for i, text in enumerate(query.texts):
             found = await asyncio.to_thread(
                 col.sparse_search, lexical.query_vector(text), flt, self.candidates
             )
-            lists[("lexical", text)] = _ids(found, points)
+            lists[("lexical", text)] = _ids(_above_floor(found, floor), points)
             if dense_vectors is not None:
                 found = await asyncio.to_thread(
                     col.dense_search, dense_vectors[i], flt, self.candidates
@@ -213,20 +225,29 @@ class Searcher:
         if self.embedder is None:
             result.warnings.append("no embedder configured: lexical results only")
             return None
-        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) or {}
-        built_with = compat.get("embedder")
-        if built_with is not None and built_with != dict(self.embedder.identity.as_record()):
-            result.warnings.append(
-                "the index was built with another embedder (a rebuild is under way): "
-                "lexical results only"
-            )
-            return None
+        # Embed first: an unreachable embedder must be reported as such, and an Ollama
+        # identity (its dimension) is only known once the model has answered.
         try:
-            return await self.embedder.embed_queries(list(texts))
-        except EmbedError as e:
-            log.warning("embedder failed, answering from lexical only: %s", e)
+            vectors = await self.embedder.embed_queries(list(texts))
+        except EmbedUnavailable as e:
+            log.warning("embedder unavailable, answering from lexical only: %s", e)
             result.warnings.append(f"embedder unavailable ({e}): lexical results only")
             return None
+        except EmbedError as e:
+            log.warning("embedder failed, answering from lexical only: %s", e)
+            result.warnings.append(f"embedder failed ({e}): lexical results only")
+            return None
+        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) or {}
+        built_with = compat.get("embedder")
+        mine = dict(self.embedder.identity.as_record())
+        if built_with is not None and built_with != mine:
+            result.warnings.append(
+                f"the index was built with another embedder ({_describe(built_with)}, "
+                f"configured: {_describe(mine)}): lexical results only until a refresh "
+                "rebuilds it"
+            )
+            return None
+        return vectors
 
     async def _still_valid(self, point: StoredPoint, stones: Any) -> bool:
         payload = point.payload
@@ -264,6 +285,18 @@ class Searcher:
             permalink=permalink(str(p["room_id"]), best, self.server_name),
             best_event_id=best,
         )
+
+
+def _describe(identity: Mapping[str, Any]) -> str:
+    return f"{identity.get('provider')}/{identity.get('model')}, {identity.get('dimension')}-d"
+
+
+def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint]:
+    """The candidates scoring at least `floor` × the best score (`found` is best first)."""
+    if not found or floor <= 0:
+        return list(found)
+    cut = found[0].score * floor
+    return [p for p in found if p.score >= cut]
 
 
 def _ids(found: Sequence[StoredPoint], points: dict[str, StoredPoint]) -> list[str]:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import yaml
+
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
@@ -70,11 +72,24 @@ def _base(server_name: str, user_id: str, token: str, store: Path, **extra: Any)
     return doc
 
 
-def reader_config(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: Any) -> Config:
-    """A client-mode config for `reader` with an embedded store under tmp_path."""
+def reader_config_doc(
+    hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: Any
+) -> dict[str, Any]:
+    """The YAML document of `reader_config` (to write a config file for the CLI)."""
     doc = _base(hs.server_name, reader.user_id, reader.access_token, tmp_path / "qdrant", **extra)
     doc["homeserver"]["url"] = hs.base_url
-    return parse_config(doc, tmp_path)
+    return doc
+
+
+def reader_config(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: Any) -> Config:
+    """A client-mode config for `reader` with an embedded store under tmp_path."""
+    return parse_config(reader_config_doc(hs, reader, tmp_path, **extra), tmp_path)
+
+
+def write_config(path: Path, doc: dict[str, Any]) -> Path:
+    """Write a config document as YAML (the CLI's `--config FILE`)."""
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
 
 
 class Indexer:
