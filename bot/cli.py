@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    sub.add_parser("run", help="the service: live stream, refresh loop, command handling")
+
     r = sub.add_parser("refresh", help="one writer pass over the joined rooms")
     r.add_argument("--room", action="append", help="only this room (id or alias); repeatable")
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
@@ -98,6 +100,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
+    if args.command == "run":
+        from bot.service import run
+
+        return await run(cfg)
     if args.command == "refresh":
         return await operations.refresh(cfg, rooms=args.room, as_json=args.json)
     if args.command == "search":

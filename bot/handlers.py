@@ -1,0 +1,333 @@
+"""Command policy: which messages are answered, by whom, where; then parse, look up, reply.
+
+Order of the checks for an `m.room.message` (each one that fails ends it silently unless said):
+own event or any `m.notice` → not shaped like a command → older than `MAX_COMMAND_AGE_MS` →
+the room (not joined, DM, or refused by scope: silent, never read) → the command room's rules
+(not a DM, asker on the allow-list) → parse (an unknown `!word` gets a reply only in the command
+room; a usage error always does) → already answered (in memory, or the bot's own reply in the
+room log) → per-asker rate limit (one polite notice) → the command.
+
+"Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
+has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
+command delivered again (Synapse retrying a transaction, a first `/sync`) answers it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bot.appservice import BoundedSeen
+from bot.commands import (
+    COMMANDS,
+    Command,
+    HelpCommand,
+    PinCommand,
+    PinsCommand,
+    SearchCommand,
+    UnknownCommand,
+    UnpinCommand,
+    UsageError,
+    help_text,
+    parse,
+)
+from bot.lookup import RoomLog, RoomView, fused_search, thread_root_of
+from bot.pins import PinActions
+from bot.replies import ReplyTo, SearchView, search_reply, text_reply
+from bot.rooms import RoomCache
+from bot.sender import BotClient, txn_id_for
+from bot.visibility import visible_from
+from ingest.config import Config
+from ingest.errors import CommandError, MatrixError
+from ingest.search import Searcher
+from ingest.types import Refusal, RoomID
+
+__all__ = ["MAX_COMMAND_AGE_MS", "CommandHandler", "RateLimit"]
+
+log = logging.getLogger("muninn.bot")
+
+MAX_COMMAND_AGE_MS = 15 * 60_000  # an older command is history, not a question
+SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
+_SHAPE = re.compile(r"[A-Za-z]")
+
+
+class RateLimit:
+    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._times: dict[str, list[float]] = {}
+        self._warned: dict[str, float] = {}
+
+    def check(self, user: str) -> Literal["ok", "warn", "drop"]:
+        now = self._clock()
+        recent = [t for t in self._times.get(user, []) if now - t < 60.0]
+        if len(recent) < self.per_minute:
+            recent.append(now)
+            self._times[user] = recent
+            self._warned.pop(user, None)
+            return "ok"
+        self._times[user] = recent
+        if user in self._warned:
+            return "drop"
+        self._warned[user] = now
+        return "warn"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A message that is shaped like a command."""
+
+    room_id: RoomID
+    event_id: str
+    sender: str
+    ts: int
+    body: str
+    content: Mapping[str, Any]
+    received: float = field(default_factory=time.monotonic)
+
+    @property
+    def reply_to(self) -> ReplyTo:
+        return ReplyTo(self.room_id, self.event_id, thread_root_of(self.content))
+
+
+def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incoming | None:
+    """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
+    content = event.get("content")
+    if event.get("type") != "m.room.message" or not isinstance(content, dict):
+        return None
+    body, sender = content.get("body"), event.get("sender")
+    if not isinstance(body, str) or sender == bot_user_id or content.get("msgtype") != "m.text":
+        return None  # m.notice (other bots) and media are never commands
+    text = body
+    if text.startswith("> <"):
+        text = text.split("\n\n", 1)[-1]  # a reply fallback before the command
+    text = text.lstrip()
+    if not text.startswith(prefix) or not _SHAPE.match(text[len(prefix) : len(prefix) + 1]):
+        return None
+    ts = event.get("origin_server_ts")
+    return Incoming(
+        RoomID(str(event.get("room_id"))),
+        str(event.get("event_id")),
+        str(sender),
+        ts if isinstance(ts, int) else 0,
+        body,
+        content,
+    )
+
+
+class CommandHandler:
+    def __init__(
+        self,
+        cfg: Config,
+        client: BotClient,
+        searcher: Searcher,
+        rooms: RoomCache,
+        *,
+        bot_user_id: str,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.searcher = searcher
+        self.rooms = rooms
+        self.bot_user_id = bot_user_id
+        self.prefix = cfg.bot.prefix
+        self.server_name = cfg.homeserver.server_name
+        self.command_room: RoomID | None = None
+        self._askers = [re.compile(p) for p in cfg.bot.command_room_askers]
+        self._limits = RateLimit(cfg.bot.rate_per_minute)
+        self._handled = BoundedSeen(4096)
+        self._clock_ms = clock_ms
+        self.pins = PinActions(self)
+        self.answered = 0  # replies sent, for tests and status
+        self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
+
+    def asker_allowed(self, user_id: str) -> bool:
+        return any(p.fullmatch(user_id) for p in self._askers)
+
+    async def handle(self, event: Mapping[str, Any]) -> None:
+        msg = incoming(event, self.bot_user_id, self.prefix)
+        if msg is None or msg.event_id in self._handled:
+            return
+        if self._clock_ms() - msg.ts > MAX_COMMAND_AGE_MS:
+            log.debug("ignoring %s: older than %d ms", msg.event_id, MAX_COMMAND_AGE_MS)
+            return
+        in_command_room = msg.room_id == self.command_room
+        if not await self._room_allowed(msg, in_command_room):
+            return
+        self._handled.add(msg.event_id)  # in flight: a duplicate delivery stops here
+        try:
+            command = parse(
+                msg.body,
+                prefix=self.prefix,
+                now_ms=msg.ts,
+                in_command_room=in_command_room,
+                server_name=self.server_name,
+            )
+        except UnknownCommand as e:
+            if in_command_room:
+                await self._answer_small(msg, str(e))
+            return
+        except UsageError as e:
+            await self._answer_small(msg, str(e))
+            return
+        if command is None:
+            return
+        await self._run(msg, command, in_command_room)
+
+    async def _room_allowed(self, msg: Incoming, in_command_room: bool) -> bool:
+        info = await self.rooms.get(msg.room_id)
+        reason = info.verdict.reason
+        if reason is Refusal.NOT_JOINED or reason is Refusal.DM:
+            if reason is Refusal.DM and in_command_room:
+                log.error("the command room %s is a DM: refusing to serve it", msg.room_id)
+            return False
+        if in_command_room:
+            if not self.asker_allowed(msg.sender):
+                log.info("command room: %s is not on command_room_askers", msg.sender)
+                return False
+            return True
+        if reason is not None:
+            log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
+            return False
+        return True
+
+    # ------------------------------------------------------------ sending
+
+    async def send(self, msg: Incoming, content: Mapping[str, Any]) -> None:
+        txn = txn_id_for(msg.room_id, msg.event_id)
+        await self.client.send_message(msg.room_id, content, txn)
+        self.answered += 1
+        elapsed = (time.monotonic() - msg.received) * 1000
+        self.latencies_ms.append(elapsed)
+        log.info("answered %s in %s in %.0f ms", msg.event_id, msg.room_id, elapsed)
+
+    async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
+        bound = bound or self.cfg.bot.transcript_limit
+        return RoomLog(room_id, await self.client.latest(room_id, bound), bound)
+
+    def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
+        verdict = self._limits.check(msg.sender)
+        if verdict != "ok":
+            log.info("rate limit: %s (%s)", msg.sender, verdict)
+        return verdict
+
+    async def _gate(self, msg: Incoming, room_log: RoomLog) -> bool:
+        """Not answered yet and within the asker's rate; sends the one rate notice itself."""
+        if room_log.answered(msg.event_id, self.bot_user_id):
+            log.info("%s was already answered in the room", msg.event_id)
+            return False
+        verdict = self._limited(msg)
+        if verdict == "warn":
+            per = self.cfg.bot.rate_per_minute
+            text = f"You are sending commands faster than {per} a minute; try again shortly."
+            await self.say(msg, text, "error")
+        return verdict == "ok"
+
+    async def say(self, msg: Incoming, text: str, kind: Literal["error", "help", "info"]) -> None:
+        """A short text reply; in the command room it carries `{kind: text}` as the results,
+        so a Persona always finds `org.muninn.results`."""
+        results: dict[str, Any] | None = None
+        if msg.room_id == self.command_room:
+            results = {str(kind): text}
+        await self.send(msg, text_reply(msg.reply_to, text, results=results))
+
+    async def _answer_small(
+        self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"
+    ) -> None:
+        if await self._gate(msg, await self.read_log(msg.room_id, SMALL_LOG)):
+            await self.say(msg, text, kind)
+
+    # ------------------------------------------------------------ commands
+
+    async def _run(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
+        try:
+            if isinstance(command, HelpCommand):
+                await self._answer_small(msg, self._help(command, in_command_room), "help")
+            elif isinstance(command, SearchCommand):
+                await self._search(msg, command, in_command_room)
+            elif isinstance(command, PinCommand | UnpinCommand):
+                await self.pins.pin(msg, command)
+            elif isinstance(command, PinsCommand):
+                await self.pins.show(msg, command, in_command_room)
+        except CommandError as e:  # only a CommandError's own text ever reaches a room
+            await self.say(msg, str(e), "error")
+
+    def _help(self, command: HelpCommand, in_command_room: bool) -> str:
+        if command.topic is None:
+            return help_text(self.prefix, in_command_room)
+        spec = next(s for s in COMMANDS if s.name == command.topic)
+        return spec.help(self.prefix, in_command_room)
+
+    async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
+        """`in:` rooms to ids; each must be a room Muninn indexes."""
+        out: list[RoomID] = []
+        for room in rooms:
+            room_id = RoomID(room) if room.startswith("!") else None
+            if room_id is None:
+                try:
+                    room_id = await self.client.resolve_alias(room)
+                except MatrixError:
+                    room_id = None
+            info = await self.rooms.get(room_id) if room_id else None
+            if room_id is None or info is None or not info.verdict.eligible:
+                raise CommandError(f"{room} is not a room Muninn indexes")
+            out.append(room_id)
+        return out
+
+    async def _view(self, room_id: RoomID) -> RoomView:
+        """Another room's transcript, for `in:` in the command room (no visibility cut)."""
+        info = await self.rooms.get(room_id)
+        alias = info.state.canonical_alias if info.state else None
+        return RoomView(await self.read_log(room_id), alias, None)
+
+    async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
+        own_log = await self.read_log(msg.room_id)
+        if not await self._gate(msg, own_log):
+            return
+        if in_command_room:
+            rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
+            views = [await self._view(r) for r in rooms or ()]
+            cuts: dict[str, int | None] = {}
+        else:
+            info = await self.rooms.get(msg.room_id)
+            vis = info.state.history_visibility if info.state else None
+            cut = await visible_from(self.client, msg.room_id, msg.sender, vis)
+            rooms = [msg.room_id]
+            alias = info.state.canonical_alias if info.state else None
+            views = [RoomView(own_log, alias, cut)]
+            cuts = {msg.room_id: cut}
+        result = await fused_search(
+            self.searcher,
+            command,
+            rooms=rooms,
+            views=views,
+            visible_from=cuts,
+            bot_user_id=self.bot_user_id,
+            prefix=self.prefix,
+            server_name=self.server_name,
+        )
+        names: dict[str, dict[str, str]] = {}
+        labels: dict[str, str] = {}
+        for hit in result.hits:
+            if hit.room_id not in names:
+                info = await self.rooms.get(hit.room_id)
+                names[hit.room_id], labels[hit.room_id] = info.names, info.label
+        view = SearchView(
+            result,
+            command.texts,
+            command.regex,
+            scans=[v.log.scan() for v in views],
+            names=names,
+            room_labels=labels,
+            show_rooms=in_command_room,
+            results_json=in_command_room,
+        )
+        await self.send(msg, search_reply(msg.reply_to, view))

@@ -1,0 +1,355 @@
+"""The reads behind `!search` and `!pins`: the room log, the fused search, the pinboard fold.
+
+`RoomLog` is one bounded read of a room's latest raw events (`reader.latest`); both folds (the
+transcript and the pinboard) and the "did the bot already answer?" check are computed from it.
+`fused_search` asks the one read path (`ingest.search`) and fuses its hits with the transcript
+fold by reciprocal rank, then applies the asker's history visibility to every hit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.commands import PinCommand, SearchCommand, UnpinCommand, UsageError, parse
+from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset
+from bot.replies import ScanInfo
+from bot.transcript import TranscriptHit, fold_search
+from ingest.errors import StoreError
+from ingest.events import normalize, strip_reply_fallback
+from ingest.fusion import rrf
+from ingest.permalink import permalink
+from ingest.search import Hit, Searcher, SearchQuery, SearchResult, best_message
+from ingest.types import Edit, Message, RoomID
+
+__all__ = [
+    "RoomLog",
+    "RoomView",
+    "TimelineItem",
+    "fused_search",
+    "markers",
+    "pin_target",
+    "pinboard",
+    "reply_target",
+    "thread_root_of",
+]
+
+log = logging.getLogger("muninn.lookup")
+
+JSONDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TimelineItem:
+    """An `m.room.message` as the pinboard reads it; a redacted one keeps its place, body ''."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str
+    thread_root: str | None
+    content: Mapping[str, Any]
+    redacted: bool
+
+
+def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    c = event.get("content")
+    return c if isinstance(c, dict) else {}
+
+
+def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
+    rel = content.get("m.relates_to")
+    return rel if isinstance(rel, dict) else {}
+
+
+def reply_target(content: Mapping[str, Any]) -> str | None:
+    """The event a message replies to; a thread's `is_falling_back` reply is no reply."""
+    rel = _relates(content)
+    reply = rel.get("m.in_reply_to")
+    if not isinstance(reply, dict) or not isinstance(reply.get("event_id"), str):
+        return None
+    if rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True:
+        return None
+    return str(reply["event_id"])
+
+
+def thread_root_of(content: Mapping[str, Any]) -> str | None:
+    rel = _relates(content)
+    root = rel.get("event_id")
+    return root if rel.get("rel_type") == "m.thread" and isinstance(root, str) else None
+
+
+def _item(event: Mapping[str, Any]) -> TimelineItem | None:
+    if event.get("type") != "m.room.message" or "state_key" in event:
+        return None
+    content = _content(event)
+    if _relates(content).get("rel_type") == "m.replace":
+        return None  # an edit is not a message of its own
+    unsigned = event.get("unsigned")
+    redacted = not content or (isinstance(unsigned, dict) and "redacted_because" in unsigned)
+    body = content.get("body")
+    ts = event.get("origin_server_ts")
+    return TimelineItem(
+        str(event.get("event_id", "")),
+        str(event.get("sender", "")),
+        ts if isinstance(ts, int) else 0,
+        "" if redacted or not isinstance(body, str) else body,
+        thread_root_of(content),
+        content,
+        bool(redacted),
+    )
+
+
+@dataclass(frozen=True)
+class RoomLog:
+    """The latest `bound` raw events of a room, newest first (as `reader.latest` returns them)."""
+
+    room_id: RoomID
+    raw: Sequence[JSONDict]
+    bound: int
+
+    def scan(self) -> ScanInfo:
+        stamps = [
+            e["origin_server_ts"] for e in self.raw if isinstance(e.get("origin_server_ts"), int)
+        ]
+        return ScanInfo(len(self.raw), self.bound, min(stamps, default=None))
+
+    def answered(self, event_id: str, bot_user_id: str) -> bool:
+        """Whether the bot's own notice already replies to `event_id` within this read."""
+        for event in self.raw:
+            if event.get("sender") == bot_user_id:
+                rel = _relates(_content(event)).get("m.in_reply_to")
+                if isinstance(rel, dict) and rel.get("event_id") == event_id:
+                    return True
+        return False
+
+    def messages(self, bot_user_id: str, prefix: str) -> list[Message]:
+        """Searchable messages, newest first, with valid edits applied (same sender)."""
+        own = frozenset({bot_user_id})
+        items = [normalize(e, own_user_ids=own, command_prefix=prefix) for e in self.raw]
+        latest_edit: dict[str, Edit] = {}
+        for item in items:  # newest first: the first edit seen per target is the latest
+            if isinstance(item, Edit) and not item.target_is_edit:
+                latest_edit.setdefault(item.target, item)
+        out: list[Message] = []
+        for item in items:
+            if isinstance(item, Message):
+                edit = latest_edit.get(item.event_id)
+                if edit is not None and edit.sender == item.sender:
+                    item = replace(item, body=edit.new_body)
+                out.append(item)
+        return out
+
+    def timeline(self) -> list[TimelineItem]:
+        """Every message of the read, oldest first (redacted ones as placeholders)."""
+        return [i for e in reversed(self.raw) if (i := _item(e)) is not None]
+
+
+# ---------------------------------------------------------------- the pinboard
+
+
+def pin_target(
+    history: Sequence[TimelineItem],
+    index: int,
+    command: PinCommand | UnpinCommand,
+    *,
+    bot_user_id: str,
+    prefix: str,
+) -> str | None:
+    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (pin) itself."""
+    item = history[index]
+    target = reply_target(item.content)
+    if target is not None:
+        return target
+    if command.offset is not None:
+        return resolve_offset(
+            history, index, command.offset, bot_user_id=bot_user_id, prefix=prefix
+        )
+    return item.event_id if isinstance(command, PinCommand) else None
+
+
+def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> list[Marker]:
+    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved."""
+    markers = []
+    for index, item in enumerate(history):
+        body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+        if item.redacted or item.sender == bot_user_id or not body.lstrip().startswith(prefix):
+            continue
+        try:
+            command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+        except UsageError:
+            continue
+        if isinstance(command, PinCommand | UnpinCommand):
+            target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
+            markers.append(
+                marker_from_command(
+                    item.event_id,
+                    item.sender,
+                    item.ts,
+                    command,
+                    target,
+                    thread_root=item.thread_root,
+                )
+            )
+    return markers
+
+
+def pinboard(room_log: RoomLog, *, bot_user_id: str, prefix: str) -> Board:
+    """The room's board: the fold over the `!pin`/`!unpin` markers within the read."""
+    return fold(markers(room_log.timeline(), bot_user_id, prefix))
+
+
+# ---------------------------------------------------------------- search
+
+
+def _passes(ts: int, sender: str, command: SearchCommand, visible_from: int | None) -> bool:
+    if visible_from is not None and ts < visible_from:
+        return False
+    if command.sender is not None and sender != command.sender:
+        return False
+    if command.after_ms is not None and ts < command.after_ms:
+        return False
+    return command.before_ms is None or ts < command.before_ms
+
+
+def _trim(
+    hit: Hit, command: SearchCommand, visible_from: int | None, server_name: str
+) -> Hit | None:
+    """The hit with only the messages the asker may see and the filters keep; None if none."""
+    kept = tuple(
+        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), command, visible_from)
+    )
+    if not kept:
+        return None
+    if len(kept) == len(hit.messages):
+        return hit
+    best = best_message(kept, command.texts)
+    return replace(
+        hit,
+        messages=kept,
+        event_ids=tuple(str(m["event_id"]) for m in kept),
+        first_event_id=str(kept[0]["event_id"]),
+        last_event_id=str(kept[-1]["event_id"]),
+        best_event_id=best,
+        permalink=permalink(hit.room_id, best, server_name),
+    )
+
+
+def _transcript_hit(
+    room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
+) -> Hit:
+    message = {
+        "event_id": found.event_id,
+        "sender": found.sender,
+        "ts": found.ts,
+        "body": found.body,
+    }
+    return Hit(
+        point_id=f"event:{found.event_id}",
+        room_id=room_id,
+        room_alias=alias,
+        thread_root=thread,
+        first_event_id=found.event_id,
+        last_event_id=found.event_id,
+        event_ids=(found.event_id,),
+        messages=(message,),
+        score=float(found.score),
+        permalink=permalink(room_id, found.event_id, server),
+        best_event_id=found.event_id,
+    )
+
+
+async def _index(
+    searcher: Searcher,
+    command: SearchCommand,
+    rooms: Sequence[RoomID] | None,
+    visible_from: int | None,
+    fetch: int,
+) -> SearchResult:
+    if command.regex is not None or not command.texts:
+        return SearchResult()  # a /regex/ is the transcript's alone
+    after = max((t for t in (command.after_ms, visible_from) if t is not None), default=None)
+    before = command.before_ms - 1 if command.before_ms is not None else None
+    query = SearchQuery.build(
+        command.texts,
+        room_ids=rooms,
+        senders=(command.sender,) if command.sender else None,
+        after_ts=after,
+        before_ts=before,
+        limit=fetch,
+    )
+    try:
+        return await searcher.search(query)
+    except StoreError as e:
+        log.warning("store unavailable, answering from the transcript: %s", e)
+        return SearchResult(warnings=[f"the index is unavailable ({e}): transcript only"])
+
+
+@dataclass(frozen=True)
+class RoomView:
+    """One room the search reads the transcript of, and who may see what in it."""
+
+    log: RoomLog
+    alias: str | None
+    visible_from: int | None  # the asker's join/invite under joined/invited, else None
+
+
+async def fused_search(
+    searcher: Searcher,
+    command: SearchCommand,
+    *,
+    rooms: Sequence[RoomID] | None,
+    views: Sequence[RoomView],
+    visible_from: Mapping[str, int | None],
+    bot_user_id: str,
+    prefix: str,
+    server_name: str,
+) -> SearchResult:
+    """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
+
+    `visible_from` holds the visibility cut of every room the index may answer from.
+    """
+    fetch = min(50, command.limit * 3)
+    single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
+    indexed = await _index(searcher, command, rooms, single, fetch)
+    hits: dict[str, Hit] = {}
+    index_order: list[str] = []
+    for hit in indexed.hits:
+        trimmed = _trim(hit, command, visible_from.get(hit.room_id), server_name)
+        if trimmed is not None:
+            hits[trimmed.point_id] = trimmed
+            index_order.append(trimmed.point_id)
+    by_event = {e: pid for pid, h in hits.items() for e in h.event_ids}
+    transcript_order: list[str] = []
+    for view in views:
+        messages = [
+            m
+            for m in view.log.messages(bot_user_id, prefix)
+            if view.visible_from is None or m.ts >= view.visible_from
+        ]
+        threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
+        folded = fold_search(messages, command, bound=max(1, len(messages)))
+        for found in folded.hits[:fetch]:
+            key = by_event.get(found.event_id)
+            if key is None:
+                key = f"event:{found.event_id}"
+                hits[key] = _transcript_hit(
+                    view.log.room_id, view.alias, found, threads.get(found.event_id), server_name
+                )
+            else:  # the index holds it too: cite the exact message the transcript matched
+                hits[key] = replace(
+                    hits[key],
+                    best_event_id=found.event_id,
+                    permalink=permalink(hits[key].room_id, found.event_id, server_name),
+                )
+            transcript_order.append(key)
+    fused = rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
+    result = SearchResult(
+        hits=[replace(hits[k], score=score) for k, score in fused[: command.limit]],
+        warnings=list(indexed.warnings),
+        retrievers=[*indexed.retrievers, *(["transcript"] if views else [])],
+        dropped_stale=indexed.dropped_stale,
+    )
+    return result

@@ -1,0 +1,154 @@
+"""`!pin`, `!unpin` and `!pins`: the pinboard commands over the room log (no storage).
+
+A `!pin` changes nothing but the room log (the command event *is* the marker); the reply only
+says what the fold will make of it. `!pins` folds the markers within the scanned bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from bot.commands import PinCommand, PinsCommand, UnpinCommand
+from bot.html import excerpt, safe_html, safe_plain
+from bot.lookup import RoomLog, TimelineItem, markers, pin_target, reply_target
+from bot.pinboard import Board, fold, select
+from bot.replies import PinsView, notice, pins_reply
+from bot.visibility import visible_from
+from ingest.errors import CommandError
+from ingest.events import strip_reply_fallback
+from ingest.permalink import permalink
+from ingest.types import RoomID
+
+if TYPE_CHECKING:
+    from bot.handlers import CommandHandler, Incoming
+
+__all__ = ["PinActions"]
+
+
+def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
+    """Where the command sits in the history; appended if the read did not reach it yet."""
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].event_id == msg.event_id:
+            return i
+    body = msg.body
+    root = msg.reply_to.thread_root
+    history.append(TimelineItem(msg.event_id, msg.sender, msg.ts, body, root, msg.content, False))
+    return len(history) - 1
+
+
+def _body(item: TimelineItem) -> str:
+    return strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+
+
+class PinActions:
+    def __init__(self, handler: CommandHandler) -> None:
+        self.h = handler
+
+    def _board(self, history: list[TimelineItem]) -> Board:
+        return fold(markers(history, self.h.bot_user_id, self.h.prefix))
+
+    async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
+        h = self.h
+        room_log = await h.read_log(msg.room_id)
+        if not await h._gate(msg, room_log):
+            return
+        history = room_log.timeline()
+        index = _index_of(history, msg)
+        target = pin_target(history, index, command, bot_user_id=h.bot_user_id, prefix=h.prefix)
+        before = self._board(history[:index])
+        if isinstance(command, UnpinCommand):
+            await self._unpin(msg, command, target, before)
+            return
+        if target is None:
+            raise CommandError(
+                f"There are fewer than {command.offset} messages above; nothing pinned."
+            )
+        items = {i.event_id: i for i in history}
+        body = _body(items[target]) if target in items else ""
+        verb = "Re-pinned" if before.get(target) else "Pinned"
+        label = f" under #{command.label}" if command.label else ""
+        cut = excerpt(body, (), 100) if body else None
+        plain = f"📌 {verb}{safe_plain(label)}: {cut.plain if cut else target}"
+        html = f"📌 {verb}{safe_html(label)}: {cut.html if cut else safe_html(target)}"
+        if command.note:
+            plain += f" — {safe_plain(command.note)}"
+            html += f" — {safe_html(command.note)}"
+        await h.send(msg, notice(msg.reply_to, plain, html))
+
+    async def _unpin(
+        self, msg: Incoming, command: UnpinCommand, target: str | None, before: Board
+    ) -> None:
+        if target is None:
+            if command.offset is not None:
+                why = f"there are fewer than {command.offset} messages above"
+            else:
+                why = "!unpin needs a target: reply to the pinned message, or give ^N"
+            text = f"Nothing unpinned: {why}."
+        elif before.get(target) is None:
+            text = "Nothing unpinned: that message is not on the pinboard."
+        else:
+            text = "Unpinned."
+        await self.h.say(msg, text, "info")
+
+    async def show(self, msg: Incoming, command: PinsCommand, in_command_room: bool) -> None:
+        h = self.h
+        own_log = await h.read_log(msg.room_id)
+        if not await h._gate(msg, own_log):
+            return
+        room_id, room_log, cut = msg.room_id, own_log, None
+        if command.room is not None:
+            room_id = (await h.resolve_rooms((command.room,)))[0]
+            room_log = await h.read_log(room_id)
+        elif not in_command_room:
+            info = await h.rooms.get(room_id)
+            vis = info.state.history_visibility if info.state else None
+            cut = await visible_from(h.client, room_id, msg.sender, vis)
+        view = await self._view(room_id, room_log, command, cut, in_command_room)
+        filtered = command.label is not None or command.text is not None
+        await h.send(msg, pins_reply(msg.reply_to, view, filtered))
+
+    async def _view(
+        self,
+        room_id: RoomID,
+        room_log: RoomLog,
+        command: PinsCommand,
+        cut: int | None,
+        results_json: bool,
+    ) -> PinsView:
+        h = self.h
+        history = room_log.timeline()
+        board = self._board(history)
+        if cut is not None:  # the asker may not see pins made before they joined
+            board = Board(tuple(p for p in board.pins if p.pinned_ts >= cut), board.capacity)
+        items = {i.event_id: i for i in history}
+        missing = [p.target for p in board.pins if p.target not in items]
+        fetched = await asyncio.gather(*(h.client.get_event(room_id, t) for t in missing))
+        bodies: dict[str, str] = {}
+        senders: dict[str, str] = {}
+        for target, event in zip(missing, fetched, strict=True):
+            if event is None:
+                continue
+            content = event.get("content")
+            if isinstance(content, dict) and isinstance(content.get("body"), str):
+                if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
+                    bodies[target] = strip_reply_fallback(content["body"])
+                senders[target] = str(event.get("sender"))
+        for item in items.values():
+            if not item.redacted and (cut is None or item.ts >= cut):
+                bodies[item.event_id] = _body(item)
+            senders[item.event_id] = item.sender
+        pins = select(board, label=command.label, text=command.text, bodies=bodies)
+        info = await h.rooms.get(room_id)
+        return PinsView(
+            room_id=room_id,
+            room_label=info.label,
+            pins=pins,
+            bodies=bodies,
+            senders=senders,
+            names=info.names,
+            permalinks={p.target: permalink(room_id, p.target, h.server_name) for p in pins},
+            scan=room_log.scan(),
+            board_size=len(board.pins),
+            results_json=results_json,
+        )

@@ -1,0 +1,276 @@
+"""What the bot says: `m.notice` contents, plain `body` and HTML `formatted_body` (DESIGN §3.16).
+
+Pure: records in, event content out. Every piece of user text (bodies, notes, labels, display
+names, room names, the asker's own query) goes through `bot.html` (`safe_plain`, `safe_html`,
+`excerpt`), so quoted text can neither inject HTML nor ping; every content carries an empty
+`m.mentions`. A reply is threaded under the command when the command came from a thread
+(`rel_type: m.thread`, `is_falling_back: true`), and a rich reply to it otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import regex
+
+from bot.html import escape, excerpt, no_mentions, safe_html, safe_plain
+from bot.pinboard import Pin
+from ingest.chunker import display_name
+from ingest.search import Hit, SearchResult
+from ingest.types import UserID
+
+__all__ = [
+    "PinsView",
+    "ReplyTo",
+    "ScanInfo",
+    "SearchView",
+    "notice",
+    "pins_reply",
+    "search_reply",
+    "text_reply",
+]
+
+RESULTS_KEY = "org.muninn.results"
+EXCERPT_WIDTH = 160
+
+
+@dataclass(frozen=True)
+class ReplyTo:
+    """The command being answered."""
+
+    room_id: str
+    event_id: str
+    thread_root: str | None = None
+
+
+def relation(reply_to: ReplyTo) -> dict[str, Any]:
+    if reply_to.thread_root is not None:
+        return {
+            "rel_type": "m.thread",
+            "event_id": reply_to.thread_root,
+            "is_falling_back": True,
+            "m.in_reply_to": {"event_id": reply_to.event_id},
+        }
+    return {"m.in_reply_to": {"event_id": reply_to.event_id}}
+
+
+def notice(
+    reply_to: ReplyTo, plain: str, html: str, *, results: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """An `m.notice` reply; `plain` and `html` must already be safe (built from safe parts)."""
+    content: dict[str, Any] = {
+        "msgtype": "m.notice",
+        "body": plain,
+        "format": "org.matrix.custom.html",
+        "formatted_body": html,
+        "m.relates_to": relation(reply_to),
+        **no_mentions(),
+    }
+    if results is not None:
+        content[RESULTS_KEY] = matrix_json(results)
+    return content
+
+
+def matrix_json(value: Any) -> Any:
+    """Event content is canonical JSON, which has no floats (Synapse answers M_BAD_JSON): a
+    float (a hit's `score`) is carried as its decimal string, e.g. `"0.0327869"`."""
+    if isinstance(value, float):
+        return format(value, ".6g")
+    if isinstance(value, Mapping):
+        return {str(k): matrix_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [matrix_json(v) for v in value]
+    return value
+
+
+def text_reply(
+    reply_to: ReplyTo, text: str, *, results: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A short notice from plain text (usage, refusals); lines become `<br>`."""
+    html = "<br>".join(safe_html(line) for line in text.split("\n"))
+    return notice(reply_to, safe_plain(text), html, results=results)
+
+
+def when(ts: int) -> str:
+    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+# ---------------------------------------------------------------- search
+
+
+@dataclass(frozen=True)
+class ScanInfo:
+    """How far the transcript fold looked."""
+
+    scanned: int
+    bound: int
+    oldest_ts: int | None
+
+    def sentence(self) -> str:
+        if self.scanned < self.bound:
+            return f"scanned the whole room ({self.scanned} events)"
+        back = f", back to {when(self.oldest_ts)} UTC" if self.oldest_ts is not None else ""
+        return f"scanned the latest {self.scanned} events{back}"
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """Everything a search reply shows."""
+
+    result: SearchResult
+    texts: tuple[str, ...]
+    pattern: str | None = None
+    scans: Sequence[ScanInfo] = ()
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
+    room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
+    show_rooms: bool = False  # the command room: every hit says its room
+    results_json: bool = False  # the command room: `org.muninn.results`
+
+
+def _best(hit: Hit) -> Mapping[str, Any]:
+    return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
+
+
+def _span(body: str, pattern: str | None) -> tuple[int, int] | None:
+    if pattern is None:
+        return None
+    try:
+        found = regex.search(pattern, body, timeout=0.05)
+    except (TimeoutError, regex.error):
+        return None
+    return found.span() if found and found.start() < found.end() else None
+
+
+def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
+    best = _best(hit)
+    body, sender = str(best["body"]), str(best["sender"])
+    names = view.names.get(hit.room_id, {})
+    name = display_name(UserID(sender), names)
+    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.pattern))
+    stamp = when(int(best["ts"]))
+    room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
+    room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
+    room_html = f"{safe_html(room)} · " if view.show_rooms else ""
+    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {hit.permalink}"
+    html = (
+        f'<li>{room_html}<a href="{escape(hit.permalink)}">{stamp}</a> · '
+        f"<b>{safe_html(name)}</b>: {cut.html}</li>"
+    )
+    return plain, html
+
+
+def _query_label(view: SearchView) -> str:
+    if view.pattern is not None:
+        return f"/{view.pattern}/"
+    return " | ".join(f"“{t}”" for t in view.texts)
+
+
+def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
+    result = view.result
+    label = _query_label(view)
+    count = len(result.hits)
+    head = f"{count} result{'s' if count != 1 else ''} for {label}" if count else ""
+    head = head or f"No results for {label}"
+    plain_lines, html_items = [safe_plain(head)], []
+    for i, hit in enumerate(result.hits, start=1):
+        p, h = _hit_lines(view, i, hit)
+        plain_lines.append(p)
+        html_items.append(h)
+    foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
+    for scan in view.scans:
+        foot += "; " + scan.sentence()
+    if result.dropped_stale:
+        foot += f"; {result.dropped_stale} stale hit(s) dropped"
+    warnings = [f"⚠ {w}" for w in result.warnings]
+    plain = "\n".join([*plain_lines, *warnings, foot])
+    html = f"<p>{safe_html(head)}</p>"
+    if html_items:
+        html += "<ol>" + "".join(html_items) + "</ol>"
+    html += "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
+    html += f"<p><small>{safe_html(foot)}</small></p>"
+    return notice(reply_to, plain, html, results=result.as_json() if view.results_json else None)
+
+
+# ---------------------------------------------------------------- pins
+
+
+@dataclass(frozen=True)
+class PinsView:
+    room_id: str
+    room_label: str
+    pins: Sequence[Pin]
+    bodies: Mapping[str, str]  # target event id → body
+    senders: Mapping[str, str]  # target event id → sender
+    names: Mapping[str, str]  # user → display name
+    permalinks: Mapping[str, str]  # target event id → permalink
+    scan: ScanInfo
+    board_size: int
+    results_json: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "room_id": self.room_id,
+            "room_label": self.room_label,
+            "board_size": self.board_size,
+            "scanned": self.scan.scanned,
+            "bound": self.scan.bound,
+            "pins": [
+                {
+                    "target": p.target,
+                    "label": p.label,
+                    "note": p.note,
+                    "pinned_by": p.pinned_by,
+                    "pinned_ts": p.pinned_ts,
+                    "marker_id": p.marker_id,
+                    "sender": self.senders.get(p.target),
+                    "body": self.bodies.get(p.target),
+                    "permalink": self.permalinks.get(p.target),
+                }
+                for p in self.pins
+            ],
+        }
+
+
+def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
+    body = view.bodies.get(pin.target, "")
+    sender = view.senders.get(pin.target)
+    cut = excerpt(body, (), 120) if body else None
+    label = f"#{pin.label} " if pin.label else ""
+    by = display_name(UserID(sender), view.names) if sender else "?"
+    link = view.permalinks.get(pin.target, "")
+    note = f" — {pin.note}" if pin.note else ""
+    text_plain = cut.plain if cut else "(message not in view)"
+    text_html = cut.html if cut else "<i>(message not in view)</i>"
+    plain = (
+        f"{index}. {safe_plain(label)}{safe_plain(by)}: {text_plain}{safe_plain(note)}\n   {link}"
+    )
+    html = (
+        f'<li>{safe_html(label)}<a href="{escape(link)}">{when(pin.pinned_ts)}</a> · '
+        f"<b>{safe_html(by)}</b>: {text_html}{safe_html(note)}</li>"
+    )
+    return plain, html
+
+
+def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, Any]:
+    room = view.room_label
+    if view.pins:
+        head = f"Pinboard of {room}: {len(view.pins)} pin(s)"
+        if filtered:
+            head += f" matching (of {view.board_size})"
+    else:
+        head = f"Pinboard of {room}: nothing pinned" + (" matches" if filtered else "")
+    plain_lines, items = [safe_plain(head)], []
+    for i, pin in enumerate(view.pins, start=1):
+        p, h = _pin_lines(view, i, pin)
+        plain_lines.append(p)
+        items.append(h)
+    foot = view.scan.sentence()
+    plain = "\n".join([*plain_lines, foot])
+    html = f"<p>{safe_html(head)}</p>"
+    if items:
+        html += "<ol>" + "".join(items) + "</ol>"
+    html += f"<p><small>{safe_html(foot)}</small></p>"
+    return notice(reply_to, plain, html, results=view.as_json() if view.results_json else None)

@@ -1,0 +1,66 @@
+"""A short-lived cache of room state and scope verdicts for the bot's event path.
+
+The scope rules (`ingest.scope`) decide; this only avoids asking the homeserver for a room's
+state on every event. Any state event in a room drops its entry, and entries expire after `ttl`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bot.sender import BotClient
+from ingest.errors import MatrixForbidden, MatrixNotFound
+from ingest.scope import RoomScope
+from ingest.types import Refusal, RoomID, RoomState, Verdict
+
+__all__ = ["RoomCache", "RoomInfo"]
+
+
+@dataclass(frozen=True)
+class RoomInfo:
+    state: RoomState | None  # None: the bot may not read the room (not joined)
+    verdict: Verdict
+
+    @property
+    def names(self) -> dict[str, str]:
+        return dict(self.state.display_names) if self.state else {}
+
+    @property
+    def label(self) -> str:
+        if self.state is None:
+            return self.verdict.room_id
+        return self.state.canonical_alias or self.state.name or self.state.room_id
+
+
+class RoomCache:
+    def __init__(self, client: BotClient, scope: RoomScope, *, ttl: float = 60.0) -> None:
+        self.client = client
+        self.scope = scope
+        self.ttl = ttl
+        self._rooms: dict[str, tuple[float, RoomInfo]] = {}
+        self._direct: tuple[float, set[RoomID]] | None = None
+
+    def invalidate(self, room_id: str) -> None:
+        self._rooms.pop(room_id, None)
+        self._direct = None
+
+    async def _direct_rooms(self) -> set[RoomID]:
+        now = time.monotonic()
+        if self._direct is None or now - self._direct[0] > self.ttl:
+            self._direct = (now, await self.client.direct_rooms())
+        return self._direct[1]
+
+    async def get(self, room_id: str) -> RoomInfo:
+        now = time.monotonic()
+        cached = self._rooms.get(room_id)
+        if cached is not None and now - cached[0] <= self.ttl:
+            return cached[1]
+        try:
+            state = await self.client.room_state(room_id)
+        except (MatrixForbidden, MatrixNotFound):
+            info = RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
+        else:
+            info = RoomInfo(state, self.scope.decide(state, await self._direct_rooms()))
+        self._rooms[room_id] = (now, info)
+        return info

@@ -1,0 +1,72 @@
+"""The bot's client: the reader's request layer plus the few writes the bot makes.
+
+The bot writes nothing but `m.notice` replies, and joins or leaves on invites (DESIGN §3 rule 16).
+`BotClient` subclasses `MatrixReader`, so sends share its one request layer (quoting, auth, the
+appservice `?user_id=`, retries on 429/5xx); nothing here builds URLs by hand twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
+from ingest.matrix import MatrixReader, _q
+from ingest.types import EventID, RoomID
+
+__all__ = ["BotClient", "txn_id_for"]
+
+_CS = "/_matrix/client/v3"
+JSONDict = dict[str, Any]
+
+
+def txn_id_for(room_id: str, command_event_id: str) -> str:
+    """A send transaction id derived from the command: a retried send is deduplicated by the
+    homeserver (same token, same path, same txn id) instead of posting the reply twice."""
+    digest = hashlib.sha256(f"{room_id}\0{command_event_id}".encode()).hexdigest()[:32]
+    return f"muninn.{digest}"
+
+
+class BotClient(MatrixReader):
+    """`MatrixReader` plus `send_notice`, raw state reads and `/sync` (client mode)."""
+
+    async def send_message(
+        self, room_id: RoomID | str, content: Mapping[str, Any], txn_id: str
+    ) -> EventID:
+        """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id."""
+        if content.get("msgtype") != "m.notice":
+            raise ValueError("the bot only ever sends m.notice")
+        path = f"{_CS}/rooms/{_q(room_id)}/send/m.room.message/{_q(txn_id)}"
+        resp = await self._request("PUT", path, body=dict(content))
+        return EventID(str(resp["event_id"]))
+
+    async def state_events(self, room_id: RoomID | str) -> list[JSONDict]:
+        """The room's current state as full events (with `origin_server_ts`, `unsigned`)."""
+        events = await self._request("GET", f"{_CS}/rooms/{_q(room_id)}/state")
+        if not isinstance(events, list):
+            raise MatrixError(f"state of {room_id}: expected a JSON list")
+        return [e for e in events if isinstance(e, dict)]
+
+    async def membership(self, room_id: RoomID | str, user_id: str) -> str | None:
+        """`join`, `invite`, `leave`, … for `user_id`, or None when there is no member event."""
+        path = f"{_CS}/rooms/{_q(room_id)}/state/m.room.member/{_q(user_id)}"
+        try:
+            content = await self._get_object(path)
+        except (MatrixNotFound, MatrixForbidden):  # an invitee may not read the state yet
+            return None
+        value = content.get("membership")
+        return value if isinstance(value, str) else None
+
+    async def sync(
+        self, since: str | None, filter_doc: Mapping[str, Any], timeout_ms: int
+    ) -> JSONDict:
+        """One `/sync` (client mode only: an appservice user cannot sync)."""
+        query: dict[str, str | int] = {
+            "filter": json.dumps(filter_doc, separators=(",", ":")),
+            "timeout": timeout_ms,
+        }
+        if since is not None:
+            query["since"] = since
+        return await self._get_object(f"{_CS}/sync", query)

@@ -1,0 +1,255 @@
+"""`muninn run`: the live stream, the refresh loop and command handling in one process.
+
+Wiring only (the imperative shell): the appservice server (appservice mode) or the `/sync` loop
+(client mode) hands event batches to a bounded queue; worker tasks take them off and
+- drop cached room state on any state event, and act on the bot's own invites;
+- wake the room's refresh for a message or redaction in an eligible room (debounced, one writer);
+- give every `m.room.message` to the command handler.
+Every task started here is kept, cancelled on stop and awaited; `CancelledError` propagates.
+A task that dies of an unexpected error stops the service loudly instead of limping on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from bot.appservice import AppserviceServer
+from bot.handlers import CommandHandler
+from bot.rooms import RoomCache
+from bot.scheduler import RefreshScheduler
+from bot.sender import BotClient
+from bot.sync import SyncLoop
+from bot.visibility import LiveCheck
+from ingest.config import Config, registration_path
+from ingest.embed import Embedder, make_embedder
+from ingest.errors import ConfigError, MatrixError
+from ingest.refresh import Writer
+from ingest.scope import RoomScope
+from ingest.search import Searcher
+from ingest.store import Store, open_store
+from ingest.types import RoomID
+
+__all__ = ["Service", "run"]
+
+log = logging.getLogger("muninn.service")
+
+QUEUE_BATCHES = 1024
+WORKERS = 4
+_WAKE_TYPES = ("m.room.message", "m.room.redaction")
+
+
+def hs_token_of(cfg: Config) -> str:
+    raw = yaml.safe_load(registration_path(cfg).read_text(encoding="utf-8"))
+    token = raw.get("hs_token") if isinstance(raw, dict) else None
+    if not isinstance(token, str) or not token:
+        raise ConfigError(["hs_token: is missing from the registration"])
+    return token
+
+
+class Service:
+    """Build with the config; `start()`, then `stop()` (or `run_until_signal()`)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        embedder: Embedder | None = None,
+        store: Store | None = None,
+        workers: int = WORKERS,
+        full_at_start: bool = True,
+    ) -> None:
+        self.cfg = cfg
+        self._own_embedder = embedder is None
+        self.embedder = embedder or make_embedder(cfg.embedder)
+        self._store = store
+        self._workers = workers
+        self._full_at_start = full_at_start
+        client = BotClient.from_config(cfg)
+        assert isinstance(client, BotClient)
+        self.client: BotClient = client
+        self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(QUEUE_BATCHES)
+        self.tasks: list[asyncio.Task[None]] = []
+        self.server: AppserviceServer | None = None
+        self.stopped = asyncio.Event()
+        self.failure: BaseException | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        self.bot_user_id = str(await self.client.whoami())
+        if self._store is None:
+            self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+        self.store: Store = self._store
+        self.writer = Writer(cfg, self.client, self.store, self.embedder)
+        self.live = LiveCheck(self.client)
+        self.searcher = Searcher(
+            self.store, self.embedder, server_name=cfg.homeserver.server_name, live_check=self.live
+        )
+        scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+        self.rooms = RoomCache(self.client, scope)
+        self.handler = CommandHandler(
+            cfg, self.client, self.searcher, self.rooms, bot_user_id=self.bot_user_id
+        )
+        self.handler.command_room = await self._resolve_command_room()
+        self.scheduler = RefreshScheduler(
+            self._refresh,
+            debounce=cfg.refresh.debounce_seconds,
+            interval=cfg.refresh.interval_seconds,
+            full_at_start=self._full_at_start,
+        )
+        self._spawn(self.scheduler.run(), "refresh")
+        for n in range(self._workers):
+            self._spawn(self._work(), f"worker-{n}")
+        if cfg.appservice is not None:
+            self.server = AppserviceServer(
+                hs_token_of(cfg), self.accept, host=cfg.appservice.host, port=cfg.appservice.port
+            )
+            await self.server.start()
+        else:
+            self.sync = SyncLoop(self.client, self.accept)
+            self._spawn(self.sync.run(), "sync")
+        log.info("muninn is running as %s", self.bot_user_id)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()
+        await self.client.close()
+        if self._store is not None:
+            await asyncio.to_thread(self._store.close)
+        if self._own_embedder:
+            await self.embedder.close()
+        self.stopped.set()
+
+    async def run_until_signal(self) -> None:
+        """Serve until SIGTERM or SIGINT (or a task's unexpected death), then stop cleanly."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        self._stop_request = stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await self.start()
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+        if self.failure is not None:
+            raise self.failure
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=f"muninn-{name}")
+        task.add_done_callback(self._task_done)
+        self.tasks.append(task)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.failure = task.exception()
+        log.error("task %s died: %r; stopping", task.get_name(), self.failure)
+        stop = getattr(self, "_stop_request", None)
+        if stop is not None:
+            stop.set()
+
+    async def _resolve_command_room(self) -> RoomID | None:
+        room = self.cfg.bot.command_room
+        if room is None:
+            return None
+        if room.startswith("!"):
+            return RoomID(room)
+        try:
+            found = await self.client.resolve_alias(room)
+        except MatrixError as e:
+            log.warning("cannot resolve the command room %s: %s", room, e)
+            return None
+        if found is None:
+            log.warning("the command room %s does not exist; cross-room search is off", room)
+        return found
+
+    async def _refresh(self, rooms: Sequence[RoomID] | None) -> None:
+        await self.writer.refresh(only=rooms)
+
+    # ------------------------------------------------------------ the event path
+
+    def accept(self, events: Sequence[Mapping[str, Any]]) -> bool:
+        """The sink of the live stream: False when the queue is full (the caller retries)."""
+        try:
+            self.queue.put_nowait(list(events))
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def _work(self) -> None:
+        while True:
+            batch = await self.queue.get()
+            try:
+                for event in batch:
+                    try:
+                        await self.dispatch(event)
+                    except (MatrixError, ConfigError, OSError) as e:
+                        log.warning("event %s: %s", event.get("event_id"), e)
+                    except Exception:  # a bug in one event must not stop the others
+                        log.exception("event %s failed", event.get("event_id"))
+            finally:
+                self.queue.task_done()
+
+    async def dispatch(self, event: Mapping[str, Any]) -> None:
+        room_id = event.get("room_id")
+        etype = event.get("type")
+        if not isinstance(room_id, str) or not isinstance(etype, str):
+            return
+        if "state_key" in event:
+            self.rooms.invalidate(room_id)
+            if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
+                await self._own_membership(RoomID(room_id), event)
+            return
+        ours = event.get("sender") == self.bot_user_id
+        if etype in _WAKE_TYPES and not ours and (await self.rooms.get(room_id)).verdict.eligible:
+            self.scheduler.wake(RoomID(room_id))
+        if etype == "m.room.message":
+            await self.handler.handle(event)
+
+    async def _own_membership(self, room_id: RoomID, event: Mapping[str, Any]) -> None:
+        content = event.get("content")
+        content = content if isinstance(content, dict) else {}
+        membership = content.get("membership")
+        if membership != "invite":
+            self.live.forget_rooms()
+            return
+        inviter = event.get("sender")
+        if content.get("is_direct"):
+            log.info("rejecting DM invite to %s from %s", room_id, inviter)
+            await self.client.leave(room_id)
+            return
+        if room_id == self.handler.command_room:
+            log.info("joining the command room %s (invited by %s)", room_id, inviter)
+            await self.client.join(room_id)
+            self.live.forget_rooms()
+            return
+        if await self.client.membership(room_id, self.bot_user_id) == "join":
+            return  # a stale invite: the roster joined it meanwhile
+        log.info(
+            "declining invite to %s from %s: Muninn joins rooms only through the operator's "
+            "roster (`muninn roster apply`)",
+            room_id,
+            inviter,
+        )
+        await self.client.leave(room_id)
+
+
+async def run(cfg: Config) -> int:
+    """`muninn run`."""
+    await Service(cfg).run_until_signal()
+    return 0

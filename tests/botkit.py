@@ -1,0 +1,95 @@
+"""Helpers for the bot's end-to-end tests: a config for `muninn run`, and waiting for replies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from ingest.config import Config, parse_config
+from tests.homeserver import MatrixUser, SynapseServer
+
+REPLY_TIMEOUT = 15.0
+
+
+def service_config(
+    synapse: SynapseServer,
+    tmp: Path,
+    *,
+    client: MatrixUser | None = None,
+    **sections: dict[str, Any],
+) -> Config:
+    """Appservice mode on the test Synapse's registration, or client mode as `client`."""
+    doc: dict[str, Any] = {
+        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+        "index": {"store": {"path": str(tmp / "qdrant")}, "collection": "muninn_bot"},
+        "refresh": {"debounce_seconds": 0.3, "interval_seconds": 3600},
+    }
+    if client is None:
+        doc["appservice"] = {
+            "registration": str(synapse.registration_path),
+            "host": "127.0.0.1",
+            "port": synapse.appservice_port,
+        }
+    else:
+        doc["reader"] = {"user_id": client.user_id, "access_token": client.access_token}
+    for name, values in sections.items():
+        doc[name] = {**doc.get(name, {}), **values}
+    return parse_config(doc, tmp)
+
+
+def _in_reply_to(event: dict[str, Any]) -> str | None:
+    rel = event.get("content", {}).get("m.relates_to", {})
+    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
+    return reply.get("event_id") if isinstance(reply, dict) else None
+
+
+async def replies(
+    user: MatrixUser, room_id: str, event_id: str, bot_id: str
+) -> list[dict[str, Any]]:
+    """The bot's events replying to `event_id` among the room's latest 100."""
+    chunk = (await user.messages(room_id, direction="b", limit=100))["chunk"]
+    return [e for e in chunk if e["sender"] == bot_id and _in_reply_to(e) == event_id]
+
+
+async def wait_reply(
+    user: MatrixUser, room_id: str, event_id: str, bot_id: str, wait: float = REPLY_TIMEOUT
+) -> dict[str, Any]:
+    """The bot's reply to `event_id`, polled until `wait` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = await replies(user, room_id, event_id, bot_id)
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no reply from {bot_id} to {event_id} in {wait}s")
+        await asyncio.sleep(0.1)
+
+
+async def ask(
+    user: MatrixUser, room_id: str, body: str, bot_id: str, **kw: Any
+) -> tuple[str, dict[str, Any]]:
+    """Send a command and wait for the answer: (command event id, reply event)."""
+    event_id = await user.send_text(room_id, body, **kw)
+    return event_id, await wait_reply(user, room_id, event_id, bot_id)
+
+
+async def wait_membership(user: MatrixUser, room_id: str, member: str, want: str) -> None:
+    """Poll `member`'s membership in `room_id` (as `user` sees it) until it is `want`."""
+    deadline = time.monotonic() + REPLY_TIMEOUT
+    while True:
+        state = await user.state(room_id)
+        current = next(
+            (
+                e["content"].get("membership")
+                for e in state
+                if e["type"] == "m.room.member" and e["state_key"] == member
+            ),
+            None,
+        )
+        if current == want:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{member} is {current!r} in {room_id}, not {want!r}")
+        await asyncio.sleep(0.1)

@@ -1,0 +1,93 @@
+"""`muninn run` in client mode (a `/sync` loop as a plain user) against the real Synapse."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import pytest
+import yaml
+
+from bot.service import Service
+from ingest.config import parse_config
+from ingest.store import open_store
+from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer
+from tests.indexing import shared_embedder
+
+
+async def test_bot_client_mode_answers_and_survives_a_restart(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Commands over /sync are answered; one sent while the bot was down is answered after the
+    restart, and exactly once even when the next restart's first /sync delivers it again."""
+    me = await hs.register(displayname="Muninn client")
+    cfg = service_config(synapse, tmp_path_factory.mktemp("client"), client=me)
+    room = await hs.fresh_room(alice)
+    await me.join(room)
+    await alice.send_text(room, "the kiwi orchard needs water")
+
+    service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
+    await service.start()
+    try:
+        _, reply = await ask(alice, room, "!search kiwi", me.user_id)
+        assert "**kiwi** orchard" in reply["content"]["body"]
+        dm = await alice.create_room(
+            preset="trusted_private_chat", invite=[me.user_id], is_direct=True
+        )
+        await wait_membership(alice, dm, me.user_id, "leave")
+    finally:
+        await service.stop()
+
+    missed = await alice.send_text(room, "!search orchard")  # nobody is listening
+    for _ in range(2):  # two restarts: the command is answered once
+        service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
+        await service.start()
+        try:
+            await wait_reply(alice, room, missed, me.user_id)
+            await ask(alice, room, "!help", me.user_id)  # a barrier: the first sync is done
+            await asyncio.sleep(0.3)
+        finally:
+            await service.stop()
+    assert len(await replies(alice, room, missed, me.user_id)) == 1
+
+
+async def test_bot_run_stops_cleanly_on_sigterm(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """`muninn run` answers a command, then exits 0 on SIGTERM and releases the store."""
+    me = await hs.register(displayname="Muninn cli")
+    tmp = tmp_path_factory.mktemp("run")
+    room = await hs.fresh_room(alice)
+    await me.join(room)
+    doc = {
+        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+        "reader": {"user_id": me.user_id, "access_token": me.access_token},
+        "index": {"store": {"path": str(tmp / "qdrant")}},
+    }
+    config = tmp / "config.yaml"
+    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(config),
+        "run",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await ask(alice, room, "!help", me.user_id)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    store = open_store(parse_config(doc, tmp).index, tmp)  # the lock was released
+    store.close()

@@ -1,0 +1,288 @@
+"""The bot's parts without a homeserver: the appservice edge, scheduler, rate limit, replies."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from bot.appservice import AppserviceServer, BoundedSeen
+from bot.commands import PinCommand
+from bot.handlers import RateLimit, incoming
+from bot.lookup import RoomLog, TimelineItem, markers, pin_target
+from bot.replies import ReplyTo, ScanInfo, SearchView, matrix_json, search_reply, text_reply
+from bot.scheduler import RefreshScheduler
+from ingest.search import Hit, SearchResult
+from ingest.types import RoomID
+
+TOKEN = "hs-secret"
+BOT = "@muninn:x"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.batches: list[list[Mapping[str, Any]]] = []
+        self.full = False
+
+    def __call__(self, events: Sequence[Mapping[str, Any]]) -> bool:
+        if self.full:
+            return False
+        self.batches.append(list(events))
+        return True
+
+
+@pytest_asyncio.fixture
+async def edge() -> AsyncIterator[tuple[AppserviceServer, Sink, str]]:
+    sink = Sink()
+    port = _port()
+    server = AppserviceServer(TOKEN, sink, host="127.0.0.1", port=port, seen_capacity=8)
+    await server.start()
+    try:
+        yield server, sink, f"http://127.0.0.1:{port}"
+    finally:
+        await server.stop()
+
+
+async def _put(url: str, txn: str, events: list[dict[str, Any]], **kw: Any) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as s,
+        s.put(f"{url}/_matrix/app/v1/transactions/{txn}", json={"events": events}, **kw) as r,
+    ):
+        return r.status, await r.json()
+
+
+def _auth(token: str = TOKEN) -> dict[str, Any]:
+    return {"headers": {"Authorization": f"Bearer {token}"}}
+
+
+EVENT = {"event_id": "$a", "type": "m.room.message", "room_id": "!r", "content": {}}
+
+
+async def test_appservice_duplicate_transaction_is_processed_once(edge: Any) -> None:
+    """The same transaction pushed twice reaches the queue once; both answers are 200 {}."""
+    _, sink, url = edge
+    assert await _put(url, "1", [EVENT], **_auth()) == (200, {})
+    assert await _put(url, "1", [EVENT], **_auth()) == (200, {})
+    assert len(sink.batches) == 1
+
+
+async def test_appservice_reused_txn_id_with_new_events_is_processed(edge: Any) -> None:
+    """Synapse on SQLite restarts txn ids at 1: same id, other events, is a new transaction."""
+    _, sink, url = edge
+    await _put(url, "1", [EVENT], **_auth())
+    await _put(url, "1", [{**EVENT, "event_id": "$b"}], **_auth())
+    assert [b[0]["event_id"] for b in sink.batches] == ["$a", "$b"]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, _auth("wrong"), {"params": {"access_token": "wrong"}}],
+    ids=["missing", "wrong", "wrong-legacy"],
+)
+async def test_appservice_rejects_bad_tokens(edge: Any, kw: dict[str, Any]) -> None:
+    """Without the right hs_token: 403 M_FORBIDDEN, nothing queued."""
+    _, sink, url = edge
+    status, body = await _put(url, "9", [EVENT], **kw)
+    assert status == 403 and body["errcode"] == "M_FORBIDDEN"
+    assert sink.batches == []
+
+
+async def test_appservice_accepts_the_legacy_query_token(edge: Any) -> None:
+    _, sink, url = edge
+    assert (await _put(url, "2", [EVENT], params={"access_token": TOKEN}))[0] == 200
+    assert len(sink.batches) == 1
+
+
+async def test_appservice_full_queue_is_not_acknowledged(edge: Any) -> None:
+    """A full queue answers 503 and forgets the id, so Synapse's retry is processed."""
+    _, sink, url = edge
+    sink.full = True
+    assert (await _put(url, "3", [EVENT], **_auth()))[0] == 503
+    sink.full = False
+    assert (await _put(url, "3", [EVENT], **_auth()))[0] == 200
+    assert len(sink.batches) == 1
+
+
+async def test_appservice_ping_and_queries(edge: Any) -> None:
+    """Ping answers {}; user and room queries are 404 (Muninn creates nothing on demand)."""
+    _, _, url = edge
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{url}/_matrix/app/v1/ping", json={}, **_auth()) as r:
+            assert r.status == 200
+        async with s.get(f"{url}/_matrix/app/v1/users/@x:y", **_auth()) as r:
+            assert r.status == 404
+        async with s.post(f"{url}/_matrix/app/v1/ping", json={}) as r:
+            assert r.status == 403
+
+
+def test_bounded_seen_forgets_the_oldest() -> None:
+    seen = BoundedSeen(3)
+    for key in "abcd":
+        seen.add(key)
+    assert "a" not in seen and "d" in seen and len(seen) == 3
+
+
+# ---------------------------------------------------------------- scheduler
+
+
+async def test_scheduler_debounces_wakeups_into_one_pass() -> None:
+    """Wake-ups within the debounce window become one refresh of all those rooms."""
+    calls: list[Sequence[RoomID] | None] = []
+
+    async def refresh(rooms: Sequence[RoomID] | None) -> None:
+        calls.append(rooms)
+
+    sched = RefreshScheduler(refresh, debounce=0.05, interval=3600, full_at_start=False)
+    task = asyncio.create_task(sched.run())
+    try:
+        sched.wake(RoomID("!b"))
+        sched.wake(RoomID("!a"))
+        await asyncio.wait_for(sched.settle([RoomID("!a")]), 2)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert calls == [["!a", "!b"]]
+
+
+async def test_scheduler_retries_a_failed_pass() -> None:
+    """A failing refresh is logged and retried; the scheduler keeps running."""
+    from ingest.errors import MatrixUnavailable
+
+    calls: list[Sequence[RoomID] | None] = []
+
+    async def refresh(rooms: Sequence[RoomID] | None) -> None:
+        calls.append(rooms)
+        if len(calls) == 1:
+            raise MatrixUnavailable("down")
+
+    sched = RefreshScheduler(refresh, debounce=0.01, interval=3600, full_at_start=False)
+    sched._backoff = lambda: 0.01  # type: ignore[method-assign]
+    task = asyncio.create_task(sched.run())
+    try:
+        sched.wake(RoomID("!a"))
+        for _ in range(200):
+            if len(calls) >= 2:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert calls[:2] == [["!a"], ["!a"]]
+
+
+# ---------------------------------------------------------------- manners
+
+
+def test_rate_limit_warns_once_then_drops() -> None:
+    now = [0.0]
+    limit = RateLimit(2, clock=lambda: now[0])
+    assert [limit.check("@a") for _ in range(4)] == ["ok", "ok", "warn", "drop"]
+    assert limit.check("@b") == "ok"
+    now[0] = 61.0
+    assert limit.check("@a") == "ok"
+
+
+@pytest.mark.parametrize(
+    ("content", "sender", "want"),
+    [
+        ({"msgtype": "m.text", "body": "!search x"}, "@a:x", True),
+        ({"msgtype": "m.notice", "body": "!search x"}, "@otherbot:x", False),
+        ({"msgtype": "m.text", "body": "!search x"}, BOT, False),
+        ({"msgtype": "m.text", "body": "hello !search"}, "@a:x", False),
+        ({"msgtype": "m.text", "body": "! wow"}, "@a:x", False),
+        ({"msgtype": "m.text", "body": "> <@b:x> hi\n\n!pin"}, "@a:x", True),
+    ],
+)
+def test_incoming_filters_own_notices_and_non_commands(
+    content: dict[str, Any], sender: str, want: bool
+) -> None:
+    """The bot's own events, any m.notice, and bodies without the prefix are no commands."""
+    event = {"type": "m.room.message", "room_id": "!r", "event_id": "$e", "sender": sender}
+    assert (incoming({**event, "content": content}, BOT, "!") is not None) is want
+
+
+# ---------------------------------------------------------------- replies and folds
+
+
+def _hit(body: str) -> Hit:
+    message = {"event_id": "$e", "sender": "@eve:x", "ts": 1_700_000_000_000, "body": body}
+    return Hit("p", "!r", "#r:x", None, "$e", "$e", ("$e",), (message,), 0.5, "https://l", "$e")
+
+
+def test_search_reply_escapes_and_neutralises() -> None:
+    """Quoted HTML is escaped, @room broken, no mentions; a thread command gets a thread reply."""
+    result = SearchResult(hits=[_hit("<script>x</script> @room ping")], retrievers=["lexical"])
+    view = SearchView(
+        result, ("ping",), scans=[ScanInfo(10, 50, None)], names={"!r": {"@eve:x": "<Eve>"}}
+    )
+    content = search_reply(ReplyTo("!r", "$cmd", thread_root="$root"), view)
+    assert (
+        "<script>" not in content["formatted_body"]
+        and "&lt;script&gt;" in content["formatted_body"]
+    )
+    assert "&lt;Eve&gt;" in content["formatted_body"]
+    assert "@room" not in content["body"]
+    assert content["m.mentions"] == {}
+    assert content["m.relates_to"] == {
+        "rel_type": "m.thread",
+        "event_id": "$root",
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": "$cmd"},
+    }
+    assert "scanned the whole room (10 events)" in content["body"]
+
+
+def test_text_reply_is_a_plain_reply() -> None:
+    content = text_reply(ReplyTo("!r", "$cmd"), "usage: <x>")
+    assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$cmd"}}
+    assert content["msgtype"] == "m.notice" and "&lt;x&gt;" in content["formatted_body"]
+
+
+def test_matrix_json_has_no_floats() -> None:
+    """Canonical JSON forbids floats: scores travel as decimal strings."""
+    assert matrix_json({"score": 0.5, "n": [1, 0.25]}) == {"score": "0.5", "n": [1, "0.25"]}
+
+
+def _item(
+    event_id: str, body: str, *, reply: str | None = None, redacted: bool = False
+) -> TimelineItem:
+    content: dict[str, Any] = {"body": body}
+    if reply:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply}}
+    return TimelineItem(event_id, "@a:x", 1, body, None, content, redacted)
+
+
+def test_markers_skip_redacted_pins_and_resolve_targets() -> None:
+    """A redacted !pin is no marker; a reply targets its parent, ^1 the message above."""
+    history = [
+        _item("$m1", "first"),
+        _item("$m2", "second"),
+        _item("$p1", "> <@a:x> first\n\n!pin #a", reply="$m1"),
+        _item("$p2", "!pin ^1"),
+        _item("$p3", "", redacted=True),
+    ]
+    found = markers(history, BOT, "!")
+    assert [(m.event_id, m.target) for m in found] == [("$p1", "$m1"), ("$p2", "$m2")]
+    assert pin_target(history, 3, PinCommand(offset=5), bot_user_id=BOT, prefix="!") is None
+
+
+def test_room_log_knows_what_the_bot_answered() -> None:
+    raw = [
+        {"sender": BOT, "content": {"m.relates_to": {"m.in_reply_to": {"event_id": "$c"}}}},
+        {"sender": "@a:x", "content": {"m.relates_to": {"m.in_reply_to": {"event_id": "$d"}}}},
+    ]
+    log = RoomLog(RoomID("!r"), raw, 10)
+    assert log.answered("$c", BOT) and not log.answered("$d", BOT)

@@ -1,0 +1,390 @@
+"""`muninn run` in appservice mode against the real Synapse: real users send, the bot replies.
+
+One service for the whole module (its store in a module temp dir, the session's MiniLM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from bot.service import Service
+from ingest.permalink import permalink
+from ingest.store import PointFilter
+from ingest.types import RoomID
+from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+from tests.indexing import shared_embedder
+
+TRANSCRIPT_LIMIT = 50
+BASE_TS = int(time.time() * 1000) - 3 * 86_400_000  # three days ago
+
+
+@dataclass
+class Env:
+    service: Service
+    hs: Homeserver
+    synapse: SynapseServer
+    persona: MatrixUser
+    command_room: str
+    bot_id: str
+
+    async def room(self, owner: MatrixUser, **kwargs: Any) -> str:
+        """A fresh public room with the bot in it."""
+        room_id = await self.hs.fresh_room(owner, **kwargs)
+        await self.hs.bot().join(room_id)
+        return room_id
+
+    async def settle(self, *rooms: str) -> None:
+        """Wait until the one writer has refreshed these rooms."""
+        await asyncio.wait_for(self.service.scheduler.settle([RoomID(r) for r in rooms]), 30)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env(
+    synapse: SynapseServer, hs: Homeserver, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Env]:
+    persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
+    alias_local = unique_localpart("commands")
+    command_room = await persona.create_room(alias_localpart=alias_local, name="commands")
+    await hs.bot().join(command_room)
+    cfg = service_config(
+        synapse,
+        tmp_path_factory.mktemp("bot"),
+        bot={
+            "command_room": f"#{alias_local}:{synapse.server_name}",
+            "command_room_askers": [r"@persona-.*:muninn\.test"],
+            "transcript_limit": TRANSCRIPT_LIMIT,
+            "rate_per_minute": 1000,
+        },
+    )
+    service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
+    await service.start()
+    await hs.ping_appservice()
+    try:
+        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id)
+    finally:
+        await service.stop()
+
+
+def body_of(event: dict[str, Any]) -> str:
+    return str(event["content"]["body"])
+
+
+def link(room_id: str, event_id: str) -> str:
+    return permalink(room_id, event_id, "muninn.test")
+
+
+# ---------------------------------------------------------------- !search in a room
+
+
+async def test_bot_search_finds_indexed_and_fresh_messages(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """An old message (indexed, beyond the transcript) and one sent seconds ago are both found."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    old = await seeder.send_text(room, "the aurora borealis vanished over Tromsø", ts=BASE_TS)
+    for i in range(TRANSCRIPT_LIMIT + 10):
+        await seeder.send_text(room, f"filler chatter number {i} about lunch", ts=BASE_TS + i + 1)
+    await env.settle(room)
+    fresh = await alice.send_text(room, "aurora is back tonight, look north")
+    _, reply = await ask(alice, room, "!search aurora", env.bot_id)
+    body = body_of(reply)
+    assert link(room, old) in body and link(room, fresh) in body
+    assert "dense" in body and "lexical" in body and "transcript" in body
+    assert f"scanned the latest {TRANSCRIPT_LIMIT} events" in body
+    assert reply["content"]["msgtype"] == "m.notice"
+    assert reply["content"]["m.mentions"] == {}
+    assert "org.muninn.results" not in reply["content"]  # only the command room carries JSON
+    for event_id in (old, fresh):  # the permalinks point at real, visible events
+        assert (await alice.get_event(room, event_id))["event_id"] == event_id
+
+
+async def test_bot_search_sees_only_this_room(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A second room's !search never returns the first room's text."""
+    first = await env.room(alice)
+    await alice.send_text(first, "the secret word is kumquat")
+    await env.settle(first)
+    second = await env.room(bob)
+    _, reply = await ask(bob, second, "!search kumquat", env.bot_id)
+    assert "kumquat" not in body_of(reply).split("\n", 1)[1]
+    assert body_of(reply).startswith("No results")
+
+
+async def test_bot_search_respects_joined_history_visibility(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Under `joined` visibility a late joiner gets no hits from before their join."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    before = await alice.send_text(room, "zebra migration plans, members only")
+    await env.settle(room)
+    await bob.join(room)
+    after = await alice.send_text(room, "zebra crossing repainted today")
+    await env.settle(room)
+    _, reply = await ask(bob, room, "!search zebra", env.bot_id)
+    body = body_of(reply)
+    assert link(room, after) in body
+    assert link(room, before) not in body and "migration" not in body
+    _, reply = await ask(alice, room, "!search zebra", env.bot_id)
+    assert link(room, before) in body_of(reply)  # alice was there all along
+
+
+async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
+    """Quoted HTML is escaped and `@room` / mxids in quoted text cannot ping."""
+    room = await env.room(alice)
+    await alice.send_text(
+        room, "<b>giraffe</b> <img src=x onerror=alert(1)> @room @bob:muninn.test"
+    )
+    _, reply = await ask(alice, room, "!search giraffe", env.bot_id)
+    content = reply["content"]
+    html = content["formatted_body"]
+    assert "<img" not in html and "<b>giraffe" not in html
+    assert "&lt;img" in html and "&lt;b&gt;" in html
+    assert "@room" not in content["body"] and "@room" not in html
+    assert "@\u2060room" in content["body"]
+    assert "@bob:muninn.test" not in content["body"]
+    assert content["m.mentions"] == {}
+
+
+async def test_bot_redaction_leaves_the_index_within_seconds(env: Env, alice: MatrixUser) -> None:
+    """A redaction in a live room wakes the writer: its text leaves every point within 5 s."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the purple walrus sings at dawn")
+    await env.settle(room)
+    col = await env.service.writer.open()
+    flt = PointFilter(room_ids=(room,), event_ids=(doomed,))
+    assert await asyncio.to_thread(col.count, flt) == 1
+    await alice.redact(room, doomed)
+    started = time.monotonic()
+    while await asyncio.to_thread(col.count, flt):
+        assert time.monotonic() - started < 5.0, "the redacted message is still indexed"
+        await asyncio.sleep(0.1)
+    _, reply = await ask(alice, room, "!search walrus", env.bot_id)
+    assert "walrus" not in body_of(reply).split("\n", 1)[1]
+
+
+# ---------------------------------------------------------------- the command room
+
+
+async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUser) -> None:
+    """In the command room !search spans every indexed room and carries org.muninn.results."""
+    first, second = await env.room(alice), await env.room(alice)
+    a = await alice.send_text(first, "quokka sighting near the harbour")
+    b = await alice.send_text(second, "a quokka stole my sandwich")
+    await env.settle(first, second)
+    _, reply = await ask(env.persona, env.command_room, "!search quokka limit:10", env.bot_id)
+    results = reply["content"]["org.muninn.results"]
+    found = {(h["room_id"], h["best_event_id"]) for h in results["hits"]}
+    assert {(first, a), (second, b)} <= found
+    assert set(results) >= {"hits", "warnings", "retrievers", "dropped_stale"}
+    assert "dense" in results["retrievers"]
+
+
+async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
+    """An asker not matching command_room_askers gets nothing, not even an error."""
+    await alice.join(env.command_room)
+    ignored = await alice.send_text(env.command_room, "!search quokka")
+    await ask(env.persona, env.command_room, "!help", env.bot_id)  # a barrier
+    await asyncio.sleep(0.5)
+    assert await replies(alice, env.command_room, ignored, env.bot_id) == []
+
+
+async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:
+    """An unknown !word gets a usage reply in the command room (and silence elsewhere)."""
+    _, reply = await ask(env.persona, env.command_room, "!frobnicate", env.bot_id)
+    assert "unknown command" in body_of(reply)
+    assert "unknown command" in reply["content"]["org.muninn.results"]["error"]
+
+
+async def test_bot_stays_silent_on_unknown_commands_in_rooms(env: Env, alice: MatrixUser) -> None:
+    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply."""
+    room = await env.room(alice)
+    ignored = await alice.send_text(room, "!weather Oslo")
+    await ask(alice, room, "!help", env.bot_id)
+    await asyncio.sleep(0.3)
+    assert await replies(alice, room, ignored, env.bot_id) == []
+
+
+# ---------------------------------------------------------------- DMs and invites
+
+
+async def test_bot_rejects_dm_invites(env: Env, alice: MatrixUser) -> None:
+    """An is_direct invite to the bot is rejected (the bot leaves)."""
+    dm = await alice.create_room(
+        preset="trusted_private_chat", invite=[env.bot_id], is_direct=True
+    )
+    await wait_membership(alice, dm, env.bot_id, "leave")
+
+
+async def test_bot_declines_invites_to_rooms_off_the_roster(env: Env, alice: MatrixUser) -> None:
+    """An ordinary invite is declined: rooms are joined through `muninn roster apply`."""
+    room = await alice.create_room(preset="private_chat", invite=[env.bot_id])
+    await wait_membership(alice, room, env.bot_id, "leave")
+
+
+async def test_bot_never_answers_in_a_dm(env: Env, alice: MatrixUser) -> None:
+    """A room in the bot's m.direct is a DM: commands there get no answer."""
+    room = await env.hs.fresh_room(alice)
+    bot = env.hs.bot()
+    await bot.add_direct(alice.user_id, room)
+    await bot.join(room)
+    ignored = await alice.send_text(room, "!help")
+    other = await env.room(alice)
+    await ask(alice, other, "!help", env.bot_id)
+    await asyncio.sleep(0.5)
+    assert await replies(alice, room, ignored, env.bot_id) == []
+
+
+# ---------------------------------------------------------------- the pinboard
+
+
+async def board(env: Env, room_alias: str, extra: str = "") -> list[dict[str, Any]]:
+    _, reply = await ask(
+        env.persona, env.command_room, f"!pins in:{room_alias} {extra}", env.bot_id
+    )
+    return list(reply["content"]["org.muninn.results"]["pins"])
+
+
+async def aliased_room(env: Env, owner: MatrixUser) -> tuple[str, str]:
+    local = unique_localpart("pins")
+    room = await env.room(owner, alias_localpart=local)
+    return room, f"#{local}:{env.synapse.server_name}"
+
+
+async def test_bot_pins_by_reply_offset_and_itself(env: Env, alice: MatrixUser) -> None:
+    """!pin as a reply, with ^N, and bare (the command itself), with labels and notes."""
+    room, alias = await aliased_room(env, alice)
+    first = await alice.send_text(room, "alpha: the deploy runbook lives in the wiki")
+    second = await alice.send_text(room, "beta: the on-call rota is in the calendar")
+    by_reply = await alice.send_reply(room, first, "!pin #docs read this first")
+    await wait_reply(alice, room, by_reply, env.bot_id)
+    by_offset, reply = await ask(alice, room, "!pin ^1 #rota", env.bot_id)
+    assert "Pinned under #rota" in body_of(reply) and "beta" in body_of(reply)
+    itself, _ = await ask(alice, room, "!pin #note remember the milk", env.bot_id)
+    pins = await board(env, alias)
+    assert [p["target"] for p in pins] == [itself, second, first]
+    assert pins[2]["label"] == "docs" and pins[2]["note"] == "read this first"
+    assert pins[1]["marker_id"] == by_offset
+    assert pins[0]["note"] == "remember the milk"
+    # re-pinning updates the pin and moves it to the top, never duplicates it
+    again = await alice.send_reply(room, first, "!pin #updated")
+    assert "Re-pinned" in body_of(await wait_reply(alice, room, again, env.bot_id))
+    pins = await board(env, alias)
+    assert [p["target"] for p in pins] == [first, itself, second]
+    assert pins[0]["label"] == "updated"
+    # !pins in the room itself shows the board as text
+    _, reply = await ask(alice, room, "!pins #rota", env.bot_id)
+    assert "beta" in body_of(reply) and "alpha" not in body_of(reply)
+
+
+async def test_bot_board_holds_twelve(env: Env, alice: MatrixUser) -> None:
+    """The 13th pin drops the least recently pinned."""
+    room, alias = await aliased_room(env, alice)
+    for n in range(1, 14):
+        await alice.send_text(room, f"!pin pin number {n}")
+    pins = await board(env, alias)
+    assert [p["note"] for p in pins] == [f"pin number {n}" for n in range(13, 1, -1)]
+
+
+async def test_bot_unpin_needs_a_target(env: Env, alice: MatrixUser) -> None:
+    """!unpin without a reply or ^N does nothing and says why; with a reply it unpins."""
+    room, alias = await aliased_room(env, alice)
+    target = await alice.send_text(room, "keep this one")
+    await wait_reply(alice, room, await alice.send_reply(room, target, "!pin"), env.bot_id)
+    _, reply = await ask(alice, room, "!unpin", env.bot_id)
+    assert "Nothing unpinned" in body_of(reply) and "needs a target" in body_of(reply)
+    assert [p["target"] for p in await board(env, alias)] == [target]
+    unpin = await alice.send_reply(room, target, "!unpin")
+    assert "Unpinned" in body_of(await wait_reply(alice, room, unpin, env.bot_id))
+    assert await board(env, alias) == []
+
+
+async def test_bot_redacted_pin_no_longer_pins(env: Env, alice: MatrixUser) -> None:
+    """Redacting the !pin event takes the pin off the board."""
+    room, alias = await aliased_room(env, alice)
+    kept, _ = await ask(alice, room, "!pin #kept", env.bot_id)
+    gone, _ = await ask(alice, room, "!pin #gone", env.bot_id)
+    await alice.redact(room, gone)
+    assert [p["target"] for p in await board(env, alias)] == [kept]
+
+
+async def test_bot_thread_pin_shows_on_the_room_board(env: Env, alice: MatrixUser) -> None:
+    """A !pin ^1 in a thread pins the thread root, replies in the thread, counts on the board."""
+    room, alias = await aliased_room(env, alice)
+    root = await alice.send_text(room, "thread root: release checklist")
+    command = await alice.send_thread_reply(room, root, "!pin ^1 #release")
+    reply = await wait_reply(alice, room, command, env.bot_id)
+    rel = reply["content"]["m.relates_to"]
+    assert rel["rel_type"] == "m.thread" and rel["event_id"] == root
+    assert rel["is_falling_back"] is True
+    pins = await board(env, alias)
+    assert [(p["target"], p["label"]) for p in pins] == [(root, "release")]
+
+
+# ---------------------------------------------------------------- the appservice edge
+
+
+async def put_transaction(
+    env: Env, events: list[dict[str, Any]], token: str | None, txn: str | None = None
+) -> aiohttp.ClientResponse:
+    url = f"{env.synapse.appservice_url}/_matrix/app/v1/transactions/{txn or uuid.uuid4().hex}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.put(url, json={"events": events}, headers=headers) as resp,
+    ):
+        await resp.read()
+        return resp
+
+
+async def test_bot_appservice_checks_hs_token(env: Env) -> None:
+    """A wrong or missing hs_token is refused with 403 M_FORBIDDEN."""
+    for token in ("wrong", None):
+        resp = await put_transaction(env, [], token)
+        assert resp.status == 403
+    assert (await put_transaction(env, [], env.synapse.hs_token)).status == 200
+
+
+async def test_bot_answers_a_redelivered_command_once(env: Env, alice: MatrixUser) -> None:
+    """The same command pushed again (a retry, or after a restart) is answered only once."""
+    room = await env.room(alice)
+    command, _ = await ask(alice, room, "!help", env.bot_id)
+    event = await alice.get_event(room, command)
+    event["room_id"] = room
+    txn = uuid.uuid4().hex
+    for _ in range(2):  # the same transaction twice, then the event in a new one
+        assert (await put_transaction(env, [event], env.synapse.hs_token, txn)).status == 200
+    env.service.handler._handled.discard(command)  # as after a restart: memory is gone
+    assert (await put_transaction(env, [event], env.synapse.hs_token)).status == 200
+    await ask(alice, room, "!help pin", env.bot_id)  # a barrier
+    await asyncio.sleep(0.3)
+    assert len(await replies(alice, room, command, env.bot_id)) == 1
+
+
+async def test_bot_reply_latency(env: Env, alice: MatrixUser) -> None:
+    """A typical search is answered within about a second (send to reply visible)."""
+    room = await env.room(alice)
+    for i in range(30):
+        await alice.send_text(room, f"line {i}: we talked about the otter exhibit and tickets")
+    await env.settle(room)
+    timings = []
+    for _ in range(5):
+        started = time.monotonic()
+        await ask(alice, room, "!search otter tickets", env.bot_id)
+        timings.append(time.monotonic() - started)
+    inside = list(env.service.handler.latencies_ms)[-5:]
+    print(f"send → reply seen (100 ms polling), s: {[round(t, 3) for t in timings]}")
+    print(f"event received → reply sent, ms: {[round(t) for t in inside]}")
+    assert sorted(timings)[2] < 1.5 and sorted(inside)[2] < 1000
