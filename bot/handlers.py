@@ -33,10 +33,12 @@ from bot.commands import (
     UnknownCommand,
     UnpinCommand,
     UsageError,
+    command_name,
     help_text,
     parse,
 )
 from bot.lookup import RoomLog, RoomView, fused_search, thread_root_of
+from bot.metrics import ServiceMetrics
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.rooms import RoomCache
@@ -132,6 +134,7 @@ class CommandHandler:
         *,
         bot_user_id: str,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        metrics: ServiceMetrics | None = None,
     ) -> None:
         self.cfg = cfg
         self.client = client
@@ -146,6 +149,7 @@ class CommandHandler:
         self._handled = BoundedSeen(4096)
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
+        self.metrics = metrics or ServiceMetrics()
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
 
@@ -172,10 +176,13 @@ class CommandHandler:
                 server_name=self.server_name,
             )
         except UnknownCommand as e:
+            self.metrics.commands.inc(command="unknown", outcome="unknown")
             if in_command_room:
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
+            name = command_name(msg.body, self.prefix) or "unknown"
+            self.metrics.commands.inc(command=name, outcome="usage_error")
             await self._answer_small(msg, str(e))
             return
         if command is None:
@@ -248,6 +255,8 @@ class CommandHandler:
     # ------------------------------------------------------------ commands
 
     async def _run(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
+        name = command_name(msg.body, self.prefix) or type(command).__name__.lower()
+        outcome = "failed"  # an unexpected exception propagates, counted as failed
         try:
             if isinstance(command, HelpCommand):
                 await self._answer_small(msg, self._help(command, in_command_room), "help")
@@ -257,8 +266,12 @@ class CommandHandler:
                 await self.pins.pin(msg, command)
             elif isinstance(command, PinsCommand):
                 await self.pins.show(msg, command, in_command_room)
+            outcome = "ok"
         except CommandError as e:  # only a CommandError's own text ever reaches a room
+            outcome = "error"
             await self.say(msg, str(e), "error")
+        finally:
+            self.metrics.commands.inc(command=name, outcome=outcome)
 
     def _help(self, command: HelpCommand, in_command_room: bool) -> str:
         if command.topic is None:
@@ -304,6 +317,7 @@ class CommandHandler:
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]
             cuts = {msg.room_id: cut}
+        started = time.monotonic()
         result = await fused_search(
             self.searcher,
             command,
@@ -314,6 +328,7 @@ class CommandHandler:
             prefix=self.prefix,
             server_name=self.server_name,
         )
+        self.metrics.search_latency.observe(time.monotonic() - started, source="command")
         names: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
         for hit in result.hits:

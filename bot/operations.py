@@ -18,7 +18,7 @@ from typing import Any
 
 from ingest.config import Config
 from ingest.embed import Embedder, make_embedder
-from ingest.errors import MatrixNotFound, QueryError
+from ingest.errors import MatrixNotFound, QueryError, StoreUnavailable
 from ingest.export import ExportReader
 from ingest.matrix import MatrixReader
 from ingest.refresh import (
@@ -30,7 +30,7 @@ from ingest.refresh import (
     add_tombstone,
 )
 from ingest.scope import decide
-from ingest.search import Searcher, SearchQuery
+from ingest.search import Searcher, SearchQuery, SearchResult
 from ingest.store import PointFilter, Store, open_store
 from ingest.types import Refusal, RoomID, Verdict
 
@@ -146,23 +146,29 @@ async def search(
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
     SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit)
-    async with _adapters(cfg) as (reader, store, embedder):
-        room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
-        query = SearchQuery.build(
-            texts,
-            room_ids=room_ids,
-            senders=senders,
-            after_ts=after,
-            before_ts=before,
-            limit=limit,
-        )
-        searcher = Searcher(
-            store,
-            embedder,
-            server_name=cfg.homeserver.server_name,
-            live_check=_live_check(reader),
-        )
-        result = await searcher.search(query)
+    filters: dict[str, Any] = {"senders": senders, "after": after, "before": before}
+    try:
+        async with _adapters(cfg) as (reader, store, embedder):
+            room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+            query = SearchQuery.build(
+                texts,
+                room_ids=room_ids,
+                senders=senders,
+                after_ts=after,
+                before_ts=before,
+                limit=limit,
+            )
+            searcher = Searcher(
+                store,
+                embedder,
+                server_name=cfg.homeserver.server_name,
+                live_check=_live_check(reader),
+            )
+            result = await searcher.search(query)
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
     if as_json:
         _print_json(result.as_json())
         return 0
@@ -184,6 +190,39 @@ async def search(
         file=sys.stderr,
     )
     return 0
+
+
+HELD = "held by another process"
+
+
+async def _search_the_service(
+    cfg: Config,
+    held: StoreUnavailable,
+    texts: Sequence[str],
+    rooms: Sequence[str] | None,
+    **body: Any,
+) -> SearchResult:
+    """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
+    from bot.http_api import post_search, result_from_json, service_url
+
+    if cfg.metrics.port is None:
+        raise StoreUnavailable(
+            f"{held}. To search while `muninn run` holds the store, give the service a "
+            "loopback port (metrics: {port: 9464} in the config) and restart it: "
+            "`muninn search` then asks it"
+        ) from None
+    reader = MatrixReader.from_config(cfg)
+    try:
+        room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+    finally:
+        await reader.close()
+    try:
+        doc = await post_search(
+            service_url(cfg.metrics), {"texts": list(texts), "room_ids": room_ids, **body}
+        )
+    except StoreUnavailable as e:
+        raise StoreUnavailable(f"{held}; {e}") from None
+    return result_from_json(doc)
 
 
 async def status(cfg: Config, *, as_json: bool) -> int:

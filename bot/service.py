@@ -21,6 +21,8 @@ import yaml
 
 from bot.appservice import AppserviceServer
 from bot.handlers import CommandHandler
+from bot.http_api import HttpApi, store_check
+from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.rooms import RoomCache
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
@@ -28,7 +30,7 @@ from bot.sync import SyncLoop
 from bot.visibility import LiveCheck
 from ingest.config import Config, registration_path
 from ingest.embed import Embedder, make_embedder
-from ingest.errors import ConfigError, MatrixError
+from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.refresh import Writer
 from ingest.scope import RoomScope
 from ingest.search import Searcher
@@ -65,8 +67,11 @@ class Service:
         full_at_start: bool = True,
     ) -> None:
         self.cfg = cfg
+        self.metrics = ServiceMetrics()
         self._own_embedder = embedder is None
-        self.embedder = embedder or make_embedder(cfg.embedder)
+        self.embedder = CountingEmbedder(
+            embedder or make_embedder(cfg.embedder), self.metrics.embedder_errors
+        )
         self._store = store
         self._workers = workers
         self._full_at_start = full_at_start
@@ -76,6 +81,7 @@ class Service:
         self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(QUEUE_BATCHES)
         self.tasks: list[asyncio.Task[None]] = []
         self.server: AppserviceServer | None = None
+        self.api: HttpApi | None = None
         self.stopped = asyncio.Event()
         self.failure: BaseException | None = None
 
@@ -86,7 +92,7 @@ class Service:
         self.bot_user_id = str(await self.client.whoami())
         if self._store is None:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
-        self.store: Store = self._store
+        self.store: Store = counting_store(self._store, self.metrics.store_errors)
         self.writer = Writer(cfg, self.client, self.store, self.embedder)
         self.live = LiveCheck(self.client)
         self.searcher = Searcher(
@@ -95,7 +101,12 @@ class Service:
         scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
         self.rooms = RoomCache(self.client, scope)
         self.handler = CommandHandler(
-            cfg, self.client, self.searcher, self.rooms, bot_user_id=self.bot_user_id
+            cfg,
+            self.client,
+            self.searcher,
+            self.rooms,
+            bot_user_id=self.bot_user_id,
+            metrics=self.metrics,
         )
         self.handler.command_room = await self._resolve_command_room()
         self.scheduler = RefreshScheduler(
@@ -115,9 +126,25 @@ class Service:
         else:
             self.sync = SyncLoop(self.client, self.accept)
             self._spawn(self.sync.run(), "sync")
+        if cfg.metrics.port is not None:
+            self.api = HttpApi(
+                cfg.metrics,
+                self.metrics,
+                checks={
+                    "service": self._loop_health,
+                    "store": store_check(self.store),
+                    "homeserver": self._homeserver_health,
+                },
+                search=self.searcher.search,
+                resolve_room=self._resolve_search_room,
+            )
+            await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)
 
     async def stop(self) -> None:
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
         if self.server is not None:
             await self.server.stop()
             self.server = None
@@ -179,7 +206,33 @@ class Service:
         return found
 
     async def _refresh(self, rooms: Sequence[RoomID] | None) -> None:
-        await self.writer.refresh(only=rooms)
+        try:
+            report = await self.writer.refresh(only=rooms)
+        except Exception:
+            self.metrics.refresh_failures.inc(kind="full" if rooms is None else "rooms")
+            raise
+        self.metrics.record_refresh(report, full=rooms is None)
+
+    # ------------------------------------------------------------ health and the search API
+
+    async def _loop_health(self) -> str:
+        if self.failure is not None:
+            raise RuntimeError(f"a task died: {self.failure!r}")
+        dead = [t.get_name() for t in self.tasks if t.done()]
+        if dead or not self.tasks:
+            raise RuntimeError(f"not running: {', '.join(dead) or 'no tasks'}")
+        return f"{len(self.tasks)} tasks, {self.queue.qsize()} batches queued"
+
+    async def _homeserver_health(self) -> str:
+        return f"{self.cfg.homeserver.url} knows {await self.client.whoami()}"
+
+    async def _resolve_search_room(self, room: str) -> str:
+        if room.startswith("!"):
+            return room
+        found = await self.client.resolve_alias(room) if room.startswith("#") else None
+        if found is None:
+            raise QueryError("room_ids", f"{room!r} is neither a room id nor a known alias")
+        return found
 
     # ------------------------------------------------------------ the event path
 

@@ -1,0 +1,336 @@
+"""The service's loopback listener: `/metrics`, `/healthz` and `POST /_muninn/search`.
+
+Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off without a port).
+
+- `GET /metrics`: the Prometheus text format (`bot.metrics`).
+- `GET /healthz`: 200 `{"status": "ok", "checks": {...}}` when every part answers (the service
+  loop, the store, the homeserver); 503 `{"status": "failing", "failing": [parts], ...}`.
+- `POST /_muninn/search`: JSON `{texts, room_ids?, senders?, after?, before?, limit?}` (times in
+  ms; rooms by id or alias) → exactly `SearchResult.as_json()` (DESIGN §7), through the service's
+  own read path. A bad request is 400 `{"field", "message", "error"}` naming the field. Only
+  loopback peers are answered, with a loopback `Host` (no DNS rebinding) and a JSON content
+  type (no cross-site "simple" POST): the embedded store is one process per path, and this is
+  how `muninn search` reaches it while `muninn run` holds it (`post_search`, `service_url`).
+
+A bind address that is not loopback is allowed (a Prometheus scraping from another host) but
+warned about; the search endpoint still answers loopback peers only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from bot.metrics import CONTENT_TYPE, ServiceMetrics
+from ingest.config import MetricsConfig
+from ingest.errors import MuninnError, QueryError, StoreError, StoreUnavailable
+from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
+from ingest.store import Store
+
+__all__ = [
+    "SEARCH_PATH",
+    "HealthCheck",
+    "HttpApi",
+    "SearchRequest",
+    "is_loopback",
+    "post_search",
+    "result_from_json",
+    "service_url",
+    "store_check",
+]
+
+log = logging.getLogger("muninn.http")
+
+SEARCH_PATH = "/_muninn/search"
+HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
+MAX_BODY = 256 * 1024
+CLIENT_TIMEOUT = 120.0
+
+# A health check returns a short detail when the part is healthy and raises when it is not.
+HealthCheck = Callable[[], Awaitable[str]]
+Search = Callable[[SearchQuery], Awaitable[SearchResult]]
+ResolveRoom = Callable[[str], Awaitable[str]]
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for `localhost` and loopback addresses (IPv4, IPv6, IPv4-mapped IPv6)."""
+    if not host:
+        return False
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def store_check(store: Store) -> HealthCheck:
+    """Read the active generation and count its points: the store answers, or says why not."""
+
+    def probe() -> str:
+        active = store.active()
+        if active is None:
+            return "empty (no active generation yet)"
+        points = store.open(active, dense_dim=None, create=False).count()
+        return f"{active}: {points} points"
+
+    async def check() -> str:
+        return await asyncio.to_thread(probe)
+
+    return check
+
+
+# ---------------------------------------------------------------- the search request
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The JSON body of `POST /_muninn/search`, type-checked; `build` validates the rest."""
+
+    texts: list[str]
+    room_ids: list[str] | None
+    senders: list[str] | None
+    after: int | None
+    before: int | None
+    limit: int
+
+    FIELDS = ("texts", "room_ids", "senders", "after", "before", "limit")
+
+    @classmethod
+    def parse(cls, body: Any) -> SearchRequest:
+        if not isinstance(body, dict):
+            raise QueryError("body", "must be a JSON object")
+        for key in body:
+            if key not in cls.FIELDS:
+                raise QueryError(
+                    str(key), f"is not a known field (known: {', '.join(cls.FIELDS)})"
+                )
+        limit = body.get("limit", DEFAULT_LIMIT)
+        if not _is_int(limit):
+            raise QueryError("limit", "must be an integer")
+        return cls(
+            texts=_strings(body, "texts", required=True) or [],
+            room_ids=_strings(body, "room_ids"),
+            senders=_strings(body, "senders"),
+            after=_time(body, "after"),
+            before=_time(body, "before"),
+            limit=limit,
+        )
+
+    async def query(self, resolve_room: ResolveRoom) -> SearchQuery:
+        rooms = [await resolve_room(r) for r in self.room_ids] if self.room_ids else None
+        return SearchQuery.build(
+            self.texts,
+            room_ids=rooms,
+            senders=self.senders,
+            after_ts=self.after,
+            before_ts=self.before,
+            limit=self.limit,
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _strings(body: Mapping[str, Any], key: str, *, required: bool = False) -> list[str] | None:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise QueryError(key, "is required")
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise QueryError(key, "must be a list of strings")
+    return list(value)
+
+
+def _time(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is not None and not _is_int(value):
+        raise QueryError(key, "must be a time in milliseconds since the epoch (an integer)")
+    return value
+
+
+def _query_error(e: QueryError) -> web.Response:
+    message = str(e).removeprefix(f"{e.field}: ")
+    return web.json_response({"field": e.field, "message": message, "error": str(e)}, status=400)
+
+
+# ---------------------------------------------------------------- the listener
+
+
+class HttpApi:
+    """The loopback listener. `start()` binds, `stop()` releases."""
+
+    def __init__(
+        self,
+        cfg: MetricsConfig,
+        metrics: ServiceMetrics,
+        *,
+        checks: Mapping[str, HealthCheck],
+        search: Search,
+        resolve_room: ResolveRoom,
+    ) -> None:
+        if cfg.port is None:
+            raise ValueError("the metrics listener needs metrics.port")
+        self.host, self.port = cfg.host, cfg.port
+        self.metrics = metrics
+        self.checks = dict(checks)
+        self._search = search
+        self._resolve_room = resolve_room
+        self.app = web.Application(client_max_size=MAX_BODY)
+        self.app.add_routes(
+            [
+                web.get("/metrics", self._metrics),
+                web.get("/healthz", self._healthz),
+                web.post(SEARCH_PATH, self._search_handler),
+            ]
+        )
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        if not is_loopback(self.host):
+            log.warning(
+                "metrics.host %s is not a loopback address: /metrics and /healthz are reachable "
+                "from the network (%s answers loopback peers only)",
+                self.host,
+                SEARCH_PATH,
+            )
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        log.info("metrics, health and search on http://%s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = self.metrics.registry.render()
+        return web.Response(body=body.encode(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        names = list(self.checks)
+        outcomes = await asyncio.gather(*(self._check(self.checks[n]) for n in names))
+        checks = dict(zip(names, outcomes, strict=True))
+        failing = [n for n, c in checks.items() if not c["ok"]]
+        doc: dict[str, Any] = {"status": "failing" if failing else "ok", "checks": checks}
+        if failing:
+            doc["failing"] = failing
+            log.warning(
+                "health: failing %s", ", ".join(f"{n} ({checks[n]['detail']})" for n in failing)
+            )
+        return web.json_response(doc, status=503 if failing else 200)
+
+    @staticmethod
+    async def _check(check: HealthCheck) -> dict[str, Any]:
+        try:
+            detail = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
+        except TimeoutError:
+            return {"ok": False, "detail": f"no answer within {HEALTH_TIMEOUT:g} s"}
+        except Exception as e:  # any failure of a part is that part's health, not ours
+            return {"ok": False, "detail": str(e) or type(e).__name__}
+        return {"ok": True, "detail": detail}
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        if not is_loopback(request.remote):
+            log.warning("search from a non-loopback peer %s refused", request.remote)
+            return web.json_response({"error": "only loopback peers may search"}, status=403)
+        if not is_loopback(request.url.host):
+            return web.json_response({"error": "the Host must be a loopback name"}, status=403)
+        if request.content_type != "application/json":
+            return web.json_response({"error": "send Content-Type: application/json"}, status=415)
+        return None
+
+    async def _search_handler(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        started = time.monotonic()
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return _query_error(QueryError("body", "is not JSON"))
+        try:
+            query = await SearchRequest.parse(body).query(self._resolve_room)
+            result = await self._search(query)
+        except QueryError as e:
+            return _query_error(e)
+        except MuninnError as e:
+            log.warning("search over %s failed: %s", SEARCH_PATH, e)
+            return web.json_response({"error": str(e)}, status=503)
+        elapsed = time.monotonic() - started
+        self.metrics.search_latency.observe(elapsed, source="api")
+        log.debug("%s answered %d hits in %.0f ms", SEARCH_PATH, len(result.hits), elapsed * 1e3)
+        return web.json_response(result.as_json())
+
+
+# ---------------------------------------------------------------- the client (`muninn search`)
+
+
+def service_url(cfg: MetricsConfig) -> str:
+    """Where a local client reaches the listener (a wildcard bind is reached on loopback)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(cfg.host, cfg.host)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{cfg.port}"
+
+
+async def post_search(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """POST a search to a running service; a 400 raises the `QueryError` it names."""
+    timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(url + SEARCH_PATH, json=dict(body)) as resp,
+        ):
+            status = resp.status
+            doc = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+        raise StoreUnavailable(
+            f"the service's search endpoint at {url} did not answer: {e}"
+        ) from e
+    if status == 400 and isinstance(doc, dict) and "field" in doc:
+        raise QueryError(str(doc["field"]), str(doc.get("message", "")))
+    if status != 200 or not isinstance(doc, dict):
+        error = doc.get("error") if isinstance(doc, dict) else doc
+        raise StoreError(f"the service at {url} answered {status}: {error}")
+    return doc
+
+
+def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
+    """A `SearchResult` from its §7 document (the inverse of `as_json`, bar point ids)."""
+    hits = [
+        Hit(
+            point_id="",
+            room_id=h["room_id"],
+            room_alias=h["room_alias"],
+            thread_root=h["thread_root"],
+            first_event_id=h["first_event_id"],
+            last_event_id=h["last_event_id"],
+            event_ids=tuple(h["event_ids"]),
+            messages=tuple(h["messages"]),
+            score=float(h["score"]),
+            permalink=h["permalink"],
+            best_event_id=h["best_event_id"],
+        )
+        for h in doc["hits"]
+    ]
+    return SearchResult(
+        hits=hits,
+        warnings=list(doc["warnings"]),
+        retrievers=list(doc["retrievers"]),
+        dropped_stale=int(doc["dropped_stale"]),
+    )
