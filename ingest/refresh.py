@@ -10,20 +10,21 @@ replaying a page is idempotent (see `ingest.windows`). Rooms that left scope are
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ingest import lexical
-from ingest.chunker import CHUNKER_VERSION, Names, window_payload, window_text
+from ingest.chunker import CHUNKER_VERSION, Names, content_hash, window_payload, window_text
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
-from ingest.matrix import MatrixReader
+from ingest.matrix import Page
 from ingest.scope import RoomScope
 from ingest.scrub import SCRUB_VERSION, scrub
 from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name
@@ -39,6 +40,7 @@ from ingest.types import (
     Skip,
     SkipReason,
     StoredPoint,
+    UserID,
     Verdict,
     Window,
 )
@@ -56,9 +58,26 @@ log = logging.getLogger("muninn.refresh")
 SCHEMA_VERSION = 1
 CURSOR_PREFIX = "cursor:"
 TOMBSTONE_PREFIX = "tombstone:"
+REFUSED_PREFIX = "refused:"  # a room refused by what its timeline showed (a puppet sender)
 COMPAT_KEY = "compat"
 
 Progress = Callable[[RoomID, int], None]
+
+
+class RoomSource(Protocol):
+    """What the writer reads: the homeserver (`MatrixReader`) or a room export (`ExportReader`)."""
+
+    async def whoami(self) -> UserID: ...
+    async def joined_rooms(self) -> list[RoomID]: ...
+    async def direct_rooms(self) -> set[RoomID]: ...
+    async def room_state(self, room_id: RoomID | str) -> RoomState: ...
+    def walk(
+        self, room_id: RoomID | str, from_token: str | None = None, page_size: int = 100
+    ) -> AsyncIterator[Page]: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def relations(
+        self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
+    ) -> list[dict[str, Any]]: ...
 
 
 def compatibility(identity: EmbedderIdentity) -> dict[str, Any]:
@@ -180,9 +199,7 @@ def add_tombstone(collection: Collection, room_id: RoomID, from_ts: int, to_ts: 
 class Writer:
     """The one writer: owns chunks, vectors, cursors and the application of purge tombstones."""
 
-    def __init__(
-        self, cfg: Config, reader: MatrixReader, store: Store, embedder: Embedder
-    ) -> None:
+    def __init__(self, cfg: Config, reader: RoomSource, store: Store, embedder: Embedder) -> None:
         self.cfg = cfg
         self.reader = reader
         self.store = store
@@ -270,6 +287,13 @@ class Writer:
                 report.rooms.append(room_report)
                 continue
             assert state is not None
+            marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
+            if marker is not None and self._scope.is_puppet(str(marker.get("user_id"))):
+                # A puppet spoke here once (history does not change): refused without a read.
+                report.rooms.append(
+                    RoomReport(room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"])
+                )
+                continue
             report.rooms.append(await self.refresh_room(col, state, progress))
         if only is None:
             await self._complete_generation(report)
@@ -323,8 +347,16 @@ class Writer:
                     col.put_meta, stone.key, {**stone.record(), "applied": True}
                 )
         every_stone = [s for s, _ in stones]
+        if cursor is None:
+            # Before the first upsert: a room holding points always has a cursor, so a room
+            # that leaves scope after a crash in its first page is still found and purged.
+            await self._save_cursor(col, room_id, token, tails)
         async for page in self.reader.walk(room_id, token, self.cfg.refresh.page_size):
             report.events_read += len(page.events)
+            puppet = self._puppet_in(page.events)
+            if puppet is not None:
+                await self._refuse_bridged(col, room_id, puppet, report)
+                return report
             ws = WindowSet(room_id, CollectionLookup(col, room_id), self._params(), tails)
             await self._apply_events(ws, page.events, every_stone, report)
             await self._commit(col, ws, state, names, report)
@@ -333,10 +365,30 @@ class Writer:
             await self._save_cursor(col, room_id, token, tails)
             if progress is not None:
                 progress(room_id, report.events_read)
-        if cursor is None:
-            # A room with no message yet still gets a cursor, so it counts as indexed.
-            await self._save_cursor(col, room_id, token, tails)
         return report
+
+    def _puppet_in(self, events: Sequence[Mapping[str, Any]]) -> str | None:
+        """The first sender or member of these events in a bridge puppet namespace.
+
+        Room state names only current members; a puppet that spoke and left is seen here.
+        """
+        for e in events:
+            member = e.get("state_key") if e.get("type") == "m.room.member" else None
+            for who in (e.get("sender"), member):
+                if isinstance(who, str) and self._scope.is_puppet(who):
+                    return who
+        return None
+
+    async def _refuse_bridged(
+        self, col: Collection, room_id: RoomID, puppet: str, report: RoomReport
+    ) -> None:
+        """Rule 4 by sender: purge what this walk indexed and remember the refusal."""
+        report.verdict = str(Refusal.BRIDGED)
+        report.detail = f"bridged: sender {puppet} is in a bridge puppet namespace"
+        marker = {"user_id": puppet, "detail": report.detail}
+        await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room_id, marker)
+        log.warning("refusing room %s: %s", room_id, report.detail)
+        await self._purge_room(col, room_id, report)
 
     async def _save_cursor(
         self, col: Collection, room_id: RoomID, token: str | None, tails: Mapping[str, str]
@@ -529,6 +581,14 @@ def build_payload(
         if m.edit_event_id is not None:
             raw["edit_event_id"] = m.edit_event_id
             raw["edit_ts"] = m.edit_ts
+    # The writer skips a window whose hash is unchanged, so the hash must cover the whole point:
+    # the embedded text is cut to max_bytes, while the lexical vector reads every word and the
+    # payload keeps every body and applied edit id. Hashing the cut text alone left an edit past
+    # the cut (and its old words) unwritten.
+    whole = {k: v for k, v in payload.items() if k != "content_hash"}
+    payload["content_hash"] = content_hash(
+        json.dumps(whole, sort_keys=True, default=str), versions
+    )
     return payload
 
 

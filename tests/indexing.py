@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -262,10 +262,18 @@ class CountingReader(MatrixReader):
 class FlakyCollection:
     """A real collection whose next `fail_upserts` upserts raise StoreError (a fault on demand)."""
 
-    def __init__(self, inner: Collection, fail_upserts: int = 1) -> None:
+    def __init__(
+        self, inner: Collection, fail_upserts: int = 1, *, fail_cursor_saves: bool = False
+    ) -> None:
         self.inner = inner
         self.fail_upserts = fail_upserts
+        self.fail_cursor_saves = fail_cursor_saves  # every `cursor:` put_meta raises while set
         self.upserts = 0
+
+    def put_meta(self, key: str, value: Mapping[str, Any]) -> None:
+        if self.fail_cursor_saves and key.startswith("cursor:"):
+            raise StoreError("injected: the store refused the cursor")
+        self.inner.put_meta(key, value)
 
     def upsert(self, points: Sequence[Any]) -> None:
         if self.fail_upserts > 0:

@@ -1,0 +1,124 @@
+"""`muninn status --json` run as a real subprocess against the real Synapse and store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.homeserver import Homeserver, MatrixUser, unique_localpart
+from tests.indexing import Indexer, admit, reader_config
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def _write_config(path: Path, hs: Homeserver, reader: MatrixUser, **extra: Any) -> Path:
+    doc: dict[str, Any] = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        "index": {"store": {"path": str(path.parent / "qdrant")}, "collection": "muninn_test"},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+async def _cli(config: Path, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(config),
+        *args,
+        cwd=_REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_cli_status_json_names_each_joined_room_with_its_verdict(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Every joined room is listed with its verdict, detail, points and cursor."""
+    reader = await hs.register()
+    excluded_alias = unique_localpart("users")
+    rooms = {
+        "ordinary": await hs.fresh_room(alice),
+        "excluded": await hs.fresh_room(alice),
+        "bridged": await hs.make_bridged_room(alice),
+        "dm": await hs.fresh_room(alice, preset="private_chat"),
+        "puppet_spoke": await hs.fresh_room(alice),
+    }
+    await alice.set_canonical_alias(rooms["excluded"], f"#{excluded_alias}:{hs.server_name}")
+    for room_id in rooms.values():
+        await admit(alice, room_id, reader)
+        await alice.send_text(room_id, "some words")
+    await reader.add_direct(alice.user_id, rooms["dm"])
+    puppet = await hs.register(unique_localpart("discord_"))
+    await puppet.join(rooms["puppet_spoke"])
+    await puppet.send_text(rooms["puppet_spoke"], "relayed")
+    await puppet.leave(rooms["puppet_spoke"])
+    left = await hs.fresh_room(alice)
+    await admit(alice, left, reader)
+    await reader.leave(left)
+
+    scope = {"exclude_aliases": [f"#{excluded_alias}"]}
+    config = _write_config(tmp_path / "config.yaml", hs, reader, scope=scope)
+    ix = Indexer(reader_config(hs, reader, tmp_path, scope=scope))
+    try:
+        await ix.refresh()
+        generation = ix.writer.generation
+    finally:
+        await ix.close()  # one process per store path: the CLI opens it next
+
+    code, out, err = await _cli(config, "status", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["reader"] == reader.user_id
+    assert doc["generation"] == generation
+    assert doc["versions"]["complete"] is True
+    by_id = {r["room_id"]: r for r in doc["rooms"]}
+    assert set(by_id) == set(rooms.values())  # the left room is not joined
+    verdicts = {name: by_id[rid]["verdict"] for name, rid in rooms.items()}
+    assert verdicts == {
+        "ordinary": "eligible",
+        "excluded": "excluded",
+        "bridged": "bridged",
+        "dm": "dm",
+        "puppet_spoke": "bridged",
+    }
+    ordinary = by_id[rooms["ordinary"]]
+    assert ordinary["indexed"] and ordinary["points"] == 1 and ordinary["cursor"]
+    assert ordinary["lag_seconds"] is not None and ordinary["lag_seconds"] >= 0
+    assert doc["points"] == 1
+    assert excluded_alias in by_id[rooms["excluded"]]["detail"]
+    assert by_id[rooms["excluded"]]["room_alias"] == f"#{excluded_alias}:{hs.server_name}"
+    assert puppet.user_id in by_id[rooms["puppet_spoke"]]["detail"]
+    for name in ("excluded", "bridged", "dm", "puppet_spoke"):
+        assert by_id[rooms[name]]["points"] == 0
+        assert not by_id[rooms[name]]["indexed"]
+
+
+async def test_cli_status_before_any_refresh_lists_rooms_unindexed(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """With no generation yet, status still names each joined room and its verdict."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    config = _write_config(tmp_path / "config.yaml", hs, reader)
+    code, out, err = await _cli(config, "status", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["generation"] is None and doc["points"] == 0
+    assert [(r["room_id"], r["verdict"], r["indexed"]) for r in doc["rooms"]] == [
+        (room, "eligible", False)
+    ]

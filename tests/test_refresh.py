@@ -1,0 +1,678 @@
+"""ingest.refresh end to end: content rules 5–9 and writer rules 10–13 against the real parts.
+
+Real Synapse, the embedded qdrant-edge store in tmp_path and the real MiniLM embedder. Faults the
+real parts cannot produce on demand (a refused upsert, an embedder that is down) are injected at
+the adapter edge by wrappers from `tests.indexing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from ingest.config import load_config
+from ingest.errors import EmbedUnavailable, StoreError
+from ingest.refresh import CURSOR_PREFIX, add_tombstone
+from ingest.types import RoomID
+from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import (
+    FlakyCollection,
+    FlakyEmbedder,
+    Indexer,
+    RenamedEmbedder,
+    admit,
+    reader_config,
+    send_texts,
+    shared_embedder,
+)
+
+GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+SYNAPSE_TOKEN = "syt_" + "bXVuaW5u_QWxpY2VTZWNyZXRUb2tlbg_1a2B3c"
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
+PEM_KEY = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"
+PASSWORD = "Hunter2-Zebra-9931"
+
+
+async def _reader_in(hs: Homeserver, owner: MatrixUser, *rooms: str) -> MatrixUser:
+    """A fresh client-mode reader user joined to exactly these rooms."""
+    reader = await hs.register(displayname="Reader")
+    for room_id in rooms:
+        await admit(owner, room_id, reader)
+    return reader
+
+
+def _room_report(report: Any, room_id: str) -> Any:
+    return next(r for r in report.rooms if r.room_id == room_id)
+
+
+async def _hashes(ix: Indexer) -> dict[str, str]:
+    return {str(p.id): str(p.payload["content_hash"]) for p in await ix.points()}
+
+
+# ---------------------------------------------------------------- rule 5: encrypted and media
+
+
+async def test_refresh_skips_encrypted_and_media_and_counts_them(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """m.room.encrypted and media events are counted in report.skipped and stored nowhere."""
+    reader = await _reader_in(hs, alice, room)
+    await alice.send_text(room, "plain words before")
+    for _ in range(2):
+        await alice.send_encrypted(room)
+    await alice.send_image(room, "holiday-snapshot-qx71.png")
+    await alice.send_text(room, "plain words after")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert report.skipped["encrypted"] == 2
+        assert report.skipped["media"] == 1
+        assert sorted((await ix.bodies()).values()) == ["plain words after", "plain words before"]
+        dump = await ix.dump()
+        for needle in ("megolm", "AwgAEnAC", "FAKEDEVICE", "holiday-snapshot-qx71", "mxc://"):
+            assert needle not in dump
+        assert not any("AwgAEnAC" in d or "qx71" in d for d in ix.embedder.documents)
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 6: edits
+
+
+async def test_refresh_edit_replaces_original_and_old_word_is_gone(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """An edit replaces the original by event id; the old word and `* fallback` are nowhere."""
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "meet at the quokkabridge tonight")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert (await ix.bodies())[original] == "meet at the quokkabridge tonight"
+        await alice.send_edit(room, original, "meet at the harbour tonight")
+        report = _room_report(await ix.refresh(), room)
+        assert report.edits_applied == 1
+        assert await ix.bodies() == {original: "meet at the harbour tonight"}
+        dump = await ix.dump()
+        assert "quokkabridge" not in dump
+        assert "* meet" not in dump
+        assert not any("* meet" in d for d in ix.embedder.documents)
+    finally:
+        await ix.close()
+
+
+async def test_refresh_edit_of_a_long_message_rewrites_its_payload(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """Regression: an edit past the embedded cut of a long message must still replace its body.
+
+    A message longer than `max_bytes` is a window alone whose embedded text is truncated; an edit
+    of its tail leaves that text (and so the content hash) equal, and the writer skipped the
+    upsert: the old word stayed in the payload and the lexical vector.
+    """
+    reader = await _reader_in(hs, alice, room)
+    head = "lorem ipsum dolor sit amet " * 20
+    original = await alice.send_text(room, head + "the tail word is zanzibarite")
+    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200}))
+    try:
+        await ix.refresh()
+        await alice.send_edit(room, original, head + "the tail word is quartzfield")
+        await ix.refresh()
+        assert (await ix.bodies())[original].endswith("quartzfield")
+        assert "zanzibarite" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_refresh_ignores_edit_by_another_sender(
+    hs: Homeserver, alice: MatrixUser, bob: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """An m.replace sent by someone other than the original's sender changes nothing."""
+    await bob.join(room)
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "the budget is approved")
+    await bob.send_edit(room, original, "the budget is forged by mallory")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert report.edits_applied == 0
+        assert await ix.bodies() == {original: "the budget is approved"}
+        assert "mallory" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_refresh_ignores_edit_of_an_edit(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """An m.replace whose target is itself an edit is not applied (spec: no edits of edits)."""
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "version one")
+    edit = await alice.send_edit(room, original, "version two")
+    await alice.send_edit(room, edit, "version three nested")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert await ix.bodies() == {original: "version two"}
+        assert "nested" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 7: redactions
+
+
+async def test_refresh_redaction_removes_text_and_reply_quote(
+    hs: Homeserver, alice: MatrixUser, bob: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """A redacted message's text is gone after the next refresh, also as a reply's fallback."""
+    await bob.join(room)
+    reader = await _reader_in(hs, alice, room)
+    secret = await alice.send_text(room, "my flat is at platypuslane seven")
+    kept = await alice.send_text(room, "unrelated chatter")
+    reply = await bob.send_reply(room, secret, "noted, thanks")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        bodies = await ix.bodies()
+        assert bodies[reply] == "noted, thanks"  # the fallback quote was never indexed
+        assert "platypuslane" in bodies[secret]
+        await alice.redact(room, secret)
+        report = _room_report(await ix.refresh(), room)
+        assert report.redactions_applied == 1
+        assert await ix.bodies() == {kept: "unrelated chatter", reply: "noted, thanks"}
+        assert "platypuslane" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_refresh_redacted_edit_reverts_to_previous_edit(
+    hs: Homeserver, alice: MatrixUser, bob: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """original → edit1 → edit2; redacting edit2 brings back edit1's text, not the original's
+    (nor a later edit by another sender, nor an edit of an edit)."""
+    await bob.join(room)
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "draft alpha")
+    edit1 = await alice.send_edit(room, original, "draft beta")
+    edit2 = await alice.send_edit(room, original, "draft gamma")
+    await bob.send_edit(room, original, "draft forged")
+    await alice.send_edit(room, edit1, "draft nested")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert await ix.bodies() == {original: "draft gamma"}
+        await alice.redact(room, edit2)
+        await ix.refresh()
+        assert await ix.bodies() == {original: "draft beta"}
+        dump = await ix.dump()
+        assert "gamma" not in dump and "forged" not in dump and "nested" not in dump
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 8: the scrub
+
+
+async def test_refresh_secrets_never_reach_embedder_or_payload(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """Access tokens, GitHub tokens, PEM keys and password=… are scrubbed before embedding."""
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "harmless first version")
+    await send_texts(
+        alice,
+        room,
+        [
+            f"my token is {SYNAPSE_TOKEN} oops",
+            f"ci uses {GITHUB_TOKEN}",
+            f"here is the key\n{PEM_KEY}",
+            f"login with password={PASSWORD} please",
+        ],
+    )
+    await alice.send_edit(room, original, f"edited: password={PASSWORD}")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert len(await ix.bodies()) == 5
+        dump = await ix.dump()
+        assert "[redacted:" in dump
+        for secret in (SYNAPSE_TOKEN, GITHUB_TOKEN, PEM_BODY, PASSWORD):
+            assert secret not in dump
+            assert not any(secret in d for d in ix.embedder.documents)
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 9: not indexed
+
+
+async def test_refresh_skips_notices_commands_and_own_messages(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """m.notice from anyone, !commands and the reader's own messages are never indexed."""
+    reader = await _reader_in(hs, alice, room)
+    kept = await alice.send_text(room, "a real message")
+    await alice.send_notice(room, "notice from a bot wombatnotice")
+    await alice.send_text(room, "!search wombatcommand")
+    await reader.send_text(room, "the reader itself speaks wombatreader")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert await ix.bodies() == {kept: "a real message"}
+        assert (report.skipped["notice"], report.skipped["command"], report.skipped["own"]) == (
+            1,
+            1,
+            1,
+        )
+        assert "wombat" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_refresh_thread_replies_chunk_with_their_root(
+    hs: Homeserver, alice: MatrixUser, bob: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """Thread replies sit in a thread window whose payload names the root; the root stays main."""
+    await bob.join(room)
+    reader = await _reader_in(hs, alice, room)
+    root = await alice.send_text(room, "thread root question")
+    main = await bob.send_text(room, "main timeline chatter")
+    r1 = await bob.send_thread_reply(room, root, "first thread answer")
+    r2 = await alice.send_thread_reply(room, root, "second thread answer")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        by_root: dict[str | None, list[str]] = {}
+        for p in await ix.points():
+            ids = [m["event_id"] for m in p.payload["messages"]]
+            by_root.setdefault(p.payload["thread_root"], []).extend(ids)
+        assert by_root == {None: [root, main], root: [r1, r2]}
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 10: faults
+
+
+async def test_refresh_failed_upsert_keeps_cursor_and_next_run_converges(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """A StoreError on upsert leaves the cursor unchanged; the next refresh indexes everything."""
+    reader = await _reader_in(hs, alice, room)
+    first = await send_texts(alice, room, ["one fish", "two fish"])
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        col = await ix.collection()
+        cursor = col.get_meta(CURSOR_PREFIX + room)
+        more = await send_texts(alice, room, ["red fish", "blue fish"])
+        flaky = FlakyCollection(col, fail_upserts=1)
+        ix.writer.collection = flaky
+        with pytest.raises(StoreError, match="injected"):
+            await ix.refresh()
+        assert col.get_meta(CURSOR_PREFIX + room) == cursor
+        await ix.refresh()
+        assert flaky.upserts >= 1
+        bodies = await ix.bodies()
+        assert sorted(bodies) == sorted(first + more)
+    finally:
+        await ix.close()
+
+
+async def test_refresh_failed_embed_keeps_cursor_and_next_run_converges(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """EmbedUnavailable mid-refresh leaves the cursor unchanged; the next refresh converges."""
+    reader = await _reader_in(hs, alice, room)
+    first = await send_texts(alice, room, ["alpha line", "beta line"])
+    embedder = FlakyEmbedder(shared_embedder(), fail=0)
+    ix = Indexer(reader_config(hs, reader, tmp_path), embedder=embedder)
+    try:
+        await ix.refresh()
+        col = await ix.collection()
+        cursor = col.get_meta(CURSOR_PREFIX + room)
+        before = await _hashes(ix)
+        more = await send_texts(alice, room, ["gamma line"])
+        embedder.fail = 1
+        with pytest.raises(EmbedUnavailable):
+            await ix.refresh()
+        assert col.get_meta(CURSOR_PREFIX + room) == cursor
+        assert await _hashes(ix) == before
+        await ix.refresh()
+        assert sorted(await ix.bodies()) == sorted(first + more)
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 11: idempotence
+
+
+async def test_refresh_second_run_writes_and_embeds_nothing(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """With nothing new, a second refresh embeds no text and writes or deletes no point."""
+    reader = await _reader_in(hs, alice, room)
+    await send_texts(alice, room, [f"steady message {i}" for i in range(12)])
+    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200}))
+    try:
+        await ix.refresh()
+        before = await _hashes(ix)
+        embedded = len(ix.embedder.documents)
+        report = _room_report(await ix.refresh(), room)
+        assert report.events_read == 0  # resumed at the cursor: nothing indexed is re-read
+        assert len(ix.embedder.documents) == embedded
+        assert (report.windows_written, report.windows_deleted, report.windows_embedded) == (
+            0,
+            0,
+            0,
+        )
+        assert await _hashes(ix) == before
+    finally:
+        await ix.close()
+
+
+async def test_refresh_resent_unchanged_window_costs_no_embedding(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """Replaying pages from an old cursor re-derives the same windows and embeds none of them."""
+    reader = await _reader_in(hs, alice, room)
+    await send_texts(alice, room, [f"replayed message {i}" for i in range(10)])
+    ix = Indexer(reader_config(hs, reader, tmp_path, refresh={"page_size": 4}))
+    try:
+        await ix.refresh()
+        before = await _hashes(ix)
+        col = await ix.collection()
+        col.delete_meta(CURSOR_PREFIX + room)  # as if every page's cursor save had been lost
+        embedded = len(ix.embedder.documents)
+        report = _room_report(await ix.refresh(), room)
+        assert report.skipped["duplicate"] == 10
+        assert len(ix.embedder.documents) == embedded
+        assert report.windows_embedded == 0
+        assert await _hashes(ix) == before
+    finally:
+        await ix.close()
+
+
+async def test_refresh_tail_closed_by_new_message_is_not_re_embedded(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """The open tail is re-chunked with each new message; once closed unchanged, it is re-sent
+    to the writer but not re-embedded or rewritten (its content hash is unchanged)."""
+    room = await hs.fresh_room(seeder)
+    reader = await _reader_in(hs, seeder, room)
+    base = 1_700_000_000_000
+    for i in range(3):
+        await seeder.send_text(room, f"morning message {i}", ts=base + i * 1000)
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        embedded = len(ix.embedder.documents)
+        # Past gap_seconds: the tail closes unchanged and the new message opens a new window.
+        late = await seeder.send_text(room, "evening message", ts=base + 7_200_000)
+        report = _room_report(await ix.refresh(), room)
+        assert ix.embedder.documents[embedded:] == [
+            next(
+                str(p.payload["text"]) for p in await ix.points() if late in p.payload["event_ids"]
+            )
+        ]
+        assert report.windows_written == 1
+        assert len(await ix.points()) == 2
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 10: killed and restarted
+
+_REPO = Path(__file__).resolve().parent.parent
+
+_KILLED_REFRESH = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from pathlib import Path
+    from ingest.config import load_config
+    from tests.indexing import Indexer
+
+    mode, after = sys.argv[2], int(sys.argv[3])
+
+    async def main() -> None:
+        ix = Indexer(load_config(sys.argv[1]))
+        col = await ix.collection()
+        upsert, calls = col.upsert, [0]
+
+        def upsert_then_die(points):
+            upsert(points)
+            calls[0] += 1
+            if mode == "after-upsert" and calls[0] == after:
+                os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, cursor not yet moved
+
+        col.upsert = upsert_then_die
+
+        def progress(room_id, events):
+            print(f"page {events}", flush=True)
+
+        await ix.writer.refresh(progress=progress)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def _run_killed_refresh(config: Path, mode: str, after: int) -> int:
+    """Run a refresh in a subprocess and SIGKILL it partway; its return code."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _KILLED_REFRESH,
+        str(config),
+        mode,
+        str(after),
+        cwd=_REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    if mode == "external":
+        pages = 0
+        while pages < after:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, (await proc.stderr.read()).decode() if proc.stderr else "no output"
+            pages += line.startswith(b"page ")
+        os.kill(proc.pid, signal.SIGKILL)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return proc.returncode
+
+
+def _write_config(
+    path: Path, hs: Homeserver, reader: MatrixUser, store: Path, **extra: Any
+) -> None:
+    doc: dict[str, Any] = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        "index": {"store": {"path": str(store)}, "collection": "muninn_test"},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def long_room(hs: Homeserver) -> tuple[MatrixUser, str]:
+    """One room of a few hundred events (messages, edits, redactions), seeded once a module."""
+    seeder = await hs.seed_user()
+    room = await hs.fresh_room(seeder)
+    base = 1_700_000_000_000
+    ids: list[str] = []
+    for i in range(150):
+        # Backdated, with a long silence every 50 messages, so windows close by gap and size.
+        ts = base + i * 20_000 + (i // 50) * 7_200_000
+        ids.append(await seeder.send_text(room, f"line {i} of the long log, word w{i}", ts=ts))
+        if i % 30 == 29:
+            await seeder.send_edit(room, ids[i - 5], f"line {i - 5} edited, word e{i}", ts=ts + 1)
+            await seeder.redact(room, ids[i - 20])
+    return seeder, room
+
+
+@pytest.mark.parametrize("mode", ["after-upsert", "external"])
+async def test_refresh_killed_midway_converges_to_clean_run(
+    hs: Homeserver, long_room: tuple[MatrixUser, str], tmp_path: Path, mode: str
+) -> None:
+    """SIGKILL mid-refresh, then restart: the same point ids and content hashes as a clean run."""
+    seeder, room = long_room
+    reader = await _reader_in(hs, seeder, room)
+    extra = {"chunker": {"max_bytes": 700}, "refresh": {"page_size": 20}}
+    config = tmp_path / "killed.yaml"
+    _write_config(config, hs, reader, tmp_path / "killed", **extra)
+    await _run_killed_refresh(config, mode, after=2)
+    killed = Indexer(load_config(config))
+    clean = Indexer(reader_config(hs, reader, tmp_path / "clean", **extra))
+    try:
+        partial = await _hashes(killed)
+        assert partial, "the killed run wrote nothing"
+        await killed.refresh()
+        await clean.refresh()
+        expected = await _hashes(clean)
+        assert len(partial) < len(expected), "the kill came after the refresh had finished"
+        assert await _hashes(killed) == expected
+        assert await killed.bodies() == await clean.bodies()
+    finally:
+        await killed.close()
+        await clean.close()
+
+
+# ---------------------------------------------------------------- rule 12: purge tombstones
+
+
+async def test_refresh_tombstone_deletes_window_and_never_reindexes(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """A purge tombstone deletes its messages on the next refresh; later ones never return them."""
+    room = await hs.fresh_room(seeder)
+    reader = await _reader_in(hs, seeder, room)
+    base = 1_700_000_000_000
+    early = await seeder.send_text(room, "early kept message", ts=base)
+    doomed = [
+        await seeder.send_text(room, f"doomed message dodo{i}", ts=base + 60_000 * (i + 1))
+        for i in range(3)
+    ]
+    late = await seeder.send_text(room, "late kept message", ts=base + 600_000)
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert set(await ix.bodies()) == {early, late, *doomed}
+        add_tombstone(await ix.collection(), RoomID(room), base + 30_000, base + 300_000)
+        report = _room_report(await ix.refresh(), room)
+        assert report.purged_messages == 3
+        assert set(await ix.bodies()) == {early, late}
+        await seeder.send_edit(room, doomed[0], "doomed message edited back dodoX", ts=base + 1)
+        await seeder.send_text(room, "after the purge", ts=base + 700_000)
+        await ix.refresh()
+        col = await ix.collection()
+        col.delete_meta(CURSOR_PREFIX + room)  # walk the whole room again from its start
+        await ix.refresh()
+        bodies = await ix.bodies()
+        assert not set(doomed) & set(bodies)
+        assert early in bodies and late in bodies
+        assert "dodo" not in json.dumps([p.payload for p in await ix.points()])
+    finally:
+        await ix.close()
+
+
+async def test_refresh_applies_tombstone_written_by_purge_cli(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """`muninn purge --room R --from T1 --to T2` writes a tombstone the next refresh applies."""
+    room = await hs.fresh_room(seeder)
+    reader = await _reader_in(hs, seeder, room)
+    base = 1_700_000_000_000
+    kept = await seeder.send_text(room, "kept message", ts=base)
+    await seeder.send_text(room, "purged by the operator zqcliq", ts=base + 3_600_000)
+    store = tmp_path / "qdrant"
+    config = tmp_path / "config.yaml"
+    _write_config(config, hs, reader, store)
+    ix = Indexer(load_config(config))
+    await ix.refresh()
+    await ix.close()  # one process per store path
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(config),
+        "purge",
+        "--room",
+        room,
+        "--from",
+        str(base + 1),
+        "--to",
+        "2023-11-15T00:00",
+        "--json",
+        cwd=_REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["room_id"] == room
+    ix = Indexer(load_config(config))
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert report.purged_messages == 1
+        assert set(await ix.bodies()) == {kept}
+        assert "zqcliq" not in json.dumps([p.payload for p in await ix.points()])
+    finally:
+        await ix.close()
+
+
+# ---------------------------------------------------------------- rule 13: generations
+
+
+async def test_refresh_compat_change_builds_new_generation_then_switches(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """Another embedder identity builds a new generation beside the active one, switching only
+    once it is complete, with the old generation's tombstones carried over."""
+    room = await hs.fresh_room(seeder)
+    reader = await _reader_in(hs, seeder, room)
+    base = 1_700_000_000_000
+    kept = await seeder.send_text(room, "kept across generations", ts=base)
+    purged = await seeder.send_text(room, "purged emuword", ts=base + 60_000)
+    cfg = reader_config(hs, reader, tmp_path)
+    old = Indexer(cfg)
+    await old.refresh()
+    old_gen = old.writer.generation
+    add_tombstone(await old.collection(), RoomID(room), base + 30_000, base + 90_000)
+    await old.close()
+
+    renamed = RenamedEmbedder(shared_embedder(), "minilm-renamed", fail=1)
+    new = Indexer(cfg, embedder=renamed)
+    try:
+        with pytest.raises(EmbedUnavailable):
+            await new.refresh()  # the new generation's build fails partway
+        new_gen = new.writer.generation
+        assert new_gen != old_gen
+        assert new.store.active() == old_gen
+        assert set(new.store.generations()) == {old_gen, new_gen}
+        report = await new.refresh()
+        assert report.activated
+        assert new.store.active() == new_gen
+        assert new.store.generations() == [new_gen]
+        col = new.store.open(new_gen, dense_dim=None, create=False)
+        compat = col.get_meta("compat")
+        assert compat is not None and compat["complete"]
+        assert compat["embedder"]["model"] == "minilm-renamed"
+        assert any(k.startswith("tombstone:") for k in col.list_meta(""))
+        assert set(await new.bodies()) == {kept}
+        assert purged not in await new.dump()
+    finally:
+        await new.close()

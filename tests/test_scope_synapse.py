@@ -1,0 +1,255 @@
+"""Scope rules 1–4 end to end: which rooms the writer reads, against the real Synapse.
+
+Every test has its own client-mode reader user, so its joined-room set is its own. What "never
+read" means is proved on the wire: `CountingReader` records every request path the writer made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest.errors import StoreError
+from ingest.refresh import CURSOR_PREFIX, RefreshReport, RoomReport
+from ingest.types import RoomID
+from tests.homeserver import Homeserver, MatrixUser, unique_localpart
+from tests.indexing import CountingReader, FlakyCollection, Indexer, admit, reader_config
+
+READS = ("/messages", "/event/", "/relations/", "/context/")
+
+
+def _by_room(report: RefreshReport) -> dict[str, RoomReport]:
+    return {r.room_id: r for r in report.rooms}
+
+
+def _reads(reader: CountingReader, room_id: str) -> list[str]:
+    """Requests that read a room's timeline (state reads are how scope decides)."""
+    return [p for p in reader.touched(room_id) if any(r in p for r in READS)]
+
+
+async def _indexer(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: object) -> Indexer:
+    cfg = reader_config(hs, reader, tmp_path, **extra)
+    return Indexer(cfg, reader=CountingReader.counting(cfg))
+
+
+async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Of DMs, excluded, bridged and puppet rooms and one public room, only the last is indexed."""
+    reader = await hs.register(displayname="Reader")
+    rooms: dict[str, str] = {}
+
+    # DM, is_direct variant: the reader is invited with is_direct and has no m.direct entry.
+    rooms["dm_invite"] = await alice.create_room(
+        preset="trusted_private_chat", invite=[reader.user_id], is_direct=True
+    )
+    await reader.join(rooms["dm_invite"])
+    # DM, m.direct variant: an ordinary invite, but the reader's m.direct lists the room.
+    rooms["dm_mdirect"] = await hs.fresh_room(alice, preset="private_chat")
+    await admit(alice, rooms["dm_mdirect"], reader)
+    await reader.add_direct(alice.user_id, rooms["dm_mdirect"])
+
+    canonical, alt = unique_localpart("members"), unique_localpart("patrons")
+    rooms["canonical_alias"] = await hs.fresh_room(alice)
+    await alice.set_canonical_alias(rooms["canonical_alias"], f"#{canonical}:{hs.server_name}")
+    rooms["alt_alias"] = await hs.fresh_room(alice)
+    await alice.set_canonical_alias(
+        rooms["alt_alias"],
+        "#" + unique_localpart("open") + f":{hs.server_name}",
+        [f"#{alt}:{hs.server_name}"],
+    )
+    rooms["room_id"] = await hs.fresh_room(alice)
+
+    rooms["m_bridge"] = await hs.fresh_room(alice)
+    key = "org.example.discord://guild/1"
+    content = {"bridgebot": alice.user_id, "protocol": {"id": "discord"}, "channel": {"id": "1"}}
+    await alice.send_state(rooms["m_bridge"], "m.bridge", content, key)
+    rooms["half_shot"] = await hs.fresh_room(alice)
+    await alice.send_state(rooms["half_shot"], "uk.half-shot.bridge", content, key)
+
+    # Synapse refuses to register a localpart starting with "_" outside an appservice namespace,
+    # so the member is in the other default namespace, `@discord_.*`.
+    puppet = await hs.register(unique_localpart("discord_123"))
+    rooms["puppet"] = await hs.fresh_room(alice)
+    await puppet.join(rooms["puppet"])
+
+    rooms["ordinary"] = await hs.fresh_room(alice)
+    for name, room_id in rooms.items():
+        if not name.startswith("dm_"):
+            await admit(alice, room_id, reader)
+        await alice.send_text(room_id, f"secret words of {name} zq{name}zq")
+
+    ix = await _indexer(
+        hs,
+        reader,
+        tmp_path,
+        scope={
+            "exclude_aliases": ["#members", f"#{canonical}", f"#{alt}"],
+            "exclude_room_ids": [rooms["room_id"]],
+        },
+    )
+    try:
+        report = _by_room(await ix.refresh())
+        expected = {
+            "dm_invite": "dm",
+            "dm_mdirect": "dm",
+            "canonical_alias": "excluded",
+            "alt_alias": "excluded",
+            "room_id": "excluded",
+            "m_bridge": "bridged",
+            "half_shot": "bridged",
+            "puppet": "bridged",
+            "ordinary": "eligible",
+        }
+        assert {name: report[rid].verdict for name, rid in rooms.items()} == expected
+        assert "alt alias" in report[rooms["alt_alias"]].detail
+        assert "canonical alias" in report[rooms["canonical_alias"]].detail
+        assert list((await ix.bodies()).values()) == ["secret words of ordinary zqordinaryzq"]
+        dump = await ix.dump()
+        for name, room_id in rooms.items():
+            if name != "ordinary":
+                assert f"zq{name}zq" not in dump
+                assert room_id not in dump
+                assert _reads(ix.reader, room_id) == []  # type: ignore[arg-type]
+        assert _reads(ix.reader, rooms["ordinary"])  # type: ignore[arg-type]
+    finally:
+        await ix.close()
+
+
+async def test_scope_refuses_room_with_a_puppet_sender_who_left(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """A puppet that spoke and then left still makes the room bridged (rule 4: or sender)."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    puppet = await hs.register(unique_localpart("discord_"))
+    await puppet.join(room)
+    await puppet.send_text(room, "relayed from discord zqrelayzq")
+    await puppet.leave(room)
+    await alice.send_text(room, "local words zqlocalzq")
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        report = _by_room(await ix.refresh())
+        assert report[room].verdict == "bridged"
+        assert "zqrelayzq" not in await ix.dump()
+        assert "zqlocalzq" not in await ix.dump()
+        again = _by_room(await ix.refresh())  # remembered: the timeline is not walked again
+        assert again[room].verdict == "bridged"
+        assert not again[room].events_read
+        dump = await ix.dump()
+        assert "zqrelayzq" not in dump
+        assert "zqlocalzq" not in dump
+    finally:
+        await ix.close()
+
+
+async def test_scope_never_joined_room_is_never_read(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """A world-readable room the reader never joined gets no request, even when named in `only`."""
+    reader = await hs.register()
+    joined = await hs.fresh_room(alice)
+    await admit(alice, joined, reader)
+    stranger = await hs.fresh_room(alice)
+    await alice.set_history_visibility(stranger, "world_readable")
+    await alice.send_text(stranger, "peekable words zqpeekzq")
+    # The homeserver would answer: reading it is the writer's choice, not a server refusal.
+    assert (await reader.messages(stranger))["chunk"]
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        full = _by_room(await ix.refresh())
+        assert stranger not in full
+        only = _by_room(await ix.refresh([RoomID(stranger)]))
+        assert only[stranger].verdict == "not_joined"
+        assert ix.reader.touched(stranger) == []  # type: ignore[attr-defined]
+        assert "zqpeekzq" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_scope_left_room_is_purged_on_next_refresh(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """After the reader leaves a room, the next refresh deletes its points and cursor."""
+    reader = await hs.register()
+    left, stays = await hs.fresh_room(alice), await hs.fresh_room(alice)
+    for room_id, body in ((left, "words of the left room zqleftzq"), (stays, "kept")):
+        await admit(alice, room_id, reader)
+        await alice.send_text(room_id, body)
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        await ix.refresh()
+        assert "zqleftzq" in await ix.dump()
+        await reader.leave(left)
+        report = _by_room(await ix.refresh())
+        assert report[left].purged_room and report[left].verdict == "not_joined"
+        dump = await ix.dump()
+        assert "zqleftzq" not in dump
+        assert CURSOR_PREFIX + left not in dump
+        assert list((await ix.bodies()).values()) == ["kept"]
+        await alice.send_text(left, "said after the reader left zqafterzq")
+        await ix.refresh()
+        assert "zqafterzq" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+async def test_scope_left_room_is_purged_after_a_crash_in_its_first_page(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Regression: points written before a room's first cursor save are found when it leaves.
+
+    The writer learnt which rooms it holds from their cursors and saved the first cursor only
+    after the first page's upsert, so a fault between the two left points no purge could find.
+    """
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    await alice.send_text(room, "written before the crash zqorphanzq")
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        col = await ix.collection()
+        ix.writer.collection = FlakyCollection(col, fail_upserts=0, fail_cursor_saves=True)
+        with pytest.raises(StoreError, match="cursor"):
+            await ix.refresh()
+        ix.writer.collection = col
+        await reader.leave(room)
+        await ix.refresh()
+        assert await ix.points() == []
+        assert "zqorphanzq" not in await ix.dump()
+    finally:
+        await ix.close()
+
+
+@pytest.mark.parametrize("change", ["m.bridge", "uk.half-shot.bridge", "puppet", "m.direct"])
+async def test_scope_room_refused_after_indexing_is_purged(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path, change: str
+) -> None:
+    """A room that becomes bridged (or a DM) after it was indexed is purged on the next refresh."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    await alice.send_text(room, "indexed before the bridge zqbeforezq")
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        await ix.refresh()
+        assert "zqbeforezq" in await ix.dump()
+        if change == "puppet":
+            puppet = await hs.register(unique_localpart("discord_"))
+            await puppet.join(room)
+        elif change == "m.direct":
+            await reader.add_direct(alice.user_id, room)
+        else:
+            content = {"bridgebot": alice.user_id, "protocol": {"id": "irc"}}
+            await alice.send_state(room, change, content, "org.example.irc://net/chan")
+        await alice.send_text(room, "bridged now zqafterzq")
+        report = _by_room(await ix.refresh())
+        assert report[room].purged_room
+        assert report[room].verdict == ("dm" if change == "m.direct" else "bridged")
+        dump = await ix.dump()
+        assert "zqbeforezq" not in dump and "zqafterzq" not in dump
+        assert await ix.points() == []
+    finally:
+        await ix.close()
