@@ -25,6 +25,7 @@ from ingest.refresh import (
     COMPAT_KEY,
     CURSOR_PREFIX,
     REFUSED_PREFIX,
+    RefreshReport,
     RoomReport,
     Writer,
     add_tombstone,
@@ -88,14 +89,18 @@ async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) ->
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
         writer = Writer(cfg, reader, store, embedder)
         report = await writer.refresh(only=only, progress=_progress_bar())
+    _print_report(report, as_json=as_json)
+    return 0
+
+
+def _print_report(report: RefreshReport, *, as_json: bool) -> None:
     if sys.stderr.isatty():
-        sys.stderr.write("\n")
+        sys.stderr.write("\n")  # end the progress line
     if as_json:
         _print_json(report.as_json())
     else:
         for r in report.rooms:
             print(_room_line(r))
-    return 0
 
 
 def _room_line(r: RoomReport) -> str:
@@ -319,12 +324,6 @@ async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:
     finally:
         await embedder.close()
         await asyncio.to_thread(store.close)
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
-    if as_json:
-        _print_json(report.as_json())
-    else:
-        for r in report.rooms:
-            print(_room_line(r))
+    _print_report(report, as_json=as_json)
     refused = [r for r in report.rooms if r.verdict != "eligible"]
     return EXIT_REFUSED if refused else 0
