@@ -1,0 +1,435 @@
+"""Retrieval quality, Muninn against Synapse's own search, on a LoCoMo-format file (issue 7.1).
+
+    python -m bench.retrieval --data ../shared/data/locomo-dev/locomo-dev.json \
+        [--synapse-db sqlite] [--out bench/out/retrieval.json]
+
+Starts a Synapse on loopback (SQLite, in a temporary directory), loads every conversation as
+one room (two appservice users named after the speakers, one message a turn, backdated to the
+session's time), refreshes it with the real `Writer` (MiniLM int8, embedded store in the same
+temporary directory), then asks every question of categories 1–4 that has evidence:
+
+- `muninn-hybrid`, `muninn-dense`, `muninn-lexical`: `ingest.search.Searcher`, room filter,
+  limit 50 (the dense and lexical rows are the same Searcher with the other weight at 0);
+- `synapse-sqlite`: `POST /search`, `order_by: rank`, this room, the question as typed;
+- `synapse-sqlite-keywords`: the same with the §9 keyword row (the three longest content
+  words joined by ` or `).
+
+Metrics are defined in `bench.locomo`. Nothing is cached across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.locomo import (
+    BUDGETS,
+    HIT_CUTOFFS,
+    STOP_WORDS,
+    Conversation,
+    Hit,
+    Scores,
+    keywords,
+    load,
+)
+from bench.synapse_run import SeededRoom, SynapseBench, seed_conversation, synapse_search
+from ingest import lexical
+from ingest.config import Config, parse_config
+from ingest.embed import Embedder, make_embedder
+from ingest.fusion import rrf
+from ingest.matrix import MatrixReader
+from ingest.refresh import RefreshReport, Writer
+from ingest.search import (
+    MAX_LIMIT,
+    TOMBSTONE_PREFIX,
+    Searcher,
+    SearchQuery,
+    SearchResult,
+    _ids,
+)
+from ingest.search import Hit as MuninnHit
+from ingest.store import Store, open_store
+from ingest.types import SparseVector, StoredPoint
+from tests.homeserver import Homeserver, MatrixUser
+
+LIMIT = MAX_LIMIT  # hits asked of every system
+
+# The settings this benchmark recommends (see bench/RESULTS.md); flags override them.
+MAX_BYTES = 350
+GAP_SECONDS = 1800
+CANDIDATES = 20
+DENSE_WEIGHT = 1.0
+LEXICAL_WEIGHT = 1.0
+# `--proposed`: one more row, `ProposedSearcher` (changes to ingest.search, not yet the product).
+PROPOSED_K = 10
+PROPOSED_CANDIDATES = 20
+PROPOSED_LEXICAL_WEIGHT = 1.25
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_bytes: int = MAX_BYTES
+    gap_seconds: int = GAP_SECONDS
+    candidates: int = CANDIDATES
+    dense_weight: float = DENSE_WEIGHT
+    lexical_weight: float = LEXICAL_WEIGHT
+    proposed: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "chunker": {"max_bytes": self.max_bytes, "gap_seconds": self.gap_seconds},
+            "searcher": {
+                "candidates": self.candidates,
+                "weights": {"dense": self.dense_weight, "lexical": self.lexical_weight},
+            },
+        }
+
+
+# ---------------------------------------------------------------- loading and indexing
+
+
+async def seed_all(
+    hs: Homeserver, conversations: Sequence[Conversation]
+) -> tuple[list[SeededRoom], MatrixUser]:
+    """Register the reader, then seed every conversation (concurrently: rooms are independent)."""
+    reader = await hs.register("bench-reader", displayname="bench reader")
+    seeded = await asyncio.gather(*(seed_conversation(hs, c, [reader]) for c in conversations))
+    return list(seeded), reader
+
+
+def writer_config(
+    hs: Homeserver, reader: MatrixUser, store_dir: Path, max_bytes: int, gap_seconds: int
+) -> Config:
+    doc = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        "index": {"store": {"path": str(store_dir)}, "collection": "bench_locomo"},
+        "chunker": {"max_bytes": max_bytes, "gap_seconds": gap_seconds},
+    }
+    return parse_config(doc, store_dir.parent)
+
+
+async def build_index(
+    hs: Homeserver,
+    reader: MatrixUser,
+    store_dir: Path,
+    embedder: Embedder,
+    *,
+    max_bytes: int,
+    gap_seconds: int,
+) -> tuple[Store, RefreshReport]:
+    """One full writer pass into a new embedded store; the store is returned open."""
+    cfg = writer_config(hs, reader, store_dir, max_bytes, gap_seconds)
+    store = open_store(cfg.index, cfg.base_dir)
+    matrix = MatrixReader.from_config(cfg)
+    try:
+        report = await Writer(cfg, matrix, store, embedder).refresh()
+    finally:
+        await matrix.close()
+    return store, report
+
+
+# ---------------------------------------------------------------- asking
+
+
+def muninn_hit(hit: MuninnHit, dia_ids: Mapping[str, str]) -> Hit:
+    return Hit(
+        tuple(
+            (dia_ids.get(str(m["event_id"]), str(m["event_id"])), len(str(m["body"])))
+            for m in hit.messages
+        )
+    )
+
+
+async def ask_muninn(
+    searcher: Searcher, rooms: Sequence[SeededRoom], scores: Scores, by_cat: dict[int, Scores]
+) -> list[str]:
+    warnings: set[str] = set()
+    for room in rooms:
+        for q in room.conversation.questions:
+            query = SearchQuery.build([q.text], room_ids=[room.room_id], limit=LIMIT)
+            result = await searcher.search(query)
+            warnings.update(result.warnings)
+            hits = [muninn_hit(h, room.dia_ids) for h in result.hits]
+            scores.add(hits, q.evidence)
+            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
+    return sorted(warnings)
+
+
+async def ask_synapse(
+    user: MatrixUser,
+    rooms: Sequence[SeededRoom],
+    scores: Scores,
+    by_cat: dict[int, Scores],
+    *,
+    as_keywords: bool,
+) -> int:
+    """Score Synapse's answers; returns how many searches it refused (scored as no hits)."""
+    refused = 0
+    for room in rooms:
+        for q in room.conversation.questions:
+            term = keywords(q.text) if as_keywords else q.text
+            answer = await synapse_search(user, room.room_id, term, LIMIT)
+            refused += answer.error is not None
+            hits = [Hit(((room.dia_ids.get(e, e), len(body)),)) for e, body in answer.events]
+            scores.add(hits, q.evidence)
+            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
+    return refused
+
+
+class ProposedSearcher(Searcher):
+    """Searcher with the changes this benchmark proposes for `ingest.search` (not the product).
+
+    1. RRF's k is a parameter (the product fixes 60);
+    2. the lexical query drops stop words, so "when did … the …" no longer fetches windows
+       for their function words (the store's IDF damps them, but they still fill the list).
+    Everything else is `Searcher.search` unchanged (revalidation, hit building).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        *,
+        server_name: str,
+        candidates: int,
+        weights: Mapping[str, float],
+        k: int,
+        stop_words: frozenset[str] = frozenset(),
+    ) -> None:
+        super().__init__(
+            store, embedder, server_name=server_name, candidates=candidates, weights=weights
+        )
+        self.k = k
+        self.stop_words = stop_words
+
+    def lexical_vector(self, text: str) -> SparseVector:
+        kept = [t for t in dict.fromkeys(lexical.tokens(text)) if t not in self.stop_words]
+        return lexical.query_vector(" ".join(kept) if kept else text)
+
+    async def search(self, query: SearchQuery) -> SearchResult:
+        result = SearchResult()
+        col = await self._active()
+        if col is None:
+            result.warnings.append("the index is empty")
+            return result
+        flt = query.point_filter()
+        lists: dict[tuple[str, str], list[str]] = {}
+        points: dict[str, StoredPoint] = {}
+        dense_vectors = await self._query_vectors(col, query.texts, result)
+        for i, text in enumerate(query.texts):
+            found = await asyncio.to_thread(
+                col.sparse_search, self.lexical_vector(text), flt, self.candidates
+            )
+            lists[("lexical", text)] = _ids(found, points)
+            if dense_vectors is not None:
+                found = await asyncio.to_thread(
+                    col.dense_search, dense_vectors[i], flt, self.candidates
+                )
+                lists[("dense", text)] = _ids(found, points)
+        result.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
+        stones = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+        for pid, score in rrf(lists, k=self.k, weights=self.weights):
+            if len(result.hits) >= query.limit:
+                break
+            point = points[pid]
+            if not await self._still_valid(point, stones.values()):
+                result.dropped_stale += 1
+                continue
+            result.hits.append(self._hit(point, score, query.texts))
+        return result
+
+
+def searchers(
+    store: Store, embedder: Embedder, server_name: str, s: Settings
+) -> dict[str, Searcher]:
+    def make(weights: dict[str, float]) -> Searcher:
+        return Searcher(
+            store, embedder, server_name=server_name, candidates=s.candidates, weights=weights
+        )
+
+    rows = {
+        "muninn-hybrid": make({"dense": s.dense_weight, "lexical": s.lexical_weight}),
+        "muninn-dense": make({"dense": 1.0, "lexical": 0.0}),
+        "muninn-lexical": make({"dense": 0.0, "lexical": 1.0}),
+    }
+    if s.proposed:
+        rows["muninn-hybrid-proposed"] = ProposedSearcher(
+            store,
+            embedder,
+            server_name=server_name,
+            candidates=PROPOSED_CANDIDATES,
+            weights={"dense": 1.0, "lexical": PROPOSED_LEXICAL_WEIGHT},
+            k=PROPOSED_K,
+            stop_words=STOP_WORDS,
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- report
+
+
+COLUMNS = [
+    *(f"recall@{b}" for b in BUDGETS),
+    *(f"recall@{k}" for k in HIT_CUTOFFS),
+    "mrr",
+    "questions",
+]
+
+
+def table(systems: Mapping[str, Mapping[str, float | int]]) -> str:
+    """A Markdown table: one row a system. Budget columns are characters, @k columns hits."""
+    heads = ["system", "R@1000ch", "R@2000ch", "R@4000ch", "R@1", "R@5", "R@10", "MRR", "n"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    for name, row in systems.items():
+        cells = [name]
+        for col in COLUMNS:
+            v = row[col]
+            cells.append(str(v) if col == "questions" else f"{float(v):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any]:
+    conversations = load(data)
+    n_turns = sum(len(c.turns) for c in conversations)
+    n_questions = sum(len(c.questions) for c in conversations)
+    log(f"{data}: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="muninn-bench-") as tmp:
+        work = Path(tmp)
+        async with SynapseBench(work / "synapse") as sb:
+            hs = sb.homeserver
+            log(f"synapse up at {hs.base_url}; seeding")
+            t = time.monotonic()
+            rooms, reader = await seed_all(hs, conversations)
+            seed_s = time.monotonic() - t
+            log(f"seeded {n_turns} messages in {seed_s:.1f}s ({n_turns / seed_s:.0f} msg/s)")
+            embedder = make_embedder(writer_config(hs, reader, work / "q", 600, 1).embedder)
+            t = time.monotonic()
+            store, report = await build_index(
+                hs,
+                reader,
+                work / "qdrant",
+                embedder,
+                max_bytes=settings.max_bytes,
+                gap_seconds=settings.gap_seconds,
+            )
+            index_s = time.monotonic() - t
+            windows = sum(r.windows_written for r in report.rooms)
+            log(f"refreshed: {windows} windows in {index_s:.1f}s ({windows / index_s:.1f}/s)")
+            systems: dict[str, Scores] = {}
+            categories: dict[str, dict[int, Scores]] = {}
+            warnings: list[str] = []
+            try:
+                for name, searcher in searchers(store, embedder, hs.server_name, settings).items():
+                    t = time.monotonic()
+                    systems[name], categories[name] = Scores(), {}
+                    warnings += await ask_muninn(searcher, rooms, systems[name], categories[name])
+                    log(f"{name}: {time.monotonic() - t:.1f}s")
+            finally:
+                await asyncio.to_thread(store.close)
+                await embedder.close()
+            refused: dict[str, int] = {}
+            for name, as_kw in (("synapse-sqlite", False), ("synapse-sqlite-keywords", True)):
+                t = time.monotonic()
+                systems[name], categories[name] = Scores(), {}
+                refused[name] = await ask_synapse(
+                    reader, rooms, systems[name], categories[name], as_keywords=as_kw
+                )
+                log(f"{name}: {time.monotonic() - t:.1f}s, {refused[name]} refused")
+    result: dict[str, Any] = {
+        "systems": {name: s.as_json() for name, s in systems.items()},
+        "settings": settings.as_json(),
+        "by_category": {
+            name: {str(c): s.as_json() for c, s in sorted(cats.items())}
+            for name, cats in categories.items()
+        },
+        "run": {
+            "data": str(data),
+            "conversations": len(conversations),
+            "messages": n_turns,
+            "windows": windows,
+            "seed_seconds": round(seed_s, 1),
+            "refresh_seconds": round(index_s, 1),
+            "total_seconds": round(time.monotonic() - started, 1),
+            "synapse_refused": refused,
+            "muninn_warnings": sorted(set(warnings)),
+        },
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(result, indent=2) + "\n"
+        await asyncio.to_thread(out.write_text, text, encoding="utf-8")
+        log(f"wrote {out}")
+    return result
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM unwinds like an exception, so `finally` blocks stop the benchmark's Synapse."""
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.retrieval", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
+    p.add_argument("--synapse-db", default="sqlite", help="sqlite (postgres: not built yet)")
+    p.add_argument("--out", type=Path, help="write the JSON results here")
+    p.add_argument("--max-bytes", type=int, default=MAX_BYTES, help="chunker.max_bytes")
+    p.add_argument("--gap-seconds", type=int, default=GAP_SECONDS, help="chunker.gap_seconds")
+    p.add_argument("--candidates", type=int, default=CANDIDATES, help="Searcher candidates")
+    p.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT)
+    p.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT)
+    p.add_argument(
+        "--proposed", action="store_true", help="add the row of the proposed ingest.search changes"
+    )
+    args = p.parse_args(argv)
+    if args.synapse_db != "sqlite":
+        print(f"--synapse-db {args.synapse_db}: only sqlite is built so far", file=sys.stderr)
+        return 2
+    if not args.data.is_file():
+        print(f"--data {args.data}: no such file", file=sys.stderr)
+        return 2
+    settings = Settings(
+        max_bytes=args.max_bytes,
+        gap_seconds=args.gap_seconds,
+        candidates=args.candidates,
+        dense_weight=args.dense_weight,
+        lexical_weight=args.lexical_weight,
+        proposed=args.proposed,
+    )
+    exit_on_sigterm()
+    result = asyncio.run(run(args.data, args.out, settings))
+    print(table(result["systems"]))
+    print("\nR@2000ch by category (LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)")
+    for name, cats in result["by_category"].items():
+        cells = "  ".join(
+            f"{c}: {row['recall@2000']:.3f} (n={row['questions']})" for c, row in cats.items()
+        )
+        print(f"  {name}: {cells}")
+    print(f"\nsettings: {json.dumps(result['settings'])}")
+    print(f"run: {json.dumps(result['run'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
