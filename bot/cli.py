@@ -96,6 +96,18 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--localpart", help="bot sender_localpart (default: the old file's, else muninn)"
     )
+
+    d = sub.add_parser(
+        "demo", help="a private Synapse, a demo community and Muninn; needs no config"
+    )
+    d.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("muninn-demo"),
+        help="where Synapse and the index live (default ./muninn-demo; emptied on every run)",
+    )
+    d.add_argument("--once", action="store_true", help="play the script, then stop (exit 0)")
+    d.add_argument("--port", type=int, help="Synapse's port on 127.0.0.1 (default: a free one)")
     return p
 
 
@@ -154,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 url=args.url,
                 sender_localpart=args.localpart,
             )
+        if args.command == "demo":
+            # Before load_config: the demo brings its own homeserver and config.
+            from bot.demo.run import run_demo
+
+            return run_demo(args.data_dir, once=args.once, port=args.port, verbose=args.verbose)
         cfg = load_config(args.config)
         check_registration(cfg)
         return asyncio.run(_dispatch(args, cfg))

@@ -248,6 +248,9 @@ def _message(
         thread_root = EventID(root)
     if _is_reply(rel):
         body = strip_reply_fallback(body)
+        # A command sent as a reply (`!pin` answering a message) starts with the quote.
+        if _is_command(body, prefix):
+            return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
     return Message(**_fields(env), body=body, thread_root=thread_root, msgtype=msgtype)
@@ -290,5 +293,7 @@ def _edit(
     body = text[1]
     if _edit_has_fallback(new):
         body = strip_reply_fallback(body)
+        if _is_command(body, prefix):
+            return _skip(env.event_id, SkipReason.COMMAND, "an edit into a bot command")
     # An edit to an empty body still replaces: the old words must stop being findable.
     return Edit(**_fields(env), target=EventID(target), new_body=body, event_type=etype)

@@ -33,7 +33,7 @@ TOMBSTONE_PREFIX = "tombstone:"
 COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
-CANDIDATES = 50
+CANDIDATES = 20  # tuned on locomo-dev: deeper lists let weak double matches win (RESULTS.md)
 WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
 # A lexical candidate scoring under this fraction of its list's best matched only the query's
 # weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.

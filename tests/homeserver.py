@@ -1,9 +1,8 @@
 """A real Synapse for the test suite, and a raw client-server client for the "real user" side.
 
-`start_synapse` writes a loopback-only config (SQLite, no outbound traffic, rate limits relaxed,
-one appservice registration) into a directory, starts `python -m synapse.app.homeserver` from this
-venv and waits until `/_matrix/client/versions` answers. `Homeserver` and `MatrixUser` talk to it
-with plain aiohttp (not mautrix: they stand for other people's clients, not for Muninn).
+The server process and the client live in `bot.devserver` (the demo needs them too); this
+module re-exports them under the names the tests and benchmarks use, and adds the client calls
+only tests make (notices, threads, fake ciphertext, media, encryption and visibility state).
 
 Facts the tests lean on (Synapse 1.163):
 - the appservice bot user (`@muninn:muninn.test`) cannot `/sync` (500); it reads with `/messages`;
@@ -16,40 +15,48 @@ Facts the tests lean on (Synapse 1.163):
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import hmac
-import itertools
-import json
-import os
 import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import quote
 
-import aiohttp
-import yaml
+from bot import devserver
+from bot.devserver import (
+    APPSERVICE_ID,
+    BOT_LOCALPART,
+    JSON,
+    SEED_PREFIX,
+    SERVER_NAME,
+    START_TIMEOUT,
+    HarnessError,
+    Preset,
+    SynapseServer,
+    SynapseStartError,
+    bridge_content,
+    free_port,
+    registration_mac,
+    reply_content,
+    start_synapse,
+    unique_localpart,
+)
 
-SERVER_NAME = "muninn.test"
-APPSERVICE_ID = "muninn"
-BOT_LOCALPART = "muninn"
-SEED_PREFIX = "seed-"
-START_TIMEOUT = 30.0
-
-JSON = dict[str, Any]
-Preset = Literal["public_chat", "private_chat", "trusted_private_chat"]
+__all__ = [
+    "APPSERVICE_ID",
+    "BOT_LOCALPART",
+    "JSON",
+    "SEED_PREFIX",
+    "SERVER_NAME",
+    "START_TIMEOUT",
+    "HarnessError",
+    "Homeserver",
+    "MatrixUser",
+    "Preset",
+    "SynapseServer",
+    "SynapseStartError",
+    "bridge_content",
+    "free_port",
+    "registration_mac",
+    "reply_content",
+    "start_synapse",
+    "unique_localpart",
+]
 
 # A 1x1 transparent PNG, so media events point at real uploaded content.
 _PNG = bytes.fromhex(
@@ -57,423 +64,9 @@ _PNG = bytes.fromhex(
     "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
 )
 
-# ---------------------------------------------------------------- the server process
 
-
-@dataclass
-class SynapseServer:
-    """A running Synapse: where it listens, its secrets, and its files."""
-
-    base_url: str
-    port: int
-    server_name: str
-    shared_secret: str
-    as_token: str
-    hs_token: str
-    appservice_port: int  # nothing listens here; a bot test may, to receive transactions
-    registration_path: Path
-    config_path: Path
-    log_path: Path
-    workdir: Path
-    database_path: Path
-    process: subprocess.Popen[bytes]
-
-    @property
-    def appservice_url(self) -> str:
-        return f"http://127.0.0.1:{self.appservice_port}"
-
-    @property
-    def bot_user_id(self) -> str:
-        return f"@{BOT_LOCALPART}:{self.server_name}"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return "(no log file)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL if it has not exited within `grace` seconds; drop a tmpfs db."""
-        try:
-            if self.process.poll() is None:
-                os.kill(self.process.pid, signal.SIGTERM)
-                try:
-                    self.process.wait(grace)
-                except subprocess.TimeoutExpired:
-                    os.kill(self.process.pid, signal.SIGKILL)
-                    self.process.wait(5)
-        finally:
-            if self.database_path.parent != self.workdir / "data":
-                shutil.rmtree(self.database_path.parent, ignore_errors=True)
-
-
-class SynapseStartError(RuntimeError):
-    """Synapse did not come up; the message carries the tail of its log."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _relaxed(per_second: float = 1000.0, burst: int = 10000) -> dict[str, float]:
-    return {"per_second": per_second, "burst_count": burst}
-
-
-def _rate_limits() -> JSON:
-    """Every client-facing limiter wide open: the defaults 429 after ~9 messages."""
-    rl = _relaxed()
-    simple = [
-        "rc_message",
-        "rc_registration",
-        "rc_registration_token_validity",
-        "rc_room_creation",
-        "rc_joins_per_room",
-        "rc_3pid_validation",
-        "rc_admin_redaction",
-        "rc_key_requests",
-        "rc_third_party_invite",
-        "rc_media_create",
-        "rc_delayed_event_mgmt",
-        "rc_reports",
-        "rc_user_directory",
-        "rc_profile",
-    ]
-    limits: JSON = {name: rl for name in simple}
-    limits["rc_login"] = {"address": rl, "account": rl, "failed_attempts": rl}
-    limits["rc_joins"] = {"local": rl, "remote": rl}
-    limits["rc_invites"] = {"per_room": rl, "per_user": rl, "per_issuer": rl}
-    limits["rc_presence"] = {"per_user": rl}
-    return limits
-
-
-def _registration(as_token: str, hs_token: str, as_port: int) -> JSON:
-    domain = SERVER_NAME.replace(".", r"\.")
-    return {
-        "id": APPSERVICE_ID,
-        "url": f"http://127.0.0.1:{as_port}",
-        "as_token": as_token,
-        "hs_token": hs_token,
-        "sender_localpart": BOT_LOCALPART,
-        "rate_limited": False,
-        "namespaces": {
-            "users": [
-                {"exclusive": True, "regex": f"@{BOT_LOCALPART}.*:{domain}"},
-                {"exclusive": True, "regex": f"@{SEED_PREFIX}.*:{domain}"},
-            ],
-            "aliases": [],
-            "rooms": [],
-        },
-    }
-
-
-def _database_dir(workdir: Path) -> Path:
-    """A tmpfs directory if there is one: SQLite fsyncs every commit, which halves send speed."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return Path(tempfile.mkdtemp(prefix="muninn-synapse-", dir=shm))
-    return workdir / "data"
-
-
-def _homeserver_config(
-    workdir: Path, port: int, shared_secret: str, registration: Path, database: Path
-) -> JSON:
-    data = workdir / "data"
-    return {
-        "server_name": SERVER_NAME,
-        "public_baseurl": f"http://127.0.0.1:{port}/",
-        "pid_file": str(workdir / "homeserver.pid"),
-        "listeners": [
-            {
-                "port": port,
-                "bind_addresses": ["127.0.0.1"],
-                "type": "http",
-                "tls": False,
-                "x_forwarded": False,
-                "resources": [{"names": ["client"], "compress": False}],
-            }
-        ],
-        "database": {"name": "sqlite3", "args": {"database": str(database)}},
-        "media_store_path": str(data / "media_store"),
-        "signing_key_path": str(workdir / f"{SERVER_NAME}.signing.key"),
-        "registration_shared_secret": shared_secret,
-        "macaroon_secret_key": secrets.token_hex(16),
-        "form_secret": secrets.token_hex(16),
-        "enable_registration": False,
-        "bcrypt_rounds": 4,
-        "report_stats": False,
-        "enable_metrics": False,
-        # No outbound traffic of any kind.
-        "trusted_key_servers": [],
-        "suppress_key_server_warning": True,
-        "federation_domain_whitelist": [],
-        "url_preview_enabled": False,
-        "presence": {"enabled": False},
-        "app_service_config_files": [str(registration)],
-        **_rate_limits(),
-    }
-
-
-def _write_signing_key(path: Path) -> None:
-    # What `--generate-keys` does, without paying for a second interpreter start-up.
-    from signedjson.key import generate_signing_key, write_signing_keys
-
-    with path.open("w", encoding="utf-8") as f:
-        write_signing_keys(f, [generate_signing_key("a_" + secrets.token_hex(2))])
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return False
-
-
-def _spawn(config: Path, workdir: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """`python -m synapse.app.homeserver` from this venv, its output into the log file."""
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "synapse.app.homeserver", "-c", str(config)],
-            cwd=workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-
-
-def start_synapse(workdir: Path, *, timeout: float = START_TIMEOUT) -> SynapseServer:
-    """Write config, keys and registration into `workdir`, start Synapse and wait for it."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "data").mkdir(exist_ok=True)
-    port, as_port = free_port(), free_port()
-    as_token, hs_token = secrets.token_hex(24), secrets.token_hex(24)
-    shared_secret = secrets.token_hex(24)
-    registration = workdir / "registration.yaml"
-    registration.write_text(yaml.safe_dump(_registration(as_token, hs_token, as_port)))
-    config = workdir / "homeserver.yaml"
-    database = _database_dir(workdir) / "homeserver.db"
-    cfg = _homeserver_config(workdir, port, shared_secret, registration, database)
-    config.write_text(yaml.safe_dump(cfg))
-    _write_signing_key(Path(cfg["signing_key_path"]))
-    log_path = workdir / "homeserver.log"
-    server = SynapseServer(
-        base_url=f"http://127.0.0.1:{port}",
-        port=port,
-        server_name=SERVER_NAME,
-        shared_secret=shared_secret,
-        as_token=as_token,
-        hs_token=hs_token,
-        appservice_port=as_port,
-        registration_path=registration,
-        config_path=config,
-        log_path=log_path,
-        workdir=workdir,
-        database_path=database,
-        process=_spawn(config, workdir, log_path),
-    )
-    _wait_until_up(server, timeout)
-    return server
-
-
-def _wait_until_up(server: SynapseServer, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    url = f"{server.base_url}/_matrix/client/versions"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            server.stop()
-            raise SynapseStartError(
-                f"Synapse exited with {server.process.returncode}; log {server.log_path}:\n"
-                + server.log_tail()
-            )
-        if _answers(url):
-            return
-        time.sleep(0.05)
-    server.stop()
-    raise SynapseStartError(
-        f"Synapse did not answer {url} within {timeout:.0f}s; log {server.log_path}:\n"
-        + server.log_tail()
-    )
-
-
-# ---------------------------------------------------------------- the client side
-
-
-class HarnessError(RuntimeError):
-    """The test homeserver refused a harness request (a test setup problem, not a finding)."""
-
-    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
-        self.status = status
-        self.body = body
-        super().__init__(f"{method} {path} -> {status}: {body}")
-
-
-_names = itertools.count(1)
-
-
-def unique_localpart(prefix: str = "user") -> str:
-    """A localpart no other test in this session uses."""
-    return f"{prefix}{next(_names)}-{secrets.token_hex(3)}"
-
-
-def _q(segment: str) -> str:
-    return quote(segment, safe="")
-
-
-def _txn() -> str:
-    return uuid.uuid4().hex
-
-
-class MatrixUser:
-    """One user's side of the client-server API.
-
-    With `masquerade=True` the token is the appservice's as_token and every request carries
-    `?user_id=<user_id>` (how an appservice acts as its users; such users may backdate with `ts`).
-    """
-
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        base_url: str,
-        user_id: str,
-        access_token: str,
-        *,
-        masquerade: bool = False,
-        password: str | None = None,
-    ) -> None:
-        self.session = session
-        self.base_url = base_url
-        self.user_id = user_id
-        self.access_token = access_token
-        self.masquerade = masquerade
-        self.password = password
-
-    def __repr__(self) -> str:
-        return f"MatrixUser({self.user_id!r})"
-
-    @property
-    def localpart(self) -> str:
-        return self.user_id[1:].split(":", 1)[0]
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        query: Mapping[str, str | int] | None = None,
-        data: bytes | None = None,
-        content_type: str | None = None,
-    ) -> JSON:
-        """One request; raise HarnessError unless 200. `path` is already quoted."""
-        params: dict[str, str] = {k: str(v) for k, v in (query or {}).items()}
-        if self.masquerade:
-            params["user_id"] = self.user_id
-        headers = {"Authorization": f"Bearer {self.access_token}"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        url = self.base_url + path
-        kwargs: dict[str, Any] = {"params": params, "headers": headers}
-        if data is not None:
-            kwargs["data"] = data
-        elif body is not None:
-            kwargs["json"] = body
-        async with self.session.request(method, url, **kwargs) as resp:
-            text = await resp.text()
-            payload: Any = json.loads(text) if text else {}
-            if resp.status != 200:
-                raise HarnessError(method, path, resp.status, payload)
-            return payload if isinstance(payload, dict) else {"value": payload}
-
-    # ------------------------------------------------------------ rooms
-
-    async def create_room(
-        self,
-        *,
-        preset: Preset = "public_chat",
-        name: str | None = None,
-        alias_localpart: str | None = None,
-        topic: str | None = None,
-        initial_state: Iterable[JSON] = (),
-        invite: Iterable[str] = (),
-        is_direct: bool = False,
-        room_version: str | None = None,
-        creation_content: JSON | None = None,
-    ) -> str:
-        body: JSON = {"preset": preset, "is_direct": is_direct, "invite": list(invite)}
-        body["initial_state"] = list(initial_state)
-        if name is not None:
-            body["name"] = name
-        if alias_localpart is not None:
-            body["room_alias_name"] = alias_localpart
-        if topic is not None:
-            body["topic"] = topic
-        if room_version is not None:
-            body["room_version"] = room_version
-        if creation_content is not None:
-            body["creation_content"] = creation_content  # e.g. {"type": "m.space"}
-        resp = await self.call("POST", "/_matrix/client/v3/createRoom", body)
-        return str(resp["room_id"])
-
-    async def join(self, room_id_or_alias: str) -> str:
-        resp = await self.call("POST", f"/_matrix/client/v3/join/{_q(room_id_or_alias)}", {})
-        return str(resp["room_id"])
-
-    async def leave(self, room_id: str) -> None:
-        await self.call("POST", f"/_matrix/client/v3/rooms/{_q(room_id)}/leave", {})
-
-    async def invite(self, room_id: str, user_id: str) -> None:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/invite"
-        await self.call("POST", path, {"user_id": user_id})
-
-    async def create_alias(self, alias: str, room_id: str) -> None:
-        await self.call(
-            "PUT", f"/_matrix/client/v3/directory/room/{_q(alias)}", {"room_id": room_id}
-        )
-
-    # ------------------------------------------------------------ profile and account data
-
-    async def set_displayname(self, name: str) -> None:
-        path = f"/_matrix/client/v3/profile/{_q(self.user_id)}/displayname"
-        await self.call("PUT", path, {"displayname": name})
-
-    async def set_account_data(self, event_type: str, content: JSON) -> None:
-        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
-        await self.call("PUT", path, content)
-
-    async def get_account_data(self, event_type: str) -> JSON | None:
-        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
-        try:
-            return await self.call("GET", path)
-        except HarnessError as e:
-            if e.status == 404:
-                return None
-            raise
-
-    async def add_direct(self, other_user_id: str, room_id: str) -> None:
-        """Add a room to this user's `m.direct`, keeping what is already there."""
-        direct = await self.get_account_data("m.direct") or {}
-        rooms = list(direct.get(other_user_id, []))
-        if room_id not in rooms:
-            rooms.append(room_id)
-        direct[other_user_id] = rooms
-        await self.set_account_data("m.direct", direct)
-
-    # ------------------------------------------------------------ state
-
-    async def send_state(
-        self, room_id: str, event_type: str, content: JSON, state_key: str = ""
-    ) -> str:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/state/{_q(event_type)}/{_q(state_key)}"
-        resp = await self.call("PUT", path, content)
-        return str(resp["event_id"])
+class MatrixUser(devserver.MatrixUser):
+    """`bot.devserver.MatrixUser` plus the calls only tests make."""
 
     async def set_history_visibility(self, room_id: str, visibility: str) -> str:
         content = {"history_visibility": visibility}
@@ -483,55 +76,8 @@ class MatrixUser:
         content = {"algorithm": "m.megolm.v1.aes-sha2"}
         return await self.send_state(room_id, "m.room.encryption", content)
 
-    async def set_canonical_alias(
-        self, room_id: str, alias: str, alt_aliases: Iterable[str] = ()
-    ) -> str:
-        """Create the directory entries (Synapse checks they point here), then the state event."""
-        alts = list(alt_aliases)
-        for a in [alias, *alts]:
-            with contextlib.suppress(HarnessError):  # already points here
-                await self.create_alias(a, room_id)
-        content: JSON = {"alias": alias, "alt_aliases": alts}
-        return await self.send_state(room_id, "m.room.canonical_alias", content)
-
-    async def set_bridge_state(
-        self, room_id: str, state_key: str, *, protocol: str = "discord", bridgebot: str = ""
-    ) -> tuple[str, str]:
-        """`m.bridge` and `uk.half-shot.bridge` with the same state_key, as real bridges do."""
-        content = bridge_content(protocol, bridgebot or self.user_id, state_key)
-        first = await self.send_state(room_id, "m.bridge", content, state_key)
-        second = await self.send_state(room_id, "uk.half-shot.bridge", content, state_key)
-        return first, second
-
-    # ------------------------------------------------------------ timeline
-
-    async def send(
-        self, room_id: str, event_type: str, content: JSON, *, ts: int | None = None
-    ) -> str:
-        """Send a message event; `ts` backdates it (honoured for appservice users only)."""
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/send/{_q(event_type)}/{_txn()}"
-        query: dict[str, str | int] = {"ts": ts} if ts is not None else {}
-        resp = await self.call("PUT", path, content, query=query)
-        return str(resp["event_id"])
-
-    async def send_text(
-        self, room_id: str, body: str, *, ts: int | None = None, html: str | None = None
-    ) -> str:
-        content: JSON = {"msgtype": "m.text", "body": body}
-        if html is not None:
-            content |= {"format": "org.matrix.custom.html", "formatted_body": html}
-        return await self.send(room_id, "m.room.message", content, ts=ts)
-
     async def send_notice(self, room_id: str, body: str, *, ts: int | None = None) -> str:
         content = {"msgtype": "m.notice", "body": body}
-        return await self.send(room_id, "m.room.message", content, ts=ts)
-
-    async def send_reply(
-        self, room_id: str, parent_id: str, body: str, *, ts: int | None = None
-    ) -> str:
-        """A rich reply with the spec's fallbacks (`> <@user> quoted` and `<mx-reply>`)."""
-        parent = await self.get_event(room_id, parent_id)
-        content = reply_content(room_id, parent, body)
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
     async def send_thread_reply(
@@ -552,22 +98,6 @@ class MatrixUser:
         }
         content = {"msgtype": "m.text", "body": body, "m.relates_to": relates}
         return await self.send(room_id, "m.room.message", content, ts=ts)
-
-    async def send_edit(
-        self, room_id: str, target_id: str, new_body: str, *, ts: int | None = None
-    ) -> str:
-        content = {
-            "msgtype": "m.text",
-            "body": f"* {new_body}",
-            "m.new_content": {"msgtype": "m.text", "body": new_body},
-            "m.relates_to": {"rel_type": "m.replace", "event_id": target_id},
-        }
-        return await self.send(room_id, "m.room.message", content, ts=ts)
-
-    async def redact(self, room_id: str, event_id: str, reason: str | None = None) -> str:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/redact/{_q(event_id)}/{_txn()}"
-        resp = await self.call("PUT", path, {"reason": reason} if reason else {})
-        return str(resp["event_id"])
 
     async def send_encrypted(self, room_id: str, *, ts: int | None = None) -> str:
         """An `m.room.encrypted` event shaped like megolm output (the ciphertext is noise)."""
@@ -598,229 +128,8 @@ class MatrixUser:
         content = {"msgtype": "m.image", "body": body, "url": url, "info": info}
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
-    # ------------------------------------------------------------ reading (for assertions)
 
-    async def get_event(self, room_id: str, event_id: str) -> JSON:
-        return await self.call(
-            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/event/{_q(event_id)}"
-        )
+class Homeserver(devserver.BaseHomeserver[MatrixUser]):
+    """The test Synapse seen from outside; every user it hands out is a test `MatrixUser`."""
 
-    async def messages(
-        self,
-        room_id: str,
-        *,
-        direction: str = "f",
-        from_token: str | None = None,
-        limit: int = 100,
-    ) -> JSON:
-        query: dict[str, str | int] = {"dir": direction, "limit": limit}
-        if from_token is not None:
-            query["from"] = from_token
-        return await self.call(
-            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/messages", query=query
-        )
-
-    async def joined_rooms(self) -> list[str]:
-        return list((await self.call("GET", "/_matrix/client/v3/joined_rooms"))["joined_rooms"])
-
-    async def state(self, room_id: str) -> list[JSON]:
-        resp = await self.call("GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/state")
-        return list(resp["value"])
-
-
-def bridge_content(protocol: str, bridgebot: str, channel_id: str) -> JSON:
-    """MSC2346 bridge-event content."""
-    return {
-        "bridgebot": bridgebot,
-        "protocol": {"id": protocol, "displayname": protocol.title()},
-        "channel": {"id": channel_id, "displayname": f"#{channel_id}"},
-    }
-
-
-def reply_content(room_id: str, parent: JSON, body: str) -> JSON:
-    """The content of a rich reply to `parent`, with both spec fallbacks."""
-    sender = str(parent["sender"])
-    parent_body = str(parent.get("content", {}).get("body", ""))
-    lines = parent_body.splitlines() or [""]
-    quoted = "\n".join([f"> <{sender}> {lines[0]}", *(f"> {line}" for line in lines[1:])])
-    link = f"https://matrix.to/#/{room_id}/{parent['event_id']}"
-    parent_html = parent.get("content", {}).get("formatted_body") or _escape(parent_body)
-    html = (
-        f'<mx-reply><blockquote><a href="{link}">In reply to</a> '
-        f'<a href="https://matrix.to/#/{sender}">{sender}</a><br />{parent_html}'
-        f"</blockquote></mx-reply>{_escape(body)}"
-    )
-    return {
-        "msgtype": "m.text",
-        "body": f"{quoted}\n\n{body}",
-        "format": "org.matrix.custom.html",
-        "formatted_body": html,
-        "m.relates_to": {"m.in_reply_to": {"event_id": parent["event_id"]}},
-    }
-
-
-def _escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\n", "<br />")
-    )
-
-
-class Homeserver:
-    """The test Synapse seen from outside: registration, the appservice, and setup shortcuts."""
-
-    def __init__(self, server: SynapseServer, session: aiohttp.ClientSession) -> None:
-        self.server = server
-        self.session = session
-
-    @property
-    def base_url(self) -> str:
-        return self.server.base_url
-
-    @property
-    def server_name(self) -> str:
-        return self.server.server_name
-
-    def mxid(self, localpart: str) -> str:
-        return f"@{localpart}:{self.server_name}"
-
-    async def _post(self, path: str, body: JSON, token: str | None = None) -> JSON:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with self.session.post(self.base_url + path, json=body, headers=headers) as resp:
-            payload = await resp.json()
-            if resp.status != 200:
-                raise HarnessError("POST", path, resp.status, payload)
-            return dict(payload)
-
-    async def register(
-        self,
-        localpart: str | None = None,
-        *,
-        password: str | None = None,
-        admin: bool = False,
-        displayname: str | None = None,
-    ) -> MatrixUser:
-        """Register a user with the shared secret (`/_synapse/admin/v1/register`)."""
-        localpart = localpart or unique_localpart()
-        password = password or secrets.token_hex(8)
-        path = "/_synapse/admin/v1/register"
-        async with self.session.get(self.base_url + path) as resp:
-            nonce = str((await resp.json())["nonce"])
-        mac = registration_mac(self.server.shared_secret, nonce, localpart, password, admin)
-        body: JSON = {
-            "nonce": nonce,
-            "username": localpart,
-            "password": password,
-            "admin": admin,
-            "mac": mac,
-        }
-        if displayname is not None:
-            body["displayname"] = displayname
-        resp_body = await self._post(path, body)
-        return MatrixUser(
-            self.session,
-            self.base_url,
-            str(resp_body["user_id"]),
-            str(resp_body["access_token"]),
-            password=password,
-        )
-
-    async def login(self, localpart: str, password: str) -> MatrixUser:
-        body = {
-            "type": "m.login.password",
-            "identifier": {"type": "m.id.user", "user": localpart},
-            "password": password,
-        }
-        resp = await self._post("/_matrix/client/v3/login", body)
-        return MatrixUser(
-            self.session,
-            self.base_url,
-            str(resp["user_id"]),
-            str(resp["access_token"]),
-            password=password,
-        )
-
-    def bot(self) -> MatrixUser:
-        """The appservice's own user (`@muninn:muninn.test`), acting with the as_token."""
-        return MatrixUser(
-            self.session,
-            self.base_url,
-            self.server.bot_user_id,
-            self.server.as_token,
-            masquerade=True,
-        )
-
-    async def seed_user(self, localpart: str | None = None) -> MatrixUser:
-        """Register an `@seed-*` appservice user and act as it (it may backdate with `ts`)."""
-        localpart = localpart or unique_localpart(SEED_PREFIX)
-        if not localpart.startswith(SEED_PREFIX):
-            raise ValueError(f"seed users live in the {SEED_PREFIX}* namespace: {localpart}")
-        body = {"type": "m.login.application_service", "username": localpart}
-        resp = await self._post(
-            "/_matrix/client/v3/register?inhibit_login=true", body, self.server.as_token
-        )
-        return MatrixUser(
-            self.session,
-            self.base_url,
-            str(resp["user_id"]),
-            self.server.as_token,
-            masquerade=True,
-        )
-
-    async def ping_appservice(self) -> JSON:
-        """Make Synapse ping the appservice URL now (MSC2659 `/appservice/{id}/ping`).
-
-        Nothing listens on `appservice_port` unless a test does, so Synapse backs off pushing
-        transactions (up to ~8.5 min). A successful ping also retries the backlog at once: a
-        test that starts a listener calls this first.
-        """
-        path = f"/_matrix/client/v1/appservice/{APPSERVICE_ID}/ping"
-        return await self._post(path, {}, self.server.as_token)
-
-    async def join_bot(self, inviter: MatrixUser, room_id: str) -> MatrixUser:
-        """Invite the appservice bot into a room and join it there with the as_token.
-
-        The bot is shared by the whole session: a room it is already in is left as it is.
-        """
-        bot = self.bot()
-        if room_id in await bot.joined_rooms():
-            return bot
-        await inviter.invite(room_id, bot.user_id)
-        await bot.join(room_id)
-        return bot
-
-    async def make_dm(self, a: MatrixUser, b: MatrixUser) -> str:
-        """A DM as clients make one: invite with is_direct, m.direct on both sides, join."""
-        room_id = await a.create_room(
-            preset="trusted_private_chat", invite=[b.user_id], is_direct=True
-        )
-        await a.add_direct(b.user_id, room_id)
-        await b.join(room_id)
-        await b.add_direct(a.user_id, room_id)
-        return room_id
-
-    async def make_bridged_room(
-        self, owner: MatrixUser, *, protocol: str = "discord", channel_id: str | None = None
-    ) -> str:
-        """A room carrying both MSC2346 bridge events with the same state_key."""
-        state_key = f"org.example.{protocol}://{channel_id or secrets.token_hex(4)}"
-        room_id = await owner.create_room(name=f"bridged {protocol}")
-        await owner.set_bridge_state(room_id, state_key, protocol=protocol)
-        return room_id
-
-    async def fresh_room(self, owner: MatrixUser, **kwargs: Any) -> str:
-        """A new room for one test (the server is shared; rooms are not)."""
-        kwargs.setdefault("name", unique_localpart("room"))
-        return await owner.create_room(**kwargs)
-
-
-def registration_mac(secret: str, nonce: str, user: str, password: str, admin: bool) -> str:
-    """HMAC-SHA1 over `nonce\\0user\\0password\\0admin|notadmin`, as the admin API expects."""
-    mac = hmac.new(secret.encode(), digestmod=hashlib.sha1)
-    for part in (nonce, user, password):
-        mac.update(part.encode())
-        mac.update(b"\x00")
-    mac.update(b"admin" if admin else b"notadmin")
-    return mac.hexdigest()
+    user_class = MatrixUser

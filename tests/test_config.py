@@ -62,7 +62,7 @@ def test_parse_config_minimal_defaults() -> None:
     assert cfg.scope.bridge_puppet_patterns == ("@_discord_.*", "@discord_.*")
     assert cfg.index.store.embedded and cfg.index.store.path == Path("./data/qdrant")
     assert cfg.index.collection == "muninn_chat"
-    assert (cfg.chunker.gap_seconds, cfg.chunker.max_bytes) == (1800, 1000)
+    assert (cfg.chunker.gap_seconds, cfg.chunker.max_bytes) == (1800, 350)
     assert cfg.bot.prefix == "!"
     assert cfg.embedder.kind == "local"
 

@@ -361,6 +361,14 @@ def test_normalize_commands_are_skipped(body: str) -> None:
     assert norm(event).reason is SkipReason.COMMAND
 
 
+def test_normalize_command_sent_as_reply_is_skipped() -> None:
+    """Regression: `!pin` sent as a reply starts with the quote fallback and is still a command."""
+    event = load("text")
+    event["content"]["body"] = "> <@dave:example.org> Backups run at 03:00\n\n!pin #backups"
+    event["content"]["m.relates_to"] = {"m.in_reply_to": {"event_id": "$quoted"}}
+    assert norm(event).reason is SkipReason.COMMAND
+
+
 @pytest.mark.parametrize("body", ["!", "!!!", "! wow", "!1 is a number", "wow!search"])
 def test_normalize_exclamations_are_not_commands(body: str) -> None:
     """An exclamation without a letter after the prefix is ordinary text."""

@@ -1,0 +1,195 @@
+"""`muninn demo`: the first run on embedded defaults, end to end, and its guard rails."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.demo import run as demo_run
+from bot.demo.community import load
+from ingest.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_TIMEOUT = 240.0
+PROMPT = re.compile(r"^  (\w+)> (.*)$")
+REPLY = "  muninn> "
+
+
+def exchanges(stdout: str) -> list[tuple[str, str]]:
+    """(command line, reply text) pairs from the printed session, in order."""
+    pairs: list[tuple[str, str]] = []
+    lines = stdout.splitlines()
+    for n, line in enumerate(lines):
+        match = PROMPT.match(line)
+        if match is None or match[1] == "muninn" or not match[2].startswith("!"):
+            continue
+        reply: list[str] = []
+        for following in lines[n + 1 :]:
+            if reply and not following.startswith(" " * len(REPLY)):
+                break
+            if following.startswith(REPLY) or reply:
+                reply.append(following.strip())
+            elif not following.strip():
+                break
+        pairs.append((match[2], "\n".join(reply)))
+    return pairs
+
+
+@pytest.mark.synapse
+def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
+    """`muninn demo --once` in an empty directory, with no config: it runs the whole script,
+    prints the verdicts and Muninn's replies (paraphrase hits, pin, board, the edit and the
+    redaction seen by the next search), how to log in, and stops its Synapse."""
+    data_dir = tmp_path / "muninn-demo"
+    env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
+    env["PYTHONPATH"] = str(ROOT)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "demo", "--once", "--data-dir", str(data_dir)],
+        cwd=tmp_path,  # no config.yaml here
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    print(proc.stdout)
+    print(f"muninn demo --once took {elapsed:.1f} s")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    out = proc.stdout
+
+    # the rooms: three indexed, three refused with their reasons
+    for room in ("#general:localhost", "#ops:localhost", "#workshop:localhost"):
+        assert re.search(rf"{room}\s+indexed, [1-9]\d* windows", out), room
+    assert re.search(r"#members:localhost\s+refused, excluded: .*#members", out)
+    assert re.search(r"Discord bridge\s+refused, bridged: bridge state event", out)
+    assert re.search(r"DM alice ↔ bob\s+refused, dm: direct message room", out)
+
+    replies = exchanges(out)
+    commands = [c for c, _ in replies]
+    assert commands == [s.say for s in load().script if s.say and s.say.startswith("!")]
+    by_step = dict(enumerate(r for _, r in replies))
+    assert "resin printer is out of order" in by_step[0]  # "broken" ≈ "out of order"
+    assert "varnish fumes set off the smoke detector" in by_step[1]  # fire alarm ≈ smoke det.
+    assert "500 error since the migration" in by_step[2]  # log in ≈ sign in
+    assert "Pinned under #backups" in by_step[3]
+    assert "#backups" in by_step[4] and "Backups now run nightly" in by_step[4]
+    # the edit shows up in the next search; the old text is gone
+    assert "next Thursday from 18:00" in by_step[5]
+    assert "moves to next Friday, from 19:00" in by_step[6]
+    assert "Thursday" not in by_step[6]
+    # the token was scrubbed before indexing, and the redaction removes the message itself
+    assert "deploy token for the CI runner" in by_step[7]
+    assert "[redacted" in by_step[7] and "syt_" not in by_step[7]
+    assert "deploy token" not in by_step[8]
+    for _, reply in replies:
+        assert "https://matrix.to/#/!" in reply or "Pinned" in reply
+
+    # how to log in, then a clean stop
+    assert re.search(r"homeserver\s+http://127\.0\.0\.1:\d+", out)
+    assert re.search(r"user\s+alice", out)
+    assert re.search(r"password\s+\S{8,}", out)
+    pid = re.search(r"Stopped Synapse \(pid (\d+)\)", out)
+    assert pid is not None
+    assert not Path(f"/proc/{pid[1]}").exists()
+    # the homeserver's SQLite and the index live in the data directory
+    assert (data_dir / "synapse" / "data" / "homeserver.db").is_file()
+    assert (data_dir / "qdrant").is_dir()
+
+
+def test_demo_without_synapse_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without matrix-synapse the demo says which extra to install, and creates nothing."""
+    monkeypatch.setattr(demo_run, "synapse_available", lambda: False)
+    data_dir = tmp_path / "demo"
+    assert main(["demo", "--once", "--data-dir", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'muninn[demo]'" in err
+    assert "Traceback" not in err
+    assert not data_dir.exists()
+
+
+def test_demo_refuses_a_directory_it_did_not_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A non-empty directory without the demo's marker is never emptied."""
+    keep = tmp_path / "precious.txt"
+    keep.write_text("mine")
+    assert main(["demo", "--once", "--data-dir", str(tmp_path)]) == 1
+    assert "not made by `muninn demo`" in capsys.readouterr().err
+    assert keep.read_text() == "mine"
+
+
+def test_demo_refuses_a_port_in_use(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--port` on a busy port is a clear error, before anything starts."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["demo", "--port", str(port), "--data-dir", str(tmp_path / "d")]) == 1
+    assert f"port {port} is in use" in capsys.readouterr().err
+
+
+def test_demo_claim_empties_an_earlier_demo_dir(tmp_path: Path) -> None:
+    """A second run starts clean: an earlier demo's directory is emptied, its marker kept."""
+    state, lock = demo_run.claim(tmp_path / "d")
+    os.close(lock)
+    assert state == "fresh"
+    (tmp_path / "d" / "qdrant").mkdir()
+    (tmp_path / "d" / "qdrant" / "segment").write_text("old")
+    (tmp_path / "d" / "stale.log").write_text("old")
+    state, lock = demo_run.claim(tmp_path / "d")
+    os.close(lock)
+    assert state == "emptied"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [demo_run.MARKER]
+
+
+def test_demo_claim_refuses_a_dir_another_demo_is_running_in(tmp_path: Path) -> None:
+    """While one demo holds the directory, a second one is refused and deletes nothing."""
+    _, lock = demo_run.claim(tmp_path / "d")
+    try:
+        (tmp_path / "d" / "synapse").mkdir()
+        with pytest.raises(demo_run.DemoError, match="another `muninn demo` is running"):
+            demo_run.claim(tmp_path / "d")
+        assert (tmp_path / "d" / "synapse").is_dir()
+    finally:
+        os.close(lock)
+
+
+def test_demo_community_script_references_resolve() -> None:
+    """The shipped community loads: every sender, room and message key the script uses exists."""
+    community = load()
+    assert {r.key for r in community.rooms} >= {"general", "ops", "workshop", "members"}
+    assert any(r.dm for r in community.rooms) and any(r.bridged for r in community.rooms)
+    assert {s.kind for s in community.script} == {"say", "edit", "redact"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        ("script:\n  - {as: zoe, in: general, say: hi}\n", "unknown person 'zoe'"),
+        ("script:\n  - {as: alice, in: nowhere, say: hi}\n", "unknown room 'nowhere'"),
+        ("script:\n  - {as: alice, in: general, redact: nokey}\n", "no message has the key"),
+        ("script:\n  - {as: alice, in: general, edit: k}\n", "edit needs text"),
+    ],
+)
+def test_demo_community_broken_script_is_a_config_error(edit: str, problem: str) -> None:
+    """A script naming what does not exist is refused with the reason."""
+    base = (
+        "name: t\nowner: alice\npeople: {alice: Alice}\n"
+        "rooms:\n  - alias: general\n    messages: [[alice, 1, hello, k]]\n"
+    )
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        load(base + edit)
