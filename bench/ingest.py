@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import re
 import resource
@@ -111,6 +112,41 @@ def irc_events(data: Path, limit: int) -> Iterator[dict[str, Any]]:
                 return
 
 
+class HashingEmbedder:
+    """Deterministic 384-d vectors from a hash of the text: NOT a model.
+
+    `--writer-only` uses it to measure everything but the embedder (scope, normalisation,
+    scrub, windows, lexical vectors, the store, cursors) and the writer's own memory at sizes
+    the real model would need an hour for on 2 cores. Never used outside this benchmark.
+    """
+
+    def __init__(self) -> None:
+        self._identity = EmbedderIdentity("bench", "sha256-hash-384", 384)
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self._identity
+
+    async def probe(self) -> EmbedderIdentity:
+        return self._identity
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [_hash_vector(t) for t in texts]
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return [_hash_vector(t) for t in texts]
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def _hash_vector(text: str) -> list[float]:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    raw = [(digest[i % 32] ^ (i * 37 % 251)) / 255.0 - 0.5 for i in range(384)]
+    norm = sum(x * x for x in raw) ** 0.5 or 1.0
+    return [x / norm for x in raw]
+
+
 class _Recording:
     """The real embedder, keeping the texts it was given and the time it spent."""
 
@@ -154,7 +190,9 @@ def _config(workdir: Path, max_bytes: int) -> Config:
     )
 
 
-async def run_import(data: Path, messages: int, max_bytes: int, batch: int) -> dict[str, Any]:
+async def run_import(
+    data: Path, messages: int, max_bytes: int, batch: int, writer_only: bool = False
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
         export = workdir / "irc.jsonl"
@@ -164,7 +202,12 @@ async def run_import(data: Path, messages: int, max_bytes: int, batch: int) -> d
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
         cfg = _config(workdir, max_bytes)
-        embedder = _Recording(make_embedder(cfg.embedder.model_copy(update={"batch_size": batch})))
+        inner: Embedder = (
+            HashingEmbedder()
+            if writer_only
+            else make_embedder(cfg.embedder.model_copy(update={"batch_size": batch}))
+        )
+        embedder = _Recording(inner)
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         store = open_store(cfg.index, cfg.base_dir)
         writer = Writer(cfg, source, store, embedder)
@@ -198,6 +241,7 @@ async def run_import(data: Path, messages: int, max_bytes: int, batch: int) -> d
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,
+        "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
     }
 
 
@@ -241,13 +285,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__)
     p.add_argument("--data", type=Path, required=True, help="the irc-ubuntu folder")
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
-    p.add_argument("--max-bytes", type=int, default=1000, help="chunker.max_bytes")
+    p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")
     p.add_argument("--batch", type=int, default=32, help="embedder batch size")
     p.add_argument("--synapse-read", type=int, default=0, help="also time a walk of N events")
+    p.add_argument(
+        "--writer-only",
+        action="store_true",
+        help="hash vectors instead of the model: the writer's own rate and memory at scale",
+    )
     p.add_argument("--out", type=Path, help="write the JSON results here")
     args = p.parse_args(argv)
     results: dict[str, Any] = {
-        "import": asyncio.run(run_import(args.data, args.messages, args.max_bytes, args.batch))
+        "import": asyncio.run(
+            run_import(args.data, args.messages, args.max_bytes, args.batch, args.writer_only)
+        )
     }
     if args.synapse_read:
         results["synapse_read"] = asyncio.run(synapse_read(args.synapse_read, 500))
