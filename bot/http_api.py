@@ -1,4 +1,4 @@
-"""The service's loopback listener: `/metrics`, `/healthz` and `POST /_muninn/search`.
+"""The service's loopback listener: `/metrics`, `/healthz`, `POST /_muninn/search` and `/purge`.
 
 Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off without a port).
 
@@ -11,9 +11,14 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
   loopback peers are answered, with a loopback `Host` (no DNS rebinding) and a JSON content
   type (no cross-site "simple" POST): the embedded store is one process per path, and this is
   how `muninn search` reaches it while `muninn run` holds it (`post_search`, `service_url`).
+- `POST /_muninn/purge`: JSON `{room_id, from_ts, to_ts}` (ms; the room by id or alias) →
+  `{room_id, from_ts, to_ts, key}`, the document `muninn purge --json` prints. The service's own
+  writer records the tombstone (`Writer.add_tombstone`) and wakes the room's refresh, which
+  applies it within seconds. Same guards and 400s as search; `muninn purge` falls back to it
+  (`post_purge`) exactly as `muninn search` does.
 
 A bind address that is not loopback is allowed (a Prometheus scraping from another host) but
-warned about; the search endpoint still answers loopback peers only.
+warned about; the search and purge endpoints still answer loopback peers only.
 """
 
 from __future__ import annotations
@@ -33,16 +38,21 @@ from aiohttp import web
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.config import MetricsConfig
 from ingest.errors import MuninnError, QueryError, StoreError, StoreUnavailable
+from ingest.refresh import Tombstone
 from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
 from ingest.store import Store
 
 __all__ = [
+    "PURGE_PATH",
     "SEARCH_PATH",
     "HealthCheck",
     "HttpApi",
+    "PurgeRequest",
     "SearchRequest",
     "is_loopback",
+    "post_purge",
     "post_search",
+    "purge_document",
     "result_from_json",
     "service_url",
     "store_check",
@@ -51,6 +61,7 @@ __all__ = [
 log = logging.getLogger("muninn.http")
 
 SEARCH_PATH = "/_muninn/search"
+PURGE_PATH = "/_muninn/purge"
 HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
 MAX_BODY = 256 * 1024
 CLIENT_TIMEOUT = 120.0
@@ -59,6 +70,7 @@ CLIENT_TIMEOUT = 120.0
 HealthCheck = Callable[[], Awaitable[str]]
 Search = Callable[[SearchQuery], Awaitable[SearchResult]]
 ResolveRoom = Callable[[str], Awaitable[str]]
+Purge = Callable[["PurgeRequest"], Awaitable[Tombstone]]
 
 
 def is_loopback(host: str | None) -> bool:
@@ -141,6 +153,52 @@ class SearchRequest:
         )
 
 
+@dataclass(frozen=True)
+class PurgeRequest:
+    """The JSON body of `POST /_muninn/purge`: a room (id or alias) and a range in ms."""
+
+    room_id: str
+    from_ts: int
+    to_ts: int
+
+    FIELDS = ("room_id", "from_ts", "to_ts")
+
+    @classmethod
+    def parse(cls, body: Any) -> PurgeRequest:
+        if not isinstance(body, dict):
+            raise QueryError("body", "must be a JSON object")
+        for key in body:
+            if key not in cls.FIELDS:
+                raise QueryError(
+                    str(key), f"is not a known field (known: {', '.join(cls.FIELDS)})"
+                )
+        room = body.get("room_id")
+        if room is None:
+            raise QueryError("room_id", "is required")
+        if not isinstance(room, str) or not room.startswith(("!", "#")):
+            raise QueryError("room_id", "must be a room id (!…) or an alias (#…)")
+        stamps: list[int] = []
+        for key in ("from_ts", "to_ts"):
+            value = _time(body, key)
+            if value is None:
+                raise QueryError(key, "is required")
+            stamps.append(value)
+        from_ts, to_ts = stamps
+        if to_ts < from_ts:
+            raise QueryError("to_ts", "is before from_ts")
+        return cls(room_id=room, from_ts=from_ts, to_ts=to_ts)
+
+
+def purge_document(stone: Tombstone) -> dict[str, Any]:
+    """What `muninn purge --json` prints, and what `POST /_muninn/purge` answers."""
+    return {
+        "room_id": stone.room_id,
+        "from_ts": stone.from_ts,
+        "to_ts": stone.to_ts,
+        "key": stone.key,
+    }
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -182,6 +240,7 @@ class HttpApi:
         checks: Mapping[str, HealthCheck],
         search: Search,
         resolve_room: ResolveRoom,
+        purge: Purge | None = None,
     ) -> None:
         if cfg.port is None:
             raise ValueError("the metrics listener needs metrics.port")
@@ -190,6 +249,7 @@ class HttpApi:
         self.checks = dict(checks)
         self._search = search
         self._resolve_room = resolve_room
+        self._purge = purge
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.add_routes(
             [
@@ -198,15 +258,18 @@ class HttpApi:
                 web.post(SEARCH_PATH, self._search_handler),
             ]
         )
+        if purge is not None:
+            self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
         if not is_loopback(self.host):
             log.warning(
                 "metrics.host %s is not a loopback address: /metrics and /healthz are reachable "
-                "from the network (%s answers loopback peers only)",
+                "from the network (%s and %s answer loopback peers only)",
                 self.host,
                 SEARCH_PATH,
+                PURGE_PATH,
             )
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
@@ -247,8 +310,9 @@ class HttpApi:
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         if not is_loopback(request.remote):
-            log.warning("search from a non-loopback peer %s refused", request.remote)
-            return web.json_response({"error": "only loopback peers may search"}, status=403)
+            log.warning("%s from a non-loopback peer %s refused", request.path, request.remote)
+            what = "purge" if request.path == PURGE_PATH else "search"
+            return web.json_response({"error": f"only loopback peers may {what}"}, status=403)
         if not is_loopback(request.url.host):
             return web.json_response({"error": "the Host must be a loopback name"}, status=403)
         if request.content_type != "application/json":
@@ -277,6 +341,24 @@ class HttpApi:
         log.debug("%s answered %d hits in %.0f ms", SEARCH_PATH, len(result.hits), elapsed * 1e3)
         return web.json_response(result.as_json())
 
+    async def _purge_handler(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        assert self._purge is not None  # the route exists only with a purge
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return _query_error(QueryError("body", "is not JSON"))
+        try:
+            stone = await self._purge(PurgeRequest.parse(body))
+        except QueryError as e:
+            return _query_error(e)
+        except MuninnError as e:
+            log.warning("purge over %s failed: %s", PURGE_PATH, e)
+            return web.json_response({"error": str(e)}, status=503)
+        return web.json_response(purge_document(stone))
+
 
 # ---------------------------------------------------------------- the client (`muninn search`)
 
@@ -290,18 +372,31 @@ def service_url(cfg: MetricsConfig) -> str:
 
 async def post_search(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """POST a search to a running service; a 400 raises the `QueryError` it names."""
+    return await _post(url, SEARCH_PATH, "search", body)
+
+
+async def post_purge(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """POST a purge to a running service; a 400 raises the `QueryError` it names."""
+    return await _post(url, PURGE_PATH, "purge", body)
+
+
+async def _post(url: str, path: str, what: str, body: Mapping[str, Any]) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(url + SEARCH_PATH, json=dict(body)) as resp,
+            session.post(url + path, json=dict(body)) as resp,
         ):
             status = resp.status
-            doc = await resp.json(content_type=None)
+            text = await resp.text()
     except (aiohttp.ClientError, TimeoutError, ValueError) as e:
         raise StoreUnavailable(
-            f"the service's search endpoint at {url} did not answer: {e}"
+            f"the service's {what} endpoint at {url} did not answer: {e}"
         ) from e
+    try:
+        doc: Any = json.loads(text)
+    except ValueError:
+        doc = text.strip()  # e.g. aiohttp's plain 404 from a service without this endpoint
     if status == 400 and isinstance(doc, dict) and "field" in doc:
         raise QueryError(str(doc["field"]), str(doc.get("message", "")))
     if status != 200 or not isinstance(doc, dict):

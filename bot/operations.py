@@ -28,7 +28,6 @@ from ingest.refresh import (
     RefreshReport,
     RoomReport,
     Writer,
-    add_tombstone,
 )
 from ingest.scope import decide
 from ingest.search import Searcher, SearchQuery, SearchResult
@@ -292,24 +291,52 @@ async def status(cfg: Config, *, as_json: bool) -> int:
 
 
 async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
+    from bot.http_api import purge_document
+
     if to_ts < from_ts:
         raise QueryError("to", "is before --from")
-    async with _adapters(cfg) as (reader, store, embedder):
-        assert embedder is not None
-        room_id = await resolve_room(reader, room)
-        writer = Writer(cfg, reader, store, embedder)
-        col = await writer.open()
-        stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
-        await asyncio.to_thread(col.flush)
-    doc = {"room_id": room_id, "from_ts": stone.from_ts, "to_ts": stone.to_ts, "key": stone.key}
+    try:
+        async with _adapters(cfg) as (reader, store, embedder):
+            assert embedder is not None
+            room_id = await resolve_room(reader, room)
+            writer = Writer(cfg, reader, store, embedder)
+            doc = purge_document(await writer.add_tombstone(room_id, from_ts, to_ts))
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        doc = await _purge_through_the_service(cfg, held, room, from_ts, to_ts)
     if as_json:
         _print_json(doc)
     else:
         print(
-            f"purge tombstone written for {room_id} [{from_ts}, {to_ts}]; "
+            f"purge tombstone written for {doc['room_id']} [{doc['from_ts']}, {doc['to_ts']}]; "
             "the next refresh applies it"
         )
     return 0
+
+
+async def _purge_through_the_service(
+    cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
+) -> dict[str, Any]:
+    """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
+    from bot.http_api import post_purge, service_url
+
+    if cfg.metrics.port is None:
+        raise StoreUnavailable(
+            f"{held}. To purge while `muninn run` holds the store, give the service a "
+            "loopback port (metrics: {port: 9464} in the config) and restart it: "
+            "`muninn purge` then asks it"
+        ) from None
+    reader = MatrixReader.from_config(cfg)
+    try:
+        room_id = await resolve_room(reader, room)
+    finally:
+        await reader.close()
+    body = {"room_id": room_id, "from_ts": from_ts, "to_ts": to_ts}
+    try:
+        return await post_purge(service_url(cfg.metrics), body)
+    except StoreUnavailable as e:
+        raise StoreUnavailable(f"{held}; {e}") from None
 
 
 async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:

@@ -21,7 +21,7 @@ import yaml
 
 from bot.appservice import AppserviceServer
 from bot.handlers import CommandHandler
-from bot.http_api import HttpApi, store_check
+from bot.http_api import HttpApi, PurgeRequest, store_check
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.rooms import RoomCache
 from bot.scheduler import RefreshScheduler
@@ -31,7 +31,7 @@ from bot.visibility import LiveCheck
 from ingest.config import Config, registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
-from ingest.refresh import Writer
+from ingest.refresh import Tombstone, Writer
 from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
@@ -137,6 +137,7 @@ class Service:
                 },
                 search=self.searcher.search,
                 resolve_room=self._resolve_search_room,
+                purge=self._purge,
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)
@@ -233,6 +234,17 @@ class Service:
         if found is None:
             raise QueryError("room_ids", f"{room!r} is neither a room id nor a known alias")
         return found
+
+    async def _purge(self, request: PurgeRequest) -> Tombstone:
+        """`POST /_muninn/purge`: our writer records it; the room's next refresh applies it."""
+        try:
+            room_id = RoomID(await self._resolve_search_room(request.room_id))
+        except QueryError as e:
+            raise QueryError("room_id", str(e).removeprefix(f"{e.field}: ")) from None
+        stone = await self.writer.add_tombstone(room_id, request.from_ts, request.to_ts)
+        log.info("purge of %s [%d, %d] recorded", room_id, stone.from_ts, stone.to_ts)
+        self.scheduler.wake(room_id)
+        return stone
 
     # ------------------------------------------------------------ the event path
 

@@ -22,6 +22,7 @@ from ingest import lexical
 from ingest.chunker import CHUNKER_VERSION, Names, content_hash, window_payload, window_text
 from ingest.config import Config
 from ingest.embed import Embedder
+from ingest.errors import StoreError
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.matrix import Page
@@ -241,6 +242,45 @@ class Writer:
             await self._carry_tombstones(active, col)
         self.collection = col
         return col
+
+    async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
+        """Record an operator's purge in every generation a search may read, durably.
+
+        The writer's own generation gets the tombstone its next refresh of the room applies
+        (points deleted, events never re-indexed). While that generation is being built beside
+        an older active one, searches still read the active one, so the tombstone goes there
+        too, at once: search's revalidation drops every hit it covers until the switch drops
+        that generation whole. The active one's points are left as they are: this writer may
+        not embed for it (another embedder identity), and deleting its windows without
+        re-chunking would lose their unpurged neighbours. Its copy stays `applied: False`, so
+        should that generation ever be written again (the rebuild abandoned), its writer
+        applies it like any other.
+        """
+        col = await self.open()
+        stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
+        await asyncio.to_thread(col.flush)
+        active = await asyncio.to_thread(self.store.active)
+        if active is not None and active != self.generation:
+            try:
+                await asyncio.to_thread(self._add_tombstone_to, active, stone)
+            except StoreError:
+                if await asyncio.to_thread(self.store.active) == active:
+                    raise
+                return stone  # the build switched meanwhile and dropped `active`: moot
+            log.info(
+                "purge of %s [%d, %d] recorded in %s (building) and %s (active)",
+                room_id,
+                from_ts,
+                to_ts,
+                self.generation,
+                active,
+            )
+        return stone
+
+    def _add_tombstone_to(self, generation: str, stone: Tombstone) -> None:
+        col = self.store.open(generation, dense_dim=None, create=False)
+        add_tombstone(col, stone.room_id, stone.from_ts, stone.to_ts)
+        col.flush()
 
     async def _carry_tombstones(self, previous: str, col: Collection) -> None:
         """An operator's purges outlive a rebuild: copy them, not yet applied, to the new one."""
