@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import operations, roster
+from bot.logs import setup_logging
 from bot.registration import check_registration, generate_registration
 from ingest.config import Config, config_path, load_config
 from ingest.errors import MuninnError
@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", help="config file (default $MUNINN_CONFIG or ./config.yaml)")
     p.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one JSON object a line, for a journal or log shipper",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("run", help="the service: live stream, refresh loop, command handling")
@@ -151,11 +157,7 @@ def print_json(doc: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(verbose=args.verbose, fmt=args.log_format)
     try:
         if args.command == "generate-registration":
             # Before load_config: the config may not validate until the registration exists.

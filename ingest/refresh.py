@@ -349,7 +349,13 @@ class Writer:
         verdict = self._scope.decide(state, direct)
         if not verdict.eligible and (room_id, str(verdict.reason)) not in self._refusals_logged:
             self._refusals_logged.add((room_id, str(verdict.reason)))
-            log.warning("refusing room %s: %s (%s)", room_id, verdict.reason, verdict.detail)
+            log.warning(
+                "refusing room %s: %s (%s)",
+                room_id,
+                verdict.reason,
+                verdict.detail,
+                extra={"room_id": room_id, "reason": str(verdict.reason)},
+            )
         return verdict
 
     async def _purge_room(self, col: Collection, room_id: RoomID, report: RoomReport) -> None:

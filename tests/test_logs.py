@@ -1,0 +1,37 @@
+"""Structured logs: JSON lines carry the message and the fields a call site gives."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from bot.logs import JsonFormatter, setup_logging
+
+
+def test_json_formatter_carries_extra_fields() -> None:
+    """A refusal logged with extra= fields is one JSON object holding them."""
+    record = logging.LogRecord(
+        "muninn.refresh", logging.WARNING, "f", 1, "refusing %s", ("!r",), None
+    )
+    record.room_id = "!r"
+    record.reason = "dm"
+    doc = json.loads(JsonFormatter().format(record))
+    assert doc["message"] == "refusing !r"
+    assert (doc["level"], doc["logger"]) == ("warning", "muninn.refresh")
+    assert (doc["room_id"], doc["reason"]) == ("!r", "dm")
+    assert doc["ts"].endswith("+00:00")
+
+
+def test_setup_logging_json_writes_one_object_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--log-format json: every line on stderr parses as JSON."""
+    setup_logging(verbose=False, fmt="json")
+    try:
+        logging.getLogger("muninn.test").info("hello %s", "world", extra={"room_id": "!x"})
+        logging.getLogger("muninn.test").debug("not shown at info level")
+    finally:
+        setup_logging(verbose=False, fmt="text")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert [json.loads(line)["message"] for line in lines] == ["hello world"]
+    assert json.loads(lines[0])["room_id"] == "!x"
