@@ -21,6 +21,7 @@ from ingest.errors import StoreError
 from ingest.events import normalize, strip_reply_fallback
 from ingest.fusion import rrf
 from ingest.permalink import permalink
+from ingest.scrub import scrub
 from ingest.search import Hit, Searcher, SearchQuery, SearchResult, best_message
 from ingest.types import Edit, Message, RoomID
 
@@ -137,9 +138,12 @@ class RoomLog:
         for item in items:
             if isinstance(item, Message):
                 edit = latest_edit.get(item.event_id)
-                if edit is not None and edit.sender == item.sender:
-                    item = replace(item, body=edit.new_body)
-                out.append(item)
+                body = (
+                    edit.new_body if edit is not None and edit.sender == item.sender else item.body
+                )
+                # The transcript sees messages the writer has not scrubbed yet: a secret must
+                # never reach a reply either (DESIGN §3 rule 8).
+                out.append(replace(item, body=scrub(body)))
         return out
 
     def timeline(self) -> list[TimelineItem]:

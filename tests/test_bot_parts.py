@@ -286,3 +286,21 @@ def test_room_log_knows_what_the_bot_answered() -> None:
     ]
     log = RoomLog(RoomID("!r"), raw, 10)
     assert log.answered("$c", BOT) and not log.answered("$d", BOT)
+
+
+def test_room_log_messages_are_scrubbed() -> None:
+    """A secret not yet seen by the writer never reaches a reply through the transcript."""
+    secret = "syt_c2VjcmV0_abcdefghijklmnopqrst_1a2b3c"
+    raw = [
+        {
+            "type": "m.room.message",
+            "event_id": "$s",
+            "sender": "@a:x",
+            "origin_server_ts": 1,
+            "room_id": "!r",
+            "content": {"msgtype": "m.text", "body": f"the bot token is {secret}"},
+        }
+    ]
+    bodies = [m.body for m in RoomLog(RoomID("!r"), raw, 10).messages(BOT, "!")]
+    assert len(bodies) == 1
+    assert secret not in bodies[0] and "[redacted:" in bodies[0]
