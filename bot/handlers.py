@@ -37,7 +37,7 @@ from bot.commands import (
     help_text,
     parse,
 )
-from bot.lookup import RoomLog, RoomView, fused_search, thread_root_of
+from bot.lookup import RecentEvents, RoomLog, RoomView, fused_search, thread_root_of
 from bot.metrics import ServiceMetrics
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
@@ -146,6 +146,7 @@ class CommandHandler:
         self.command_room: RoomID | None = None
         self._askers = [re.compile(p) for p in cfg.bot.command_room_askers]
         self._limits = RateLimit(cfg.bot.rate_per_minute)
+        self._logs = RecentEvents()
         self._handled = BoundedSeen(4096)
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
@@ -218,7 +219,7 @@ class CommandHandler:
 
     async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
         bound = bound or self.cfg.bot.transcript_limit
-        return RoomLog(room_id, await self.client.latest(room_id, bound), bound)
+        return RoomLog(room_id, await self._logs.latest(self.client, room_id, bound), bound)
 
     def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
         verdict = self._limits.check(msg.sender)

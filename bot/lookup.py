@@ -103,6 +103,50 @@ def _item(event: Mapping[str, Any]) -> TimelineItem | None:
     )
 
 
+class RecentEvents:
+    """Each room's latest raw events, kept between commands and extended from the newest end.
+
+    Derived state, never the record: a command reads only what is newer than the copy (one
+    short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
+    new events empties its target here as the homeserver does. A copy that cannot be extended
+    (more than `bound` new events) is replaced by a fresh read.
+    """
+
+    MAX_ROOMS = 256
+
+    def __init__(self) -> None:
+        self._rooms: dict[str, tuple[int, list[JSONDict]]] = {}  # room -> (bound read, events)
+
+    async def latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
+        """The room's latest `bound` events, newest first, as `client.latest` would return."""
+        cached = self._rooms.pop(room_id, None)
+        if cached is None or cached[0] < bound:
+            events = list(await client.latest(room_id, bound))
+        else:
+            known = {str(e.get("event_id")) for e in cached[1]}
+            new, met = await client.newer_than(room_id, known, bound)
+            events = _merge(new, cached[1])[:bound] if met else list(new)
+        self._rooms[room_id] = (bound, events)
+        while len(self._rooms) > self.MAX_ROOMS:
+            self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
+        return list(events)
+
+
+def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
+    redacted = {
+        str(_content(e).get("redacts") or e.get("redacts"))
+        for e in new
+        if e.get("type") == "m.room.redaction"
+    }
+    out = list(new)
+    for event in cached:
+        if str(event.get("event_id")) in redacted:
+            unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
+            event = {**event, "content": {}, "unsigned": unsigned}
+        out.append(event)
+    return out
+
+
 @dataclass(frozen=True)
 class RoomLog:
     """The latest `bound` raw events of a room, newest first (as `reader.latest` returns them)."""

@@ -18,7 +18,7 @@ import asyncio
 import enum
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -355,6 +355,34 @@ class MatrixReader:
                 break
             token = page.end
         return events[:limit]
+
+    async def newer_than(
+        self, room_id: RoomID | str, known: Set[str], limit: int, page_size: int = 50
+    ) -> tuple[list[JSONDict], bool]:
+        """The room's events newer than the newest one in `known`, newest first.
+
+        Returns `(events, met)`: `met` is False when `limit` events were read without reaching
+        a known one (the caller's copy is then too old to extend and `events` replaces it).
+        """
+        path = f"{_CS}/rooms/{_q(room_id)}/messages"
+        events: list[JSONDict] = []
+        token: str | None = None
+        while len(events) < limit:
+            query: dict[str, str | int] = {
+                "dir": "b",
+                "limit": min(page_size, limit - len(events)),
+            }
+            if token is not None:
+                query["from"] = token
+            page = _page(await self._get_object(path, query))
+            for event in page.events:
+                if event.get("event_id") in known:
+                    return events, True
+                events.append(event)
+            if page.end is None or page.end == token:
+                return events, True  # the room's start: everything newer is here
+            token = page.end
+        return events[:limit], False
 
     async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None:
         """One event as the reader may see it; None if it does not exist or is not visible."""

@@ -304,3 +304,18 @@ def test_room_log_messages_are_scrubbed() -> None:
     bodies = [m.body for m in RoomLog(RoomID("!r"), raw, 10).messages(BOT, "!")]
     assert len(bodies) == 1
     assert secret not in bodies[0] and "[redacted:" in bodies[0]
+
+
+def test_recent_events_merge_applies_new_redactions() -> None:
+    """Extending a room's cached events: a redaction among the new ones empties its target."""
+    from bot.lookup import _merge
+
+    cached = [
+        {"event_id": "$b", "type": "m.room.message", "content": {"body": "secret plan"}},
+        {"event_id": "$a", "type": "m.room.message", "content": {"body": "hello"}},
+    ]
+    new = [{"event_id": "$r", "type": "m.room.redaction", "redacts": "$b", "content": {}}]
+    merged = _merge(new, cached)
+    assert [e["event_id"] for e in merged] == ["$r", "$b", "$a"]
+    assert merged[1]["content"] == {} and "redacted_because" in merged[1]["unsigned"]
+    assert merged[2]["content"] == {"body": "hello"}
