@@ -121,15 +121,19 @@ class RecentEvents:
         """The room's latest `bound` events, newest first, as `client.latest` would return."""
         cached = self._rooms.pop(room_id, None)
         if cached is None or cached[0] < bound:
-            events = list(await client.latest(room_id, bound))
+            kept, events = bound, list(await client.latest(room_id, bound))
         else:
-            known = {str(e.get("event_id")) for e in cached[1]}
-            new, met = await client.newer_than(room_id, known, bound)
-            events = _merge(new, cached[1])[:bound] if met else list(new)
-        self._rooms[room_id] = (bound, events)
+            # Keep the larger bound a copy was read with: `!help` reading 64 events must not
+            # shrink the copy `!search` extends.
+            kept, old = cached
+            known = {str(e.get("event_id")) for e in old}
+            new, met = await client.newer_than(room_id, known, kept)
+            # Not met: more than `kept` new events arrived, and they are the latest `kept`.
+            events = _merge(new, old)[:kept] if met else list(new)
+        self._rooms[room_id] = (kept, events)
         while len(self._rooms) > self.MAX_ROOMS:
             self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
-        return list(events)
+        return events[:bound]
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
