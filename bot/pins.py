@@ -7,6 +7,7 @@ says what the fold will make of it. `!pins` folds the markers within the scanned
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.commands import PinCommand, PinsCommand, UnpinCommand
@@ -18,6 +19,7 @@ from bot.visibility import visible_from
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
+from ingest.scrub import scrub
 from ingest.types import RoomID
 
 if TYPE_CHECKING:
@@ -38,7 +40,9 @@ def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
 
 
 def _body(item: TimelineItem) -> str:
-    return strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+    """A pinned message's text as a reply may show it: fallback stripped, secrets scrubbed."""
+    body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+    return scrub(body)
 
 
 class PinActions:
@@ -72,8 +76,9 @@ class PinActions:
         plain = f"📌 {verb}{safe_plain(label)}: {cut.plain if cut else target}"
         html = f"📌 {verb}{safe_html(label)}: {cut.html if cut else safe_html(target)}"
         if command.note:
-            plain += f" — {safe_plain(command.note)}"
-            html += f" — {safe_html(command.note)}"
+            note = scrub(command.note)
+            plain += f" — {safe_plain(note)}"
+            html += f" — {safe_html(note)}"
         await h.send(msg, notice(msg.reply_to, plain, html))
 
     async def _unpin(
@@ -132,7 +137,7 @@ class PinActions:
             content = event.get("content")
             if isinstance(content, dict) and isinstance(content.get("body"), str):
                 if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
-                    bodies[target] = strip_reply_fallback(content["body"])
+                    bodies[target] = scrub(strip_reply_fallback(content["body"]))
                 senders[target] = str(event.get("sender"))
         for item in items.values():
             if not item.redacted and (cut is None or item.ts >= cut):
@@ -140,6 +145,8 @@ class PinActions:
             senders[item.event_id] = item.sender
         pins = select(board, label=command.label, text=command.text, bodies=bodies)
         info = await h.rooms.get(room_id)
+        # Notes are user text echoed back: scrubbed like every body a reply shows.
+        pins = tuple(replace(p, note=scrub(p.note)) for p in pins)
         return PinsView(
             room_id=room_id,
             room_label=info.label,

@@ -319,3 +319,13 @@ def test_recent_events_merge_applies_new_redactions() -> None:
     assert [e["event_id"] for e in merged] == ["$r", "$b", "$a"]
     assert merged[1]["content"] == {} and "redacted_because" in merged[1]["unsigned"]
     assert merged[2]["content"] == {"body": "hello"}
+
+
+def test_pinned_message_body_is_scrubbed() -> None:
+    """A pinned message holding a secret is shown on the board without it."""
+    from bot.pins import _body
+
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    item = TimelineItem("$p", "@a:x", 1, f"deploy key {secret}", None, {"body": "x"}, False)
+    shown = _body(item)
+    assert secret not in shown and "[redacted:" in shown
