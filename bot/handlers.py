@@ -46,10 +46,20 @@ from bot.sender import BotClient, txn_id_for
 from bot.visibility import visible_from
 from ingest.config import Config
 from ingest.errors import CommandError, MatrixError
+from ingest.scope import puppet_in_events
 from ingest.search import Searcher
 from ingest.types import Refusal, RoomID
 
 __all__ = ["MAX_COMMAND_AGE_MS", "CommandHandler", "RateLimit"]
+
+
+class RoomRefused(CommandError):
+    """A command's read of a room found it refused by scope (a bridge puppet in its log)."""
+
+    def __init__(self, room_id: RoomID) -> None:
+        super().__init__(f"{room_id} is not a room Muninn indexes")
+        self.room_id = room_id
+
 
 log = logging.getLogger("muninn.bot")
 
@@ -218,8 +228,15 @@ class CommandHandler:
         log.info("answered %s in %s in %.0f ms", msg.event_id, msg.room_id, elapsed)
 
     async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
+        """The room's latest raw events; a bridge puppet among them refuses the room (rule 4)."""
         bound = bound or self.cfg.bot.transcript_limit
-        return RoomLog(room_id, await self._logs.latest(self.client, room_id, bound), bound)
+        raw = await self._logs.latest(self.client, room_id, bound)
+        puppet = puppet_in_events(raw, self.rooms.scope)
+        if puppet is not None:
+            self.rooms.mark_bridged(room_id, puppet)
+            log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
+            raise RoomRefused(room_id)
+        return RoomLog(room_id, raw, bound)
 
     def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
         verdict = self._limits.check(msg.sender)
@@ -268,6 +285,10 @@ class CommandHandler:
             elif isinstance(command, PinsCommand):
                 await self.pins.show(msg, command, in_command_room)
             outcome = "ok"
+        except RoomRefused as e:  # silent in the refused room; the command room is told
+            outcome = "refused"
+            if in_command_room and e.room_id != msg.room_id:
+                await self.say(msg, str(e), "error")
         except CommandError as e:  # only a CommandError's own text ever reaches a room
             outcome = "error"
             await self.say(msg, str(e), "error")

@@ -40,6 +40,12 @@ class RoomCache:
         self.ttl = ttl
         self._rooms: dict[str, tuple[float, RoomInfo]] = {}
         self._direct: tuple[float, set[RoomID]] | None = None
+        # Rooms where a command's read of the log met a bridge puppet (rule 4 by sender): the
+        # state does not show a puppet that spoke and left, so remember it, as the writer does.
+        self._bridged: dict[str, str] = {}
+
+    def mark_bridged(self, room_id: str, puppet: str) -> None:
+        self._bridged[room_id] = puppet
 
     def invalidate(self, room_id: str) -> None:
         self._rooms.pop(room_id, None)
@@ -52,6 +58,9 @@ class RoomCache:
         return self._direct[1]
 
     async def get(self, room_id: str) -> RoomInfo:
+        if room_id in self._bridged:
+            detail = f"bridged: sender {self._bridged[room_id]} is in a bridge puppet namespace"
+            return RoomInfo(None, Verdict(RoomID(room_id), Refusal.BRIDGED, detail))
         now = time.monotonic()
         cached = self._rooms.get(room_id)
         if cached is not None and now - cached[0] <= self.ttl:

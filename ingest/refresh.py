@@ -26,7 +26,7 @@ from ingest.errors import StoreError
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.matrix import Page
-from ingest.scope import RoomScope
+from ingest.scope import RoomScope, puppet_in_events
 from ingest.scrub import SCRUB_VERSION, scrub
 from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name
 from ingest.types import (
@@ -399,7 +399,7 @@ class Writer:
             await self._save_cursor(col, room_id, token, tails)
         async for page in self.reader.walk(room_id, token, self.cfg.refresh.page_size):
             report.events_read += len(page.events)
-            puppet = self._puppet_in(page.events)
+            puppet = puppet_in_events(page.events, self._scope)
             if puppet is not None:
                 await self._refuse_bridged(col, room_id, puppet, report)
                 return report
@@ -412,18 +412,6 @@ class Writer:
             if progress is not None:
                 progress(room_id, report.events_read)
         return report
-
-    def _puppet_in(self, events: Sequence[Mapping[str, Any]]) -> str | None:
-        """The first sender or member of these events in a bridge puppet namespace.
-
-        Room state names only current members; a puppet that spoke and left is seen here.
-        """
-        for e in events:
-            member = e.get("state_key") if e.get("type") == "m.room.member" else None
-            for who in (e.get("sender"), member):
-                if isinstance(who, str) and self._scope.is_puppet(who):
-                    return who
-        return None
 
     async def _refuse_bridged(
         self, col: Collection, room_id: RoomID, puppet: str, report: RoomReport

@@ -14,8 +14,9 @@ case-folded aliases (the server part is a DNS name and case-insensitive anyway).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
+from typing import Any
 
 from ingest.config import ScopeConfig
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, UserID, Verdict
@@ -148,3 +149,16 @@ def decide(
 def puppet_senders(senders: Iterable[UserID], scope: RoomScope) -> list[UserID]:
     """The senders in a bridge puppet namespace (a sender need not be a current member)."""
     return [s for s in senders if scope.is_puppet(s)]
+
+
+def puppet_in_events(events: Iterable[Mapping[str, Any]], scope: RoomScope) -> str | None:
+    """The first sender or member of raw events in a bridge puppet namespace, or None.
+
+    Room state names only current members; a puppet that spoke and left shows here.
+    """
+    for e in events:
+        member = e.get("state_key") if e.get("type") == "m.room.member" else None
+        for who in (e.get("sender"), member):
+            if isinstance(who, str) and scope.is_puppet(who):
+                return who
+    return None

@@ -329,3 +329,17 @@ def test_pinned_message_body_is_scrubbed() -> None:
     item = TimelineItem("$p", "@a:x", 1, f"deploy key {secret}", None, {"body": "x"}, False)
     shown = _body(item)
     assert secret not in shown and "[redacted:" in shown
+
+
+def test_puppet_in_events_finds_a_sender_who_left() -> None:
+    """Rule 4 by sender: a puppet's message in the log refuses the room, members aside."""
+    from ingest.config import ScopeConfig
+    from ingest.scope import RoomScope, puppet_in_events
+
+    scope = RoomScope.from_config(ScopeConfig(), "x")
+    plain = [{"type": "m.room.message", "sender": "@a:x"}]
+    assert puppet_in_events(plain, scope) is None
+    bridged = [*plain, {"type": "m.room.message", "sender": "@discord_42:x"}]
+    assert puppet_in_events(bridged, scope) == "@discord_42:x"
+    member = [{"type": "m.room.member", "sender": "@a:x", "state_key": "@_discord_7:x"}]
+    assert puppet_in_events(member, scope) == "@_discord_7:x"
