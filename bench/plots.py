@@ -30,7 +30,8 @@ _STYLE = {
     "muninn-hybrid-proposed": ("tab:purple", ":", "D"),
     "synapse-sqlite": ("tab:red", "-", "x"),
     "synapse-sqlite-keywords": ("tab:red", ":", "v"),
-    "synapse-postgres": ("tab:brown", "-", "x"),
+    "synapse-postgres": ("tab:brown", "-", "+"),
+    "synapse-postgres-keywords": ("tab:brown", ":", "<"),
 }
 
 

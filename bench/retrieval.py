@@ -1,7 +1,7 @@
 """Retrieval quality, Muninn against Synapse's own search, on a LoCoMo-format file (issue 7.1).
 
     python -m bench.retrieval --data ../shared/data/locomo-dev/locomo-dev.json \
-        [--synapse-db sqlite] [--out bench/out/retrieval.json]
+        [--synapse-db sqlite|postgres] [--out bench/out/retrieval.json]
 
 Starts a Synapse on loopback (SQLite, in a temporary directory), loads every conversation as
 one room (two appservice users named after the speakers, one message a turn, backdated to the
@@ -12,7 +12,12 @@ temporary directory), then asks every question of categories 1–4 that has evid
   limit 50 (the dense and lexical rows are the same Searcher with the other weight at 0);
 - `synapse-sqlite`: `POST /search`, `order_by: rank`, this room, the question as typed;
 - `synapse-sqlite-keywords`: the same with the §9 keyword row (the three longest content
-  words joined by ` or `).
+  words joined by ` or `);
+- with `--synapse-db postgres`, also `synapse-postgres` and `synapse-postgres-keywords`: a
+  second Synapse on PostgreSQL (Debian's server, a throwaway cluster on loopback started by
+  `bench.postgres`), seeded with the same conversations at the same times, asked the same way.
+  PostgreSQL is what most operators run, and its full-text search (`to_tsvector('english')`,
+  `ts_rank_cd`) ranks differently from SQLite's FTS4.
 
 Metrics are defined in `bench.locomo`. Nothing is cached across runs.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import signal
 import sys
@@ -41,7 +47,14 @@ from bench.locomo import (
     keywords,
     load,
 )
-from bench.synapse_run import SeededRoom, SynapseBench, seed_conversation, synapse_search
+from bench.postgres import PostgresError, find_bindir
+from bench.synapse_run import (
+    SYNAPSE_DBS,
+    SeededRoom,
+    SynapseBench,
+    seed_conversation,
+    synapse_search,
+)
 from ingest import lexical
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
@@ -303,21 +316,24 @@ def table(systems: Mapping[str, Mapping[str, float | int]]) -> str:
     return "\n".join(lines)
 
 
-async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any]:
+async def run(
+    data: Path, out: Path | None, settings: Settings, synapse_db: str = "sqlite"
+) -> dict[str, Any]:
     conversations = load(data)
     n_turns = sum(len(c.turns) for c in conversations)
     n_questions = sum(len(c.questions) for c in conversations)
     log(f"{data}: {len(conversations)} conversations, {n_turns} turns, {n_questions} questions")
     started = time.monotonic()
+    systems: dict[str, Scores] = {}
+    categories: dict[str, dict[int, Scores]] = {}
+    refused: dict[str, int] = {}
+    seed_seconds: dict[str, float] = {}
+    postgres_version: str | None = None
     with tempfile.TemporaryDirectory(prefix="muninn-bench-") as tmp:
         work = Path(tmp)
         async with SynapseBench(work / "synapse") as sb:
             hs = sb.homeserver
-            log(f"synapse up at {hs.base_url}; seeding")
-            t = time.monotonic()
-            rooms, reader = await seed_all(hs, conversations)
-            seed_s = time.monotonic() - t
-            log(f"seeded {n_turns} messages in {seed_s:.1f}s ({n_turns / seed_s:.0f} msg/s)")
+            rooms, reader, seed_seconds["sqlite"] = await seed(hs, conversations, "sqlite")
             embedder = make_embedder(writer_config(hs, reader, work / "q", 600, 1).embedder)
             t = time.monotonic()
             store, report = await build_index(
@@ -331,8 +347,6 @@ async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any
             index_s = time.monotonic() - t
             windows = sum(r.windows_written for r in report.rooms)
             log(f"refreshed: {windows} windows in {index_s:.1f}s ({windows / index_s:.1f}/s)")
-            systems: dict[str, Scores] = {}
-            categories: dict[str, dict[int, Scores]] = {}
             warnings: list[str] = []
             try:
                 for name, searcher in searchers(store, embedder, hs.server_name, settings).items():
@@ -343,14 +357,14 @@ async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any
             finally:
                 await asyncio.to_thread(store.close)
                 await embedder.close()
-            refused: dict[str, int] = {}
-            for name, as_kw in (("synapse-sqlite", False), ("synapse-sqlite-keywords", True)):
-                t = time.monotonic()
-                systems[name], categories[name] = Scores(), {}
-                refused[name] = await ask_synapse(
-                    reader, rooms, systems[name], categories[name], as_keywords=as_kw
-                )
-                log(f"{name}: {time.monotonic() - t:.1f}s, {refused[name]} refused")
+            refused |= await ask_synapse_rows("sqlite", reader, rooms, systems, categories)
+        if synapse_db == "postgres":
+            async with SynapseBench(work / "synapse-postgres", "postgres") as sb:
+                hs = sb.homeserver
+                if sb.postgres is not None:
+                    postgres_version = await asyncio.to_thread(sb.postgres.version)
+                rooms, reader, seed_seconds["postgres"] = await seed(hs, conversations, "postgres")
+                refused |= await ask_synapse_rows("postgres", reader, rooms, systems, categories)
     result: dict[str, Any] = {
         "systems": {name: s.as_json() for name, s in systems.items()},
         "settings": settings.as_json(),
@@ -363,7 +377,9 @@ async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any
             "conversations": len(conversations),
             "messages": n_turns,
             "windows": windows,
-            "seed_seconds": round(seed_s, 1),
+            "synapse_db": synapse_db,
+            "postgres": postgres_version,
+            "seed_seconds": {db: round(sec, 1) for db, sec in seed_seconds.items()},
             "refresh_seconds": round(index_s, 1),
             "total_seconds": round(time.monotonic() - started, 1),
             "synapse_refused": refused,
@@ -376,6 +392,48 @@ async def run(data: Path, out: Path | None, settings: Settings) -> dict[str, Any
         await asyncio.to_thread(out.write_text, text, encoding="utf-8")
         log(f"wrote {out}")
     return result
+
+
+async def seed(
+    hs: Homeserver, conversations: Sequence[Conversation], db: str
+) -> tuple[list[SeededRoom], MatrixUser, float]:
+    log(f"synapse ({db}) up at {hs.base_url}; seeding")
+    t = time.monotonic()
+    rooms, reader = await seed_all(hs, conversations)
+    seconds = time.monotonic() - t
+    n_turns = sum(len(c.turns) for c in conversations)
+    log(f"seeded {n_turns} messages into synapse ({db}) in {seconds:.1f}s")
+    return rooms, reader, seconds
+
+
+async def ask_synapse_rows(
+    db: str,
+    reader: MatrixUser,
+    rooms: Sequence[SeededRoom],
+    systems: dict[str, Scores],
+    categories: dict[str, dict[int, Scores]],
+) -> dict[str, int]:
+    """The `synapse-DB` (question as typed) and `synapse-DB-keywords` rows; refusals by row."""
+    refused: dict[str, int] = {}
+    for name, as_kw in ((f"synapse-{db}", False), (f"synapse-{db}-keywords", True)):
+        t = time.monotonic()
+        systems[name], categories[name] = Scores(), {}
+        refused[name] = await ask_synapse(
+            reader, rooms, systems[name], categories[name], as_keywords=as_kw
+        )
+        log(f"{name}: {time.monotonic() - t:.1f}s, {refused[name]} refused")
+    return refused
+
+
+def postgres_problem() -> str | None:
+    """Why `--synapse-db postgres` cannot run here (checked before minutes of seeding)."""
+    try:
+        find_bindir()
+    except PostgresError as e:
+        return str(e)
+    if importlib.util.find_spec("psycopg2") is None:  # Synapse's driver, in this interpreter
+        return "Synapse on PostgreSQL needs psycopg2: pip install -e '.[bench]'"
+    return None
 
 
 def exit_on_sigterm() -> None:
@@ -392,7 +450,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m bench.retrieval", description=__doc__.split("\n")[0]
     )
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
-    p.add_argument("--synapse-db", default="sqlite", help="sqlite (postgres: not built yet)")
+    p.add_argument(
+        "--synapse-db",
+        choices=SYNAPSE_DBS,
+        default="sqlite",
+        help="postgres: also measure a Synapse on PostgreSQL (Debian's server, started here)",
+    )
     p.add_argument("--out", type=Path, help="write the JSON results here")
     p.add_argument("--max-bytes", type=int, default=MAX_BYTES, help="chunker.max_bytes")
     p.add_argument("--gap-seconds", type=int, default=GAP_SECONDS, help="chunker.gap_seconds")
@@ -403,8 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--proposed", action="store_true", help="add the row of the proposed ingest.search changes"
     )
     args = p.parse_args(argv)
-    if args.synapse_db != "sqlite":
-        print(f"--synapse-db {args.synapse_db}: only sqlite is built so far", file=sys.stderr)
+    if args.synapse_db == "postgres" and (problem := postgres_problem()):
+        print(f"--synapse-db postgres: {problem}", file=sys.stderr)
         return 2
     if not args.data.is_file():
         print(f"--data {args.data}: no such file", file=sys.stderr)
@@ -418,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         proposed=args.proposed,
     )
     exit_on_sigterm()
-    result = asyncio.run(run(args.data, args.out, settings))
+    result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))
     print(table(result["systems"]))
     print("\nR@2000ch by category (LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)")
     for name, cats in result["by_category"].items():

@@ -1,10 +1,11 @@
 """A throwaway Synapse for benchmarks: start it, seed LoCoMo conversations, ask its `/search`.
 
-The server is the test suite's launcher (`tests.homeserver.start_synapse`: loopback only,
-SQLite, no outbound traffic, rate limits relaxed, one appservice whose `@seed-*` users may
-backdate with `?ts=`). Each conversation becomes one public room: its two speakers are seed
-users with the speakers' names as display names, every turn is one `m.text` message sent at
-the session's time (turns 30 s apart), and the event id of every `dia_id` is recorded.
+The server is the test suite's launcher (`tests.homeserver.start_synapse`: loopback only, no
+outbound traffic, rate limits relaxed, one appservice whose `@seed-*` users may backdate with
+`?ts=`), on SQLite or on PostgreSQL in a throwaway cluster of `bench.postgres`. Each
+conversation becomes one public room: its two speakers are seed users with the speakers' names
+as display names, every turn is one `m.text` message sent at the session's time (turns 30 s
+apart), and the event id of every `dia_id` is recorded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import aiohttp
 
 from bench.locomo import Conversation
+from bench.postgres import PostgresCluster, start_postgres
 from tests.homeserver import (
     SEED_PREFIX,
     HarnessError,
@@ -28,7 +30,16 @@ from tests.homeserver import (
     start_synapse,
 )
 
-__all__ = ["SearchAnswer", "SeededRoom", "SynapseBench", "seed_conversation", "synapse_search"]
+__all__ = [
+    "SYNAPSE_DBS",
+    "SearchAnswer",
+    "SeededRoom",
+    "SynapseBench",
+    "seed_conversation",
+    "synapse_search",
+]
+
+SYNAPSE_DBS = ("sqlite", "postgres")
 
 
 @dataclass
@@ -48,25 +59,48 @@ class SearchAnswer:
 
 
 class SynapseBench:
-    """`async with SynapseBench(workdir) as sb:` — a started Synapse and a client session."""
+    """`async with SynapseBench(workdir, db) as sb:` — a started Synapse and a client session.
 
-    def __init__(self, workdir: Path) -> None:
+    `db` is "sqlite" (a file on /dev/shm) or "postgres" (a cluster started here and deleted on
+    exit, after Synapse has stopped).
+    """
+
+    def __init__(self, workdir: Path, db: str = "sqlite") -> None:
+        if db not in SYNAPSE_DBS:
+            raise ValueError(f"db must be one of {', '.join(SYNAPSE_DBS)}, not {db!r}")
         self.workdir = workdir
+        self.db = db
+        self.postgres: PostgresCluster | None = None
         self.server: SynapseServer | None = None
         self.session: aiohttp.ClientSession | None = None
         self.hs: Homeserver | None = None
 
     async def __aenter__(self) -> SynapseBench:
-        self.server = await asyncio.to_thread(start_synapse, self.workdir)
+        try:
+            database = None
+            if self.db == "postgres":
+                self.postgres = await asyncio.to_thread(start_postgres)
+                await asyncio.to_thread(self.postgres.create_database, "synapse")
+                database = self.postgres.synapse_database("synapse")
+            self.server = await asyncio.to_thread(
+                lambda: start_synapse(self.workdir, database=database)
+            )
+        except BaseException:
+            await self.__aexit__()
+            raise
         self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
         self.hs = Homeserver(self.server, self.session)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self.session is not None:
-            await self.session.close()
-        if self.server is not None:
-            await asyncio.to_thread(self.server.stop)
+        try:
+            if self.session is not None:
+                await self.session.close()
+            if self.server is not None:
+                await asyncio.to_thread(self.server.stop)
+        finally:
+            if self.postgres is not None:
+                await asyncio.to_thread(self.postgres.stop)
 
     @property
     def homeserver(self) -> Homeserver:

@@ -94,7 +94,7 @@ class SynapseServer:
     config_path: Path
     log_path: Path
     workdir: Path
-    database_path: Path
+    database_path: Path | None  # the SQLite file; None on a `database` given to start_synapse
     process: subprocess.Popen[bytes]
     scratch_dir: Path | None = None  # a tmpfs database directory, removed on stop
 
@@ -232,7 +232,7 @@ def _homeserver_config(
     port: int,
     shared_secret: str,
     registration: Path,
-    database: Path,
+    database: JSON,
     server_name: str,
 ) -> JSON:
     data = workdir / "data"
@@ -250,7 +250,7 @@ def _homeserver_config(
                 "resources": [{"names": ["client"], "compress": False}],
             }
         ],
-        "database": {"name": "sqlite3", "args": {"database": str(database)}},
+        "database": database,
         "media_store_path": str(data / "media_store"),
         "signing_key_path": str(workdir / f"{server_name}.signing.key"),
         "registration_shared_secret": shared_secret,
@@ -315,6 +315,7 @@ def start_synapse(
     extra_user_namespaces: Sequence[JSON] = (),
     registration: JSON | None = None,
     tmpfs_database: bool = True,
+    database: JSON | None = None,
     new_session: bool = False,
 ) -> SynapseServer:
     """Write config, keys and registration into `workdir`, start Synapse and wait for it.
@@ -329,6 +330,7 @@ def start_synapse(
             (the bot's and `@seed-*` namespaces); its `url` names the appservice port.
         tmpfs_database: put SQLite on /dev/shm when there is one (faster; gone on stop),
             else `workdir/data/homeserver.db`.
+        database: Synapse's `database` block instead of SQLite (the benchmarks' PostgreSQL row).
         new_session: start Synapse in its own session, out of reach of the terminal's Ctrl-C.
     """
     workdir.mkdir(parents=True, exist_ok=True)
@@ -345,8 +347,10 @@ def start_synapse(
     reg_path.write_text(yaml.safe_dump(reg, sort_keys=False))
     reg_path.chmod(0o600)
     config = workdir / "homeserver.yaml"
-    scratch = _scratch_dir() if tmpfs_database else None
-    database = (scratch or workdir / "data") / "homeserver.db"
+    scratch = _scratch_dir() if tmpfs_database and database is None else None
+    sqlite_path = None if database is not None else (scratch or workdir / "data") / "homeserver.db"
+    if database is None:
+        database = {"name": "sqlite3", "args": {"database": str(sqlite_path)}}
     cfg = _homeserver_config(workdir, port, shared_secret, reg_path, database, server_name)
     config.write_text(yaml.safe_dump(cfg))
     _write_signing_key(Path(cfg["signing_key_path"]))
@@ -363,7 +367,7 @@ def start_synapse(
         config_path=config,
         log_path=log_path,
         workdir=workdir,
-        database_path=database,
+        database_path=sqlite_path,
         process=_spawn(config, workdir, log_path, new_session=new_session),
         scratch_dir=scratch,
     )

@@ -41,11 +41,11 @@ from bot.lookup import RecentEvents, RoomLog, RoomView, fused_search, thread_roo
 from bot.metrics import ServiceMetrics
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
-from bot.rooms import RoomCache
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import visible_from
 from ingest.config import Config
 from ingest.errors import CommandError, MatrixError
+from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
 from ingest.search import Searcher
 from ingest.types import Refusal, RoomID

@@ -29,7 +29,9 @@ from ingest.refresh import (
     RoomReport,
     Writer,
 )
-from ingest.scope import decide
+from ingest.revalidate import LiveCheck
+from ingest.rooms import RoomCache
+from ingest.scope import RoomScope, decide
 from ingest.search import Searcher, SearchQuery, SearchResult
 from ingest.store import PointFilter, Store, open_store
 from ingest.types import Refusal, RoomID, Verdict
@@ -115,27 +117,6 @@ def _room_line(r: RoomReport) -> str:
     )
 
 
-def _live_check(reader: MatrixReader) -> Any:
-    """Revalidation against the homeserver: every cited event must still exist unredacted."""
-    joined: set[str] | None = None
-
-    async def check(room_id: str, event_ids: Sequence[str]) -> bool:
-        nonlocal joined
-        if joined is None:
-            joined = set(await reader.joined_rooms())
-        if room_id not in joined:
-            return False
-        events = await asyncio.gather(*(reader.get_event(room_id, e) for e in event_ids))
-        return all(
-            ev is not None
-            and ev.get("content")
-            and "redacted_because" not in ev.get("unsigned", {})
-            for ev in events
-        )
-
-    return check
-
-
 async def search(
     cfg: Config,
     *,
@@ -162,11 +143,12 @@ async def search(
                 before_ts=before,
                 limit=limit,
             )
+            scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
             searcher = Searcher(
                 store,
                 embedder,
                 server_name=cfg.homeserver.server_name,
-                live_check=_live_check(reader),
+                live_check=LiveCheck(reader, RoomCache(reader, scope)),
             )
             result = await searcher.search(query)
     except StoreUnavailable as held:

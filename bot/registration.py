@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
-from ingest.config import Config, is_placeholder, parse_config, registration_path
+from ingest.config import Config, parse_config, registration_path
 from ingest.errors import ConfigError
+from ingest.matrix import USER_LOCALPART, load_registration, read_registration
 
 __all__ = [
     "DEFAULT_LOCALPART",
@@ -35,8 +36,6 @@ __all__ = [
 
 DEFAULT_LOCALPART = "muninn"
 APPSERVICE_ID = "muninn"
-_HINT = "run `muninn generate-registration`"
-_LOCALPART = re.compile(r"^[a-z0-9._=\-/+]+$")  # the spec's user id localpart grammar
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}
 _PLAIN_SCALAR = re.compile(r"^[A-Za-z0-9_./\-]+$")
 
@@ -44,43 +43,14 @@ _PLAIN_SCALAR = re.compile(r"^[A-Za-z0-9_./\-]+$")
 # ---------------------------------------------------------------- the check at start
 
 
-def _read_registration(path: Path) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError([f"appservice.registration: no file at {path}; {_HINT}"]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError([f"appservice.registration: cannot read {path}: {e}"]) from None
-    except yaml.YAMLError as e:
-        raise ConfigError([f"not valid YAML ({e}); {_HINT} --force"], str(path)) from None
-    if not isinstance(raw, dict):
-        raise ConfigError([f"the registration must be a YAML mapping; {_HINT} --force"], str(path))
-    return raw
-
-
 def check_registration(cfg: Config) -> None:
     """Refuse to start on a registration with missing, placeholder or shared tokens.
 
-    Client mode (no `appservice`) has nothing to check. A placeholder `hs_token` matters as
-    much as `as_token`: it is the only thing that authenticates Synapse's pushes to Muninn.
+    Client mode (no `appservice`) has nothing to check; the checks are `load_registration`'s,
+    the same the reader applies when it takes the as_token.
     """
-    if cfg.appservice is None:
-        return
-    path = registration_path(cfg)
-    raw = _read_registration(path)
-    problems = []
-    for key in ("as_token", "hs_token"):
-        value = raw.get(key)
-        if not isinstance(value, str) or is_placeholder(value):
-            shown = f" ({value!r})" if isinstance(value, str) else ""
-            problems.append(f"{key}: is missing or a placeholder{shown}; {_HINT} --force")
-    if isinstance(raw.get("as_token"), str) and raw.get("as_token") == raw.get("hs_token"):
-        problems.append(f"as_token and hs_token are the same; {_HINT} --force")
-    localpart = raw.get("sender_localpart")
-    if not isinstance(localpart, str) or not _LOCALPART.match(localpart):
-        problems.append(f"sender_localpart: is missing or not a user localpart; {_HINT}")
-    if problems:
-        raise ConfigError(problems, str(path))
+    if cfg.appservice is not None:
+        load_registration(registration_path(cfg))
 
 
 # ---------------------------------------------------------------- the registration itself
@@ -93,7 +63,7 @@ def _user_namespace(localpart: str, server_name: str) -> str:
 
 def new_registration(*, url: str, server_name: str, localpart: str) -> dict[str, Any]:
     """A registration with fresh, distinct tokens and an exclusive namespace for the bot only."""
-    if not _LOCALPART.match(localpart):
+    if not USER_LOCALPART.match(localpart):
         raise ConfigError([f"sender_localpart: not a user localpart: {localpart!r}"])
     as_token, hs_token = secrets.token_urlsafe(48), secrets.token_urlsafe(48)
     return {
@@ -141,11 +111,10 @@ def _appservice_url(cfg: Config) -> str:
 def _previous_localpart(path: Path) -> str | None:
     """The sender_localpart of the registration being replaced, so --force keeps the bot."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        value = read_registration(path).get("sender_localpart")
+    except ConfigError:
         return None
-    value = raw.get("sender_localpart") if isinstance(raw, dict) else None
-    return value if isinstance(value, str) and _LOCALPART.match(value) else None
+    return value if isinstance(value, str) and USER_LOCALPART.match(value) else None
 
 
 # ---------------------------------------------------------------- editing the config as text

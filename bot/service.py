@@ -17,21 +17,20 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from bot.appservice import AppserviceServer
 from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
-from bot.rooms import RoomCache
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
 from bot.sync import SyncLoop
-from bot.visibility import LiveCheck
 from ingest.config import Config, registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
+from ingest.matrix import load_registration
 from ingest.refresh import Tombstone, Writer
+from ingest.revalidate import LiveCheck
+from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
@@ -44,14 +43,6 @@ log = logging.getLogger("muninn.service")
 QUEUE_BATCHES = 1024
 WORKERS = 4
 _WAKE_TYPES = ("m.room.message", "m.room.redaction")
-
-
-def hs_token_of(cfg: Config) -> str:
-    raw = yaml.safe_load(registration_path(cfg).read_text(encoding="utf-8"))
-    token = raw.get("hs_token") if isinstance(raw, dict) else None
-    if not isinstance(token, str) or not token:
-        raise ConfigError(["hs_token: is missing from the registration"])
-    return token
 
 
 class Service:
@@ -94,12 +85,14 @@ class Service:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
         self.store: Store = counting_store(self._store, self.metrics.store_errors)
         self.writer = Writer(cfg, self.client, self.store, self.embedder)
-        self.live = LiveCheck(self.client)
+        scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+        self.rooms = RoomCache(self.client, scope, remembered_puppet=self.writer.refused_by_puppet)
+        # Hits are revalidated with the same room verdicts the event path uses, dropped on
+        # any state event: a room bridged a second ago shows nothing.
+        self.live = LiveCheck(self.client, self.rooms)
         self.searcher = Searcher(
             self.store, self.embedder, server_name=cfg.homeserver.server_name, live_check=self.live
         )
-        scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
-        self.rooms = RoomCache(self.client, scope)
         self.handler = CommandHandler(
             cfg,
             self.client,
@@ -120,7 +113,10 @@ class Service:
             self._spawn(self._work(), f"worker-{n}")
         if cfg.appservice is not None:
             self.server = AppserviceServer(
-                hs_token_of(cfg), self.accept, host=cfg.appservice.host, port=cfg.appservice.port
+                load_registration(registration_path(cfg)).hs_token,
+                self.accept,
+                host=cfg.appservice.host,
+                port=cfg.appservice.port,
             )
             await self.server.start()
         else:
@@ -291,8 +287,7 @@ class Service:
         content = content if isinstance(content, dict) else {}
         membership = content.get("membership")
         if membership != "invite":
-            self.live.forget_rooms()
-            return
+            return  # dispatch dropped the room's cached verdict
         inviter = event.get("sender")
         if content.get("is_direct"):
             log.info("rejecting DM invite to %s from %s", room_id, inviter)
@@ -301,7 +296,7 @@ class Service:
         if room_id == self.handler.command_room:
             log.info("joining the command room %s (invited by %s)", room_id, inviter)
             await self.client.join(room_id)
-            self.live.forget_rooms()
+            self.rooms.invalidate(room_id)
             return
         if await self.client.membership(room_id, self.bot_user_id) == "join":
             return  # a stale invite: the roster joined it meanwhile

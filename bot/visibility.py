@@ -1,4 +1,4 @@
-"""Who may see what: the asker's history visibility cut, and revalidation of hits (§3 rules 14–15).
+"""Who may see what: the asker's history visibility cut (§3; hits: `ingest.revalidate`).
 
 Under `joined` (or `invited`) history visibility a member sees the room from their join (or
 invite) on; under `shared` and `world_readable` they see everything. The cut is the start of the
@@ -9,16 +9,13 @@ new member event but not a new join). A missing or broken chain errs towards sho
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from bot.sender import BotClient
-from ingest.errors import MatrixError
 
-__all__ = ["NOTHING", "LiveCheck", "visible_from"]
+__all__ = ["NOTHING", "visible_from"]
 
 log = logging.getLogger("muninn.visibility")
 
@@ -60,44 +57,3 @@ async def visible_from(
             break
         member, cut = prev, int(prev.get("origin_server_ts", cut))
     return cut
-
-
-class LiveCheck:
-    """Searcher revalidation: every cited event still exists unredacted, in a joined room.
-
-    The joined-room list is cached for `ttl` seconds (joins and leaves are rare, a search is
-    not); events are fetched in parallel, at most `parallel` at a time.
-    """
-
-    def __init__(self, client: BotClient, *, ttl: float = 30.0, parallel: int = 16) -> None:
-        self.client = client
-        self.ttl = ttl
-        self._joined: set[str] = set()
-        self._fetched = 0.0
-        self._gate = asyncio.Semaphore(parallel)
-
-    def forget_rooms(self) -> None:
-        self._fetched = 0.0
-
-    async def _joined_rooms(self) -> set[str]:
-        if time.monotonic() - self._fetched > self.ttl:
-            self._joined = set(await self.client.joined_rooms())
-            self._fetched = time.monotonic()
-        return self._joined
-
-    async def _live(self, room_id: str, event_id: str) -> bool:
-        async with self._gate:
-            try:
-                event = await self.client.get_event(room_id, event_id)
-            except MatrixError as e:
-                log.warning("cannot revalidate %s: %s", event_id, e)
-                return False
-        unsigned = event.get("unsigned") if event else None
-        redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
-        return bool(event and event.get("content")) and not redacted
-
-    async def __call__(self, room_id: str, event_ids: Sequence[str]) -> bool:
-        if room_id not in await self._joined_rooms():
-            return False
-        results = await asyncio.gather(*(self._live(room_id, e) for e in event_ids))
-        return all(results)

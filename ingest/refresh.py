@@ -327,8 +327,8 @@ class Writer:
                 report.rooms.append(room_report)
                 continue
             assert state is not None
-            marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
-            if marker is not None and self._scope.is_puppet(str(marker.get("user_id"))):
+            marker = await self._puppet_marker(col, room_id)
+            if marker is not None:
                 # A puppet spoke here once (history does not change): refused without a read.
                 report.rooms.append(
                     RoomReport(room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"])
@@ -340,6 +340,21 @@ class Writer:
         else:
             await asyncio.to_thread(col.flush)
         return report
+
+    async def _puppet_marker(self, col: Collection, room_id: RoomID) -> dict[str, Any] | None:
+        marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
+        if marker is not None and self._scope.is_puppet(str(marker.get("user_id"))):
+            return dict(marker)
+        return None
+
+    async def refused_by_puppet(self, room_id: RoomID) -> str | None:
+        """The bridge puppet whose message got this room refused for good, or None.
+
+        The refusal outlives the puppet's message scrolling out of any bounded read, and the
+        process: the bot asks here so that a restart does not forget it.
+        """
+        marker = await self._puppet_marker(await self.open(), room_id)
+        return None if marker is None else str(marker["user_id"])
 
     def _verdict(
         self, room_id: RoomID, state: RoomState | None, direct: set[RoomID] | frozenset[RoomID]

@@ -192,6 +192,29 @@ async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUse
     assert "dense" in results["retrievers"]
 
 
+async def test_bot_command_room_hides_a_room_bridged_since_indexing(
+    env: Env, alice: MatrixUser
+) -> None:
+    """A room that gets a bridge after its last refresh shows nothing in the command room at
+    once: its windows wait in the store for the next refresh to purge them, unseen."""
+    room = await env.room(alice)
+    await alice.send_text(room, "pangolin sighting behind the depot")
+    await env.settle(room)
+    _, before = await ask(env.persona, env.command_room, "!search pangolin", env.bot_id)
+    assert "sighting behind the depot" in body_of(before)
+    await env.settle(room)  # the message's own (pushed) wake is spent: no refresh is due
+    bridge = {"bridgebot": alice.user_id, "protocol": {"id": "irc"}, "channel": {"id": "#p"}}
+    await alice.send_state(room, "m.bridge", bridge, "irc/#p")
+    await ask(env.persona, env.command_room, "!help", env.bot_id)  # the state event is through
+    _, after = await ask(env.persona, env.command_room, "!search pangolin", env.bot_id)
+    assert "pangolin" not in body_of(after).split("\n", 1)[-1]
+    results = after["content"]["org.muninn.results"]
+    assert all(h["room_id"] != room for h in results["hits"])
+    assert "sighting behind the depot" not in str(after["content"])
+    col = await env.service.writer.open()  # hidden by revalidation, not yet purged
+    assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) >= 1
+
+
 async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
     """An asker not matching command_room_askers gets nothing, not even an error."""
     await alice.join(env.command_room)

@@ -392,7 +392,13 @@ def test_reader_from_config_client_mode() -> None:
 def test_reader_from_config_appservice_mode_reads_registration(tmp_path: Path) -> None:
     """Appservice mode reads as_token and sender_localpart from the registration file."""
     (tmp_path / "registration.yaml").write_text(
-        yaml.safe_dump({"as_token": "as-secret-123", "sender_localpart": "muninn"})
+        yaml.safe_dump(
+            {
+                "as_token": "as-secret-123",
+                "hs_token": "hs-secret-456",
+                "sender_localpart": "muninn",
+            }
+        )
     )
     raw = {
         "homeserver": {"url": "http://hs.test", "server_name": "hs.test"},
@@ -406,24 +412,33 @@ def test_reader_from_config_appservice_mode_reads_registration(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        (None, "no such file"),
-        ({"sender_localpart": "muninn"}, "as_token"),
-        ({"as_token": "CHANGE_ME", "sender_localpart": "muninn"}, "as_token"),
-        ({"as_token": "as-secret-123"}, "sender_localpart"),
+        (None, "appservice.registration: no file at"),
+        ({"hs_token": "hs-secret-456", "sender_localpart": "muninn"}, "as_token: is missing"),
+        (
+            {"as_token": "CHANGE_ME", "hs_token": "hs-secret-456", "sender_localpart": "muninn"},
+            "as_token: is missing or a placeholder ('CHANGE_ME')",
+        ),
+        ({"as_token": "as-secret-123", "sender_localpart": "muninn"}, "hs_token: is missing"),
+        (
+            {"as_token": "as-secret-123", "hs_token": "hs-secret-456"},
+            "sender_localpart: is missing",
+        ),
     ],
 )
 def test_reader_from_config_bad_registration_is_a_config_error(
     tmp_path: Path, content: dict[str, Any] | None, problem: str
 ) -> None:
-    """A missing registration, or one without a real as_token or sender, names the problem."""
+    """The reader refuses a registration as the start check does: missing, or a token or sender
+    missing or a placeholder, names the problem (one parser, `load_registration`)."""
     if content is not None:
         (tmp_path / "registration.yaml").write_text(yaml.safe_dump(content))
     raw = {
         "homeserver": {"url": "http://hs.test", "server_name": "hs.test"},
         "appservice": {"registration": "registration.yaml"},
     }
-    with pytest.raises(ConfigError, match=problem):
+    with pytest.raises(ConfigError) as err:
         MatrixReader.from_config(parse_config(raw, base_dir=tmp_path))
+    assert problem in str(err.value)
 
 
 def test_room_state_from_reads_legacy_top_level_prev_content() -> None:

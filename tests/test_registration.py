@@ -122,6 +122,19 @@ def test_generate_registration_refuses_to_overwrite_without_force(tmp_path: Path
     assert (tmp_path / "registration.yaml").read_text() == before
 
 
+def test_generate_registration_force_keeps_the_localpart_of_a_placeholder_file(
+    tmp_path: Path,
+) -> None:
+    """A registration the start check refuses (CHANGE_ME tokens) still gives up its localpart."""
+    example = Path(__file__).resolve().parent.parent / "registration.example.yaml"
+    text = example.read_text(encoding="utf-8").replace(
+        "sender_localpart: muninn", "sender_localpart: raven"
+    )
+    (tmp_path / "registration.yaml").write_text(text)
+    generate_registration(write_config(tmp_path), out=None, force=True)
+    assert read_yaml(tmp_path / "registration.yaml")["sender_localpart"] == "raven"
+
+
 def test_generate_registration_force_keeps_the_bot_localpart(tmp_path: Path) -> None:
     """Replacing a registration keeps its sender_localpart: the bot user does not change."""
     cfg_path = write_config(tmp_path)
@@ -238,6 +251,24 @@ def test_check_registration_refuses_placeholders_with_the_fix(
     with pytest.raises(ConfigError, match="run `muninn generate-registration`") as err:
         check_registration(cfg)
     assert problem in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("as_token: [\n", "not valid YAML"), ("- as_token\n", "must be a YAML mapping")],
+    ids=["not-yaml", "not-a-mapping"],
+)
+def test_check_registration_names_the_broken_file(tmp_path: Path, text: str, problem: str) -> None:
+    """A registration that is not a YAML mapping is refused naming the file, the cause, the fix."""
+    (tmp_path / "registration.yaml").write_text(text)
+    cfg = parse_config(
+        {"homeserver": {"server_name": SERVER}, "appservice": {}}, base_dir=tmp_path
+    )
+    with pytest.raises(ConfigError) as err:
+        check_registration(cfg)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 'registration.yaml'}: 1 problem(s)")
+    assert problem in message and "run `muninn generate-registration` --force" in message
 
 
 def test_check_registration_refuses_the_shipped_example(tmp_path: Path) -> None:

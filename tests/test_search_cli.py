@@ -391,3 +391,29 @@ async def test_cli_search_drops_hits_of_a_room_the_reader_left(
     doc = await search_json(kiwi.config, "kiwi")
     assert doc["hits"] == []
     assert doc["dropped_stale"] == 2
+
+
+@pytest.mark.parametrize("change", ["bridged", "encrypted", "excluded"])
+async def test_cli_search_hides_a_room_refused_since_indexing(
+    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path, change: str
+) -> None:
+    """A room that became bridged, encrypted or excluded after the last refresh shows nothing
+    at once: its windows are still in the store, but no text of theirs reaches the output."""
+    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
+    config = kiwi.config
+    if change == "bridged":
+        bridge = {"bridgebot": alice.user_id, "protocol": {"id": "irc"}, "channel": {"id": "#k"}}
+        await alice.send_state(kiwi.room_id, "m.bridge", bridge, "irc/#k")
+    elif change == "encrypted":
+        await alice.enable_encryption(kiwi.room_id)
+    else:
+        doc = reader_config_doc(hs, kiwi.reader, tmp_path)
+        doc["scope"] = {"exclude_room_ids": [kiwi.room_id]}
+        config = write_config(tmp_path / "excluded.yaml", doc)
+    for args in (["--json"], []):
+        run = await muninn(config, "search", "kiwi", *args)
+        assert run.rc == 0, run.err
+        assert "kiwi" not in run.out  # not one excerpt
+        assert kiwi.room_id not in run.out
+    doc = await search_json(config, "kiwi")
+    assert doc["hits"] == [] and doc["dropped_stale"] == 2

@@ -1,16 +1,18 @@
-"""A short-lived cache of room state and scope verdicts for the bot's event path.
+"""A short-lived cache of room state and scope verdicts, for the read side.
 
 The scope rules (`ingest.scope`) decide; this only avoids asking the homeserver for a room's
-state on every event. Any state event in a room drops its entry, and entries expire after `ttl`.
+state on every event (the bot) or every hit (revalidation, `ingest.revalidate`). The bot drops
+a room's entry on any state event in it; entries expire after `ttl` in any case.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.sender import BotClient
 from ingest.errors import MatrixForbidden, MatrixNotFound
+from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomID, RoomState, Verdict
 
@@ -34,10 +36,20 @@ class RoomInfo:
 
 
 class RoomCache:
-    def __init__(self, client: BotClient, scope: RoomScope, *, ttl: float = 60.0) -> None:
+    def __init__(
+        self,
+        client: MatrixReader,
+        scope: RoomScope,
+        *,
+        ttl: float = 60.0,
+        remembered_puppet: Callable[[RoomID], Awaitable[str | None]] | None = None,
+    ) -> None:
+        """`remembered_puppet`: the writer's lasting record of a room refused for a puppet's
+        message (`Writer.refused_by_puppet`), asked on every state fetch."""
         self.client = client
         self.scope = scope
         self.ttl = ttl
+        self.remembered_puppet = remembered_puppet
         self._rooms: dict[str, tuple[float, RoomInfo]] = {}
         self._direct: tuple[float, set[RoomID]] | None = None
         # Rooms where a command's read of the log met a bridge puppet (rule 4 by sender): the
@@ -71,5 +83,10 @@ class RoomCache:
             info = RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
         else:
             info = RoomInfo(state, self.scope.decide(state, await self._direct_rooms()))
+            if info.verdict.eligible and self.remembered_puppet is not None:
+                puppet = await self.remembered_puppet(RoomID(room_id))
+                if puppet is not None:
+                    self.mark_bridged(room_id, puppet)
+                    return await self.get(room_id)
         self._rooms[room_id] = (now, info)
         return info

@@ -1,0 +1,223 @@
+"""A throwaway PostgreSQL cluster on loopback, for the benchmark's Synapse-on-PostgreSQL row.
+
+The server is Debian's (`apt-get install postgresql`): its binaries are found through
+`$MUNINN_PG_BINDIR`, `pg_config --bindir`, or `/usr/lib/postgresql/N/bin` (newest N). The
+cluster lives in a temporary directory of its own, listens on 127.0.0.1 at a free port (and a
+socket in that directory), trusts loopback connections, and is deleted on stop. PostgreSQL
+refuses to run as root; started by root, the cluster belongs to the `postgres` system user.
+
+Durability is off (`fsync`, `synchronous_commit`, `full_page_writes`): the benchmark measures
+how Synapse ranks, not how it survives a crash, and a crash loses only a cluster that is thrown
+away anyway. Databases are created `UTF8` with the `C` collation, as Synapse requires.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.devserver import free_port
+
+__all__ = ["PostgresCluster", "PostgresError", "find_bindir", "start_postgres"]
+
+SUPERUSER = "muninn_bench"
+START_TIMEOUT = 60.0
+
+
+class PostgresError(RuntimeError):
+    """The cluster could not be found, created or started; the message says which and why."""
+
+
+def find_bindir() -> Path:
+    """The directory holding `initdb` and `postgres`, or PostgresError naming the install."""
+    candidates: list[Path] = []
+    if env := os.environ.get("MUNINN_PG_BINDIR"):
+        candidates.append(Path(env))
+    if pg_config := shutil.which("pg_config"):
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            candidates.append(Path(out.stdout.strip()))
+
+    def version(path: str) -> int:
+        name = Path(path).parent.name
+        return int(name) if name.isdigit() else 0
+
+    debian = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    candidates += [Path(p) for p in debian]
+    for bindir in candidates:
+        if (bindir / "initdb").is_file() and (bindir / "postgres").is_file():
+            return bindir
+    raise PostgresError(
+        "no PostgreSQL server found (looked in $MUNINN_PG_BINDIR, `pg_config --bindir` and "
+        "/usr/lib/postgresql/*/bin): install it with `apt-get install postgresql`"
+    )
+
+
+@dataclass
+class PostgresCluster:
+    """A running cluster: where it listens and its files; `stop()` ends it and deletes them."""
+
+    bindir: Path
+    root: Path
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    run_as: pwd.struct_passwd | None
+
+    @property
+    def datadir(self) -> Path:
+        return self.root / "data"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return "(no log file)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def version(self) -> str:
+        """What the server says it is, e.g. "postgres (PostgreSQL) 15.18 (Debian ...)"."""
+        argv = [str(self.bindir / "postgres"), "--version"]
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
+
+    def create_database(self, name: str) -> None:
+        """A new database owned by the superuser, UTF8 with the C collation (Synapse's need)."""
+        _run(
+            [
+                str(self.bindir / "createdb"),
+                *("-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER),
+                *("-E", "UTF8", "--locale=C", "-T", "template0", name),
+            ],
+            "createdb",
+        )
+
+    def synapse_database(self, name: str) -> dict[str, Any]:
+        """Synapse's `database` block for database `name` of this cluster."""
+        return {
+            "name": "psycopg2",
+            "args": {
+                "user": SUPERUSER,
+                "dbname": name,
+                "host": "127.0.0.1",
+                "port": self.port,
+                "cp_min": 1,
+                "cp_max": 5,
+            },
+        }
+
+    def stop(self, grace: float = 15.0) -> None:
+        """Fast shutdown (SIGINT), SIGKILL after `grace` seconds; then the files are deleted."""
+        try:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGINT)
+                try:
+                    self.process.wait(grace)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(5)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _run(argv: list[str], what: str, run_as: pwd.struct_passwd | None = None) -> None:
+    kwargs: dict[str, Any] = {}
+    if run_as is not None:
+        kwargs = {"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []}
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    if out.returncode != 0:
+        raise PostgresError(f"{what} exited with {out.returncode}: {out.stderr.strip()[-800:]}")
+
+
+def _owner() -> pwd.struct_passwd | None:
+    """Who runs the server: this user, or `postgres` when this is root (PostgreSQL's rule)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        raise PostgresError(
+            "PostgreSQL does not run as root and there is no `postgres` user to run it as: "
+            "install the server with `apt-get install postgresql` (it creates that user), "
+            "or run the benchmark as an ordinary user"
+        ) from None
+
+
+def _ready(bindir: Path, port: int) -> bool:
+    """Accepting queries, not only connections (a starting server answers "starting up")."""
+    isready = bindir / "pg_isready"
+    if isready.is_file():
+        argv = [str(isready), "-q", "-h", "127.0.0.1", "-p", str(port), "-U", SUPERUSER]
+        return subprocess.run(argv, check=False).returncode == 0
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def start_postgres(timeout: float = START_TIMEOUT) -> PostgresCluster:
+    """initdb a fresh cluster in a temporary directory, start it on loopback, wait for it."""
+    bindir = find_bindir()
+    run_as = _owner()
+    root = Path(tempfile.mkdtemp(prefix="muninn-pg-"))
+    try:
+        if run_as is not None:
+            os.chown(root, run_as.pw_uid, run_as.pw_gid)
+        datadir, sockets = root / "data", root / "sockets"
+        _run(
+            [
+                str(bindir / "initdb"),
+                *("-D", str(datadir), "-U", SUPERUSER, "--auth=trust"),
+                *("-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"),
+            ],
+            "initdb",
+            run_as,
+        )
+        _run(["mkdir", "-m", "0700", str(sockets)], "mkdir", run_as)
+        port = free_port()
+        log_path = root / "postgres.log"
+        kwargs: dict[str, Any] = {}
+        if run_as is not None:
+            kwargs = {"user": run_as.pw_uid, "group": run_as.pw_gid, "extra_groups": []}
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [
+                    str(bindir / "postgres"),
+                    *("-D", str(datadir), "-p", str(port), "-k", str(sockets)),
+                    *("-c", "listen_addresses=127.0.0.1"),
+                    *("-c", "fsync=off", "-c", "synchronous_commit=off"),
+                    *("-c", "full_page_writes=off"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C reaches the bench, which stops the cluster
+                **kwargs,
+            )
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    cluster = PostgresCluster(bindir, root, port, process, log_path, run_as)
+    deadline = time.monotonic() + timeout
+    while not _ready(bindir, port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = cluster.log_tail()
+            cluster.stop()
+            state = (
+                f"exited with {process.returncode}"
+                if process.poll() is not None
+                else (f"did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+            )
+            raise PostgresError(f"postgres {state}; its log:\n{tail}")
+        time.sleep(0.1)
+    return cluster
