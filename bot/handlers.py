@@ -47,6 +47,7 @@ from ingest.config import Config
 from ingest.errors import CommandError, MatrixError
 from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
+from ingest.scrub import scrub
 from ingest.search import Searcher
 from ingest.types import Refusal, RoomID
 
@@ -259,6 +260,7 @@ class CommandHandler:
     async def say(self, msg: Incoming, text: str, kind: Literal["error", "help", "info"]) -> None:
         """A short text reply; in the command room it carries `{kind: text}` as the results,
         so a Persona always finds `org.muninn.results`."""
+        text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
         results: dict[str, Any] | None = None
         if msg.room_id == self.command_room:
             results = {str(kind): text}

@@ -19,6 +19,7 @@ import regex
 from bot.html import escape, excerpt, no_mentions, safe_html, safe_plain
 from bot.pinboard import Pin
 from ingest.chunker import display_name
+from ingest.scrub import scrub
 from ingest.search import Hit, SearchResult
 from ingest.types import UserID
 
@@ -89,7 +90,11 @@ def matrix_json(value: Any) -> Any:
 def text_reply(
     reply_to: ReplyTo, text: str, *, results: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A short notice from plain text (usage, refusals); lines become `<br>`."""
+    """A short notice from plain text (usage, refusals); lines become `<br>`.
+
+    The text may quote the asker's command (a usage error names the bad fragment): the caller
+    scrubs it (`CommandHandler.say`), so the body and the results carry the same words.
+    """
     html = "<br>".join(safe_html(line) for line in text.split("\n"))
     return notice(reply_to, safe_plain(text), html, results=results)
 
@@ -163,9 +168,10 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
 
 
 def _query_label(view: SearchView) -> str:
+    # The query is echoed back to the whole room: a pasted token is scrubbed like any body.
     if view.pattern is not None:
-        return f"/{view.pattern}/"
-    return " | ".join(f"“{t}”" for t in view.texts)
+        return f"/{scrub(view.pattern)}/"
+    return " | ".join(f"“{scrub(t)}”" for t in view.texts)
 
 
 def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:

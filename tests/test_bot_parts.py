@@ -245,6 +245,18 @@ def test_search_reply_escapes_and_neutralises() -> None:
     assert "scanned the whole room (10 events)" in content["body"]
 
 
+def test_search_reply_scrubs_the_echoed_query() -> None:
+    """The reply repeats the query to the room: a token pasted into it is not repeated."""
+    secret = "syt_c2VjcmV0_abcdefghijklmnopqrst_1a2b3c"
+    for view in (
+        SearchView(SearchResult(), (f"why is {secret} refused",)),
+        SearchView(SearchResult(), ("x",), pattern=f"{secret}.*"),
+    ):
+        content = search_reply(ReplyTo("!r", "$cmd"), view)
+        shown = content["body"] + content["formatted_body"]
+        assert secret not in shown and "[redacted:" in shown
+
+
 def test_text_reply_is_a_plain_reply() -> None:
     content = text_reply(ReplyTo("!r", "$cmd"), "usage: <x>")
     assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$cmd"}}

@@ -215,6 +215,17 @@ async def test_bot_command_room_hides_a_room_bridged_since_indexing(
     assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) >= 1
 
 
+async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> None:
+    """A token pasted into a command — as the query, or as a bad argument a usage error
+    quotes — is scrubbed from the reply, in a room and in the command room's results."""
+    secret = "syt_bXVuaW5u_AbCdEfGhIjKlMnOpQrSt_0a1b2c"
+    room = await env.room(alice)
+    for user, where in ((alice, room), (env.persona, env.command_room)):
+        for command in (f"!search {secret}", f"!search lunch in:{secret}", f"!pin {secret}"):
+            _, reply = await ask(user, where, command, env.bot_id)
+            assert secret not in str(reply["content"]), (where, command)
+
+
 async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
     """An asker not matching command_room_askers gets nothing, not even an error."""
     await alice.join(env.command_room)
