@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.devserver import free_port
+from bot.devserver import file_tail, free_port
 
 __all__ = ["PostgresCluster", "PostgresError", "find_bindir", "start_postgres"]
 
@@ -79,11 +79,7 @@ class PostgresCluster:
         return self.root / "data"
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return "(no log file)"
-        return "\n".join(text.splitlines()[-lines:])
+        return file_tail(self.log_path, lines)
 
     def version(self) -> str:
         """What the server says it is, e.g. "postgres (PostgreSQL) 15.18 (Debian ...)"."""

@@ -34,10 +34,14 @@ class LiveCheck:
         self.reader = reader
         self.rooms = rooms
         self._gate = asyncio.Semaphore(parallel)
+        # The searcher checks several hits at once: one verdict lookup at a time, so a cold
+        # cache fetches a room's state once, not once a hit.
+        self._verdicts = asyncio.Lock()
         self._reported: set[tuple[str, str]] = set()
 
     async def _room_ok(self, room_id: str) -> bool:
-        verdict = (await self.rooms.get(room_id)).verdict
+        async with self._verdicts:
+            verdict = (await self.rooms.get(room_id)).verdict
         if verdict.eligible:
             return True
         key = (room_id, str(verdict.reason))

@@ -207,15 +207,21 @@ class Searcher:
                 lists[("dense", text)] = _ids(found, points)
         result.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
         fused = rrf(lists, weights=self.weights)
-        stones = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
-        for pid, score in fused:
-            if len(result.hits) >= query.limit:
-                break
-            point = points[pid]
-            if not await self._still_valid(point, stones.values()):
-                result.dropped_stale += 1
-                continue
-            result.hits.append(self._hit(point, score, query.texts))
+        stones = list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+        # Revalidate in rank order, checking at once as many candidates as hits are missing:
+        # the same candidates are checked as one by one (each would be reached even if all
+        # before it passed), but their round trips to the homeserver overlap.
+        ranked = [(points[pid], score) for pid, score in fused]
+        checked = 0
+        while len(result.hits) < query.limit and checked < len(ranked):
+            batch = ranked[checked : checked + query.limit - len(result.hits)]
+            checked += len(batch)
+            valid = await asyncio.gather(*(self._still_valid(p, stones) for p, _ in batch))
+            for (point, score), ok in zip(batch, valid, strict=True):
+                if ok:
+                    result.hits.append(self._hit(point, score, query.texts))
+                else:
+                    result.dropped_stale += 1
         return result
 
     async def _query_vectors(

@@ -1,8 +1,9 @@
 """A real Synapse for the test suite, and a raw client-server client for the "real user" side.
 
-The server process and the client live in `bot.devserver` (the demo needs them too); this
-module re-exports them under the names the tests and benchmarks use, and adds the client calls
-only tests make (notices, threads, fake ciphertext, media, encryption and visibility state).
+The server process and the client live in `bot.devserver` and `bot.devclient` (the demo needs
+them too); this module re-exports them under the names the tests and benchmarks use, and adds
+the client calls only tests make (notices, threads, fake ciphertext, media, encryption and
+visibility state).
 
 Facts the tests lean on (Synapse 1.163):
 - the appservice bot user (`@muninn:muninn.test`) cannot `/sync` (500); it reads with `/messages`;
@@ -17,7 +18,15 @@ from __future__ import annotations
 
 import secrets
 
-from bot import devserver
+from bot import devclient
+from bot.devclient import (
+    HarnessError,
+    Preset,
+    bridge_content,
+    registration_mac,
+    reply_content,
+    unique_localpart,
+)
 from bot.devserver import (
     APPSERVICE_ID,
     BOT_LOCALPART,
@@ -25,16 +34,10 @@ from bot.devserver import (
     SEED_PREFIX,
     SERVER_NAME,
     START_TIMEOUT,
-    HarnessError,
-    Preset,
     SynapseServer,
     SynapseStartError,
-    bridge_content,
     free_port,
-    registration_mac,
-    reply_content,
     start_synapse,
-    unique_localpart,
 )
 
 __all__ = [
@@ -65,8 +68,8 @@ _PNG = bytes.fromhex(
 )
 
 
-class MatrixUser(devserver.MatrixUser):
-    """`bot.devserver.MatrixUser` plus the calls only tests make."""
+class MatrixUser(devclient.MatrixUser):
+    """`bot.devclient.MatrixUser` plus the calls only tests make."""
 
     async def set_history_visibility(self, room_id: str, visibility: str) -> str:
         content = {"history_visibility": visibility}
@@ -129,7 +132,7 @@ class MatrixUser(devserver.MatrixUser):
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
 
-class Homeserver(devserver.BaseHomeserver[MatrixUser]):
+class Homeserver(devclient.BaseHomeserver[MatrixUser]):
     """The test Synapse seen from outside; every user it hands out is a test `MatrixUser`."""
 
     user_class = MatrixUser

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot.devserver import BaseHomeserver, MatrixUser
+from bot.devclient import BaseHomeserver, MatrixUser
 from ingest.errors import ConfigError
 
 __all__ = ["Community", "Line", "RoomSpec", "Seeded", "SeededRoom", "Step", "load", "seed"]

@@ -30,9 +30,8 @@ import aiohttp
 
 from bot.demo.community import Community, Seeded, load, seed
 from bot.demo.script import Exchange, play
+from bot.devclient import HarnessError, Homeserver
 from bot.devserver import (
-    HarnessError,
-    Homeserver,
     SynapseServer,
     SynapseStartError,
     free_port,

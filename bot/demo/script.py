@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.demo.community import Community, Seeded, Step
-from bot.devserver import MatrixUser
+from bot.devclient import MatrixUser
 
 __all__ = ["REPLY_TIMEOUT", "Exchange", "play"]
 

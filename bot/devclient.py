@@ -1,0 +1,510 @@
+"""A small raw client for the people talking to the private Synapse of `bot.devserver`.
+
+Used by `muninn demo` and, through `tests/homeserver.py`, by the test suite and the benchmarks.
+`Homeserver` and `MatrixUser` talk to it with plain aiohttp (not mautrix: they stand for other
+people's clients, not for Muninn). The facts about Synapse this leans on are listed in
+`bot.devserver`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import secrets
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+
+from bot.devserver import APPSERVICE_ID, JSON, SEED_PREFIX, SynapseServer
+
+__all__ = [
+    "BaseHomeserver",
+    "HarnessError",
+    "Homeserver",
+    "MatrixUser",
+    "Preset",
+    "bridge_content",
+    "registration_mac",
+    "reply_content",
+    "unique_localpart",
+]
+
+Preset = Literal["public_chat", "private_chat", "trusted_private_chat"]
+
+
+class HarnessError(RuntimeError):
+    """The homeserver refused a request of this client (a setup problem, not a finding)."""
+
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        super().__init__(f"{method} {path} -> {status}: {body}")
+
+
+_names = itertools.count(1)
+
+
+def unique_localpart(prefix: str = "user") -> str:
+    """A localpart no other caller in this process uses."""
+    return f"{prefix}{next(_names)}-{secrets.token_hex(3)}"
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
+
+
+def _txn() -> str:
+    return uuid.uuid4().hex
+
+
+class MatrixUser:
+    """One user's side of the client-server API.
+
+    With `masquerade=True` the token is the appservice's as_token and every request carries
+    `?user_id=<user_id>` (how an appservice acts as its users; such users may backdate with `ts`).
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        user_id: str,
+        access_token: str,
+        *,
+        masquerade: bool = False,
+        password: str | None = None,
+    ) -> None:
+        self.session = session
+        self.base_url = base_url
+        self.user_id = user_id
+        self.access_token = access_token
+        self.masquerade = masquerade
+        self.password = password
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.user_id!r})"
+
+    @property
+    def localpart(self) -> str:
+        return self.user_id[1:].split(":", 1)[0]
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        data: bytes | None = None,
+        content_type: str | None = None,
+    ) -> JSON:
+        """One request; raise HarnessError unless 200. `path` is already quoted."""
+        params: dict[str, str] = {k: str(v) for k, v in (query or {}).items()}
+        if self.masquerade:
+            params["user_id"] = self.user_id
+        headers = {"Authorization": f"Bearer {self.access_token}"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        url = self.base_url + path
+        kwargs: dict[str, Any] = {"params": params, "headers": headers}
+        if data is not None:
+            kwargs["data"] = data
+        elif body is not None:
+            kwargs["json"] = body
+        async with self.session.request(method, url, **kwargs) as resp:
+            text = await resp.text()
+            payload: Any = json.loads(text) if text else {}
+            if resp.status != 200:
+                raise HarnessError(method, path, resp.status, payload)
+            return payload if isinstance(payload, dict) else {"value": payload}
+
+    # ------------------------------------------------------------ rooms
+
+    async def create_room(
+        self,
+        *,
+        preset: Preset = "public_chat",
+        name: str | None = None,
+        alias_localpart: str | None = None,
+        topic: str | None = None,
+        initial_state: Iterable[JSON] = (),
+        invite: Iterable[str] = (),
+        is_direct: bool = False,
+        room_version: str | None = None,
+        creation_content: JSON | None = None,
+    ) -> str:
+        body: JSON = {"preset": preset, "is_direct": is_direct, "invite": list(invite)}
+        body["initial_state"] = list(initial_state)
+        if name is not None:
+            body["name"] = name
+        if alias_localpart is not None:
+            body["room_alias_name"] = alias_localpart
+        if topic is not None:
+            body["topic"] = topic
+        if room_version is not None:
+            body["room_version"] = room_version
+        if creation_content is not None:
+            body["creation_content"] = creation_content  # e.g. {"type": "m.space"}
+        resp = await self.call("POST", "/_matrix/client/v3/createRoom", body)
+        return str(resp["room_id"])
+
+    async def join(self, room_id_or_alias: str) -> str:
+        resp = await self.call("POST", f"/_matrix/client/v3/join/{_q(room_id_or_alias)}", {})
+        return str(resp["room_id"])
+
+    async def leave(self, room_id: str) -> None:
+        await self.call("POST", f"/_matrix/client/v3/rooms/{_q(room_id)}/leave", {})
+
+    async def invite(self, room_id: str, user_id: str) -> None:
+        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/invite"
+        await self.call("POST", path, {"user_id": user_id})
+
+    async def create_alias(self, alias: str, room_id: str) -> None:
+        await self.call(
+            "PUT", f"/_matrix/client/v3/directory/room/{_q(alias)}", {"room_id": room_id}
+        )
+
+    # ------------------------------------------------------------ profile and account data
+
+    async def set_displayname(self, name: str) -> None:
+        path = f"/_matrix/client/v3/profile/{_q(self.user_id)}/displayname"
+        await self.call("PUT", path, {"displayname": name})
+
+    async def set_account_data(self, event_type: str, content: JSON) -> None:
+        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
+        await self.call("PUT", path, content)
+
+    async def get_account_data(self, event_type: str) -> JSON | None:
+        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
+        try:
+            return await self.call("GET", path)
+        except HarnessError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def add_direct(self, other_user_id: str, room_id: str) -> None:
+        """Add a room to this user's `m.direct`, keeping what is already there."""
+        direct = await self.get_account_data("m.direct") or {}
+        rooms = list(direct.get(other_user_id, []))
+        if room_id not in rooms:
+            rooms.append(room_id)
+        direct[other_user_id] = rooms
+        await self.set_account_data("m.direct", direct)
+
+    # ------------------------------------------------------------ state
+
+    async def send_state(
+        self, room_id: str, event_type: str, content: JSON, state_key: str = ""
+    ) -> str:
+        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/state/{_q(event_type)}/{_q(state_key)}"
+        resp = await self.call("PUT", path, content)
+        return str(resp["event_id"])
+
+    async def set_canonical_alias(
+        self, room_id: str, alias: str, alt_aliases: Iterable[str] = ()
+    ) -> str:
+        """Create the directory entries (Synapse checks they point here), then the state event."""
+        alts = list(alt_aliases)
+        for a in [alias, *alts]:
+            with contextlib.suppress(HarnessError):  # already points here
+                await self.create_alias(a, room_id)
+        content: JSON = {"alias": alias, "alt_aliases": alts}
+        return await self.send_state(room_id, "m.room.canonical_alias", content)
+
+    async def set_bridge_state(
+        self, room_id: str, state_key: str, *, protocol: str = "discord", bridgebot: str = ""
+    ) -> tuple[str, str]:
+        """`m.bridge` and `uk.half-shot.bridge` with the same state_key, as real bridges do."""
+        content = bridge_content(protocol, bridgebot or self.user_id, state_key)
+        first = await self.send_state(room_id, "m.bridge", content, state_key)
+        second = await self.send_state(room_id, "uk.half-shot.bridge", content, state_key)
+        return first, second
+
+    # ------------------------------------------------------------ timeline
+
+    async def send(
+        self, room_id: str, event_type: str, content: JSON, *, ts: int | None = None
+    ) -> str:
+        """Send a message event; `ts` backdates it (honoured for appservice users only)."""
+        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/send/{_q(event_type)}/{_txn()}"
+        query: dict[str, str | int] = {"ts": ts} if ts is not None else {}
+        resp = await self.call("PUT", path, content, query=query)
+        return str(resp["event_id"])
+
+    async def send_text(
+        self, room_id: str, body: str, *, ts: int | None = None, html: str | None = None
+    ) -> str:
+        content: JSON = {"msgtype": "m.text", "body": body}
+        if html is not None:
+            content |= {"format": "org.matrix.custom.html", "formatted_body": html}
+        return await self.send(room_id, "m.room.message", content, ts=ts)
+
+    async def send_reply(
+        self, room_id: str, parent_id: str, body: str, *, ts: int | None = None
+    ) -> str:
+        """A rich reply with the spec's fallbacks (`> <@user> quoted` and `<mx-reply>`)."""
+        parent = await self.get_event(room_id, parent_id)
+        content = reply_content(room_id, parent, body)
+        return await self.send(room_id, "m.room.message", content, ts=ts)
+
+    async def send_edit(
+        self, room_id: str, target_id: str, new_body: str, *, ts: int | None = None
+    ) -> str:
+        content = {
+            "msgtype": "m.text",
+            "body": f"* {new_body}",
+            "m.new_content": {"msgtype": "m.text", "body": new_body},
+            "m.relates_to": {"rel_type": "m.replace", "event_id": target_id},
+        }
+        return await self.send(room_id, "m.room.message", content, ts=ts)
+
+    async def redact(self, room_id: str, event_id: str, reason: str | None = None) -> str:
+        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/redact/{_q(event_id)}/{_txn()}"
+        resp = await self.call("PUT", path, {"reason": reason} if reason else {})
+        return str(resp["event_id"])
+
+    # ------------------------------------------------------------ reading
+
+    async def get_event(self, room_id: str, event_id: str) -> JSON:
+        return await self.call(
+            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/event/{_q(event_id)}"
+        )
+
+    async def messages(
+        self,
+        room_id: str,
+        *,
+        direction: str = "f",
+        from_token: str | None = None,
+        limit: int = 100,
+    ) -> JSON:
+        query: dict[str, str | int] = {"dir": direction, "limit": limit}
+        if from_token is not None:
+            query["from"] = from_token
+        return await self.call(
+            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/messages", query=query
+        )
+
+    async def joined_rooms(self) -> list[str]:
+        return list((await self.call("GET", "/_matrix/client/v3/joined_rooms"))["joined_rooms"])
+
+    async def state(self, room_id: str) -> list[JSON]:
+        resp = await self.call("GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/state")
+        return list(resp["value"])
+
+
+def bridge_content(protocol: str, bridgebot: str, channel_id: str) -> JSON:
+    """MSC2346 bridge-event content."""
+    return {
+        "bridgebot": bridgebot,
+        "protocol": {"id": protocol, "displayname": protocol.title()},
+        "channel": {"id": channel_id, "displayname": f"#{channel_id}"},
+    }
+
+
+def reply_content(room_id: str, parent: JSON, body: str) -> JSON:
+    """The content of a rich reply to `parent`, with both spec fallbacks."""
+    sender = str(parent["sender"])
+    parent_body = str(parent.get("content", {}).get("body", ""))
+    lines = parent_body.splitlines() or [""]
+    quoted = "\n".join([f"> <{sender}> {lines[0]}", *(f"> {line}" for line in lines[1:])])
+    link = f"https://matrix.to/#/{room_id}/{parent['event_id']}"
+    parent_html = parent.get("content", {}).get("formatted_body") or _escape(parent_body)
+    html = (
+        f'<mx-reply><blockquote><a href="{link}">In reply to</a> '
+        f'<a href="https://matrix.to/#/{sender}">{sender}</a><br />{parent_html}'
+        f"</blockquote></mx-reply>{_escape(body)}"
+    )
+    return {
+        "msgtype": "m.text",
+        "body": f"{quoted}\n\n{body}",
+        "format": "org.matrix.custom.html",
+        "formatted_body": html,
+        "m.relates_to": {"m.in_reply_to": {"event_id": parent["event_id"]}},
+    }
+
+
+def _escape(text: str) -> str:
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\n", "<br />")
+    )
+
+
+UserT = TypeVar("UserT", bound=MatrixUser)
+
+
+class BaseHomeserver(Generic[UserT]):
+    """The Synapse seen from outside: registration, the appservice, and setup shortcuts.
+
+    Every user it hands out is a `user_class` (a subclass may add client calls).
+    """
+
+    user_class: type[UserT]
+
+    def __init__(self, server: SynapseServer, session: aiohttp.ClientSession) -> None:
+        self.server = server
+        self.session = session
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def server_name(self) -> str:
+        return self.server.server_name
+
+    def mxid(self, localpart: str) -> str:
+        return f"@{localpart}:{self.server_name}"
+
+    def _user(
+        self,
+        user_id: str,
+        token: str,
+        *,
+        masquerade: bool = False,
+        password: str | None = None,
+    ) -> UserT:
+        return self.user_class(
+            self.session, self.base_url, user_id, token, masquerade=masquerade, password=password
+        )
+
+    async def _post(self, path: str, body: JSON, token: str | None = None) -> JSON:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with self.session.post(self.base_url + path, json=body, headers=headers) as resp:
+            payload = await resp.json()
+            if resp.status != 200:
+                raise HarnessError("POST", path, resp.status, payload)
+            return dict(payload)
+
+    async def register(
+        self,
+        localpart: str | None = None,
+        *,
+        password: str | None = None,
+        admin: bool = False,
+        displayname: str | None = None,
+    ) -> UserT:
+        """Register a user with the shared secret (`/_synapse/admin/v1/register`)."""
+        localpart = localpart or unique_localpart()
+        password = password or secrets.token_hex(8)
+        path = "/_synapse/admin/v1/register"
+        async with self.session.get(self.base_url + path) as resp:
+            nonce = str((await resp.json())["nonce"])
+        mac = registration_mac(self.server.shared_secret, nonce, localpart, password, admin)
+        body: JSON = {
+            "nonce": nonce,
+            "username": localpart,
+            "password": password,
+            "admin": admin,
+            "mac": mac,
+        }
+        if displayname is not None:
+            body["displayname"] = displayname
+        resp_body = await self._post(path, body)
+        user_id, token = str(resp_body["user_id"]), str(resp_body["access_token"])
+        return self._user(user_id, token, password=password)
+
+    async def login(self, localpart: str, password: str) -> UserT:
+        body = {
+            "type": "m.login.password",
+            "identifier": {"type": "m.id.user", "user": localpart},
+            "password": password,
+        }
+        resp = await self._post("/_matrix/client/v3/login", body)
+        return self._user(str(resp["user_id"]), str(resp["access_token"]), password=password)
+
+    def bot(self) -> UserT:
+        """The appservice's own user (`@muninn:<server>`), acting with the as_token."""
+        return self._user(self.server.bot_user_id, self.server.as_token, masquerade=True)
+
+    def as_user(self, user_id: str) -> UserT:
+        """The appservice acting as `user_id`, a user of one of its namespaces (may backdate)."""
+        return self._user(user_id, self.server.as_token, masquerade=True)
+
+    async def seed_user(self, localpart: str | None = None) -> UserT:
+        """Register an `@seed-*` appservice user and act as it (it may backdate with `ts`)."""
+        localpart = localpart or unique_localpart(SEED_PREFIX)
+        if not localpart.startswith(SEED_PREFIX):
+            raise ValueError(f"seed users live in the {SEED_PREFIX}* namespace: {localpart}")
+        body = {"type": "m.login.application_service", "username": localpart}
+        resp = await self._post(
+            "/_matrix/client/v3/register?inhibit_login=true", body, self.server.as_token
+        )
+        return self.as_user(str(resp["user_id"]))
+
+    async def ping_appservice(self) -> JSON:
+        """Make Synapse ping the appservice URL now (MSC2659 `/appservice/{id}/ping`).
+
+        While nothing listens on `appservice_port`, Synapse backs off pushing transactions (up
+        to ~8.5 min). A successful ping also retries the backlog at once: whoever starts a
+        listener calls this first.
+        """
+        path = f"/_matrix/client/v1/appservice/{APPSERVICE_ID}/ping"
+        return await self._post(path, {}, self.server.as_token)
+
+    async def join_bot(self, inviter: MatrixUser, room_id: str) -> UserT:
+        """Invite the appservice bot into a room and join it there with the as_token.
+
+        A room the bot is already in is left as it is.
+        """
+        bot = self.bot()
+        if room_id in await bot.joined_rooms():
+            return bot
+        await inviter.invite(room_id, bot.user_id)
+        await bot.join(room_id)
+        return bot
+
+    async def make_dm(self, a: MatrixUser, b: MatrixUser) -> str:
+        """A DM as clients make one: invite with is_direct, m.direct on both sides, join."""
+        room_id = await a.create_room(
+            preset="trusted_private_chat", invite=[b.user_id], is_direct=True
+        )
+        await a.add_direct(b.user_id, room_id)
+        await b.join(room_id)
+        await b.add_direct(a.user_id, room_id)
+        return room_id
+
+    async def make_bridged_room(
+        self,
+        owner: MatrixUser,
+        *,
+        protocol: str = "discord",
+        channel_id: str | None = None,
+        name: str | None = None,
+    ) -> str:
+        """A room carrying both MSC2346 bridge events with the same state_key."""
+        state_key = f"org.example.{protocol}://{channel_id or secrets.token_hex(4)}"
+        room_id = await owner.create_room(name=name or f"bridged {protocol}")
+        await owner.set_bridge_state(room_id, state_key, protocol=protocol)
+        return room_id
+
+    async def fresh_room(self, owner: MatrixUser, **kwargs: Any) -> str:
+        """A new room (the server may be shared; rooms are not)."""
+        kwargs.setdefault("name", unique_localpart("room"))
+        return await owner.create_room(**kwargs)
+
+
+class Homeserver(BaseHomeserver[MatrixUser]):
+    """`BaseHomeserver` handing out plain `MatrixUser`s."""
+
+    user_class = MatrixUser
+
+
+def registration_mac(secret: str, nonce: str, user: str, password: str, admin: bool) -> str:
+    """HMAC-SHA1 over `nonce\\0user\\0password\\0admin|notadmin`, as the admin API expects."""
+    mac = hmac.new(secret.encode(), digestmod=hashlib.sha1)
+    for part in (nonce, user, password):
+        mac.update(part.encode())
+        mac.update(b"\x00")
+    mac.update(b"admin" if admin else b"notadmin")
+    return mac.hexdigest()
