@@ -2,12 +2,14 @@
 
 `RoomLog` is one bounded read of a room's latest raw events (`reader.latest`); both folds (the
 transcript and the pinboard) and the "did the bot already answer?" check are computed from it.
-`fused_search` asks the one read path (`ingest.search`) and fuses its hits with the transcript
-fold by reciprocal rank, then applies the asker's history visibility to every hit.
+`fused_search` asks the one read path (`ingest.search`) for its ranked candidates, fuses them
+with the transcript fold by reciprocal rank, applies the asker's history visibility to every
+hit, and has the read path revalidate every index hit it shows.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,7 +24,7 @@ from ingest.events import normalize, strip_reply_fallback
 from ingest.fusion import rrf
 from ingest.permalink import permalink
 from ingest.scrub import scrub
-from ingest.search import Hit, Searcher, SearchQuery, SearchResult, best_message
+from ingest.search import Candidates, Hit, Searcher, SearchQuery, SearchResult, best_message
 from ingest.types import Edit, Message, RoomID
 
 __all__ = [
@@ -38,6 +40,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("muninn.lookup")
+
+SCRUB_CACHE_BODY = 2048  # bodies up to this many characters keep their scrubbed form
 
 JSONDict = dict[str, Any]
 
@@ -151,6 +155,17 @@ def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict
     return out
 
 
+@functools.lru_cache(maxsize=8192)
+def _scrub_cached(body: str) -> str:
+    return scrub(body)
+
+
+def _scrubbed(body: str) -> str:
+    """`scrub(body)`, remembered for ordinary-sized bodies: every `!search` folds the same
+    recent events again, and the scrub's rules are most of that fold's time."""
+    return _scrub_cached(body) if len(body) <= SCRUB_CACHE_BODY else scrub(body)
+
+
 @dataclass(frozen=True)
 class RoomLog:
     """The latest `bound` raw events of a room, newest first (as `reader.latest` returns them)."""
@@ -191,7 +206,8 @@ class RoomLog:
                 )
                 # The transcript sees messages the writer has not scrubbed yet: a secret must
                 # never reach a reply either (DESIGN §3 rule 8).
-                out.append(replace(item, body=scrub(body)))
+                clean = _scrubbed(body)
+                out.append(item if clean == item.body else replace(item, body=clean))
         return out
 
     def timeline(self) -> list[TimelineItem]:
@@ -318,10 +334,9 @@ async def _index(
     command: SearchCommand,
     rooms: Sequence[RoomID] | None,
     visible_from: int | None,
-    fetch: int,
-) -> SearchResult:
+) -> Candidates:
     if command.regex is not None or not command.texts:
-        return SearchResult()  # a /regex/ is the transcript's alone
+        return Candidates()  # a /regex/ is the transcript's alone
     after = max((t for t in (command.after_ms, visible_from) if t is not None), default=None)
     before = command.before_ms - 1 if command.before_ms is not None else None
     query = SearchQuery.build(
@@ -330,13 +345,12 @@ async def _index(
         senders=(command.sender,) if command.sender else None,
         after_ts=after,
         before_ts=before,
-        limit=fetch,
     )
     try:
-        return await searcher.search(query)
+        return await searcher.rank(query)
     except StoreError as e:
         log.warning("store unavailable, answering from the transcript: %s", e)
-        return SearchResult(warnings=[f"the index is unavailable ({e}): transcript only"])
+        return Candidates(warnings=[f"the index is unavailable ({e}): transcript only"])
 
 
 @dataclass(frozen=True)
@@ -361,20 +375,16 @@ async def fused_search(
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
 
-    `visible_from` holds the visibility cut of every room the index may answer from.
+    `visible_from` holds the visibility cut of every room the index may answer from. The
+    index's first `fetch` candidates are fused unchecked; only those that rank into the reply
+    are revalidated (`Searcher.confirm`), and a stale one gives its place to the next candidate
+    until every index hit shown has passed. Revalidating all `fetch` up front cost three times
+    the homeserver round trips for hits the reply never shows.
     """
     fetch = min(50, command.limit * 3)
     single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
-    indexed = await _index(searcher, command, rooms, single, fetch)
-    hits: dict[str, Hit] = {}
-    index_order: list[str] = []
-    for hit in indexed.hits:
-        trimmed = _trim(hit, command, visible_from.get(hit.room_id), server_name)
-        if trimmed is not None:
-            hits[trimmed.point_id] = trimmed
-            index_order.append(trimmed.point_id)
-    by_event = {e: pid for pid, h in hits.items() for e in h.event_ids}
-    transcript_order: list[str] = []
+    pool = await _index(searcher, command, rooms, single)
+    found: list[tuple[RoomView, TranscriptHit, str | None]] = []
     for view in views:
         messages = [
             m
@@ -383,25 +393,54 @@ async def fused_search(
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
         folded = fold_search(messages, command, bound=max(1, len(messages)))
-        for found in folded.hits[:fetch]:
-            key = by_event.get(found.event_id)
-            if key is None:
-                key = f"event:{found.event_id}"
-                hits[key] = _transcript_hit(
-                    view.log.room_id, view.alias, found, threads.get(found.event_id), server_name
-                )
-            else:  # the index holds it too: cite the exact message the transcript matched
-                hits[key] = replace(
-                    hits[key],
-                    best_event_id=found.event_id,
-                    permalink=permalink(hits[key].room_id, found.event_id, server_name),
-                )
-            transcript_order.append(key)
-    fused = rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
-    result = SearchResult(
-        hits=[replace(hits[k], score=score) for k, score in fused[: command.limit]],
-        warnings=list(indexed.warnings),
-        retrievers=[*indexed.retrievers, *(["transcript"] if views else [])],
-        dropped_stale=indexed.dropped_stale,
+        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
+    live: set[str] = set()  # point ids confirmed
+    stale: set[str] = set()
+    while True:
+        window = pool.first(fetch, skip=stale)
+        hits, order = _fuse(window, found, command, visible_from, server_name)
+        top = order[: command.limit]
+        shown = {key for key, _ in top}
+        unchecked = [h for h in window if h.point_id in shown and h.point_id not in live]
+        if not unchecked:
+            break
+        for hit, ok in zip(unchecked, await searcher.confirm(pool, unchecked), strict=True):
+            (live if ok else stale).add(hit.point_id)
+    return SearchResult(
+        hits=[replace(hits[k], score=score) for k, score in top],
+        warnings=list(pool.warnings),
+        retrievers=[*pool.retrievers, *(["transcript"] if views else [])],
+        dropped_stale=len(stale),
     )
-    return result
+
+
+def _fuse(
+    index: Sequence[Hit],
+    found: Sequence[tuple[RoomView, TranscriptHit, str | None]],
+    command: SearchCommand,
+    visible_from: Mapping[str, int | None],
+    server_name: str,
+) -> tuple[dict[str, Hit], list[tuple[str, float]]]:
+    """The index hits (trimmed to what the asker may see) and transcript finds, by RRF."""
+    hits: dict[str, Hit] = {}
+    index_order: list[str] = []
+    for hit in index:
+        trimmed = _trim(hit, command, visible_from.get(hit.room_id), server_name)
+        if trimmed is not None:
+            hits[trimmed.point_id] = trimmed
+            index_order.append(trimmed.point_id)
+    by_event = {e: pid for pid, h in hits.items() for e in h.event_ids}
+    transcript_order: list[str] = []
+    for view, match, thread in found:
+        key = by_event.get(match.event_id)
+        if key is None:
+            key = f"event:{match.event_id}"
+            hits[key] = _transcript_hit(view.log.room_id, view.alias, match, thread, server_name)
+        else:  # the index holds it too: cite the exact message the transcript matched
+            hits[key] = replace(
+                hits[key],
+                best_event_id=match.event_id,
+                permalink=permalink(hits[key].room_id, match.event_id, server_name),
+            )
+        transcript_order.append(key)
+    return hits, rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})

@@ -3,7 +3,8 @@
 Wiring only (the imperative shell): the appservice server (appservice mode) or the `/sync` loop
 (client mode) hands event batches to a bounded queue; worker tasks take them off and
 - drop cached room state on any state event, and act on the bot's own invites;
-- wake the room's refresh for a message or redaction in an eligible room (debounced, one writer);
+- wake the room's refresh for a message or redaction in an eligible room (debounced, one writer),
+  except for a bot command: the writer indexes none, and the pass would compete with the reply;
 - give every `m.room.message` to the command handler.
 Every task started here is kept, cancelled on stop and awaited; `CancelledError` propagates.
 A task that dies of an unexpected error stops the service loudly instead of limping on.
@@ -27,6 +28,7 @@ from bot.sync import SyncLoop
 from ingest.config import Config, registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
+from ingest.events import normalize
 from ingest.matrix import load_registration
 from ingest.refresh import Tombstone, Writer
 from ingest.revalidate import LiveCheck
@@ -34,7 +36,7 @@ from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
-from ingest.types import RoomID
+from ingest.types import RoomID, Skip, SkipReason
 
 __all__ = ["Service", "run"]
 
@@ -277,10 +279,22 @@ class Service:
                 await self._own_membership(RoomID(room_id), event)
             return
         ours = event.get("sender") == self.bot_user_id
-        if etype in _WAKE_TYPES and not ours and (await self.rooms.get(room_id)).verdict.eligible:
+        wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
+        if wakes and (await self.rooms.get(room_id)).verdict.eligible:
             self.scheduler.wake(RoomID(room_id))
         if etype == "m.room.message":
             await self.handler.handle(event)
+
+    def _indexes_nothing(self, event: Mapping[str, Any]) -> bool:
+        """A bot command, by the writer's own rule: it indexes none (DESIGN §3 rule 9). A bridge
+        puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
+        sender = event.get("sender")
+        if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):
+            return False
+        item = normalize(
+            event, own_user_ids=frozenset({self.bot_user_id}), command_prefix=self.cfg.bot.prefix
+        )
+        return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
 
     async def _own_membership(self, room_id: RoomID, event: Mapping[str, Any]) -> None:
         content = event.get("content")

@@ -4,14 +4,16 @@ Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or re
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
 rank (DESIGN.md §5). Hits are revalidated before they are returned: a hit whose events were
 purged (a tombstone not yet applied), redacted, or whose room left the reader's scope since
-indexing is dropped and counted in `dropped_stale`, never shown.
+indexing is dropped and counted in `dropped_stale`, never shown. `Searcher.search` does both;
+a caller that fuses the ranking with more (the bot's transcript) takes `Searcher.rank` and has
+`Searcher.confirm` revalidate what it will show.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +145,40 @@ class SearchResult:
         }
 
 
+@dataclass
+class Candidates:
+    """`Searcher.rank`: the fused ranking, best first, *before* revalidation.
+
+    A caller may trim, fuse and rank these hits, but may show only those `Searcher.confirm`
+    passes (DESIGN.md §3 rule 15). `Searcher.search` is the two in one.
+    """
+
+    ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)
+    warnings: list[str] = field(default_factory=list)
+    retrievers: list[str] = field(default_factory=list)
+    points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
+    stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    texts: tuple[str, ...] = ()
+    server_name: str = ""
+    _built: dict[str, Hit] = field(default_factory=dict, repr=False)
+
+    def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
+        """The best `n` candidates whose point ids are not in `skip` (hits built on demand)."""
+        out: list[Hit] = []
+        for pid, score in self.ranked:
+            if len(out) >= n:
+                break
+            if pid in skip:
+                continue
+            hit = self._built.get(pid)
+            if hit is None:
+                hit = self._built[pid] = _hit(
+                    self.points[pid], score, self.texts, self.server_name
+                )
+            out.append(hit)
+        return out
+
+
 # Revalidation against the homeserver: given (room_id, event_ids) say which are still live
 # and visible; None means "no homeserver configured, trust the writer's records".
 LiveCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
@@ -182,15 +218,35 @@ class Searcher:
         return self._collection
 
     async def search(self, query: SearchQuery) -> SearchResult:
-        result = SearchResult()
+        """The first `query.limit` candidates that pass revalidation, best first."""
+        pool = await self.rank(query)
+        result = SearchResult(warnings=pool.warnings, retrievers=pool.retrievers)
+        checked: set[str] = set()
+        while len(result.hits) < query.limit:
+            # As many at once as hits are missing: the candidates a one-by-one walk would
+            # check (each is reached even if all before it pass), their round trips overlapping.
+            batch = pool.first(query.limit - len(result.hits), skip=checked)
+            if not batch:
+                break
+            checked.update(h.point_id for h in batch)
+            for hit, ok in zip(batch, await self.confirm(pool, batch), strict=True):
+                if ok:
+                    result.hits.append(hit)
+                else:
+                    result.dropped_stale += 1
+        return result
+
+    async def rank(self, query: SearchQuery) -> Candidates:
+        """Every candidate of the query, fused, best first; none of them revalidated yet."""
+        pool = Candidates(texts=query.texts, server_name=self.server_name)
         col = await self._active()
         if col is None:
-            result.warnings.append("the index is empty: run `muninn refresh` first")
-            return result
+            pool.warnings.append("the index is empty: run `muninn refresh` first")
+            return pool
         flt = query.point_filter()
         lists: dict[tuple[str, str], list[str]] = {}
         points: dict[str, StoredPoint] = {}
-        dense_vectors = await self._query_vectors(col, query.texts, result)
+        dense_vectors = await self._query_vectors(col, query.texts, pool)
         # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
         # still the best answer there is.
         fusing = dense_vectors is not None and self.weights.get("dense", 1.0) > 0
@@ -205,27 +261,20 @@ class Searcher:
                     col.dense_search, dense_vectors[i], flt, self.candidates
                 )
                 lists[("dense", text)] = _ids(found, points)
-        result.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
-        fused = rrf(lists, weights=self.weights)
-        stones = list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
-        # Revalidate in rank order, checking at once as many candidates as hits are missing:
-        # the same candidates are checked as one by one (each would be reached even if all
-        # before it passed), but their round trips to the homeserver overlap.
-        ranked = [(points[pid], score) for pid, score in fused]
-        checked = 0
-        while len(result.hits) < query.limit and checked < len(ranked):
-            batch = ranked[checked : checked + query.limit - len(result.hits)]
-            checked += len(batch)
-            valid = await asyncio.gather(*(self._still_valid(p, stones) for p, _ in batch))
-            for (point, score), ok in zip(batch, valid, strict=True):
-                if ok:
-                    result.hits.append(self._hit(point, score, query.texts))
-                else:
-                    result.dropped_stale += 1
-        return result
+        pool.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
+        pool.stones = list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+        pool.points = points
+        pool.ranked = rrf(lists, weights=self.weights)
+        return pool
+
+    async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
+        """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
+        whole window each cites, not purged and (with a live check) still live and in scope."""
+        points = [pool.points[h.point_id] for h in hits]
+        return list(await asyncio.gather(*(self._still_valid(p, pool.stones) for p in points)))
 
     async def _query_vectors(
-        self, col: Collection, texts: Sequence[str], result: SearchResult
+        self, col: Collection, texts: Sequence[str], result: SearchResult | Candidates
     ) -> list[list[float]] | None:
         """Embed all texts in one batch; None (lexical only, with a warning) if we cannot."""
         if self.embedder is None:
@@ -272,25 +321,29 @@ class Searcher:
         return await self.live_check(room_id, ids)
 
     def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
-        p = point.payload
-        messages = tuple(
-            {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
-            for m in p.get("messages", [])
-        )
-        best = best_message(messages, texts)
-        return Hit(
-            point_id=point.id,
-            room_id=str(p["room_id"]),
-            room_alias=p.get("room_alias"),
-            thread_root=p.get("thread_root"),
-            first_event_id=str(p["first_event_id"]),
-            last_event_id=str(p["last_event_id"]),
-            event_ids=tuple(p.get("event_ids", ())),
-            messages=messages,
-            score=score,
-            permalink=permalink(str(p["room_id"]), best, self.server_name),
-            best_event_id=best,
-        )
+        return _hit(point, score, texts, self.server_name)
+
+
+def _hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: str) -> Hit:
+    p = point.payload
+    messages = tuple(
+        {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
+        for m in p.get("messages", [])
+    )
+    best = best_message(messages, texts)
+    return Hit(
+        point_id=point.id,
+        room_id=str(p["room_id"]),
+        room_alias=p.get("room_alias"),
+        thread_root=p.get("thread_root"),
+        first_event_id=str(p["first_event_id"]),
+        last_event_id=str(p["last_event_id"]),
+        event_ids=tuple(p.get("event_ids", ())),
+        messages=messages,
+        score=score,
+        permalink=permalink(str(p["room_id"]), best, server_name),
+        best_event_id=best,
+    )
 
 
 def _describe(identity: Mapping[str, Any]) -> str:

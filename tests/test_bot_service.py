@@ -158,6 +158,29 @@ async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: Matrix
     assert content["m.mentions"] == {}
 
 
+async def test_bot_command_wakes_no_refresh(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command is never indexed (rule 9), so it wakes no refresh pass to compete with its
+    reply; an ordinary message in the same room does."""
+    room = await env.room(alice)
+    woken: list[str] = []
+    wake = env.service.scheduler.wake
+
+    def recording(room_id: RoomID) -> None:
+        woken.append(room_id)
+        wake(room_id)
+
+    monkeypatch.setattr(env.service.scheduler, "wake", recording)
+    await ask(alice, room, "!search anything at all", env.bot_id)
+    assert room not in woken
+    await alice.send_text(room, "an ordinary message about anything")
+    deadline = time.monotonic() + 10
+    while room not in woken:
+        assert time.monotonic() < deadline, "an ordinary message woke no refresh"
+        await asyncio.sleep(0.05)
+
+
 async def test_bot_redaction_leaves_the_index_within_seconds(env: Env, alice: MatrixUser) -> None:
     """A redaction in a live room wakes the writer: its text leaves every point within 5 s."""
     room = await env.room(alice)

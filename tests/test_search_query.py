@@ -391,3 +391,26 @@ async def test_searcher_drops_hits_inside_a_tombstone(store: Store) -> None:
     result = await Searcher(store, None, server_name=SERVER).search(SearchQuery.build(["alpha"]))
     assert names(result.hits) == ["c"]
     assert result.dropped_stale == 1
+
+
+async def test_searcher_revalidates_the_walk_in_rank_order(store: Store) -> None:
+    """Hits are checked at once, as many as are missing: exactly the windows a one-by-one walk
+    in rank order checks, so a stale hit gives its place to the next and is counted once."""
+    fill(store, corpus())
+    embedder = TableEmbedder({"spread": [0.5, 0.5, 0.5, 0.5]})
+    ranked = await Searcher(store, embedder, server_name=SERVER).search(
+        SearchQuery.build(["spread"], limit=5)
+    )
+    order = names(ranked.hits)
+    assert len(order) == 5
+    asked: list[str] = []
+
+    async def live(room_id: str, event_ids: Sequence[str]) -> bool:
+        asked.extend(e.removeprefix("$") for e in event_ids)
+        return event_ids != [f"${order[1]}"]
+
+    searcher = Searcher(store, embedder, server_name=SERVER, live_check=live)
+    result = await searcher.search(SearchQuery.build(["spread"], limit=2))
+    assert names(result.hits) == [order[0], order[2]]
+    assert sorted(asked) == sorted(order[:3])
+    assert result.dropped_stale == 1
