@@ -20,10 +20,10 @@ from typing import Any
 from ingest import lexical
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable, QueryError
-from ingest.fusion import rrf
+from ingest.fusion import DEFAULT_K, rrf
 from ingest.permalink import permalink
 from ingest.store import Collection, PointFilter, Store
-from ingest.types import StoredPoint
+from ingest.types import SparseVector, StoredPoint
 
 log = logging.getLogger("muninn.search")
 
@@ -197,6 +197,7 @@ class Searcher:
         candidates: int = CANDIDATES,
         weights: Mapping[str, float] = WEIGHTS,
         lexical_floor: float = LEXICAL_FLOOR,
+        rrf_k: int = DEFAULT_K,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -205,6 +206,7 @@ class Searcher:
         self.candidates = candidates
         self.weights = dict(weights)
         self.lexical_floor = lexical_floor
+        self.rrf_k = rrf_k  # DESIGN §5's k = 60; a parameter for the benchmark's experiments
         self._collection: Collection | None = None
         self._generation: str | None = None
 
@@ -253,7 +255,7 @@ class Searcher:
         floor = self.lexical_floor if fusing else 0.0
         for i, text in enumerate(query.texts):
             found = await asyncio.to_thread(
-                col.sparse_search, lexical.query_vector(text), flt, self.candidates
+                col.sparse_search, self.lexical_query(text), flt, self.candidates
             )
             lists[("lexical", text)] = _ids(_above_floor(found, floor), points)
             if dense_vectors is not None:
@@ -264,8 +266,12 @@ class Searcher:
         pool.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
         pool.stones = list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
         pool.points = points
-        pool.ranked = rrf(lists, weights=self.weights)
+        pool.ranked = rrf(lists, k=self.rrf_k, weights=self.weights)
         return pool
+
+    def lexical_query(self, text: str) -> SparseVector:
+        """The sparse query vector of one text (a subclass may change it, e.g. stop words)."""
+        return lexical.query_vector(text)
 
     async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
