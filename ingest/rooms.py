@@ -18,6 +18,8 @@ from ingest.types import Refusal, RoomID, RoomState, Verdict
 
 __all__ = ["RoomCache", "RoomInfo"]
 
+_FETCHES = 3  # reads of a room's state while invalidations keep overlapping them
+
 
 @dataclass(frozen=True)
 class RoomInfo:
@@ -55,6 +57,9 @@ class RoomCache:
         # Rooms where a command's read of the log met a bridge puppet (rule 4 by sender): the
         # state does not show a puppet that spoke and left, so remember it, as the writer does.
         self._bridged: dict[str, str] = {}
+        # Bumped by every invalidation: a fetch that overlapped one may hold the state from
+        # before the change (say, before an `m.bridge`), so it is not cached.
+        self._epoch = 0
 
     def mark_bridged(self, room_id: str, puppet: str) -> None:
         self._bridged[room_id] = puppet
@@ -62,12 +67,17 @@ class RoomCache:
     def invalidate(self, room_id: str) -> None:
         self._rooms.pop(room_id, None)
         self._direct = None
+        self._epoch += 1
 
     async def _direct_rooms(self) -> set[RoomID]:
         now = time.monotonic()
-        if self._direct is None or now - self._direct[0] > self.ttl:
-            self._direct = (now, await self.client.direct_rooms())
-        return self._direct[1]
+        if self._direct is not None and now - self._direct[0] <= self.ttl:
+            return self._direct[1]
+        epoch = self._epoch
+        direct = await self.client.direct_rooms()
+        if epoch == self._epoch:
+            self._direct = (now, direct)
+        return direct
 
     async def get(self, room_id: str) -> RoomInfo:
         if room_id in self._bridged:
@@ -77,16 +87,24 @@ class RoomCache:
         cached = self._rooms.get(room_id)
         if cached is not None and now - cached[0] <= self.ttl:
             return cached[1]
+        for _ in range(_FETCHES):
+            epoch = self._epoch
+            info = await self._fetch(room_id)
+            if room_id in self._bridged:
+                return await self.get(room_id)
+            if epoch == self._epoch:  # no state changed meanwhile: this is the current state
+                self._rooms[room_id] = (now, info)
+                return info
+        return info  # state keeps changing: answer from the latest read, cache nothing
+
+    async def _fetch(self, room_id: str) -> RoomInfo:
         try:
             state = await self.client.room_state(room_id)
         except (MatrixForbidden, MatrixNotFound):
-            info = RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
-        else:
-            info = RoomInfo(state, self.scope.decide(state, await self._direct_rooms()))
-            if info.verdict.eligible and self.remembered_puppet is not None:
-                puppet = await self.remembered_puppet(RoomID(room_id))
-                if puppet is not None:
-                    self.mark_bridged(room_id, puppet)
-                    return await self.get(room_id)
-        self._rooms[room_id] = (now, info)
+            return RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
+        info = RoomInfo(state, self.scope.decide(state, await self._direct_rooms()))
+        if info.verdict.eligible and self.remembered_puppet is not None:
+            puppet = await self.remembered_puppet(RoomID(room_id))
+            if puppet is not None:
+                self.mark_bridged(room_id, puppet)
         return info
