@@ -17,8 +17,8 @@ from bot.handlers import RateLimit, incoming
 from bot.lookup import RoomLog, TimelineItem, markers, pin_target
 from bot.replies import ReplyTo, ScanInfo, SearchView, matrix_json, search_reply, text_reply
 from bot.scheduler import RefreshScheduler
-from ingest.search import Candidates, Hit, SearchQuery, SearchResult
-from ingest.types import RoomID, StoredPoint
+from ingest.search import Hit, SearchResult
+from ingest.types import RoomID
 
 TOKEN = "hs-secret"
 BOT = "@muninn:x"
@@ -355,106 +355,3 @@ def test_puppet_in_events_finds_a_sender_who_left() -> None:
     assert puppet_in_events(bridged, scope) == "@discord_42:x"
     member = [{"type": "m.room.member", "sender": "@a:x", "state_key": "@_discord_7:x"}]
     assert puppet_in_events(member, scope) == "@_discord_7:x"
-
-
-# ---------------------------------------------------------------- fused search and revalidation
-
-
-class _Pool:
-    """A fake read path: `rank` gives hand-made windows, `confirm` records what it checked."""
-
-    def __init__(self, n: int, stale: frozenset[str] = frozenset()) -> None:
-        self.points = {f"p{i}": self._window(i) for i in range(n)}
-        self.stale = stale
-        self.confirmed: list[str] = []
-
-    @staticmethod
-    def _window(i: int) -> StoredPoint:
-        msgs = [
-            {"event_id": f"$w{i}m{j}", "sender": "@a:x", "ts": 1000 + 10 * i + j, "body": "x"}
-            for j in range(3)
-        ]
-        ids = [str(m["event_id"]) for m in msgs]
-        payload = {
-            "room_id": "!r",
-            "first_event_id": ids[0],
-            "last_event_id": ids[-1],
-            "event_ids": ids,
-            "messages": msgs,
-        }
-        return StoredPoint(f"p{i}", payload)
-
-    async def rank(self, query: SearchQuery) -> Candidates:
-        return Candidates(
-            ranked=[(pid, 1.0 / (i + 1)) for i, pid in enumerate(self.points)],
-            points=dict(self.points),
-            texts=query.texts,
-            server_name="x",
-        )
-
-    async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
-        self.confirmed.extend(h.point_id for h in hits)
-        return [h.point_id not in self.stale for h in hits]
-
-
-async def _fused(pool: _Pool, views: Sequence[Any] = (), limit: int = 5) -> SearchResult:
-    from bot.commands import SearchCommand
-    from bot.lookup import fused_search
-
-    command = SearchCommand(("plan",), None, None, None, None, (), limit)
-    return await fused_search(
-        pool,  # type: ignore[arg-type]
-        command,
-        rooms=[RoomID("!r")],
-        views=views,
-        visible_from={"!r": None},
-        bot_user_id=BOT,
-        prefix="!",
-        server_name="x",
-    )
-
-
-async def test_fused_search_revalidates_only_the_hits_it_shows() -> None:
-    """Of the 15 candidates fused, only the 5 shown are revalidated, and every one shown was."""
-    pool = _Pool(20)
-    result = await _fused(pool)
-    shown = [h.point_id for h in result.hits]
-    assert shown == ["p0", "p1", "p2", "p3", "p4"]
-    assert sorted(pool.confirmed) == sorted(shown)
-    assert result.dropped_stale == 0
-
-
-async def test_fused_search_stale_hit_gives_its_place_to_the_next() -> None:
-    """A shown candidate that fails revalidation is dropped, counted, and the next one shown."""
-    pool = _Pool(20, stale=frozenset({"p1", "p3"}))
-    result = await _fused(pool)
-    shown = [h.point_id for h in result.hits]
-    assert shown == ["p0", "p2", "p4", "p5", "p6"]
-    assert "p1" not in shown and "p3" not in shown
-    assert set(shown) <= set(pool.confirmed)
-    assert result.dropped_stale == 2
-
-
-async def test_fused_search_stale_window_leaves_the_transcript_match() -> None:
-    """A transcript match inside a stale window is shown as its own live message, never as the
-    window: the window's other messages were not revalidated."""
-    from bot.lookup import RoomView
-
-    pool = _Pool(3, stale=frozenset({"p0"}))
-    raw = [
-        {
-            "type": "m.room.message",
-            "event_id": "$w0m1",
-            "sender": "@a:x",
-            "origin_server_ts": 1001,
-            "room_id": "!r",
-            "content": {"msgtype": "m.text", "body": "the plan"},
-        }
-    ]
-    view = RoomView(RoomLog(RoomID("!r"), raw, 10), None, None)
-    result = await _fused(pool, views=[view])
-    keys = [h.point_id for h in result.hits]
-    assert "p0" not in keys and "event:$w0m1" in keys
-    assert result.dropped_stale == 1
-    transcript_hit = next(h for h in result.hits if h.point_id == "event:$w0m1")
-    assert transcript_hit.event_ids == ("$w0m1",)
