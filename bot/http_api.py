@@ -28,7 +28,7 @@ import ipaddress
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +107,15 @@ def store_check(store: Store) -> HealthCheck:
 # ---------------------------------------------------------------- the search request
 
 
+def _known_fields(body: Any, fields: Sequence[str]) -> None:
+    """A JSON object of only these fields, or a QueryError naming the first stranger."""
+    if not isinstance(body, dict):
+        raise QueryError("body", "must be a JSON object")
+    for key in body:
+        if key not in fields:
+            raise QueryError(str(key), f"is not a known field (known: {', '.join(fields)})")
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """The JSON body of `POST /_muninn/search`, type-checked; `build` validates the rest."""
@@ -122,13 +131,7 @@ class SearchRequest:
 
     @classmethod
     def parse(cls, body: Any) -> SearchRequest:
-        if not isinstance(body, dict):
-            raise QueryError("body", "must be a JSON object")
-        for key in body:
-            if key not in cls.FIELDS:
-                raise QueryError(
-                    str(key), f"is not a known field (known: {', '.join(cls.FIELDS)})"
-                )
+        _known_fields(body, cls.FIELDS)
         limit = body.get("limit", DEFAULT_LIMIT)
         if not _is_int(limit):
             raise QueryError("limit", "must be an integer")
@@ -165,13 +168,7 @@ class PurgeRequest:
 
     @classmethod
     def parse(cls, body: Any) -> PurgeRequest:
-        if not isinstance(body, dict):
-            raise QueryError("body", "must be a JSON object")
-        for key in body:
-            if key not in cls.FIELDS:
-                raise QueryError(
-                    str(key), f"is not a known field (known: {', '.join(cls.FIELDS)})"
-                )
+        _known_fields(body, cls.FIELDS)
         room = body.get("room_id")
         if room is None:
             raise QueryError("room_id", "is required")
