@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -84,6 +86,42 @@ def reader_config_doc(
 def reader_config(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: Any) -> Config:
     """A client-mode config for `reader` with an embedded store under tmp_path."""
     return parse_config(reader_config_doc(hs, reader, tmp_path, **extra), tmp_path)
+
+
+PROJECT = Path(__file__).resolve().parents[1]  # the repository root
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+    def doc(self) -> dict[str, Any]:
+        assert self.rc == 0, self.err
+        doc = json.loads(self.out)
+        assert isinstance(doc, dict)
+        return doc
+
+
+async def muninn(config: Path, *args: str) -> Run:
+    """`python -m bot.cli --config FILE ARGS…` in a child process."""
+    env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "--config",
+        str(config),
+        *args,
+        cwd=PROJECT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(), err.decode())
 
 
 def write_config(path: Path, doc: dict[str, Any]) -> Path:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tests.homeserver import Homeserver, MatrixUser, unique_localpart
-from tests.indexing import Indexer, admit, reader_config
-
-_REPO = Path(__file__).resolve().parent.parent
+from tests.indexing import Indexer, admit, muninn, reader_config
 
 
 def _write_config(path: Path, hs: Homeserver, reader: MatrixUser, **extra: Any) -> Path:
@@ -28,20 +24,8 @@ def _write_config(path: Path, hs: Homeserver, reader: MatrixUser, **extra: Any) 
 
 
 async def _cli(config: Path, *args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--config",
-        str(config),
-        *args,
-        cwd=_REPO,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    run = await muninn(config, *args)
+    return run.rc, run.out, run.err
 
 
 async def test_cli_status_json_names_each_joined_room_with_its_verdict(

@@ -31,10 +31,10 @@ from ingest.search import SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.botkit import service_config
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
-from tests.indexing import shared_embedder, write_config
-from tests.test_metrics import free_port, parse_exposition, value
-from tests.test_search_cli import check_contract, muninn
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port, unique_localpart
+from tests.indexing import muninn, shared_embedder, write_config
+from tests.test_metrics import parse_exposition, value
+from tests.test_search_cli import check_contract
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from ingest.export import ExportError, ExportReader, load_export
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Indexer, reader_config, shared_embedder
+from tests.indexing import Indexer, muninn, reader_config, shared_embedder
 
 COLLECTION = "muninn_test"  # the collection tests.indexing writes
 QUERIES = ["deploy failed", "pizza for the team lunch", "E4242"]
@@ -33,23 +32,10 @@ async def _all_events(user: MatrixUser, room_id: str) -> list[dict[str, Any]]:
 
 
 async def _import(cfg_path: Path, export: Path) -> tuple[int, dict[str, Any]]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--config",
-        str(cfg_path),
-        "import",
-        str(export),
-        "--json",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    if proc.returncode not in (0, 3):
-        raise AssertionError(f"import failed ({proc.returncode}): {err.decode()}")
-    return proc.returncode, json.loads(out)
+    run = await muninn(cfg_path, "import", str(export), "--json")
+    if run.rc not in (0, 3):
+        raise AssertionError(f"import failed ({run.rc}): {run.err}")
+    return run.rc, json.loads(run.out)
 
 
 async def _hits(store_dir: Path, cfg_doc: dict[str, Any], tmp: Path) -> list[list[str]]:

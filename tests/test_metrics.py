@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from ingest.config import Config
 from ingest.refresh import RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.botkit import ask, service_config
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
 from tests.indexing import shared_embedder
 
 # ---------------------------------------------------------------- a tiny text-format parser
@@ -236,12 +235,6 @@ def test_service_metrics_fold_refresh_reports() -> None:
 
 
 # ---------------------------------------------------------------- the running service
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager

@@ -30,11 +30,16 @@ from ingest.refresh import TOMBSTONE_PREFIX, Tombstone
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer
-from tests.indexing import Indexer, RenamedEmbedder, reader_config, shared_embedder, write_config
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
+from tests.indexing import (
+    Indexer,
+    RenamedEmbedder,
+    muninn,
+    reader_config,
+    shared_embedder,
+    write_config,
+)
 from tests.test_http_api import outward_address
-from tests.test_metrics import free_port
-from tests.test_search_cli import muninn
 
 BASE = 1_700_000_000_000
 HOUR = 3_600_000

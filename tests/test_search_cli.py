@@ -7,10 +7,7 @@ Tests that change the homeserver (a redaction) or the index (a purge) seed their
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +22,10 @@ from ingest.permalink import MATRIX_TO
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser, free_port
 from tests.indexing import (
+    PROJECT,
     Corpus,
     Indexer,
+    muninn,
     reader_config,
     reader_config_doc,
     seed_corpus,
@@ -34,7 +33,6 @@ from tests.indexing import (
     write_config,
 )
 
-PROJECT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale"}
 HIT_KEYS = {
     "room_id",
@@ -49,39 +47,6 @@ HIT_KEYS = {
     "best_event_id",
 }
 MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
-
-
-@dataclass
-class Run:
-    rc: int
-    out: str
-    err: str
-
-    def doc(self) -> dict[str, Any]:
-        assert self.rc == 0, self.err
-        doc = json.loads(self.out)
-        assert isinstance(doc, dict)
-        return doc
-
-
-async def muninn(config: Path, *args: str) -> Run:
-    """`python -m bot.cli --config FILE ARGS…` in a child process."""
-    env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--config",
-        str(config),
-        *args,
-        cwd=PROJECT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
-    assert proc.returncode is not None
-    return Run(proc.returncode, out.decode(), err.decode())
 
 
 async def search_json(config: Path, *args: str) -> dict[str, Any]:
