@@ -193,17 +193,18 @@ class RoomLog:
         """Searchable messages, newest first, with valid edits applied (same sender)."""
         own = frozenset({bot_user_id})
         items = [normalize(e, own_user_ids=own, command_prefix=prefix) for e in self.raw]
+        authors = {i.event_id: i.sender for i in items if isinstance(i, Message)}
         latest_edit: dict[str, Edit] = {}
-        for item in items:  # newest first: the first edit seen per target is the latest
-            if isinstance(item, Edit) and not item.target_is_edit:
+        for item in items:  # newest first: the first valid edit seen per target is the latest
+            if not isinstance(item, Edit) or item.target_is_edit:
+                continue
+            if item.sender == authors.get(item.target):  # another sender's edit is void
                 latest_edit.setdefault(item.target, item)
         out: list[Message] = []
         for item in items:
             if isinstance(item, Message):
                 edit = latest_edit.get(item.event_id)
-                body = (
-                    edit.new_body if edit is not None and edit.sender == item.sender else item.body
-                )
+                body = edit.new_body if edit is not None else item.body
                 # The transcript sees messages the writer has not scrubbed yet: a secret must
                 # never reach a reply either (DESIGN §3 rule 8).
                 clean = _scrubbed(body)

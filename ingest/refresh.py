@@ -330,9 +330,12 @@ class Writer:
             marker = await self._puppet_marker(col, room_id)
             if marker is not None:
                 # A puppet spoke here once (history does not change): refused without a read.
-                report.rooms.append(
-                    RoomReport(room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"])
+                refused = RoomReport(
+                    room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"]
                 )
+                if room_id in indexed_rooms:  # the purge after the marker was cut short
+                    await self._purge_room(col, room_id, refused)
+                report.rooms.append(refused)
                 continue
             report.rooms.append(await self.refresh_room(col, state, progress))
         if only is None:

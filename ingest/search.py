@@ -323,7 +323,11 @@ class Searcher:
                     return False
         if self.live_check is None:
             return True
-        ids = [str(m["event_id"]) for m in payload.get("messages", [])]
+        # `event_ids` holds the applied edits too: a redacted edit's text is as gone as a
+        # redacted message's, though the message it edited still stands.
+        ids = [str(e) for e in payload.get("event_ids") or ()] or [
+            str(m["event_id"]) for m in payload.get("messages", [])
+        ]
         return await self.live_check(room_id, ids)
 
     def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:

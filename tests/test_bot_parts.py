@@ -318,6 +318,33 @@ def test_room_log_messages_are_scrubbed() -> None:
     assert secret not in bodies[0] and "[redacted:" in bodies[0]
 
 
+def test_room_log_ignores_another_senders_edit() -> None:
+    """Another sender's later edit is void: the author's own last edit stands, not the
+    original text the author edited away (rule 6)."""
+
+    def msg(event_id: str, sender: str, body: str, edits: str | None = None) -> dict[str, Any]:
+        content: dict[str, Any] = {"msgtype": "m.text", "body": body}
+        if edits is not None:
+            content["m.new_content"] = {"msgtype": "m.text", "body": body.removeprefix("* ")}
+            content["m.relates_to"] = {"rel_type": "m.replace", "event_id": edits}
+        return {
+            "type": "m.room.message",
+            "event_id": event_id,
+            "sender": sender,
+            "origin_server_ts": 1,
+            "room_id": "!r",
+            "content": content,
+        }
+
+    raw = [  # newest first
+        msg("$m", "@mallory:x", "* mallory's words", edits="$o"),
+        msg("$e", "@alice:x", "* call me", edits="$o"),
+        msg("$o", "@alice:x", "call me at 555-1234"),
+    ]
+    [message] = RoomLog(RoomID("!r"), raw, 10).messages(BOT, "!")
+    assert message.body == "call me"
+
+
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
     from bot.lookup import _merge

@@ -6,12 +6,13 @@ read" means is proved on the wire: `CountingReader` records every request path t
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from ingest.errors import StoreError
-from ingest.refresh import CURSOR_PREFIX, RefreshReport, RoomReport
+from ingest.refresh import CURSOR_PREFIX, REFUSED_PREFIX, RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser, unique_localpart
 from tests.indexing import CountingReader, FlakyCollection, Indexer, admit, reader_config
@@ -141,6 +142,30 @@ async def test_scope_refuses_room_with_a_puppet_sender_who_left(
         dump = await ix.dump()
         assert "zqrelayzq" not in dump
         assert "zqlocalzq" not in dump
+    finally:
+        await ix.close()
+
+
+async def test_scope_a_refusal_recorded_before_its_purge_purges_on_the_next_pass(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """A writer killed between recording a puppet refusal and purging the room: the next pass
+    finds the record and purges, instead of leaving the room's points for good (rules 4, 10)."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    await alice.send_text(room, "words before the crash zqcrashzq")
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        await ix.refresh()
+        assert "zqcrashzq" in await ix.dump()
+        puppet = f"@discord_9:{hs.server_name}"
+        marker = {"user_id": puppet, "detail": f"bridged: sender {puppet} is a puppet"}
+        col = await ix.collection()
+        await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room, marker)  # then the kill
+        report = _by_room(await ix.refresh())
+        assert report[room].verdict == "bridged"
+        assert "zqcrashzq" not in await ix.dump()
     finally:
         await ix.close()
 

@@ -325,6 +325,26 @@ async def test_cli_search_drops_a_hit_redacted_since_indexing(
     assert after["dropped_stale"] == 1
 
 
+async def test_cli_search_drops_a_hit_whose_edit_was_redacted_since_indexing(
+    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """The indexed window shows an edit's text; once that edit is redacted, the window is
+    stale though the message it edited still stands."""
+    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
+    edit = await seeder.send_edit(kiwi.room_id, kiwi.harvest, "kiwi harvest moved to gooseberry")
+    indexer = Indexer(reader_config(hs, kiwi.reader, tmp_path))
+    try:
+        await indexer.refresh()
+    finally:
+        await indexer.close()
+    before = await search_json(kiwi.config, "gooseberry")
+    assert kiwi.harvest in event_ids(before)
+    await seeder.redact(kiwi.room_id, edit)
+    run = await muninn(kiwi.config, "search", "gooseberry", "--json")
+    assert "gooseberry" not in run.out
+    assert run.doc()["dropped_stale"] >= 1
+
+
 async def test_cli_search_drops_a_hit_inside_a_pending_purge(
     hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
 ) -> None:
