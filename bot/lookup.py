@@ -24,7 +24,15 @@ from ingest.events import normalize, strip_reply_fallback
 from ingest.fusion import rrf
 from ingest.permalink import permalink
 from ingest.scrub import scrub
-from ingest.search import Candidates, Hit, Searcher, SearchQuery, SearchResult, best_message
+from ingest.search import (
+    Candidates,
+    Hit,
+    Searcher,
+    SearchQuery,
+    SearchResult,
+    best_message,
+    purged,
+)
 from ingest.types import Edit, Message, RoomID
 
 __all__ = [
@@ -385,12 +393,14 @@ async def fused_search(
     fetch = min(50, command.limit * 3)
     single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
     pool = await _index(searcher, command, rooms, single)
+    stones = await _tombstones(searcher, pool) if views else []
     found: list[tuple[RoomView, TranscriptHit, str | None]] = []
     for view in views:
         messages = [
             m
             for m in view.log.messages(bot_user_id, prefix)
-            if view.visible_from is None or m.ts >= view.visible_from
+            if (view.visible_from is None or m.ts >= view.visible_from)
+            and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
         folded = fold_search(messages, command, bound=max(1, len(messages)))
@@ -413,6 +423,17 @@ async def fused_search(
         retrievers=[*pool.retrievers, *(["transcript"] if views else [])],
         dropped_stale=len(stale),
     )
+
+
+async def _tombstones(searcher: Searcher, pool: Candidates) -> list[Mapping[str, Any]]:
+    """The recorded purges, for the transcript (the index's own read has them already)."""
+    if pool.ranked:
+        return pool.stones
+    try:
+        return await searcher.tombstones()
+    except StoreError as e:  # the documented fallback: the transcript answers alone
+        log.warning("store unavailable, purges cannot be applied to the transcript: %s", e)
+        return []
 
 
 def _fuse(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,7 +264,7 @@ class Searcher:
                 )
                 lists[("dense", text)] = _ids(found, points)
         pool.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
-        pool.stones = list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+        pool.stones = await self.tombstones()
         pool.points = points
         pool.ranked = rrf(lists, k=self.rrf_k, weights=self.weights)
         return pool
@@ -310,17 +310,18 @@ class Searcher:
             return None
         return vectors
 
+    async def tombstones(self) -> list[Mapping[str, Any]]:
+        """The purges recorded in the active generation, applied or not (none: no index)."""
+        col = await self._active()
+        if col is None:
+            return []
+        return list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+
     async def _still_valid(self, point: StoredPoint, stones: Any) -> bool:
         payload = point.payload
         room_id = str(payload.get("room_id"))
-        for stone in stones:
-            if stone.get("room_id") == room_id and not (
-                int(payload["last_ts"]) < int(stone["from_ts"])
-                or int(payload["first_ts"]) > int(stone["to_ts"])
-            ):
-                stamps = [int(m["ts"]) for m in payload.get("messages", [])]
-                if any(int(stone["from_ts"]) <= t <= int(stone["to_ts"]) for t in stamps):
-                    return False
+        if any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", [])):
+            return False
         if self.live_check is None:
             return True
         # `event_ids` holds the applied edits too: a redacted edit's text is as gone as a
@@ -353,6 +354,13 @@ def _hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: st
         score=score,
         permalink=permalink(str(p["room_id"]), best, server_name),
         best_event_id=best,
+    )
+
+
+def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
+    """Whether a purge of `room_id` covers a message sent at `ts` (DESIGN §3 rule 12)."""
+    return any(
+        s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
     )
 
 

@@ -238,6 +238,24 @@ async def test_bot_command_room_hides_a_room_bridged_since_indexing(
     assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) >= 1
 
 
+async def test_bot_search_hides_a_purged_message_from_the_transcript_too(
+    env: Env, alice: MatrixUser
+) -> None:
+    """A purge recorded but not yet applied hides its messages from the index hits *and* from
+    the live transcript the reply fuses in (rule 12)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the numbat enclosure code is 8841")
+    await alice.send_text(room, "a numbat sleeps all afternoon")
+    await env.settle(room)
+    _, before = await ask(alice, room, "!search numbat", env.bot_id)
+    assert "enclosure code" in body_of(before)
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)  # no refresh applies it yet
+    _, after = await ask(alice, room, "!search numbat", env.bot_id)
+    assert "sleeps all afternoon" in body_of(after)
+    assert "enclosure code" not in str(after["content"])
+
+
 async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> None:
     """A token pasted into a command — as the query, or as a bad argument a usage error
     quotes — is scrubbed from the reply, in a room and in the command room's results."""
