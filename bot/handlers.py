@@ -303,6 +303,12 @@ class CommandHandler:
         spec = next(s for s in COMMANDS if s.name == command.topic)
         return spec.help(self.prefix, in_command_room)
 
+    async def asker_cut(self, msg: Incoming) -> int | None:
+        """The earliest timestamp the asker may see in their room (None: everything)."""
+        info = await self.rooms.get(msg.room_id)
+        vis = info.state.history_visibility if info.state else None
+        return await visible_from(self.client, msg.room_id, msg.sender, vis)
+
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
         out: list[RoomID] = []
@@ -335,8 +341,7 @@ class CommandHandler:
             cuts: dict[str, int | None] = {}
         else:
             info = await self.rooms.get(msg.room_id)
-            vis = info.state.history_visibility if info.state else None
-            cut = await visible_from(self.client, msg.room_id, msg.sender, vis)
+            cut = await self.asker_cut(msg)
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]

@@ -15,7 +15,6 @@ from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import RoomLog, TimelineItem, markers, pin_target, reply_target
 from bot.pinboard import Board, fold, select
 from bot.replies import PinsView, notice, pins_reply
-from bot.visibility import visible_from
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
@@ -69,7 +68,11 @@ class PinActions:
                 f"There are fewer than {command.offset} messages above; nothing pinned."
             )
         items = {i.event_id: i for i in history}
-        body = _body(items[target]) if target in items else ""
+        # The confirmation quotes the message only if the pinner may see it (rule 14): `^5`
+        # from someone who just joined may reach above their join.
+        since = await h.asker_cut(msg) if target in items else None
+        seen = target in items and (since is None or items[target].ts >= since)
+        body = _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
         label = f" under #{command.label}" if command.label else ""
         cut = excerpt(body, (), 100) if body else None
@@ -106,9 +109,7 @@ class PinActions:
             room_id = (await h.resolve_rooms((command.room,)))[0]
             room_log = await h.read_log(room_id)
         elif not in_command_room:
-            info = await h.rooms.get(room_id)
-            vis = info.state.history_visibility if info.state else None
-            cut = await visible_from(h.client, room_id, msg.sender, vis)
+            cut = await h.asker_cut(msg)
         view = await self._view(room_id, room_log, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
         await h.send(msg, pins_reply(msg.reply_to, view, filtered))

@@ -122,6 +122,21 @@ async def test_bot_search_sees_only_this_room(
     assert body_of(reply).startswith("No results")
 
 
+async def test_bot_pin_confirmation_does_not_quote_above_the_pinners_join(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Under `joined` visibility, `!pin ^N` from a late joiner reaching above their join pins
+    but does not quote the message; an old member's confirmation does."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await alice.send_text(room, "the okapi feed schedule, members only")
+    await bob.join(room)
+    _, reply = await ask(bob, room, "!pin ^1", env.bot_id)
+    assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
+    assert "okapi feed schedule" in body_of(reply)
+
+
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
