@@ -48,6 +48,11 @@ class PinActions:
     def __init__(self, handler: CommandHandler) -> None:
         self.h = handler
 
+    def _edited(self, room_log: RoomLog) -> dict[str, str]:
+        """Each message's text with its author's valid edits applied (scrubbed), as the
+        transcript shows it: a pin shows what the message says now, not what it said (rule 6)."""
+        return {m.event_id: m.body for m in room_log.messages(self.h.bot_user_id, self.h.prefix)}
+
     def _board(self, history: list[TimelineItem]) -> Board:
         return fold(markers(history, self.h.bot_user_id, self.h.prefix))
 
@@ -72,7 +77,8 @@ class PinActions:
         # from someone who just joined may reach above their join.
         since = await h.asker_cut(msg) if target in items else None
         seen = target in items and (since is None or items[target].ts >= since)
-        body = _body(items[target]) if seen else ""
+        edited = self._edited(room_log) if seen else {}
+        body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
         label = f" under #{command.label}" if command.label else ""
         cut = excerpt(body, (), 100) if body else None
@@ -140,9 +146,11 @@ class PinActions:
                 if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
                     bodies[target] = scrub(strip_reply_fallback(content["body"]))
                 senders[target] = str(event.get("sender"))
+        edited = self._edited(room_log)
         for item in items.values():
             if not item.redacted and (cut is None or item.ts >= cut):
-                bodies[item.event_id] = _body(item)
+                known = item.event_id in edited
+                bodies[item.event_id] = edited[item.event_id] if known else _body(item)
             senders[item.event_id] = item.sender
         pins = select(board, label=command.label, text=command.text, bodies=bodies)
         info = await h.rooms.get(room_id)

@@ -137,6 +137,22 @@ async def test_bot_pin_confirmation_does_not_quote_above_the_pinners_join(
     assert "okapi feed schedule" in body_of(reply)
 
 
+async def test_bot_pins_show_the_edited_text(env: Env, alice: MatrixUser) -> None:
+    """A pinned message edited by its author shows its new text; the edited-away words neither
+    show nor match `!pins WORD` (rule 6)."""
+    room = await env.room(alice)
+    target = await alice.send_text(room, "the tapir gate code is 7312")
+    await alice.send_edit(room, target, "the tapir gate code is with the keeper")
+    command = await alice.send_reply(room, target, "!pin")
+    confirmation = await wait_reply(alice, room, command, env.bot_id)
+    assert "with the keeper" in body_of(confirmation)
+    assert "7312" not in str(confirmation["content"])
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "with the keeper" in body_of(board) and "7312" not in str(board["content"])
+    _, found = await ask(alice, room, "!pins 7312", env.bot_id)
+    assert "with the keeper" not in body_of(found)
+
+
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
