@@ -8,6 +8,7 @@ people's clients, not for Muninn). The facts about Synapse this leans on are lis
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -35,6 +36,10 @@ __all__ = [
     "unique_localpart",
 ]
 
+PING_ATTEMPTS = 5
+PING_BACKOFF = 0.2  # seconds, times the attempt number
+PING_FAILED = "M_CONNECTION_FAILED"  # Synapse's errcode for an unreachable or failed ping
+
 Preset = Literal["public_chat", "private_chat", "trusted_private_chat"]
 
 
@@ -45,6 +50,10 @@ class HarnessError(RuntimeError):
         self.status = status
         self.body = body
         super().__init__(f"{method} {path} -> {status}: {body}")
+
+
+def _errcode(body: Any) -> str | None:
+    return str(body.get("errcode")) if isinstance(body, Mapping) else None
 
 
 _names = itertools.count(1)
@@ -450,6 +459,17 @@ class BaseHomeserver(Generic[UserT]):
         listener calls this first.
         """
         path = f"/_matrix/client/v1/appservice/{APPSERVICE_ID}/ping"
+        for attempt in range(1, PING_ATTEMPTS):
+            try:
+                return await self._post(path, {}, self.server.as_token)
+            except HarnessError as e:
+                # 502 M_CONNECTION_FAILED: the listener was not accepting yet, or Synapse's
+                # own client raced its timeout after our 200 (seen in CI: "AlreadyCalled:
+                # Tried to cancel an already-called event"). The next ping can succeed; any
+                # other answer is a setup error and raised at once.
+                if not (e.status == 502 and _errcode(e.body) == PING_FAILED):
+                    raise
+                await asyncio.sleep(PING_BACKOFF * attempt)
         return await self._post(path, {}, self.server.as_token)
 
     async def join_bot(self, inviter: MatrixUser, room_id: str) -> UserT:

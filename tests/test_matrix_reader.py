@@ -7,14 +7,12 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
-from aioresponses import aioresponses
 
 from ingest.config import parse_config
 from ingest.errors import (
@@ -27,6 +25,7 @@ from ingest.errors import (
 from ingest.matrix import MatrixReader, Page, ReaderMode, Retry, room_state_from
 from ingest.types import RoomID, UserID
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+from tests.transport import MockedTransport, calls
 
 FAST = Retry(attempts=3, backoff=0.01, max_backoff=0.05)
 LONG_ROOM_SIZE = 250
@@ -456,22 +455,6 @@ def test_room_state_from_reads_legacy_top_level_prev_content() -> None:
 # ---------------------------------------------------------------- faults (aioresponses)
 
 
-class CompatResponse(aiohttp.ClientResponse):
-    """aioresponses 0.7.9 does not pass aiohttp 3.14's new `stream_writer`; give it a stub."""
-
-    def __init__(self, method: str, url: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
-class MockedTransport(aioresponses):
-    """aioresponses with a response class this aiohttp accepts (mocks the transport only)."""
-
-    def add(self, url: Any, method: str = "GET", *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("response_class", CompatResponse)
-        super().add(url, method, *args, **kwargs)
-
-
 HS = "http://hs.test"
 WHOAMI = re.compile(r"^http://hs\.test/_matrix/client/v3/account/whoami(\?.*)?$")
 OK = {"user_id": "@r:hs.test"}
@@ -480,10 +463,6 @@ OK = {"user_id": "@r:hs.test"}
 def fake_reader(mode: ReaderMode = ReaderMode.CLIENT, retry: Retry = FAST) -> MatrixReader:
     name = "as_token in /etc/muninn/registration.yaml" if mode is ReaderMode.APPSERVICE else None
     return MatrixReader(HS, "tok", "@r:hs.test", mode, token_name=name, retry=retry)
-
-
-def calls(mocked: aioresponses) -> int:
-    return sum(len(v) for v in mocked.requests.values())
 
 
 async def test_request_429_waits_retry_after_ms_and_retries() -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.request
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.devclient import PING_ATTEMPTS
 from tests.homeserver import (
     HarnessError,
     Homeserver,
@@ -16,6 +19,7 @@ from tests.homeserver import (
     SynapseServer,
     registration_mac,
 )
+from tests.transport import MockedTransport, calls
 
 
 def test_synapse_answers_versions_on_loopback(synapse: SynapseServer) -> None:
@@ -198,3 +202,44 @@ async def test_appservice_port_receives_pushed_transactions(
         assert tokens == {f"Bearer {hs.server.hs_token}"}
     finally:
         await runner.cleanup()
+
+
+# ---------------------------------------------------------------- the ping's faults (transport)
+
+PING = re.compile(r"^http://127\.0\.0\.1:\d+/_matrix/client/v1/appservice/muninn/ping$")
+PING_RACE = {
+    "errcode": "M_CONNECTION_FAILED",
+    "error": "AlreadyCalled: Tried to cancel an already-called event.",
+}
+
+
+async def test_ping_retries_synapses_connection_failure(synapse: SynapseServer) -> None:
+    """A 502 M_CONNECTION_FAILED (Synapse's own race after the listener's 200, seen in CI)
+    is pinged again: whoever starts a listener gets it pinged, not a stopped demo."""
+    async with aiohttp.ClientSession() as session:
+        with MockedTransport() as mocked:
+            mocked.post(PING, status=502, payload=PING_RACE)
+            mocked.post(PING, status=502, payload=PING_RACE)
+            mocked.post(PING, payload={"duration_ms": 3})
+            assert await Homeserver(synapse, session).ping_appservice() == {"duration_ms": 3}
+            assert calls(mocked) == 3
+
+
+async def test_ping_raises_a_setup_error_at_once_and_gives_up_on_a_dead_listener(
+    synapse: SynapseServer,
+) -> None:
+    """A ping refused for another cause (a wrong token, a bad status) is raised at once; a
+    listener that never answers is raised after a bounded number of pings."""
+    forbidden = {"errcode": "M_FORBIDDEN", "error": "Mismatching application service ID"}
+    async with aiohttp.ClientSession() as session:
+        hs = Homeserver(synapse, session)
+        with MockedTransport() as mocked:
+            mocked.post(PING, status=403, payload=forbidden)
+            with pytest.raises(HarnessError, match="403"):
+                await hs.ping_appservice()
+            assert calls(mocked) == 1
+        with MockedTransport() as mocked:
+            mocked.post(PING, status=502, payload=PING_RACE, repeat=True)
+            with pytest.raises(HarnessError, match=r"502.*AlreadyCalled"):
+                await hs.ping_appservice()
+            assert calls(mocked) == PING_ATTEMPTS
