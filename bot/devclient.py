@@ -264,12 +264,18 @@ class MatrixUser:
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
     async def send_edit(
-        self, room_id: str, target_id: str, new_body: str, *, ts: int | None = None
+        self,
+        room_id: str,
+        target_id: str,
+        new_body: str,
+        *,
+        ts: int | None = None,
+        msgtype: str = "m.text",
     ) -> str:
         content = {
-            "msgtype": "m.text",
+            "msgtype": msgtype,
             "body": f"* {new_body}",
-            "m.new_content": {"msgtype": "m.text", "body": new_body},
+            "m.new_content": {"msgtype": msgtype, "body": new_body},
             "m.relates_to": {"rel_type": "m.replace", "event_id": target_id},
         }
         return await self.send(room_id, "m.room.message", content, ts=ts)

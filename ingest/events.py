@@ -21,7 +21,8 @@ any other type but `m.room.message` (reactions, receipts, …)   Skip(OTHER)
 sender in `own_user_ids`                                       Skip(OWN)
 `m.replace` whose `m.new_content` has a string body, m.text    Edit (new body, fallback-free;
 or m.emote                                                     the `* …` body is never read)
-`m.replace`: new content is a notice / media / `!command`      Skip(NOTICE / MEDIA / COMMAND)
+`m.replace`: new content is a notice / media / `!command` /    Edit with an empty body (the
+another msgtype                                                old text is withdrawn)
 `m.replace`: no `m.new_content`, no string body, no target     Skip(INVALID_EDIT)
 msgtype `m.notice` or `m.server_notice`                        Skip(NOTICE)
 msgtype `m.image` `m.file` `m.audio` `m.video` `m.location`    Skip(MEDIA)
@@ -31,6 +32,10 @@ body starts with the command prefix and a letter (`!search`)   Skip(COMMAND)
 body empty once the reply fallback is stripped                 Skip(OTHER)
 `m.text` / `m.emote` (thread reply: `thread_root` is set)      Message
 =============================================================  =================================
+
+An edit whose new content is no longer indexable text (a notice, an image, a `!command`) still
+replaces: the message no longer says what it said, so its old words must stop being findable
+(rule 6). It becomes an edit to the empty body rather than a skip that would leave them indexed.
 
 An emote keeps its body as sent (no `* ` prefix): `Message.msgtype` says it is an emote, so the
 chunker can render `* alice waves` itself, and a `* ` in the body would look like an edit
@@ -288,12 +293,13 @@ def _edit(
     # The top-level `* …` body is a fallback for old clients and is never read.
     msgtype = new.get("msgtype", content.get("msgtype"))
     text = _read_text(msgtype, new.get("body"), env.event_id, prefix, SkipReason.INVALID_EDIT)
-    if isinstance(text, Skip):
+    if isinstance(text, Skip) and text.reason is SkipReason.INVALID_EDIT:
         return text
-    body = text[1]
+    body = "" if isinstance(text, Skip) else text[1]
     if _edit_has_fallback(new):
         body = strip_reply_fallback(body)
         if _is_command(body, prefix):
-            return _skip(env.event_id, SkipReason.COMMAND, "an edit into a bot command")
-    # An edit to an empty body still replaces: the old words must stop being findable.
+            body = ""
+    # An edit to an empty body (or to what is not indexed text) still replaces: the old words
+    # must stop being findable.
     return Edit(**_fields(env), target=EventID(target), new_body=body, event_type=etype)

@@ -234,22 +234,49 @@ def test_normalize_edit_ignores_missing_fallback_body() -> None:
 
 
 @pytest.mark.parametrize(
-    ("new_content", "reason"),
+    "new_content",
     [
-        ({"msgtype": "m.notice", "body": "progress 50%"}, SkipReason.NOTICE),
-        ({"msgtype": "m.image", "body": "cat.png", "url": "mxc://x/y"}, SkipReason.MEDIA),
-        ({"msgtype": "m.text", "body": "!pin #later"}, SkipReason.COMMAND),
-        ({"msgtype": "m.text"}, SkipReason.INVALID_EDIT),
-        ({"msgtype": "m.text", "body": ["not", "a", "string"]}, SkipReason.INVALID_EDIT),
-        ("Hello", SkipReason.INVALID_EDIT),
-        (None, SkipReason.INVALID_EDIT),
+        {"msgtype": "m.notice", "body": "progress 50%"},
+        {"msgtype": "m.image", "body": "cat.png", "url": "mxc://x/y"},
+        {"msgtype": "m.text", "body": "!pin #later"},
+        {"msgtype": "org.example.custom", "body": "custom"},
     ],
 )
-def test_normalize_edit_skips(new_content: Any, reason: SkipReason) -> None:
-    """Edits to notices, media or commands, and edits without a usable m.new_content, skip."""
+def test_normalize_edit_into_what_is_not_indexed_withdraws_the_old_text(
+    new_content: dict[str, Any],
+) -> None:
+    """An edit into a notice, media, a command or another msgtype replaces the text with
+    nothing: the original's words must stop being findable, and the new content is not text
+    Muninn indexes."""
     event = load("edit")
     event["content"]["m.new_content"] = new_content
-    assert norm(event).reason is reason
+    result = norm(event)
+    assert isinstance(result, Edit)
+    assert result.new_body == ""
+
+
+def test_normalize_edit_of_a_reply_into_a_command_withdraws_the_old_text() -> None:
+    """`!pin` as an edit of a reply (its fallback still copied in) is a command, not text."""
+    event = load("edit")
+    event["content"]["m.new_content"] = {
+        "msgtype": "m.text",
+        "body": "> <@dave:example.org> Backups run at 03:00\n\n!pin #backups",
+        "m.relates_to": {"m.in_reply_to": {"event_id": "$quoted"}},
+    }
+    result = norm(event)
+    assert isinstance(result, Edit)
+    assert result.new_body == ""
+
+
+@pytest.mark.parametrize(
+    "new_content",
+    [{"msgtype": "m.text"}, {"msgtype": "m.text", "body": ["not", "a"]}, {"body": 3}, "Hi", None],
+)
+def test_normalize_edit_without_usable_new_content_is_invalid(new_content: Any) -> None:
+    """An edit without a usable m.new_content is skipped as invalid: nothing to replace with."""
+    event = load("edit")
+    event["content"]["m.new_content"] = new_content
+    assert norm(event).reason is SkipReason.INVALID_EDIT
 
 
 @pytest.mark.parametrize("target", [None, 7, ""])

@@ -111,6 +111,33 @@ async def test_refresh_edit_replaces_original_and_old_word_is_gone(
         await ix.close()
 
 
+@pytest.mark.parametrize(
+    ("msgtype", "new_body"),
+    [("m.notice", "moved to the wiki"), ("m.text", "!pins #later"), ("m.image", "map.png")],
+)
+async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path, msgtype: str, new_body: str
+) -> None:
+    """A message edited into a notice, a command or an image no longer says its old words:
+    they are in no point, and the new content is not indexed either."""
+    reader = await _reader_in(hs, alice, room)
+    original = await alice.send_text(room, "the vault code is stored at wombatgate")
+    kept = await alice.send_text(room, "unrelated words stay")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        await alice.send_edit(room, original, new_body, msgtype=msgtype)
+        await ix.refresh()
+        bodies = await ix.bodies()
+        assert bodies[kept] == "unrelated words stay"
+        assert bodies.get(original, "") == ""
+        dump = await ix.dump()
+        assert "wombatgate" not in dump
+        assert new_body not in dump
+    finally:
+        await ix.close()
+
+
 async def test_refresh_edit_of_a_long_message_rewrites_its_payload(
     hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
 ) -> None:
