@@ -203,16 +203,23 @@ class CommandHandler:
 
     async def _room_allowed(self, msg: Incoming, in_command_room: bool) -> bool:
         info = await self.rooms.get(msg.room_id)
-        reason = info.verdict.reason
-        if reason is Refusal.NOT_JOINED or reason is Refusal.DM:
-            if reason is Refusal.DM and in_command_room:
-                log.error("the command room %s is a DM: refusing to serve it", msg.room_id)
-            return False
         if in_command_room:
+            refused = info.serves_commands
+            if not refused.eligible:
+                log.error(
+                    "not serving the command room %s: %s (%s)",
+                    msg.room_id,
+                    refused.reason,
+                    refused.detail,
+                )
+                return False
             if not self.asker_allowed(msg.sender):
                 log.info("command room: %s is not on command_room_askers", msg.sender)
                 return False
             return True
+        reason = info.verdict.reason
+        if reason is Refusal.NOT_JOINED or reason is Refusal.DM:
+            return False  # never answered in, and not worth a line a message
         if reason is not None:
             log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
             return False

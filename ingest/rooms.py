@@ -24,7 +24,13 @@ _FETCHES = 3  # reads of a room's state while invalidations keep overlapping the
 @dataclass(frozen=True)
 class RoomInfo:
     state: RoomState | None  # None: the bot may not read the room (not joined)
-    verdict: Verdict
+    verdict: Verdict  # may it be indexed and answered in (`RoomScope.decide`)
+    # may it be the command room (`RoomScope.serves_commands`); None: as `verdict`
+    command_verdict: Verdict | None = None
+
+    @property
+    def serves_commands(self) -> Verdict:
+        return self.command_verdict or self.verdict
 
     @property
     def names(self) -> dict[str, str]:
@@ -102,7 +108,10 @@ class RoomCache:
             state = await self.client.room_state(room_id)
         except (MatrixForbidden, MatrixNotFound):
             return RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
-        info = RoomInfo(state, self.scope.decide(state, await self._direct_rooms()))
+        direct = await self._direct_rooms()
+        info = RoomInfo(
+            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct)
+        )
         if info.verdict.eligible and self.remembered_puppet is not None:
             puppet = await self.remembered_puppet(RoomID(room_id))
             if puppet is not None:

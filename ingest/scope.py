@@ -80,6 +80,20 @@ class RoomScope:
                 return verdict
         return Verdict(state.room_id)
 
+    def serves_commands(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
+        """Whether the room may be the command room, where replies carry other rooms' text.
+
+        Its exclusion from the index does not matter (operators often exclude it), but it must
+        be joined and neither a DM (rule 14), nor bridged (a bridge would relay every room's
+        results off the homeserver), nor encrypted (the bot holds no keys: it would read none of
+        the commands and answer in plaintext where members expect encryption).
+        """
+        for check in (self._joined, self._direct, self._bridged, self._encrypted):
+            verdict = check(state, direct_rooms)
+            if verdict is not None:
+                return verdict
+        return Verdict(state.room_id)
+
     # Each check returns a refusal or None; they share a signature so `decide` is one loop.
 
     def _joined(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:

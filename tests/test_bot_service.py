@@ -9,7 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -267,6 +267,52 @@ async def test_bot_command_room_hides_a_room_bridged_since_indexing(
     assert "sighting behind the depot" not in str(after["content"])
     col = await env.service.writer.open()  # hidden by revalidation, not yet purged
     assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) >= 1
+
+
+@pytest.mark.parametrize(
+    ("etype", "content", "state_key"),
+    [
+        (
+            "m.bridge",
+            {
+                "bridgebot": "@ircbot:muninn.test",
+                "protocol": {"id": "irc"},
+                "channel": {"id": "#o"},
+            },
+            "irc/#o",
+        ),
+        ("m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}, ""),
+    ],
+    ids=["bridged", "encrypted"],
+)
+async def test_bot_stops_serving_a_command_room_that_gets_bridged_or_encrypted(
+    env: Env,
+    alice: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    etype: str,
+    content: dict[str, Any],
+    state_key: str,
+) -> None:
+    """The command room's replies carry every room's text: once it is bridged (the bridge
+    would relay them off the homeserver) or encrypted (the bot holds no keys and answers in
+    plaintext), the bot answers nothing there — also when the room is excluded from the
+    index, as operators often have it (the exclusion must not mask the refusal)."""
+    indexed = await env.room(alice)
+    await alice.send_text(indexed, "the capybara pond is behind the old mill")
+    await env.settle(indexed)
+    commands = await env.room(env.persona)
+    monkeypatch.setattr(env.service.handler, "command_room", RoomID(commands))
+    scope = env.service.rooms.scope
+    excluded = replace(scope, exclude_room_ids=scope.exclude_room_ids | {commands})
+    monkeypatch.setattr(env.service.rooms, "scope", excluded)
+    _, before = await ask(env.persona, commands, "!search capybara", env.bot_id)
+    assert "behind the old mill" in body_of(before)
+    await env.persona.send_state(commands, etype, content, state_key)
+    asked = await env.persona.send_text(commands, "!search capybara")
+    await ask(alice, indexed, "!help", env.bot_id)  # a barrier: pushed events come in order
+    await env.service.queue.join()
+    assert await replies(env.persona, commands, asked, env.bot_id) == []
+    assert not (await env.service.rooms.get(commands)).serves_commands.eligible
 
 
 async def test_bot_search_hides_a_purged_message_from_the_transcript_too(

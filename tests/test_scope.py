@@ -241,3 +241,37 @@ def test_room_scope_compiles_once_and_decides_like_decide() -> None:
     room_scope = RoomScope.from_config(SCOPE, SERVER)
     states = [ROOM, replace(ROOM, encrypted=True), replace(ROOM, joined=False)]
     assert [room_scope.decide(s, NO_DMS) for s in states] == [verdict(s) for s in states]
+
+
+# ---------------------------------------------------------------- the command room
+
+
+@pytest.mark.parametrize(
+    ("change", "direct", "reason"),
+    [
+        ({"joined": False}, NO_DMS, Refusal.NOT_JOINED),
+        ({"direct_flag": True}, NO_DMS, Refusal.DM),
+        ({}, frozenset({ROOM.room_id}), Refusal.DM),
+        ({"bridge_state_keys": ("irc/#p",)}, NO_DMS, Refusal.BRIDGED),
+        ({"members": (*ROOM.members, "@discord_7:example.org")}, NO_DMS, Refusal.BRIDGED),
+        ({"encrypted": True}, NO_DMS, Refusal.ENCRYPTED),
+    ],
+    ids=["not_joined", "dm_is_direct", "dm_m_direct", "bridged", "puppet", "encrypted"],
+)
+def test_serves_commands_refuses_what_would_carry_results_off_or_in_the_clear(
+    change: dict[str, object], direct: frozenset[str], reason: Refusal
+) -> None:
+    """The command room's replies carry every room's text: a DM, a bridge or encryption
+    refuses it, and an exclusion from the index (common for it) hides none of these."""
+    room_scope = RoomScope.from_config(SCOPE, SERVER)
+    excluded = replace(ROOM, canonical_alias="#members:example.org", **change)
+    assert room_scope.serves_commands(excluded, direct).reason is reason
+    assert verdict(excluded, direct).reason in (Refusal.NOT_JOINED, Refusal.EXCLUDED)
+
+
+def test_serves_commands_accepts_an_excluded_room() -> None:
+    """Excluded from the index, the room may still be the command room."""
+    room_scope = RoomScope.from_config(SCOPE, SERVER)
+    excluded = replace(ROOM, canonical_alias="#members:example.org")
+    assert verdict(excluded).reason is Refusal.EXCLUDED
+    assert room_scope.serves_commands(excluded, NO_DMS).eligible
