@@ -239,7 +239,7 @@ class Writer:
                 self.generation,
             )
             self._previous = active
-            await self._carry_tombstones(active, col)
+            await self._carry_records(active, col)
         self.collection = col
         return col
 
@@ -282,13 +282,18 @@ class Writer:
         add_tombstone(col, stone.room_id, stone.from_ts, stone.to_ts)
         col.flush()
 
-    async def _carry_tombstones(self, previous: str, col: Collection) -> None:
-        """An operator's purges outlive a rebuild: copy them, not yet applied, to the new one."""
+    async def _carry_records(self, previous: str, col: Collection) -> None:
+        """An operator's purges and the puppet refusals outlive a rebuild: copy them to the new
+        one (purges not yet applied there)."""
         old = await asyncio.to_thread(self.store.open, previous, dense_dim=None, create=False)
         stones = await asyncio.to_thread(old.list_meta, TOMBSTONE_PREFIX)
         for key, value in stones.items():
             if await asyncio.to_thread(col.get_meta, key) is None:
                 await asyncio.to_thread(col.put_meta, key, {**value, "applied": False})
+        refusals = await asyncio.to_thread(old.list_meta, REFUSED_PREFIX)
+        for key, value in refusals.items():
+            if await asyncio.to_thread(col.get_meta, key) is None:
+                await asyncio.to_thread(col.put_meta, key, value)
 
     async def _complete_generation(self, report: RefreshReport) -> None:
         col = await self.open()
@@ -354,10 +359,29 @@ class Writer:
         """The bridge puppet whose message got this room refused for good, or None.
 
         The refusal outlives the puppet's message scrolling out of any bounded read, and the
-        process: the bot asks here so that a restart does not forget it.
+        process: the bot asks here so that a restart does not forget it. Asked of the active
+        generation (every marker is recorded there too) and of this writer's if it is open,
+        without opening it: that needs the embedder, and a bot whose embedder is down must
+        still know which rooms it may answer in.
         """
-        marker = await self._puppet_marker(await self.open(), room_id)
-        return None if marker is None else str(marker["user_id"])
+        for col in await self._readable_generations():
+            marker = await self._puppet_marker(col, room_id)
+            if marker is not None:
+                return str(marker["user_id"])
+        return None
+
+    async def _readable_generations(self) -> list[Collection]:
+        cols = [self.collection] if self.collection is not None else []
+        active = await asyncio.to_thread(self.store.active)
+        if active is not None and active != self.generation:
+            try:
+                cols.append(
+                    await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
+                )
+            except StoreError:
+                if await asyncio.to_thread(self.store.active) == active:
+                    raise  # a switch meanwhile dropped it: the writer's own holds the record
+        return cols
 
     def _verdict(
         self, room_id: RoomID, state: RoomState | None, direct: set[RoomID] | frozenset[RoomID]
@@ -438,7 +462,9 @@ class Writer:
         report.verdict = str(Refusal.BRIDGED)
         report.detail = f"bridged: sender {puppet} is in a bridge puppet namespace"
         marker = {"user_id": puppet, "detail": report.detail}
-        await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room_id, marker)
+        for target in await self._readable_generations():  # `col` is this writer's
+            # The active generation too, while this one is built beside it: readers ask there.
+            await asyncio.to_thread(target.put_meta, REFUSED_PREFIX + room_id, marker)
         log.warning("refusing room %s: %s", room_id, report.detail)
         await self._purge_room(col, room_id, report)
 

@@ -11,11 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from ingest.errors import StoreError
-from ingest.refresh import CURSOR_PREFIX, REFUSED_PREFIX, RefreshReport, RoomReport
-from ingest.types import RoomID
+from ingest.errors import EmbedUnavailable, StoreError
+from ingest.refresh import CURSOR_PREFIX, REFUSED_PREFIX, RefreshReport, RoomReport, Writer
+from ingest.types import EmbedderIdentity, RoomID
 from tests.homeserver import Homeserver, MatrixUser, unique_localpart
-from tests.indexing import CountingReader, FlakyCollection, Indexer, admit, reader_config
+from tests.indexing import (
+    CountingReader,
+    FlakyCollection,
+    Indexer,
+    RecordingEmbedder,
+    RenamedEmbedder,
+    admit,
+    reader_config,
+    shared_embedder,
+)
 
 READS = ("/messages", "/event/", "/relations/", "/context/")
 
@@ -142,6 +151,48 @@ async def test_scope_refuses_room_with_a_puppet_sender_who_left(
         dump = await ix.dump()
         assert "zqrelayzq" not in dump
         assert "zqlocalzq" not in dump
+    finally:
+        await ix.close()
+
+
+class DownEmbedder(RecordingEmbedder):
+    """Ollama down from the start: even the identity probe fails."""
+
+    async def probe(self) -> EmbedderIdentity:
+        raise EmbedUnavailable("injected: the embedder is down")
+
+
+async def test_scope_a_puppet_refusal_is_known_with_the_embedder_down_and_after_a_rebuild(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """The record "a puppet spoke here" is what the bot asks before answering in a room whose
+    log no longer shows the puppet. A process whose embedder is down at start still reads it
+    (the bot degrades instead of refusing every room), and a rebuild into a new generation
+    carries it, so the new generation refuses the room without reading it again."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    puppet = await hs.register(unique_localpart("discord_"))
+    await puppet.join(room)
+    await puppet.send_text(room, "relayed from discord zqcarryzq")
+    await puppet.leave(room)
+    ix = await _indexer(hs, reader, tmp_path)
+    try:
+        assert _by_room(await ix.refresh())[room].verdict == "bridged"
+        down = Writer(ix.cfg, ix.reader, ix.store, DownEmbedder(shared_embedder()))
+        assert await down.refused_by_puppet(RoomID(room)) == puppet.user_id
+        with pytest.raises(EmbedUnavailable):
+            await down.open()  # the premise: this writer cannot open its generation
+        rebuild = Writer(ix.cfg, ix.reader, ix.store, RenamedEmbedder(shared_embedder(), "v2"))
+        col = await rebuild.open()
+        assert rebuild.generation != ix.writer.generation
+        assert await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room) is not None
+        full = await rebuild.refresh()
+        assert full.activated  # the rebuild is complete: the old generation is dropped
+        report = _by_room(full)
+        assert report[room].verdict == "bridged"
+        assert not report[room].events_read
+        assert await rebuild.refused_by_puppet(RoomID(room)) == puppet.user_id
     finally:
         await ix.close()
 
