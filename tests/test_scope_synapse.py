@@ -127,17 +127,25 @@ async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
         await ix.close()
 
 
-async def test_scope_refuses_room_with_a_puppet_sender_who_left(
-    hs: Homeserver, alice: MatrixUser, tmp_path: Path
-) -> None:
-    """A puppet that spoke and then left still makes the room bridged (rule 4: or sender)."""
+async def _room_a_puppet_left(
+    hs: Homeserver, alice: MatrixUser, said: str
+) -> tuple[MatrixUser, str, MatrixUser]:
+    """(reader, room, puppet): a room the reader joined where a puppet said `said` and left."""
     reader = await hs.register()
     room = await hs.fresh_room(alice)
     await admit(alice, room, reader)
     puppet = await hs.register(unique_localpart("discord_"))
     await puppet.join(room)
-    await puppet.send_text(room, "relayed from discord zqrelayzq")
+    await puppet.send_text(room, said)
     await puppet.leave(room)
+    return reader, room, puppet
+
+
+async def test_scope_refuses_room_with_a_puppet_sender_who_left(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """A puppet that spoke and then left still makes the room bridged (rule 4: or sender)."""
+    reader, room, _ = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
     await alice.send_text(room, "local words zqlocalzq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
@@ -169,13 +177,7 @@ async def test_scope_a_puppet_refusal_is_known_with_the_embedder_down_and_after_
     log no longer shows the puppet. A process whose embedder is down at start still reads it
     (the bot degrades instead of refusing every room), and a rebuild into a new generation
     carries it, so the new generation refuses the room without reading it again."""
-    reader = await hs.register()
-    room = await hs.fresh_room(alice)
-    await admit(alice, room, reader)
-    puppet = await hs.register(unique_localpart("discord_"))
-    await puppet.join(room)
-    await puppet.send_text(room, "relayed from discord zqcarryzq")
-    await puppet.leave(room)
+    reader, room, puppet = await _room_a_puppet_left(hs, alice, "relayed from discord zqcarryzq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
         assert _by_room(await ix.refresh())[room].verdict == "bridged"
