@@ -227,6 +227,33 @@ class RoomLog:
 # ---------------------------------------------------------------- the pinboard
 
 
+def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str | None:
+    """A fetched event's text as it reads now (scrubbed), or None when it has none.
+
+    Beyond the scanned bound the bot has no log to fold edits from, but the homeserver bundles
+    the latest edit in `unsigned.m.relations.m.replace` (spec v1.7; Synapse leaves out redacted
+    ones). It counts only by the writer's own rules: the author's own edit, not an edit of an
+    edit; its `* fallback` body is never read.
+    """
+    content = _content(event)
+    body = content.get("body")
+    if not isinstance(body, str):
+        return None
+    unsigned = event.get("unsigned")
+    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
+    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    if isinstance(bundled, Mapping):
+        edit = normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        if (
+            isinstance(edit, Edit)
+            and not edit.target_is_edit
+            and edit.target == event.get("event_id")
+            and edit.sender == event.get("sender")
+        ):
+            return _scrubbed(edit.new_body)
+    return _scrubbed(strip_reply_fallback(body) if reply_target(content) else body)
+
+
 def pin_target(
     history: Sequence[TimelineItem],
     index: int,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.commands import PinCommand, PinsCommand, UnpinCommand
 from bot.html import excerpt, safe_html, safe_plain
-from bot.lookup import RoomLog, TimelineItem, markers, pin_target, reply_target
+from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target, reply_target
 from bot.pinboard import Board, fold, select
 from bot.replies import PinsView, notice, pins_reply
 from ingest.errors import CommandError
@@ -139,13 +139,12 @@ class PinActions:
         bodies: dict[str, str] = {}
         senders: dict[str, str] = {}
         for target, event in zip(missing, fetched, strict=True):
-            if event is None:
+            body = None if event is None else current_body(event, h.bot_user_id, h.prefix)
+            if event is None or body is None:
                 continue
-            content = event.get("content")
-            if isinstance(content, dict) and isinstance(content.get("body"), str):
-                if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
-                    bodies[target] = scrub(strip_reply_fallback(content["body"]))
-                senders[target] = str(event.get("sender"))
+            if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
+                bodies[target] = body
+            senders[target] = str(event.get("sender"))
         edited = self._edited(room_log)
         for item in items.values():
             if not item.redacted and (cut is None or item.ts >= cut):

@@ -14,7 +14,7 @@ import pytest_asyncio
 from bot.appservice import AppserviceServer, BoundedSeen
 from bot.commands import PinCommand
 from bot.handlers import RateLimit, incoming
-from bot.lookup import RoomLog, TimelineItem, markers, pin_target
+from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target
 from bot.replies import ReplyTo, ScanInfo, SearchView, matrix_json, search_reply, text_reply
 from bot.scheduler import RefreshScheduler
 from ingest.search import Hit, SearchResult
@@ -318,31 +318,54 @@ def test_room_log_messages_are_scrubbed() -> None:
     assert secret not in bodies[0] and "[redacted:" in bodies[0]
 
 
+def _message(event_id: str, sender: str, body: str, edits: str | None = None) -> dict[str, Any]:
+    content: dict[str, Any] = {"msgtype": "m.text", "body": body}
+    if edits is not None:
+        content["m.new_content"] = {"msgtype": "m.text", "body": body.removeprefix("* ")}
+        content["m.relates_to"] = {"rel_type": "m.replace", "event_id": edits}
+    return {
+        "type": "m.room.message",
+        "event_id": event_id,
+        "sender": sender,
+        "origin_server_ts": 1,
+        "room_id": "!r",
+        "content": content,
+    }
+
+
 def test_room_log_ignores_another_senders_edit() -> None:
     """Another sender's later edit is void: the author's own last edit stands, not the
     original text the author edited away (rule 6)."""
 
-    def msg(event_id: str, sender: str, body: str, edits: str | None = None) -> dict[str, Any]:
-        content: dict[str, Any] = {"msgtype": "m.text", "body": body}
-        if edits is not None:
-            content["m.new_content"] = {"msgtype": "m.text", "body": body.removeprefix("* ")}
-            content["m.relates_to"] = {"rel_type": "m.replace", "event_id": edits}
-        return {
-            "type": "m.room.message",
-            "event_id": event_id,
-            "sender": sender,
-            "origin_server_ts": 1,
-            "room_id": "!r",
-            "content": content,
-        }
-
     raw = [  # newest first
-        msg("$m", "@mallory:x", "* mallory's words", edits="$o"),
-        msg("$e", "@alice:x", "* call me", edits="$o"),
-        msg("$o", "@alice:x", "call me at 555-1234"),
+        _message("$m", "@mallory:x", "* mallory's words", edits="$o"),
+        _message("$e", "@alice:x", "* call me", edits="$o"),
+        _message("$o", "@alice:x", "call me at 555-1234"),
     ]
     [message] = RoomLog(RoomID("!r"), raw, 10).messages(BOT, "!")
     assert message.body == "call me"
+
+
+@pytest.mark.parametrize(
+    ("bundled", "shown"),
+    [
+        (None, "call me at 555-1234"),
+        (_message("$e", "@alice:x", "* call me tomorrow", edits="$o"), "call me tomorrow"),
+        (_message("$e", "@mallory:x", "* mallory's words", edits="$o"), "call me at 555-1234"),
+        (_message("$e", "@alice:x", "* for another event", edits="$x"), "call me at 555-1234"),
+        (_message("$e", "@alice:x", "* !pins", edits="$o"), ""),
+    ],
+    ids=["unedited", "author_edit", "other_sender", "other_target", "into_a_command"],
+)
+def test_current_body_applies_the_bundled_edit_by_the_writers_rules(
+    bundled: dict[str, Any] | None, shown: str
+) -> None:
+    """A fetched event (beyond the scan) reads as its bundled latest edit says, when that edit
+    is valid: the author's, for this event; an edit into a command withdraws the text."""
+    event = _message("$o", "@alice:x", "call me at 555-1234")
+    if bundled is not None:
+        event["unsigned"] = {"m.relations": {"m.replace": bundled}}
+    assert current_body(event, BOT, "!") == shown
 
 
 def test_recent_events_merge_applies_new_redactions() -> None:

@@ -153,6 +153,26 @@ async def test_bot_pins_show_the_edited_text(env: Env, alice: MatrixUser) -> Non
     assert "with the keeper" not in body_of(found)
 
 
+async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A pin whose target and its edit are older than the scanned bound shows the text as
+    edited (the homeserver's bundled latest edit), not the original; another sender's edit
+    of it counts for nothing (rule 6)."""
+    room = await env.room(alice)
+    await bob.join(room)
+    target = await alice.send_text(room, "the tapir feed is stored in shed 4471")
+    await alice.send_edit(room, target, "the tapir feed is stored in the new barn")
+    await bob.send_edit(room, target, "bob rewrites it as the capybara pen")
+    for i in range(TRANSCRIPT_LIMIT + 5):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    command = await alice.send_reply(room, target, "!pin #feed")
+    await wait_reply(alice, room, command, env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "the new barn" in body_of(board)
+    assert "4471" not in str(board["content"]) and "capybara" not in str(board["content"])
+
+
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
