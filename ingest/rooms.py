@@ -63,9 +63,12 @@ class RoomCache:
         # Rooms where a command's read of the log met a bridge puppet (rule 4 by sender): the
         # state does not show a puppet that spoke and left, so remember it, as the writer does.
         self._bridged: dict[str, str] = {}
-        # Bumped by every invalidation: a fetch that overlapped one may hold the state from
-        # before the change (say, before an `m.bridge`), so it is not cached.
-        self._epoch = 0
+        # A room's count of invalidations: a fetch that overlapped one may hold the state from
+        # before the change (say, before an `m.bridge`), so it is not cached. Per room, so that
+        # state churn elsewhere costs this room no re-read; `_direct_epoch` is the same for the
+        # reader's DM list, which any room's membership change may touch.
+        self._epochs: dict[str, int] = {}
+        self._direct_epoch = 0
 
     def mark_bridged(self, room_id: str, puppet: str) -> None:
         self._bridged[room_id] = puppet
@@ -73,15 +76,16 @@ class RoomCache:
     def invalidate(self, room_id: str) -> None:
         self._rooms.pop(room_id, None)
         self._direct = None
-        self._epoch += 1
+        self._epochs[room_id] = self._epochs.get(room_id, 0) + 1
+        self._direct_epoch += 1
 
     async def _direct_rooms(self) -> set[RoomID]:
         now = time.monotonic()
         if self._direct is not None and now - self._direct[0] <= self.ttl:
             return self._direct[1]
-        epoch = self._epoch
+        epoch = self._direct_epoch
         direct = await self.client.direct_rooms()
-        if epoch == self._epoch:
+        if epoch == self._direct_epoch:
             self._direct = (now, direct)
         return direct
 
@@ -94,11 +98,11 @@ class RoomCache:
         if cached is not None and now - cached[0] <= self.ttl:
             return cached[1]
         for _ in range(_FETCHES):
-            epoch = self._epoch
+            epoch = self._epochs.get(room_id, 0)
             info = await self._fetch(room_id)
             if room_id in self._bridged:
                 return await self.get(room_id)
-            if epoch == self._epoch:  # no state changed meanwhile: this is the current state
+            if epoch == self._epochs.get(room_id, 0):  # unchanged meanwhile: the current state
                 self._rooms[room_id] = (now, info)
                 return info
         return info  # state keeps changing: answer from the latest read, cache nothing

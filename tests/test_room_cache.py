@@ -70,3 +70,16 @@ async def test_an_undisturbed_read_is_cached() -> None:
     assert (await rooms.get(ROOM)).verdict.eligible
     assert (await rooms.get(ROOM)).verdict.eligible
     assert reader.reads == 1
+
+
+async def test_a_read_overlapped_by_another_rooms_change_is_cached() -> None:
+    """State churn in another room does not make this room's verdict uncacheable."""
+    reader = SlowState()
+    rooms = cache(reader)
+    pending = asyncio.create_task(rooms.get(ROOM))
+    await reader.started.wait()
+    rooms.invalidate(RoomID("!other:x"))
+    reader.release.set()
+    assert (await pending).verdict.eligible
+    assert (await rooms.get(ROOM)).verdict.eligible
+    assert reader.reads == 1
