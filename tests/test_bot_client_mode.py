@@ -16,6 +16,8 @@ from tests.botkit import ask, replies, service_config, wait_membership, wait_rep
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer
 from tests.indexing import shared_embedder
 
+RUN_START_TIMEOUT = 60.0  # seconds for `muninn run` in a child process to say it is running
+
 
 async def test_bot_client_mode_answers_and_survives_a_restart(
     synapse: SynapseServer,
@@ -49,8 +51,8 @@ async def test_bot_client_mode_answers_and_survives_a_restart(
         await service.start()
         try:
             await wait_reply(alice, room, missed, me.user_id)
-            await ask(alice, room, "!help", me.user_id)  # a barrier: the first sync is done
-            await asyncio.sleep(0.3)
+            await ask(alice, room, "!help", me.user_id)  # a barrier: the first sync is in
+            await service.queue.join()  # ... and no worker is still busy with its batch
         finally:
             await service.stop()
     assert len(await replies(alice, room, missed, me.user_id)) == 1
@@ -83,11 +85,18 @@ async def test_bot_run_stops_cleanly_on_sigterm(
         "run",
         stderr=asyncio.subprocess.PIPE,
     )
+    assert proc.stderr is not None
+    logged: list[bytes] = []
     try:
+        # A cold start (interpreter, imports, the model, the store, the first full pass) is
+        # not part of the reply's budget: wait until the service says it runs, then ask.
+        while not logged or b"muninn is running as" not in logged[-1]:
+            logged.append(await asyncio.wait_for(proc.stderr.readline(), RUN_START_TIMEOUT))
+            assert logged[-1], b"".join(logged).decode()  # EOF: it exited before running
         await ask(alice, room, "!help", me.user_id)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
+    assert proc.returncode == 0, (b"".join(logged) + err).decode()
     store = open_store(parse_config(doc, tmp).index, tmp)  # the lock was released
     store.close()

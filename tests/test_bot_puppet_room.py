@@ -29,11 +29,8 @@ TELLS = ("4711", "relayed from discord")
 
 
 async def quiesce(env: Env) -> None:
-    """Everything the homeserver pushed so far is handled: a command room answer comes after
-    the earlier events (transactions are in order), and the queue's join waits for the workers
-    still busy with them (a reply is sent before its batch is done)."""
-    await ask(env.persona, env.command_room, "!help", env.bot_id)
-    await env.service.queue.join()
+    """Everything the homeserver pushed so far is handled (`Env.quiesce`, in the command room)."""
+    await env.quiesce(env.persona, env.command_room)
 
 
 def joined_members(state: list[dict[str, Any]]) -> set[str]:
