@@ -12,6 +12,7 @@ membership ever carried `is_direct`, and treats every sender as a member for the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -105,22 +106,9 @@ class ExportReader:
         direct = base.direct_flag or any(
             e.get("type") == "m.room.member" and _is_direct(e) for e in state_events
         )
-        return RoomState(
-            room_id=base.room_id,
-            joined=True,
-            name=base.name,
-            canonical_alias=base.canonical_alias,
-            alt_aliases=base.alt_aliases,
-            join_rule=base.join_rule,
-            history_visibility=base.history_visibility,
-            encrypted=base.encrypted,
-            room_version=base.room_version,
-            create_type=base.create_type,
-            members=tuple(sorted({*base.members, *(UserID(s) for s in senders)})),
-            direct_flag=direct,
-            bridge_state_keys=base.bridge_state_keys,
-            display_names=base.display_names,
-        )
+        # An export may hold senders without their membership events: each counts as a member.
+        members = tuple(sorted({*base.members, *(UserID(s) for s in senders)}))
+        return dataclasses.replace(base, joined=True, members=members, direct_flag=direct)
 
     async def walk(
         self, room_id: RoomID | str, from_token: str | None = None, page_size: int = 100

@@ -9,6 +9,12 @@ resolves aliases byte-for-byte, so `#Members:x` and `#members:x` can be two room
 deny-list, though, and the safe failure of a deny-list is refusing one room too many, never
 indexing a members-only room because somebody capitalised its alias. So the exclusion compares
 case-folded aliases (the server part is a DNS name and case-insensitive anyway).
+
+Puppets: every sender of a room's timeline has a membership event, and it stays in the state
+after the user leaves or is banned, so a puppet that spoke and left is refused here, by its
+past membership, before any event is read. The writer and the bot still check every sender of
+what they read (`puppet_in_events`, `puppet_senders`): a state may be partial (a faster join)
+or, for an import, hold no membership at all.
 """
 
 from __future__ import annotations
@@ -133,13 +139,14 @@ class RoomScope:
             return Verdict(
                 state.room_id, Refusal.BRIDGED, f"bridged: bridge state event with state_key {key}"
             )
-        puppet = next((m for m in state.members if self.is_puppet(m)), None)
-        if puppet is not None:
-            return Verdict(
-                state.room_id,
-                Refusal.BRIDGED,
-                f"bridged: member {puppet} is in a bridge puppet namespace",
-            )
+        for members, kind in ((state.members, "member"), (state.past_members, "past member")):
+            puppet = next((m for m in members if self.is_puppet(m)), None)
+            if puppet is not None:
+                return Verdict(
+                    state.room_id,
+                    Refusal.BRIDGED,
+                    f"bridged: {kind} {puppet} is in a bridge puppet namespace",
+                )
         return None
 
     def _encrypted(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:

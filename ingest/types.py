@@ -59,7 +59,11 @@ class RoomState:
     encrypted: bool = False
     room_version: str | None = None
     create_type: str | None = None
-    members: tuple[UserID, ...] = ()
+    members: tuple[UserID, ...] = ()  # joined
+    # Everyone else the state names (left, banned, invited, knocking): a sender must have
+    # joined, and the membership event stays in the state after it leaves, so this names
+    # every past sender the timeline holds (rule 4, by sender, before any event is read).
+    past_members: tuple[UserID, ...] = ()
     # Any membership event in the room (for the reader, or by whoever invited it) had is_direct.
     direct_flag: bool = False
     # state_keys of m.bridge / uk.half-shot.bridge events present with non-empty content

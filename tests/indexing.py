@@ -22,7 +22,7 @@ from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
 from ingest.refresh import RefreshReport, Writer
 from ingest.store import Collection, Store, open_store
-from ingest.types import EmbedderIdentity, RoomID, StoredPoint
+from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
 from tests.homeserver import Homeserver, MatrixUser, unique_localpart
 
 _EMBEDDER: Embedder | None = None
@@ -295,6 +295,20 @@ class CountingReader(MatrixReader):
         """Every request path naming this room."""
         quoted = quote(room_id, safe="")
         return [p for p in self.paths if quoted in p or room_id in p]
+
+
+def without_past_members(state: RoomState) -> RoomState:
+    """The state as a reader may see it before it knows the room's full member list (a partial
+    state after a faster join, MSC3706): no past members, so no left puppet. Synapse's `/state`
+    for a local room always names them, so this fault is injected, not produced."""
+    return dataclasses.replace(state, past_members=())
+
+
+class PartialStateReader(CountingReader):
+    """The counting reader, its room states `without_past_members`."""
+
+    async def room_state(self, room_id: RoomID | str) -> RoomState:
+        return without_past_members(await super().room_state(room_id))
 
 
 class FlakyCollection:

@@ -1,9 +1,13 @@
 """Rule 4 by sender in `muninn run`: a room where a bridge puppet spoke and then left.
 
-Once the puppet has left, the room's state names no puppet, so the state check passes it; only
-the room log shows the puppet. The bot must find it there when a command reads the log, refuse
-the room (silent in it; the command room is told it is not indexed), remember the refusal after
-the puppet's message has scrolled out of the scanned bound, and never quote the puppet's text.
+The puppet's `leave` stays in the room's state, so the state check refuses the room at once,
+before the writer has read it and however far back the puppet spoke (the first test). The rest
+of the module takes the state away, as a reader may see it before it knows a room's full
+member list (`tests.indexing.without_past_members`: a partial state after a faster join; a
+local Synapse room always has it all, so the fault is injected). Then only the room log shows
+the puppet: the bot must find it there when a command reads the log, refuse the room (silent
+in it; the command room is told it is not indexed), remember the refusal after the puppet's
+message has scrolled out of the scanned bound, and never quote the puppet's text.
 
 The puppet is an ordinary user in the default `@discord_.*` namespace (`scope` is not set in the
 module's config), as in the writer's tests (`tests/test_scope_synapse.py`).
@@ -16,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from ingest.types import Refusal, RoomID
+from ingest.types import Refusal, RoomID, RoomState
 from tests.botkit import ask, replies
 from tests.homeserver import MatrixUser, unique_localpart
+from tests.indexing import without_past_members
 from tests.test_bot_service import TRANSCRIPT_LIMIT, Env, body_of
 from tests.test_bot_service import env as env  # the module's `muninn run` (a fixture)
 
@@ -84,6 +89,43 @@ async def puppet_room(env: Env, owner: MatrixUser, *, pin: bool = False) -> tupl
     return room, puppet.user_id, relayed
 
 
+@pytest.fixture
+def partial_state(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bot's reader (the writer's too) gets room states without their past members."""
+    full = env.service.client.room_state
+
+    async def room_state(room_id: RoomID | str) -> RoomState:
+        return without_past_members(await full(room_id))
+
+    monkeypatch.setattr(env.service.client, "room_state", room_state)
+
+
+async def test_bot_refuses_a_room_a_puppet_left_by_its_state_at_once(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the puppet's message far beyond the scanned bound and no record consulted, the
+    state's `leave` alone refuses the room: silent in it, "not indexed" in the command room."""
+    monkeypatch.setattr(env.service.rooms, "remembered_puppet", None)
+    room = await env.room(alice)
+    puppet = await env.hs.register(unique_localpart("discord_"), displayname="Discord relay")
+    await puppet.join(room)
+    await puppet.send_text(room, RELAYED)
+    await puppet.leave(room)
+    await bob.join(room)
+    for i in range(TRANSCRIPT_LIMIT + 5):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    asked = await bob.send_text(room, "!search lunch")
+    await quiesce(env)
+    assert await replies(bob, room, asked, env.bot_id) == []
+    assert await bot_messages(bob, room, env.bot_id) == []
+    info = await env.service.rooms.get(room)
+    assert info.verdict.reason is Refusal.BRIDGED
+    assert f"past member {puppet.user_id}" in info.verdict.detail
+    _, reply = await ask(env.persona, env.command_room, f"!search lunch in:{room}", env.bot_id)
+    assert body_of(reply) == f"{room} is not a room Muninn indexes"
+
+
+@pytest.mark.usefixtures("partial_state")
 async def test_bot_stays_silent_in_a_room_a_puppet_spoke_in_and_left(
     env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,6 +169,7 @@ async def test_bot_stays_silent_in_a_room_a_puppet_spoke_in_and_left(
     assert room not in {h["room_id"] for h in reply["content"]["org.muninn.results"]["hits"]}
 
 
+@pytest.mark.usefixtures("partial_state")
 async def test_bot_remembers_a_puppet_room_across_a_restart(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
@@ -149,6 +192,7 @@ async def test_bot_remembers_a_puppet_room_across_a_restart(
     assert info.verdict.reason is Refusal.BRIDGED and puppet in info.verdict.detail
 
 
+@pytest.mark.usefixtures("partial_state")
 async def test_bot_command_room_refuses_in_a_room_a_puppet_spoke_in_and_left(
     env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -452,6 +452,24 @@ def test_room_state_from_reads_legacy_top_level_prev_content() -> None:
     assert (state.direct_flag, state.joined, state.room_version) == (True, True, None)
 
 
+def test_room_state_from_names_every_past_member() -> None:
+    """Who left, was banned, invited or knocks is a past member, not a member: scope sees a
+    puppet that spoke and left by its `leave`, citations name only who is there."""
+
+    def member(user: str, membership: str) -> dict[str, Any]:
+        return {"type": "m.room.member", "state_key": user, "content": {"membership": membership}}
+
+    events = [
+        member("@a:hs.test", "join"),
+        member("@discord_1:hs.test", "leave"),
+        member("@b:hs.test", "ban"),
+        member("@c:hs.test", "invite"),
+    ]
+    state = room_state_from(RoomID("!r"), events, UserID("@a:hs.test"))
+    assert state.members == ("@a:hs.test",)
+    assert state.past_members == ("@b:hs.test", "@c:hs.test", "@discord_1:hs.test")
+
+
 # ---------------------------------------------------------------- faults (aioresponses)
 
 

@@ -52,6 +52,12 @@ def test_decide_ordinary_room_is_eligible() -> None:
             Refusal.BRIDGED,
             "@_discord_123:example.org",
         ),
+        (
+            replace(ROOM, past_members=("@discord_77:example.org",)),
+            NO_DMS,
+            Refusal.BRIDGED,
+            "past member @discord_77:example.org",
+        ),
         (replace(ROOM, encrypted=True), NO_DMS, Refusal.ENCRYPTED, "m.room.encryption"),
     ],
     ids=[
@@ -61,6 +67,7 @@ def test_decide_ordinary_room_is_eligible() -> None:
         "dm_m_direct",
         "bridged",
         "puppet",
+        "puppet_that_left",
         "encrypted",
     ],
 )

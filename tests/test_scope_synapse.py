@@ -19,6 +19,7 @@ from tests.indexing import (
     CountingReader,
     FlakyCollection,
     Indexer,
+    PartialStateReader,
     RecordingEmbedder,
     RenamedEmbedder,
     admit,
@@ -38,9 +39,15 @@ def _reads(reader: CountingReader, room_id: str) -> list[str]:
     return [p for p in reader.touched(room_id) if any(r in p for r in READS)]
 
 
-async def _indexer(hs: Homeserver, reader: MatrixUser, tmp_path: Path, **extra: object) -> Indexer:
+async def _indexer(
+    hs: Homeserver,
+    reader: MatrixUser,
+    tmp_path: Path,
+    reader_class: type[CountingReader] = CountingReader,
+    **extra: object,
+) -> Indexer:
     cfg = reader_config(hs, reader, tmp_path, **extra)
-    return Indexer(cfg, reader=CountingReader.counting(cfg))
+    return Indexer(cfg, reader=reader_class.counting(cfg))
 
 
 async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
@@ -141,16 +148,40 @@ async def _room_a_puppet_left(
     return reader, room, puppet
 
 
-async def test_scope_refuses_room_with_a_puppet_sender_who_left(
+async def test_scope_refuses_a_room_a_puppet_spoke_in_and_left_before_reading_it(
     hs: Homeserver, alice: MatrixUser, tmp_path: Path
 ) -> None:
-    """A puppet that spoke and then left still makes the room bridged (rule 4: or sender)."""
-    reader, room, _ = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
+    """A puppet that spoke and then left still makes the room bridged (rule 4: or sender), and
+    the state shows it (its `leave` stays there): refused before a single event is read or
+    embedded."""
+    reader, room, puppet = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
     await alice.send_text(room, "local words zqlocalzq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
         report = _by_room(await ix.refresh())
         assert report[room].verdict == "bridged"
+        assert f"past member {puppet.user_id}" in report[room].detail
+        assert not report[room].events_read
+        assert _reads(ix.reader, room) == []  # type: ignore[arg-type]
+        assert not any("zq" in d for d in ix.embedder.documents)
+        dump = await ix.dump()
+        assert "zqrelayzq" not in dump and "zqlocalzq" not in dump
+    finally:
+        await ix.close()
+
+
+async def test_scope_a_puppet_sender_the_state_does_not_name_is_caught_in_the_log(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """When the state the reader gets does not name the puppet (a partial state), the walk
+    finds it as a sender: the room is purged, recorded as refused, and not walked again."""
+    reader, room, _ = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
+    await alice.send_text(room, "local words zqlocalzq")
+    ix = await _indexer(hs, reader, tmp_path, PartialStateReader)
+    try:
+        report = _by_room(await ix.refresh())
+        assert report[room].verdict == "bridged"
+        assert "sender" in report[room].detail
         assert "zqrelayzq" not in await ix.dump()
         assert "zqlocalzq" not in await ix.dump()
         again = _by_room(await ix.refresh())  # remembered: the timeline is not walked again
@@ -178,7 +209,7 @@ async def test_scope_a_puppet_refusal_is_known_with_the_embedder_down_and_after_
     (the bot degrades instead of refusing every room), and a rebuild into a new generation
     carries it, so the new generation refuses the room without reading it again."""
     reader, room, puppet = await _room_a_puppet_left(hs, alice, "relayed from discord zqcarryzq")
-    ix = await _indexer(hs, reader, tmp_path)
+    ix = await _indexer(hs, reader, tmp_path, PartialStateReader)  # refused by sender: recorded
     try:
         assert _by_room(await ix.refresh())[room].verdict == "bridged"
         down = Writer(ix.cfg, ix.reader, ix.store, DownEmbedder(shared_embedder()))
