@@ -471,7 +471,8 @@ class BaseHomeserver(Generic[UserT]):
         or "AlreadyCancelled", the CI flake of stop 9); then it answers 200. So pinging until a
         200 means a caller's next pushed event (a command) is not stuck behind the backlog.
         Whoever starts a listener calls this first. A listener that refuses connections gets
-        `PING_ATTEMPTS` pings; any other error is raised at once.
+        `PING_ATTEMPTS` pings, the backlog `patience` seconds; any other answer than a 502
+        M_CONNECTION_FAILED is raised at once.
         """
         path = f"/_matrix/client/v1/appservice/{APPSERVICE_ID}/ping"
         deadline = time.monotonic() + patience

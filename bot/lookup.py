@@ -204,9 +204,10 @@ class RoomLog:
         authors = {i.event_id: i.sender for i in items if isinstance(i, Message)}
         latest_edit: dict[str, Edit] = {}
         for item in items:  # newest first: the first valid edit seen per target is the latest
-            if not isinstance(item, Edit) or item.target_is_edit:
+            if not isinstance(item, Edit):
                 continue
-            if item.sender == authors.get(item.target):  # another sender's edit is void
+            # Another sender's edit is void; an edit of an edit has no Message as its target.
+            if item.sender == authors.get(item.target):
                 latest_edit.setdefault(item.target, item)
         out: list[Message] = []
         for item in items:
@@ -228,30 +229,38 @@ class RoomLog:
 
 
 def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str | None:
-    """A fetched event's text as it reads now (scrubbed), or None when it has none.
+    """A fetched event's text as it reads now (scrubbed), or None when it cannot be told.
 
     Beyond the scanned bound the bot has no log to fold edits from, but the homeserver bundles
-    the latest edit in `unsigned.m.relations.m.replace` (spec v1.7; Synapse leaves out redacted
-    ones). It counts only by the writer's own rules: the author's own edit, not an edit of an
-    edit; its `* fallback` body is never read.
+    the latest edit in `unsigned.m.relations.m.replace` (spec v1.7; Synapse picks it by
+    sender, type and room, and leaves out redacted ones). It counts only by the writer's
+    rules: the author's own edit of this event, with a usable `m.new_content`. A latest edit
+    that fails them hides an unknown number of earlier, valid ones, so the text is not told
+    (None) rather than the original shown with words an edit took back. An edit event itself
+    is not a message: its `* fallback` body is never shown.
     """
     content = _content(event)
     body = content.get("body")
-    if not isinstance(body, str):
+    if not isinstance(body, str) or _relates(content).get("rel_type") == "m.replace":
         return None
     unsigned = event.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
     bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
-    if isinstance(bundled, Mapping):
-        edit = normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
-        if (
-            isinstance(edit, Edit)
-            and not edit.target_is_edit
-            and edit.target == event.get("event_id")
-            and edit.sender == event.get("sender")
-        ):
-            return _scrubbed(edit.new_body)
-    return _scrubbed(strip_reply_fallback(body) if reply_target(content) else body)
+    if bundled is None:
+        return _scrubbed(strip_reply_fallback(body) if reply_target(content) else body)
+    edit = (
+        normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        if isinstance(bundled, Mapping)
+        else None
+    )
+    if (
+        isinstance(edit, Edit)
+        and edit.target == event.get("event_id")
+        and edit.sender == event.get("sender")
+        and edit.room_id == event.get("room_id", edit.room_id)
+    ):
+        return _scrubbed(edit.new_body)
+    return None
 
 
 def pin_target(

@@ -488,6 +488,20 @@ def _members(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], bool]
     return membership, direct
 
 
+def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
+    """Who was joined and is not now (left, kicked, banned): the member event's previous
+    membership says so. An invite or a ban of someone who never joined names no sender."""
+    past = {
+        e["state_key"]
+        for e in events
+        if e.get("type") == "m.room.member"
+        and isinstance(e.get("state_key"), str)
+        and _content(e).get("membership") in ("leave", "ban")
+        and _prev_content(e).get("membership") == "join"
+    }
+    return tuple(sorted(UserID(u) for u in past))
+
+
 def room_state_from(
     room_id: RoomID, events: Sequence[Mapping[str, Any]], reader: UserID
 ) -> RoomState:
@@ -519,7 +533,7 @@ def room_state_from(
         room_version=str(create.get("room_version", "1")) if create else None,
         create_type=_str_or_none(create.get("type")),
         members=tuple(UserID(u) for u in joined),
-        past_members=tuple(sorted(UserID(u) for u, m in membership.items() if m != "join")),
+        past_members=_past_members(events),
         direct_flag=direct,
         bridge_state_keys=tuple(sorted({k for (t, k), c in state.items() if t in _BRIDGE and c})),
         display_names=tuple(

@@ -371,9 +371,11 @@ class Writer:
         return None
 
     async def _readable_generations(self) -> list[Collection]:
+        """This writer's generation if it is open, and the active one (if another, or if this
+        writer's is not open yet: `open` may be half way)."""
         cols = [self.collection] if self.collection is not None else []
         active = await asyncio.to_thread(self.store.active)
-        if active is not None and active != self.generation:
+        if active is not None and (self.collection is None or active != self.generation):
             try:
                 cols.append(
                     await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
@@ -462,11 +464,17 @@ class Writer:
         report.verdict = str(Refusal.BRIDGED)
         report.detail = f"bridged: sender {puppet} is in a bridge puppet namespace"
         marker = {"user_id": puppet, "detail": report.detail}
-        for target in await self._readable_generations():  # `col` is this writer's
-            # The active generation too, while this one is built beside it: readers ask there.
-            await asyncio.to_thread(target.put_meta, REFUSED_PREFIX + room_id, marker)
+        await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room_id, marker)
         log.warning("refusing room %s: %s", room_id, report.detail)
         await self._purge_room(col, room_id, report)
+        # The active generation too, while this one is built beside it: readers ask there.
+        # Not at the cost of the purge above, nor of the pass: this one carries it over.
+        for other in await self._readable_generations():
+            if other is not col:
+                try:
+                    await asyncio.to_thread(other.put_meta, REFUSED_PREFIX + room_id, marker)
+                except StoreError as e:
+                    log.warning("refusal of %s not recorded in %s: %s", room_id, other.name, e)
 
     async def _save_cursor(
         self, col: Collection, room_id: RoomID, token: str | None, tails: Mapping[str, str]

@@ -340,6 +340,7 @@ def _hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: st
     messages = tuple(
         {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
         for m in p.get("messages", [])
+        if _shown(m)
     )
     best = best_message(messages, texts)
     return Hit(
@@ -377,9 +378,18 @@ def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint
 
 
 def _ids(found: Sequence[StoredPoint], points: dict[str, StoredPoint]) -> list[str]:
-    for p in found:
+    """The candidates' ids, best first, minus windows that say nothing any more: every message
+    in them was edited into what is not indexed text (kept for a redaction's revert)."""
+    said = [p for p in found if any(_shown(m) for m in p.payload.get("messages", []))]
+    for p in said:
         points.setdefault(p.id, p)
-    return [p.id for p in found]
+    return [p.id for p in said]
+
+
+def _shown(message: Mapping[str, Any]) -> bool:
+    """Whether a stored message has text to show (an edit into a notice, media or a command
+    leaves an empty body: nothing to cite)."""
+    return bool(str(message.get("body", "")).strip())
 
 
 def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:

@@ -60,9 +60,10 @@ class RoomState:
     room_version: str | None = None
     create_type: str | None = None
     members: tuple[UserID, ...] = ()  # joined
-    # Everyone else the state names (left, banned, invited, knocking): a sender must have
-    # joined, and the membership event stays in the state after it leaves, so this names
-    # every past sender the timeline holds (rule 4, by sender, before any event is read).
+    # Who was joined and has left or was kicked or banned since: a sender must have joined, and
+    # the membership event stays in the state after it leaves, so this names the past senders
+    # (rule 4, by sender, before any event is read; a rejoin-and-leave-again is caught by the
+    # writer's and the bot's check of every sender they read).
     past_members: tuple[UserID, ...] = ()
     # Any membership event in the room (for the reader, or by whoever invited it) had is_direct.
     direct_flag: bool = False
@@ -132,7 +133,6 @@ class Edit:
     target: EventID
     new_body: str
     event_type: str = "m.room.message"
-    target_is_edit: bool = False  # the edit itself carried an m.replace relation to an edit
 
 
 @dataclass(frozen=True)

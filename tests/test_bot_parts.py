@@ -346,26 +346,41 @@ def test_room_log_ignores_another_senders_edit() -> None:
     assert message.body == "call me"
 
 
+def _invalid_edit() -> dict[str, Any]:
+    edit = _message("$e", "@alice:x", "* no new content", edits="$o")
+    del edit["content"]["m.new_content"]
+    return edit
+
+
 @pytest.mark.parametrize(
     ("bundled", "shown"),
     [
         (None, "call me at 555-1234"),
         (_message("$e", "@alice:x", "* call me tomorrow", edits="$o"), "call me tomorrow"),
-        (_message("$e", "@mallory:x", "* mallory's words", edits="$o"), "call me at 555-1234"),
-        (_message("$e", "@alice:x", "* for another event", edits="$x"), "call me at 555-1234"),
         (_message("$e", "@alice:x", "* !pins", edits="$o"), ""),
+        (_message("$e", "@mallory:x", "* mallory's words", edits="$o"), None),
+        (_message("$e", "@alice:x", "* for another event", edits="$x"), None),
+        (_invalid_edit(), None),
     ],
-    ids=["unedited", "author_edit", "other_sender", "other_target", "into_a_command"],
+    ids=["unedited", "author_edit", "into_a_command", "other_sender", "other_target", "invalid"],
 )
 def test_current_body_applies_the_bundled_edit_by_the_writers_rules(
-    bundled: dict[str, Any] | None, shown: str
+    bundled: dict[str, Any] | None, shown: str | None
 ) -> None:
-    """A fetched event (beyond the scan) reads as its bundled latest edit says, when that edit
-    is valid: the author's, for this event; an edit into a command withdraws the text."""
+    """A fetched event (beyond the scan) reads as its bundled latest edit says when that edit
+    is valid (the author's, of this event); an edit into a command withdraws the text. A latest
+    edit Muninn cannot apply may hide valid earlier ones: the text is not told (None), never
+    the original with words an edit took back."""
     event = _message("$o", "@alice:x", "call me at 555-1234")
     if bundled is not None:
         event["unsigned"] = {"m.relations": {"m.replace": bundled}}
     assert current_body(event, BOT, "!") == shown
+
+
+def test_current_body_of_an_edit_event_is_not_told() -> None:
+    """A pin of the edit event itself never shows its `* fallback` body."""
+    edit = _message("$e", "@alice:x", "* new words", edits="$o")
+    assert current_body(edit, BOT, "!") is None
 
 
 def test_recent_events_merge_applies_new_redactions() -> None:

@@ -452,22 +452,32 @@ def test_room_state_from_reads_legacy_top_level_prev_content() -> None:
     assert (state.direct_flag, state.joined, state.room_version) == (True, True, None)
 
 
-def test_room_state_from_names_every_past_member() -> None:
-    """Who left, was banned, invited or knocks is a past member, not a member: scope sees a
-    puppet that spoke and left by its `leave`, citations name only who is there."""
+def test_room_state_from_names_who_joined_and_is_gone() -> None:
+    """Who left or was kicked or banned after joining is a past member (scope sees a puppet
+    that spoke and left by it); an invite, or a ban of someone who never joined, names no
+    sender and is no past member; citations name only who is there."""
 
-    def member(user: str, membership: str) -> dict[str, Any]:
-        return {"type": "m.room.member", "state_key": user, "content": {"membership": membership}}
+    def member(user: str, membership: str, before: str | None = None) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "type": "m.room.member",
+            "state_key": user,
+            "content": {"membership": membership},
+        }
+        if before is not None:
+            event["unsigned"] = {"prev_content": {"membership": before}}
+        return event
 
     events = [
         member("@a:hs.test", "join"),
-        member("@discord_1:hs.test", "leave"),
-        member("@b:hs.test", "ban"),
+        member("@discord_1:hs.test", "leave", before="join"),
+        member("@b:hs.test", "ban", before="join"),
+        member("@discord_2:hs.test", "ban"),  # banned before it ever came
         member("@c:hs.test", "invite"),
+        member("@d:hs.test", "leave", before="invite"),  # declined
     ]
     state = room_state_from(RoomID("!r"), events, UserID("@a:hs.test"))
     assert state.members == ("@a:hs.test",)
-    assert state.past_members == ("@b:hs.test", "@c:hs.test", "@discord_1:hs.test")
+    assert state.past_members == ("@b:hs.test", "@discord_1:hs.test")
 
 
 # ---------------------------------------------------------------- faults (aioresponses)

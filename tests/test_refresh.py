@@ -23,6 +23,7 @@ import yaml
 from ingest.config import load_config
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.refresh import CURSOR_PREFIX, add_tombstone
+from ingest.search import Searcher, SearchQuery
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
@@ -134,6 +135,35 @@ async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
         dump = await ix.dump()
         assert "wombatgate" not in dump
         assert new_body not in dump
+    finally:
+        await ix.close()
+
+
+async def test_search_never_shows_a_message_edited_into_what_is_not_indexed(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """The withdrawn message is kept (a redaction of its edit reverts it) but says nothing: a
+    search, by its sender's name or its old meaning, returns no hit for it and no empty line;
+    the window beside it is still found."""
+    reader = await _reader_in(hs, alice, room)
+    pad = "and it has been so since the spring audit of the whole building"
+    original = await alice.send_text(room, f"the vault code is stored at wombatgate, {pad}")
+    kept = await alice.send_text(room, f"the vault inspection is on friday, {pad}")
+    # two lines do not fit in 100 bytes: each message is a window of its own
+    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 100}))
+    try:
+        await ix.refresh()
+        await alice.send_edit(room, original, "!pins", msgtype="m.text")
+        await ix.refresh()
+        assert original in {e for p in await ix.points() for e in p.payload["event_ids"]}
+        searcher = Searcher(ix.store, ix.embedder, server_name=hs.server_name)
+        for text in ("Alice", "where is the vault code stored", "vault"):
+            result = await searcher.search(SearchQuery.build([text], room_ids=[room]))
+            shown = [m for h in result.hits for m in h.messages]
+            assert all(m["body"] for m in shown), text
+            assert original not in {m["event_id"] for m in shown}, text
+        result = await searcher.search(SearchQuery.build(["vault inspection"], room_ids=[room]))
+        assert kept in {m["event_id"] for h in result.hits for m in h.messages}
     finally:
         await ix.close()
 

@@ -5,9 +5,13 @@ happen on demand against Synapse, so the reader here is a stand-in for its two c
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, cast
 
+import pytest
+
 from ingest.config import ScopeConfig
+from ingest.errors import StoreError
 from ingest.matrix import MatrixReader, room_state_from
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
@@ -83,3 +87,21 @@ async def test_a_read_overlapped_by_another_rooms_change_is_cached() -> None:
     assert (await pending).verdict.eligible
     assert (await rooms.get(ROOM)).verdict.eligible
     assert reader.reads == 1
+
+
+async def test_unreadable_refusal_records_degrade_to_the_state_verdict(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store down (the writer's refusal records unreadable) does not stop the bot: the
+    state's verdict stands, with a warning naming the cause (DESIGN §5: degrade, don't fail)."""
+
+    async def store_down(room_id: RoomID) -> str | None:
+        raise StoreError("qdrant at http://127.0.0.1:6333: connection refused")
+
+    reader = SlowState()
+    reader.release.set()
+    scope = RoomScope.from_config(ScopeConfig(), "x")
+    rooms = RoomCache(cast(MatrixReader, reader), scope, remembered_puppet=store_down)
+    with caplog.at_level(logging.WARNING, logger="ingest.rooms"):
+        assert (await rooms.get(ROOM)).verdict.eligible
+    assert "connection refused" in caplog.text
