@@ -295,11 +295,18 @@ def _edit(
     text = _read_text(msgtype, new.get("body"), env.event_id, prefix, SkipReason.INVALID_EDIT)
     if isinstance(text, Skip) and text.reason is SkipReason.INVALID_EDIT:
         return text
+    withdrawn = text.reason if isinstance(text, Skip) else None
     body = "" if isinstance(text, Skip) else text[1]
     if _edit_has_fallback(new):
         body = strip_reply_fallback(body)
         if _is_command(body, prefix):
-            body = ""
+            body, withdrawn = "", SkipReason.COMMAND
     # An edit to an empty body (or to what is not indexed text) still replaces: the old words
     # must stop being findable.
-    return Edit(**_fields(env), target=EventID(target), new_body=body, event_type=etype)
+    return Edit(
+        **_fields(env),
+        target=EventID(target),
+        new_body=body,
+        event_type=etype,
+        withdrawn=withdrawn,
+    )

@@ -511,6 +511,9 @@ class Writer:
                 outcome = ws.apply_edit(item, scrub(item.new_body))
                 if outcome == EditOutcome.APPLIED:
                     report.edits_applied += 1
+                elif outcome == EditOutcome.UNKNOWN_TARGET and item.withdrawn is not None:
+                    # A bot editing its own notice: neither is indexed, neither is invalid.
+                    report.skipped[str(item.withdrawn)] += 1
                 elif outcome != EditOutcome.NOT_NEWER:
                     report.skipped[str(SkipReason.INVALID_EDIT)] += 1
             elif isinstance(item, Redaction):

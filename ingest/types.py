@@ -133,6 +133,9 @@ class Edit:
     target: EventID
     new_body: str
     event_type: str = "m.room.message"
+    # Why the new content is no text Muninn indexes (a notice, media, a command): the edit
+    # withdraws the old text (new_body is empty); the reason counts it when its target is unknown.
+    withdrawn: SkipReason | None = None
 
 
 @dataclass(frozen=True)

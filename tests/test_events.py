@@ -253,6 +253,7 @@ def test_normalize_edit_into_what_is_not_indexed_withdraws_the_old_text(
     result = norm(event)
     assert isinstance(result, Edit)
     assert result.new_body == ""
+    assert result.withdrawn is not None
 
 
 def test_normalize_edit_of_a_reply_into_a_command_withdraws_the_old_text() -> None:
@@ -265,7 +266,7 @@ def test_normalize_edit_of_a_reply_into_a_command_withdraws_the_old_text() -> No
     }
     result = norm(event)
     assert isinstance(result, Edit)
-    assert result.new_body == ""
+    assert (result.new_body, result.withdrawn) == ("", SkipReason.COMMAND)
 
 
 @pytest.mark.parametrize(

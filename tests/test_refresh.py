@@ -139,6 +139,26 @@ async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
         await ix.close()
 
 
+async def test_refresh_counts_another_bots_edited_notice_as_notices(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """A bot updating its own progress notice: the notice and its edit are counted as notices,
+    not as an invalid edit (an operator watches that counter), and neither is indexed."""
+    reader = await _reader_in(hs, alice, room)
+    notice = {"msgtype": "m.notice", "body": "build 41: 10% done"}
+    progress = await alice.send(room, "m.room.message", notice)
+    await alice.send_edit(room, progress, "build 41: 90% done", msgtype="m.notice")
+    await alice.send_text(room, "thanks, bot")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert report.skipped["notice"] == 2
+        assert report.skipped["invalid_edit"] == 0
+        assert list((await ix.bodies()).values()) == ["thanks, bot"]
+    finally:
+        await ix.close()
+
+
 async def test_search_never_shows_a_message_edited_into_what_is_not_indexed(
     hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
 ) -> None:
