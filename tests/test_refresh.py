@@ -27,11 +27,13 @@ from ingest.search import Searcher, SearchQuery
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
+    PROJECT,
     FlakyCollection,
     FlakyEmbedder,
     Indexer,
     RenamedEmbedder,
     admit,
+    muninn,
     reader_config,
     send_texts,
     shared_embedder,
@@ -511,7 +513,6 @@ async def test_refresh_tail_closed_by_new_message_is_not_re_embedded(
 
 # ---------------------------------------------------------------- rule 10: killed and restarted
 
-_REPO = Path(__file__).resolve().parent.parent
 
 _KILLED_REFRESH = textwrap.dedent(
     """
@@ -554,7 +555,7 @@ async def _run_killed_refresh(config: Path, mode: str, after: int) -> int:
         str(config),
         mode,
         str(after),
-        cwd=_REPO,
+        cwd=PROJECT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -680,12 +681,8 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
     ix = Indexer(load_config(config))
     await ix.refresh()
     await ix.close()  # one process per store path
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--config",
-        str(config),
+    run = await muninn(
+        config,
         "purge",
         "--room",
         room,
@@ -694,13 +691,8 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
         "--to",
         "2023-11-15T00:00",
         "--json",
-        cwd=_REPO,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, err.decode()
-    assert json.loads(out)["room_id"] == room
+    assert run.doc()["room_id"] == room
     ix = Indexer(load_config(config))
     try:
         report = _room_report(await ix.refresh(), room)

@@ -134,13 +134,19 @@ async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
         await ix.close()
 
 
+async def _reader_and_room(hs: Homeserver, alice: MatrixUser) -> tuple[MatrixUser, str]:
+    """A fresh reader user and a fresh room of alice's it has joined."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    await admit(alice, room, reader)
+    return reader, room
+
+
 async def _room_a_puppet_left(
     hs: Homeserver, alice: MatrixUser, said: str
 ) -> tuple[MatrixUser, str, MatrixUser]:
     """(reader, room, puppet): a room the reader joined where a puppet said `said` and left."""
-    reader = await hs.register()
-    room = await hs.fresh_room(alice)
-    await admit(alice, room, reader)
+    reader, room = await _reader_and_room(hs, alice)
     puppet = await hs.register(unique_localpart("discord_"))
     await puppet.join(room)
     await puppet.send_text(room, said)
@@ -235,9 +241,7 @@ async def test_scope_a_refusal_recorded_before_its_purge_purges_on_the_next_pass
 ) -> None:
     """A writer killed between recording a puppet refusal and purging the room: the next pass
     finds the record and purges, instead of leaving the room's points for good (rules 4, 10)."""
-    reader = await hs.register()
-    room = await hs.fresh_room(alice)
-    await admit(alice, room, reader)
+    reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "words before the crash zqcrashzq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
@@ -258,9 +262,7 @@ async def test_scope_never_joined_room_is_never_read(
     hs: Homeserver, alice: MatrixUser, tmp_path: Path
 ) -> None:
     """A world-readable room the reader never joined gets no request, even when named in `only`."""
-    reader = await hs.register()
-    joined = await hs.fresh_room(alice)
-    await admit(alice, joined, reader)
+    reader, _ = await _reader_and_room(hs, alice)
     stranger = await hs.fresh_room(alice)
     await alice.set_history_visibility(stranger, "world_readable")
     await alice.send_text(stranger, "peekable words zqpeekzq")
@@ -313,9 +315,7 @@ async def test_scope_left_room_is_purged_after_a_crash_in_its_first_page(
     The writer learnt which rooms it holds from their cursors and saved the first cursor only
     after the first page's upsert, so a fault between the two left points no purge could find.
     """
-    reader = await hs.register()
-    room = await hs.fresh_room(alice)
-    await admit(alice, room, reader)
+    reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "written before the crash zqorphanzq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
@@ -337,9 +337,7 @@ async def test_scope_room_refused_after_indexing_is_purged(
     hs: Homeserver, alice: MatrixUser, tmp_path: Path, change: str
 ) -> None:
     """A room that becomes bridged (or a DM) after it was indexed is purged on the next refresh."""
-    reader = await hs.register()
-    room = await hs.fresh_room(alice)
-    await admit(alice, room, reader)
+    reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "indexed before the bridge zqbeforezq")
     ix = await _indexer(hs, reader, tmp_path)
     try:
