@@ -104,10 +104,10 @@ class Run:
         return doc
 
 
-async def muninn(config: Path, *args: str) -> Run:
-    """`python -m bot.cli --config FILE ARGS…` in a child process."""
+async def spawn_muninn(config: Path, *args: str, **pipes: int) -> asyncio.subprocess.Process:
+    """Start `python -m bot.cli --config FILE ARGS…` in a child process (`pipes`: stdout=…)."""
     env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot.cli",
@@ -116,8 +116,14 @@ async def muninn(config: Path, *args: str) -> Run:
         *args,
         cwd=PROJECT,
         env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        **pipes,
+    )
+
+
+async def muninn(config: Path, *args: str) -> Run:
+    """`python -m bot.cli --config FILE ARGS…` in a child process, run to its end."""
+    proc = await spawn_muninn(
+        config, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode is not None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 
 import pytest
 import yaml
@@ -14,7 +13,7 @@ from ingest.config import parse_config
 from ingest.store import open_store
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer
-from tests.indexing import shared_embedder
+from tests.indexing import shared_embedder, spawn_muninn
 
 RUN_START_TIMEOUT = 60.0  # seconds for `muninn run` in a child process to say it is running
 
@@ -76,15 +75,7 @@ async def test_bot_run_stops_cleanly_on_sigterm(
     }
     config = tmp / "config.yaml"
     config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "--config",
-        str(config),
-        "run",
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await spawn_muninn(config, "run", stderr=asyncio.subprocess.PIPE)
     assert proc.stderr is not None
     logged: list[bytes] = []
     try:
