@@ -286,14 +286,10 @@ class Writer:
         """An operator's purges and the puppet refusals outlive a rebuild: copy them to the new
         one (purges not yet applied there)."""
         old = await asyncio.to_thread(self.store.open, previous, dense_dim=None, create=False)
-        stones = await asyncio.to_thread(old.list_meta, TOMBSTONE_PREFIX)
-        for key, value in stones.items():
-            if await asyncio.to_thread(col.get_meta, key) is None:
-                await asyncio.to_thread(col.put_meta, key, {**value, "applied": False})
-        refusals = await asyncio.to_thread(old.list_meta, REFUSED_PREFIX)
-        for key, value in refusals.items():
-            if await asyncio.to_thread(col.get_meta, key) is None:
-                await asyncio.to_thread(col.put_meta, key, value)
+        for prefix, reset in ((TOMBSTONE_PREFIX, {"applied": False}), (REFUSED_PREFIX, {})):
+            for key, value in (await asyncio.to_thread(old.list_meta, prefix)).items():
+                if await asyncio.to_thread(col.get_meta, key) is None:
+                    await asyncio.to_thread(col.put_meta, key, {**value, **reset})
 
     async def _complete_generation(self, report: RefreshReport) -> None:
         col = await self.open()
