@@ -28,9 +28,9 @@ from typing import Any
 from urllib.parse import quote
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from ingest.config import Config
+from ingest.config import Config, operator_message
 from ingest.errors import ConfigError, MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope, expand_alias
@@ -79,6 +79,12 @@ class RosterEntry(BaseModel):
     room: str
     note: str = ""  # free text for the operator; shown in the plan
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        """`- "#townhall:example.org"` is shorthand for `- {room: "#townhall:example.org"}`."""
+        return {"room": data} if isinstance(data, str) else data
+
     @field_validator("room")
     @classmethod
     def _room(cls, v: str) -> str:
@@ -101,8 +107,14 @@ class Roster(BaseModel):
     rooms: tuple[RosterEntry, ...]
 
 
+_ENTRY_FORM = (
+    'must be a room alias or id (- "#townhall:example.org") '
+    'or a mapping (- {room: "#townhall:example.org", note: "why"})'
+)
+
+
 def _entry_label(raw: Any, index: int) -> str:
-    room = raw.get("room") if isinstance(raw, dict) else None
+    room = raw.get("room") if isinstance(raw, dict) else raw
     return f"rooms[{index}] ({room!r})" if isinstance(room, str) else f"rooms[{index}]"
 
 
@@ -112,10 +124,9 @@ def _problems(err: ValidationError, raw: Mapping[str, Any]) -> list[str]:
     out = []
     for e in err.errors():
         loc = list(e["loc"])
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        msg = {"missing": "is required", "extra_forbidden": "is not a known key"}.get(
-            e["type"], msg
-        )
+        msg = operator_message(e)
+        if len(loc) == 2 and loc[0] == "rooms" and e["type"] in ("model_type", "dict_type"):
+            msg = f"{_ENTRY_FORM}, got {e.get('input')!r}"
         if len(loc) >= 2 and loc[0] == "rooms" and isinstance(loc[1], int):
             where = _entry_label(entries[loc[1]] if loc[1] < len(entries) else None, loc[1])
             field = ".".join(str(p) for p in loc[2:])
@@ -153,7 +164,10 @@ def load_roster(path: Path, server_name: str) -> Roster:
     except yaml.YAMLError as e:
         raise RosterError([f"not valid YAML: {e}"], str(path)) from None
     if not isinstance(raw, dict):
-        raise RosterError(["the roster must be a mapping with a `rooms` list"], str(path))
+        raise RosterError(
+            ['the roster must be a mapping with a `rooms` list: rooms: ["#townhall:example.org"]'],
+            str(path),
+        )
     try:
         roster = Roster.model_validate(raw)
     except ValidationError as e:

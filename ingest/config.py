@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -261,14 +262,50 @@ def _inline_secrets(raw: dict[str, Any], base_dir: Path, problems: list[str]) ->
             problems.append(f"{dotted}: is a placeholder ({value!r}); put the real secret here")
 
 
+# What each kind of validation failure means to an operator editing YAML, with the right form.
+_OPERATOR_WORDS = {
+    "missing": "is required",
+    "extra_forbidden": "is not a known key",
+    "int_type": "must be a whole number (e.g. 300)",
+    "int_parsing": "must be a whole number (e.g. 300)",
+    "int_from_float": "must be a whole number (e.g. 300)",
+    "float_type": "must be a number (e.g. 0.5)",
+    "float_parsing": "must be a number (e.g. 0.5)",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": 'must be text (quote it if YAML reads it as something else: "…")',
+    "dict_type": "must be a mapping of keys (indented `key: value` lines, or {key: value})",
+    "model_type": "must be a mapping of keys (indented `key: value` lines, or {key: value})",
+    "model_attributes_type": "must be a mapping of keys (indented `key: value` lines)",
+    "list_type": "must be a list (`- item` lines, or [a, b])",
+    "tuple_type": "must be a list (`- item` lines, or [a, b])",
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
+def operator_message(err: Mapping[str, Any]) -> str:
+    """One pydantic error in an operator's words: what is wrong and the right form, never the
+    validator's vocabulary ("Input should be a valid dictionary or instance of …")."""
+    kind = str(err["type"])
+    if kind in _OPERATOR_WORDS:
+        msg = _OPERATOR_WORDS[kind]
+        if kind not in ("missing", "extra_forbidden"):
+            msg += f", got {_shown(err.get('input'))}"
+        return msg
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if msg.startswith("Input should be "):  # literals and bounds: "must be 'a' or 'b', got 'c'"
+        msg = msg.replace("Input should be ", "must be ", 1)
+        msg += f", got {_shown(err.get('input'))}"
+    return msg
+
+
 def _format_error(err: Any) -> str:
     loc = ".".join(str(p) for p in err["loc"]) or "config"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "missing":
-        msg = "is required"
-    elif err["type"] == "extra_forbidden":
-        msg = "is not a known key"
-    return f"{loc}: {msg}"
+    return f"{loc}: {operator_message(err)}"
 
 
 def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -> Config:

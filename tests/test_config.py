@@ -413,3 +413,23 @@ def test_load_config_secret_file_next_to_config(tmp_path: Path) -> None:
     )
     cfg = load_config(path)
     assert cfg.reader is not None and cfg.reader.access_token == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("sections", "expected"),
+    [
+        ({"chunker": {"gap_seconds": "half an hour"}}, "chunker.gap_seconds: must be a whole"),
+        ({"reader": "@muninn:example.org"}, "reader: must be a mapping of keys"),
+        ({"scope": {"exclude_aliases": "#members"}}, "scope.exclude_aliases: must be a list"),
+        ({"embedder": {"kind": "openai"}}, "embedder.kind: must be "),
+        ({"chunker": {"gap_seconds": 0}}, "chunker.gap_seconds: must be greater than"),
+    ],
+)
+def test_parse_config_problems_are_worded_for_an_operator(
+    sections: dict[str, Any], expected: str
+) -> None:
+    """A wrong value says what is wrong, the right form and what was given, never the
+    validator's own vocabulary ("Input should be a valid dictionary or instance of …")."""
+    found = problems(raw(**sections))
+    assert any(p.startswith(expected) and "got " in p for p in found), found
+    assert not any("Input should" in p or "instance of" in p for p in found), found

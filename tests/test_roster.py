@@ -430,3 +430,29 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     assert f"join {private}: " in err and "M_FORBIDDEN" in err
     assert "FAILED" in out
     assert await reader.joined_rooms() == []
+
+
+def test_load_roster_accepts_a_bare_alias_or_id_as_shorthand(tmp_path: Path) -> None:
+    """`rooms: ["#townhall:…"]` is the natural shorthand for `rooms: [{room: "#townhall:…"}]`,
+    and mixes with the long form."""
+    path = tmp_path / "roster.yaml"
+    path.write_text('rooms: ["#townhall:example.org", "!abc", {room: "#ops", note: "on call"}]\n')
+    roster = load_roster(path, SERVER)
+    assert [(e.room, e.note) for e in roster.rooms] == [
+        ("#townhall:example.org", ""),
+        ("!abc", ""),
+        ("#ops", "on call"),
+    ]
+
+
+def test_load_roster_entry_of_the_wrong_shape_shows_the_right_forms(tmp_path: Path) -> None:
+    """An entry that is neither text nor a mapping is named with both accepted forms."""
+    path = tmp_path / "roster.yaml"
+    path.write_text("rooms:\n  - 42\n  - [a, b]\n")
+    with pytest.raises(RosterError) as err:
+        load_roster(path, SERVER)
+    problems = err.value.problems
+    assert len(problems) == 2, problems
+    for p in problems:
+        assert "must be a room alias or id" in p and "{room:" in p and "instance of" not in p
+    assert problems[0].startswith("rooms[0]: ") and "got 42" in problems[0]
