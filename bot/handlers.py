@@ -188,13 +188,13 @@ class CommandHandler:
                 server_name=self.server_name,
             )
         except UnknownCommand as e:
-            self.metrics.commands.inc(command="unknown", outcome="unknown")
+            self.metrics.commands.labels(command="unknown", outcome="unknown").inc()
             if in_command_room:
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
             name = command_name(msg.body, self.prefix) or "unknown"
-            self.metrics.commands.inc(command=name, outcome="usage_error")
+            self.metrics.commands.labels(command=name, outcome="usage_error").inc()
             await self._answer_small(msg, str(e))
             return
         if command is None:
@@ -302,7 +302,7 @@ class CommandHandler:
             outcome = "error"
             await self.say(msg, str(e), "error")
         finally:
-            self.metrics.commands.inc(command=name, outcome=outcome)
+            self.metrics.commands.labels(command=name, outcome=outcome).inc()
 
     def _help(self, command: HelpCommand, in_command_room: bool) -> str:
         if command.topic is None:
@@ -364,7 +364,7 @@ class CommandHandler:
             prefix=self.prefix,
             server_name=self.server_name,
         )
-        self.metrics.search_latency.observe(time.monotonic() - started, source="command")
+        self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
         for hit in result.hits:

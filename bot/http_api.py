@@ -279,8 +279,7 @@ class HttpApi:
             self._runner = None
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body = self.metrics.registry.render()
-        return web.Response(body=body.encode(), headers={"Content-Type": CONTENT_TYPE})
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         names = list(self.checks)
@@ -334,7 +333,7 @@ class HttpApi:
             log.warning("search over %s failed: %s", SEARCH_PATH, e)
             return web.json_response({"error": str(e)}, status=503)
         elapsed = time.monotonic() - started
-        self.metrics.search_latency.observe(elapsed, source="api")
+        self.metrics.search_latency.labels(source="api").observe(elapsed)
         log.debug("%s answered %d hits in %.0f ms", SEARCH_PATH, len(result.hits), elapsed * 1e3)
         return web.json_response(result.as_json())
 

@@ -208,7 +208,7 @@ class Service:
         try:
             report = await self.writer.refresh(only=rooms)
         except Exception:
-            self.metrics.refresh_failures.inc(kind="full" if rooms is None else "rooms")
+            self.metrics.refresh_failures.labels(kind="full" if rooms is None else "rooms").inc()
             raise
         self.metrics.record_refresh(report, full=rooms is None)
 
