@@ -1,0 +1,49 @@
+"""The roster decides which rooms the reader joins.
+
+The roster is data (`file`). `plan` is a pure fold from the resolved roster and the reader's
+joined rooms to a list of actions; the shell (`apply`) resolves aliases, reads what state it
+may, and joins and leaves; `cli` is `muninn roster plan|apply --roster FILE`.
+
+Scope before joining: Synapse answers 403 to `/rooms/{id}/state` for a room the reader is not
+in (unless its history is world_readable, or the reader was a member before). What can be
+known without state is still decided up front: an excluded room id, an excluded alias named by
+the roster entry itself, a room in the reader's `m.direct`. Everything else (is_direct on the
+invite, bridge state, puppets, encryption) is "verdict unknown until joined": `apply` joins,
+reads the state, and leaves at once if scope refuses, before any event of the room is read.
+A refresh racing that window is safe on its own: it decides scope before reading events too.
+"""
+
+from bot.roster.apply import RosterReader, apply_plan, build_plan
+from bot.roster.cli import render, roster_apply, roster_plan
+from bot.roster.file import Roster, RosterEntry, RosterError, load_roster
+from bot.roster.plan import (
+    Action,
+    ActionKind,
+    RosterPlan,
+    Target,
+    joined_verdict,
+    plan,
+    prejoin_verdict,
+    recorded_refusal,
+)
+
+__all__ = [
+    "Action",
+    "ActionKind",
+    "Roster",
+    "RosterEntry",
+    "RosterError",
+    "RosterPlan",
+    "RosterReader",
+    "Target",
+    "apply_plan",
+    "build_plan",
+    "joined_verdict",
+    "load_roster",
+    "plan",
+    "prejoin_verdict",
+    "recorded_refusal",
+    "render",
+    "roster_apply",
+    "roster_plan",
+]
