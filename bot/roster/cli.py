@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from bot.roster.apply import RosterReader, scope_checker, apply_plan, build_plan
+from bot.roster.apply import RosterReader, apply_plan, build_plan, scope_checker
 from bot.roster.file import load_roster
 from bot.roster.plan import ActionKind, RosterPlan
 from ingest.config import Config
