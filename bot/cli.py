@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot import operations, roster
+from bot import operations
 from bot.logs import setup_logging
 from bot.registration import check_registration, generate_registration
+from bot.roster.cli import roster_apply, roster_plan
 from ingest.config import Config, config_path, load_config
 from ingest.errors import MuninnError
 
@@ -145,8 +146,8 @@ async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         return await operations.import_export(cfg, path=args.file, as_json=args.json)
     if args.command == "roster":
         if args.roster_command == "plan":
-            return await roster.roster_plan(cfg, args.roster, as_json=args.json)
-        return await roster.roster_apply(cfg, args.roster, as_json=args.json)
+            return await roster_plan(cfg, args.roster, as_json=args.json)
+        return await roster_apply(cfg, args.roster, as_json=args.json)
     raise AssertionError(args.command)
 
 

@@ -9,17 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.roster import (
-    ActionKind,
-    RosterError,
-    Target,
-    load_roster,
-    plan,
-    prejoin_verdict,
-    recorded_refusal,
-    roster_apply,
-    roster_plan,
-)
+from bot.roster.cli import roster_apply, roster_plan
+from bot.roster.file import RosterError, load_roster
+from bot.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
 from ingest.config import Config, ScopeConfig, parse_config
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict

@@ -12,38 +12,3 @@ invite, bridge state, puppets, encryption) is "verdict unknown until joined": `a
 reads the state, and leaves at once if scope refuses, before any event of the room is read.
 A refresh racing that window is safe on its own: it decides scope before reading events too.
 """
-
-from bot.roster.apply import RosterReader, apply_plan, build_plan
-from bot.roster.cli import render, roster_apply, roster_plan
-from bot.roster.file import Roster, RosterEntry, RosterError, load_roster
-from bot.roster.plan import (
-    Action,
-    ActionKind,
-    RosterPlan,
-    Target,
-    joined_verdict,
-    plan,
-    prejoin_verdict,
-    recorded_refusal,
-)
-
-__all__ = [
-    "Action",
-    "ActionKind",
-    "Roster",
-    "RosterEntry",
-    "RosterError",
-    "RosterPlan",
-    "RosterReader",
-    "Target",
-    "apply_plan",
-    "build_plan",
-    "joined_verdict",
-    "load_roster",
-    "plan",
-    "prejoin_verdict",
-    "recorded_refusal",
-    "render",
-    "roster_apply",
-    "roster_plan",
-]
