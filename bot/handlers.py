@@ -14,6 +14,7 @@ command delivered again (Synapse retrying a transaction, a first `/sync`) answer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -34,6 +35,7 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
+    compile_pattern,
     help_text,
     parse,
 )
@@ -342,6 +344,11 @@ class CommandHandler:
         own_log = await self.read_log(msg.room_id)
         if not await self._gate(msg, own_log):
             return
+        # Compiled only now, past the rate limit and off the loop: a bounded pattern still
+        # costs up to ~10 ms of CPU (`compile_pattern`).
+        matcher = None
+        if command.regex is not None:
+            matcher = await asyncio.to_thread(compile_pattern, command.regex)
         if in_command_room:
             rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
             views = [await self._view(r) for r in rooms or ()]
@@ -363,6 +370,7 @@ class CommandHandler:
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
             server_name=self.server_name,
+            pattern=matcher,
         )
         self.metrics.search_latency.observe(time.monotonic() - started, source="command")
         names: dict[str, dict[str, str]] = {}
@@ -375,6 +383,7 @@ class CommandHandler:
             result,
             command.texts,
             command.regex,
+            matcher=matcher,
             scans=[v.log.scan() for v in views],
             names=names,
             room_labels=labels,

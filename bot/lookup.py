@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import regex
+
 from bot.commands import PinCommand, SearchCommand, UnpinCommand, UsageError, parse
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset
 from bot.replies import ScanInfo
@@ -417,6 +419,7 @@ async def fused_search(
     bot_user_id: str,
     prefix: str,
     server_name: str,
+    pattern: regex.Pattern[str] | None = None,
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
 
@@ -424,7 +427,8 @@ async def fused_search(
     index's first `fetch` candidates are fused unchecked; only those that rank into the reply
     are revalidated (`Searcher.confirm`), and a stale one gives its place to the next candidate
     until every index hit shown has passed. Revalidating all `fetch` up front cost three times
-    the homeserver round trips for hits the reply never shows.
+    the homeserver round trips for hits the reply never shows. `pattern` is the command's
+    /regex/ already compiled (`compile_pattern`); without it the fold compiles it.
     """
     fetch = min(50, command.limit * 3)
     single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
@@ -439,7 +443,7 @@ async def fused_search(
             and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
-        folded = fold_search(messages, command, bound=max(1, len(messages)))
+        folded = fold_search(messages, command, bound=max(1, len(messages)), pattern=pattern)
         found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
     live: set[str] = set()  # point ids confirmed
     stale: set[str] = set()

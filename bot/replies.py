@@ -128,6 +128,7 @@ class SearchView:
     result: SearchResult
     texts: tuple[str, ...]
     pattern: str | None = None
+    matcher: regex.Pattern[str] | None = None  # `pattern` compiled, to mark its match
     scans: Sequence[ScanInfo] = ()
     names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
     room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
@@ -139,12 +140,12 @@ def _best(hit: Hit) -> Mapping[str, Any]:
     return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
 
 
-def _span(body: str, pattern: str | None) -> tuple[int, int] | None:
-    if pattern is None:
+def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
+    if matcher is None:
         return None
     try:
-        found = regex.search(pattern, body, timeout=0.05)
-    except (TimeoutError, regex.error):
+        found = matcher.search(body, timeout=0.05)
+    except TimeoutError:
         return None
     return found.span() if found and found.start() < found.end() else None
 
@@ -154,7 +155,7 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
     body, sender = str(best["body"]), str(best["sender"])
     names = view.names.get(hit.room_id, {})
     name = display_name(UserID(sender), names)
-    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.pattern))
+    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
     stamp = when(int(best["ts"]))
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""

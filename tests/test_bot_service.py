@@ -377,6 +377,20 @@ async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> N
             assert secret not in str(reply["content"]), (where, command)
 
 
+async def test_bot_refuses_a_poison_regex_with_its_limit(env: Env, alice: MatrixUser) -> None:
+    """Regression: `!search /a{1000000}/` (20 bytes) compiled a million-element pattern (~250
+    MB kept), and every later `!pins` re-parsed it. It gets a usage reply naming the limit,
+    and the room's board still answers with the poison message in its log."""
+    room = await env.room(alice)
+    _, reply = await ask(alice, room, "!search /a{1000000}/", env.bot_id)
+    assert "repeat count is at most 1000" in body_of(reply)
+    assert "Usage: !search" in body_of(reply)
+    _, reply = await ask(alice, room, "!search /(?:x{1000}){1000}/", env.bot_id)
+    assert "at most 10000" in body_of(reply)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "nothing pinned" in body_of(board)
+
+
 async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
     """An asker not matching command_room_askers gets nothing, not even an error."""
     await alice.join(env.command_room)
