@@ -383,6 +383,14 @@ def test_current_body_of_an_edit_event_is_not_told() -> None:
     assert current_body(edit, BOT, "!") is None
 
 
+def test_current_body_of_a_reply_drops_its_fallback() -> None:
+    """A pinned reply beyond the scan shows its own words: the `> <@user> …` fallback quotes
+    the parent as it was when the reply was sent, and that parent may since be redacted."""
+    reply = _message("$r", "@alice:x", "> <@bob:x> the dock door code is 5519\n\nnoted, thanks")
+    reply["content"]["m.relates_to"] = {"m.in_reply_to": {"event_id": "$parent"}}
+    assert current_body(reply, BOT, "!") == "noted, thanks"
+
+
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
     from bot.lookup import _merge

@@ -181,6 +181,24 @@ async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
     assert "4471" not in str(board["content"]) and "capybara" not in str(board["content"])
 
 
+async def test_bot_pins_show_a_pinned_reply_without_the_parent_it_quotes(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A pinned reply older than the scanned bound shows its own words, not its fallback's
+    quote of the parent — which here was redacted after the reply was sent."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the loading dock door code is 5519")
+    target = await alice.send_reply(room, parent, "noted for the delivery on Friday")
+    await bob.redact(room, parent)
+    for i in range(TRANSCRIPT_LIMIT + 5):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, target, "!pin #dock"), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "noted for the delivery" in body_of(board)
+    assert "5519" not in str(board["content"]) and "loading dock" not in str(board["content"])
+
+
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
