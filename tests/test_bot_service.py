@@ -409,6 +409,28 @@ async def test_bot_refuses_a_poison_regex_with_its_limit(env: Env, alice: Matrix
     assert "nothing pinned" in body_of(board)
 
 
+async def test_bot_search_scrubs_a_secret_in_a_fresh_message(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret in a message the writer has not indexed (its refresh never runs) reaches no
+    reply through the transcript: not the room's, not the command room's JSON (rule 8)."""
+    secret = "ghp_" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)
+    local = unique_localpart("fresh")
+    room = await env.room(alice, alias_localpart=local)
+    fresh = await alice.send_text(room, f"the wombat deploy token is {secret}")
+    _, reply = await ask(alice, room, "!search wombat deploy", env.bot_id)
+    assert link(room, fresh) in body_of(reply) and "[redacted:" in body_of(reply)
+    assert secret not in str(reply["content"])
+    alias = f"#{local}:{env.synapse.server_name}"
+    _, reply = await ask(env.persona, env.command_room, f"!search wombat in:{alias}", env.bot_id)
+    [hit] = reply["content"]["org.muninn.results"]["hits"]
+    assert hit["best_event_id"] == fresh and "[redacted:" in str(hit)
+    assert secret not in str(reply["content"])
+    col = await env.service.writer.open()  # the transcript answered, not the index
+    assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) == 0
+
+
 async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
     """An asker not matching command_room_askers gets nothing, not even an error."""
     await alice.join(env.command_room)
