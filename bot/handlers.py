@@ -240,13 +240,13 @@ class CommandHandler:
     async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
         """The room's latest raw events; a bridge puppet among them refuses the room (rule 4)."""
         bound = bound or self.cfg.bot.transcript_limit
-        raw = await self._logs.latest(self.client, room_id, bound)
+        raw, cut = await self._logs.latest(self.client, room_id, bound)
         puppet = puppet_in_events(raw, self.rooms.scope)
         if puppet is not None:
             self.rooms.mark_bridged(room_id, puppet)
             log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
             raise RoomRefused(room_id)
-        return RoomLog(room_id, raw, bound)
+        return RoomLog(room_id, raw, bound, cut)
 
     def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
         verdict = self._limits.check(msg.sender)

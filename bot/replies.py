@@ -113,12 +113,14 @@ class ScanInfo:
     scanned: int
     bound: int
     oldest_ts: int | None
+    cut: bool = False  # stopped by the text bound before `bound` events
 
     def sentence(self) -> str:
-        if self.scanned < self.bound:
+        if self.scanned < self.bound and not self.cut:
             return f"scanned the whole room ({self.scanned} events)"
         back = f", back to {when(self.oldest_ts)} UTC" if self.oldest_ts is not None else ""
-        return f"scanned the latest {self.scanned} events{back}"
+        why = " (as much text as one command reads)" if self.cut else ""
+        return f"scanned the latest {self.scanned} events{back}{why}"
 
 
 @dataclass(frozen=True)

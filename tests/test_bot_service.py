@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from bot.lookup import RecentEvents
 from bot.service import Service
 from ingest.permalink import permalink
 from ingest.store import PointFilter
@@ -216,6 +217,31 @@ async def test_bot_search_respects_joined_history_visibility(
     assert link(room, before) not in body and "migration" not in body
     _, reply = await ask(alice, room, "!search zebra", env.bot_id)
     assert link(room, before) in body_of(reply)  # alice was there all along
+
+
+async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a read held every event up to the event bound whatever its size, and the
+    fold scrubbed all of it per command. A room of 60 KB messages is read up to the text
+    bound, and the reply says how far it looked; the rooms' cached copies keep to their
+    budget by evicting the least recently used."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room = await env.room(alice)
+    oldest = await alice.send_text(room, "the oldest message mentions the platypus")
+    for i in range(40):
+        await alice.send_text(room, f"bulk {i} " + "lorem ipsum " * 5000)
+    _, reply = await ask(alice, room, "!search platypus", env.bot_id)
+    assert "as much text as one command reads" in body_of(reply)
+    assert "scanned the whole room" not in body_of(reply)
+    assert link(room, oldest) not in body_of(reply)
+    logs = RecentEvents(max_size=500_000)
+    events, cut = await logs.latest(env.service.client, RoomID(room), TRANSCRIPT_LIMIT)
+    assert cut and 10 < len(events) < 40 and logs.size > 500_000  # one room stays
+    small = await env.room(alice)
+    await alice.send_text(small, "a short one")
+    await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
+    assert logs.size < 10_000  # the large room's copy went
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
