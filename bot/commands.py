@@ -24,6 +24,7 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_PATTERN_SIZE",
     "MAX_REPEAT",
+    "MAX_ROOMS",
     "MAX_TEXTS",
     "ArgSpec",
     "Command",
@@ -46,6 +47,7 @@ __all__ = [
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 MAX_TEXTS = 8
+MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
 MAX_TEXT_BYTES = 1000  # DESIGN §5: each text at most 1,000 bytes
 MAX_OFFSET = 50  # ^N reaches at most this far up
 # A /regex/'s compiled form grows with its counted repeats written out: `(?:x{1000}){1000}`
@@ -518,6 +520,8 @@ def _search_filter(draft: _SearchDraft, key: str, value: str, ctx: _Context) -> 
     elif key == "in":
         room = _room(value, ctx)
         if room not in draft.rooms:
+            if len(draft.rooms) == MAX_ROOMS:
+                raise ctx.error(f"at most {MAX_ROOMS} in: rooms per search")
             draft.rooms.append(room)
     elif key == "limit":
         draft.limit = _limit(value, ctx)
@@ -640,7 +644,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "[after:DATE]", "after DATE (after:2026-11-01 is from 11-02; 7d: last 7 days)"
             ),
             ArgSpec("[during:DATE]", "within DATE (a day, a month, or the last 7d)"),
-            ArgSpec("[in:#room]", "search that room; repeat for more", command_room_only=True),
+            ArgSpec(
+                "[in:#room]",
+                f"search that room; repeat for up to {MAX_ROOMS}",
+                command_room_only=True,
+            ),
             ArgSpec("[limit:N]", f"at most N results (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
             ArgSpec("<text> [| <text> …]", f'up to {MAX_TEXTS} alternatives; "quote" exact words'),
             ArgSpec("or /regex/[i]", "a regular expression instead of text (i: ignore case)"),

@@ -72,17 +72,39 @@ _SHAPE = re.compile(r"[A-Za-z]")
 
 
 class RateLimit:
-    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded."""
+    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded.
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+    It remembers at most `max_askers` askers, forgetting the least recently seen: an asker
+    idle for a minute has nothing left to count, and is always seen less recently than one
+    still counted.
+    """
+
+    MAX_ASKERS = 10_000
+
+    def __init__(
+        self,
+        per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_askers: int = MAX_ASKERS,
+    ) -> None:
         self.per_minute = per_minute
         self._clock = clock
-        self._times: dict[str, list[float]] = {}
+        self._max = max_askers
+        self._times: dict[str, list[float]] = {}  # least recently seen first
         self._warned: dict[str, float] = {}
+
+    @property
+    def askers(self) -> int:
+        """How many askers are remembered."""
+        return len(self._times)
 
     def check(self, user: str) -> Literal["ok", "warn", "drop"]:
         now = self._clock()
-        recent = [t for t in self._times.get(user, []) if now - t < 60.0]
+        while user not in self._times and len(self._times) >= self._max:
+            forgotten = next(iter(self._times))  # seen least recently: idle ones come first
+            del self._times[forgotten]
+            self._warned.pop(forgotten, None)
+        recent = [t for t in self._times.pop(user, []) if now - t < 60.0]
         if len(recent) < self.per_minute:
             recent.append(now)
             self._times[user] = recent
@@ -321,7 +343,7 @@ class CommandHandler:
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
         out: list[RoomID] = []
-        for room in rooms:
+        for room in rooms:  # the parser bounds their number
             room_id = RoomID(room) if room.startswith("!") else None
             if room_id is None:
                 try:
@@ -331,7 +353,8 @@ class CommandHandler:
             info = await self.rooms.get(room_id) if room_id else None
             if room_id is None or info is None or not info.verdict.eligible:
                 raise CommandError(f"{room} is not a room Muninn indexes")
-            out.append(room_id)
+            if room_id not in out:  # an alias and the id of one room: one read, not two
+                out.append(room_id)
         return out
 
     async def _view(self, room_id: RoomID) -> RoomView:

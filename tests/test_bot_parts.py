@@ -195,6 +195,21 @@ def test_rate_limit_warns_once_then_drops() -> None:
     assert limit.check("@a") == "ok"
 
 
+def test_rate_limit_remembers_a_bounded_number_of_askers() -> None:
+    """Regression: the per-asker map never shrank (an entry for every account that ever
+    asked). It keeps at most `max_askers`, forgetting the least recently seen (idle ones
+    first), and still limits the askers it keeps."""
+    now = [0.0]
+    limit = RateLimit(1, clock=lambda: now[0], max_askers=3)
+    for n in range(100):
+        now[0] += 1.0
+        assert limit.check(f"@new{n}") == "ok"
+        assert limit.askers <= 3
+    assert [limit.check("@busy") for _ in range(3)] == ["ok", "warn", "drop"]
+    limit.check("@other")
+    assert limit.check("@busy") == "drop"
+
+
 @pytest.mark.parametrize(
     ("content", "sender", "want"),
     [

@@ -321,6 +321,18 @@ async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUse
     assert "dense" in results["retrievers"]
 
 
+async def test_bot_command_room_reads_a_room_named_twice_once(env: Env, alice: MatrixUser) -> None:
+    """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
+    one scan in the reply, one hit."""
+    room, alias = await aliased_room(env, alice)
+    found = await alice.send_text(room, "an echidna dug under the fence")
+    command = f"!search echidna in:{alias} in:{room}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert body_of(reply).count("scanned") == 1
+    hits = reply["content"]["org.muninn.results"]["hits"]
+    assert [h["best_event_id"] for h in hits] == [found]
+
+
 async def test_bot_command_room_hides_a_room_bridged_since_indexing(
     env: Env, alice: MatrixUser
 ) -> None:

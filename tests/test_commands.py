@@ -304,6 +304,17 @@ def test_parse_search_in_room_malformed_in_the_command_room() -> None:
         run("!search in:dev x", command_room=True)
 
 
+def test_parse_search_bounds_in_rooms() -> None:
+    """Regression: any number of `in:` rooms each cost a room log read. At most 8 distinct
+    rooms; a repeated one is read once."""
+    nine = " ".join(f"in:#r{n}" for n in range(9))
+    with pytest.raises(UsageError, match="at most 8 in: rooms"):
+        run(f"!search {nine} x", command_room=True)
+    eight = " ".join(f"in:#r{n % 8}" for n in range(40))
+    command = run(f"!search {eight} x", command_room=True)
+    assert isinstance(command, SearchCommand) and len(command.rooms) == 8
+
+
 def test_parse_search_localpart_kept_without_server_name() -> None:
     """Without a known server name, `@alice` stays a localpart for the handler to complete."""
     parsed = parse("!search from:@alice x", now_ms=NOW, in_command_room=False)
