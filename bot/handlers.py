@@ -46,7 +46,13 @@ from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import visible_from
 from ingest.config import Config
-from ingest.errors import CommandError, MatrixError
+from ingest.errors import (
+    CommandError,
+    MatrixAuthError,
+    MatrixError,
+    MatrixForbidden,
+    MatrixUnavailable,
+)
 from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
 from ingest.scrub import scrub
@@ -252,8 +258,20 @@ class CommandHandler:
     # ------------------------------------------------------------ sending
 
     async def send(self, msg: Incoming, content: Mapping[str, Any]) -> None:
+        """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
+        followed by a short notice saying so, never by silence."""
         txn = txn_id_for(msg.room_id, msg.event_id)
-        await self.client.send_message(msg.room_id, content, txn)
+        try:
+            await self.client.send_message(msg.room_id, content, txn)
+        except (MatrixAuthError, MatrixForbidden, MatrixUnavailable):
+            raise  # not this reply's fault: a second send would fail the same way
+        except MatrixError as e:
+            log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)
+            why = e.errcode or f"HTTP {e.status}"
+            text = f"The homeserver refused this answer ({why}); try a narrower search."
+            results = {"error": text} if msg.room_id == self.command_room else None
+            refused = text_reply(msg.reply_to, text, results=results)
+            await self.client.send_message(msg.room_id, refused, f"{txn}.refused")
         self.answered += 1
         elapsed = (time.monotonic() - msg.received) * 1000
         self.latencies_ms.append(elapsed)

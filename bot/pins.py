@@ -14,7 +14,7 @@ from bot.commands import PinCommand, PinsCommand, UnpinCommand
 from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target, reply_target
 from bot.pinboard import Board, fold, select
-from bot.replies import PinsView, notice, pins_reply
+from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
@@ -85,7 +85,7 @@ class PinActions:
         plain = f"📌 {verb}{safe_plain(label)}: {cut.plain if cut else target}"
         html = f"📌 {verb}{safe_html(label)}: {cut.html if cut else safe_html(target)}"
         if command.note:
-            note = scrub(command.note)
+            note = shorten(scrub(command.note), NOTE_WIDTH)
             plain += f" — {safe_plain(note)}"
             html += f" — {safe_html(note)}"
         await h.send(msg, notice(msg.reply_to, plain, html))

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bot.lookup import RecentEvents
+from bot.replies import REPLY_BUDGET, content_size
 from bot.service import Service
 from ingest.permalink import permalink
 from ingest.store import PointFilter
@@ -331,6 +332,43 @@ async def test_bot_command_room_reads_a_room_named_twice_once(env: Env, alice: M
     assert body_of(reply).count("scanned") == 1
     hits = reply["content"]["org.muninn.results"]["hits"]
     assert [h["best_event_id"] for h in hits] == [found]
+
+
+async def test_bot_large_replies_arrive_cut_to_fit(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a command-room search over large messages carried every body in its JSON
+    and two 15 KB pin notes made `!pins` 120 KB: Synapse refused both (413) and the asker
+    heard nothing. Both replies arrive, under the budget, saying what was cut."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room, alias = await aliased_room(env, alice)
+    for i in range(12):
+        await alice.send_text(room, f"kiwi report {i}: " + "the orchard is fine. " * 400)
+    command = f"!search kiwi in:{alias} limit:50"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert content_size(reply["content"]) <= REPLY_BUDGET
+    results = reply["content"]["org.muninn.results"]
+    assert len(results["hits"]) == 12 and results["truncated"]["texts_shortened"] >= 12
+    for note in ("first", "second"):
+        await ask(alice, room, f"!pin #big {note} " + "note text " * 1500, env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert content_size(board["content"]) <= REPLY_BUDGET
+    assert "first note text" in body_of(board) and "second note text" in body_of(board)
+    assert "…" in body_of(board)
+
+
+async def test_bot_a_refused_reply_is_followed_by_a_short_error(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply the homeserver still refuses (here: the budget lifted, so Synapse answers
+    413 M_TOO_LARGE) is followed by a short notice naming why, never by silence."""
+    monkeypatch.setattr("bot.replies.REPLY_BUDGET", 10_000_000)
+    room, alias = await aliased_room(env, alice)
+    for n in range(2):  # the command room's JSON carries each note whole: 72 KB
+        await ask(alice, room, f"!pin #n{n} " + "a long note " * 3000, env.bot_id)
+    _, reply = await ask(env.persona, env.command_room, f"!pins in:{alias}", env.bot_id)
+    assert "refused this answer (M_TOO_LARGE)" in body_of(reply)
+    assert reply["content"]["org.muninn.results"] == {"error": body_of(reply)}
 
 
 async def test_bot_command_room_hides_a_room_bridged_since_indexing(
