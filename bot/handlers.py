@@ -14,6 +14,7 @@ command delivered again (Synapse retrying a transaction, a first `/sync`) answer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -34,6 +35,7 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
+    compile_pattern,
     help_text,
     parse,
 )
@@ -44,7 +46,13 @@ from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import visible_from
 from ingest.config import Config
-from ingest.errors import CommandError, MatrixError
+from ingest.errors import (
+    CommandError,
+    MatrixAuthError,
+    MatrixError,
+    MatrixForbidden,
+    MatrixUnavailable,
+)
 from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
 from ingest.scrub import scrub
@@ -70,17 +78,39 @@ _SHAPE = re.compile(r"[A-Za-z]")
 
 
 class RateLimit:
-    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded."""
+    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded.
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+    It remembers at most `max_askers` askers, forgetting the least recently seen: an asker
+    idle for a minute has nothing left to count, and is always seen less recently than one
+    still counted.
+    """
+
+    MAX_ASKERS = 10_000
+
+    def __init__(
+        self,
+        per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_askers: int = MAX_ASKERS,
+    ) -> None:
         self.per_minute = per_minute
         self._clock = clock
-        self._times: dict[str, list[float]] = {}
+        self._max = max_askers
+        self._times: dict[str, list[float]] = {}  # least recently seen first
         self._warned: dict[str, float] = {}
+
+    @property
+    def askers(self) -> int:
+        """How many askers are remembered."""
+        return len(self._times)
 
     def check(self, user: str) -> Literal["ok", "warn", "drop"]:
         now = self._clock()
-        recent = [t for t in self._times.get(user, []) if now - t < 60.0]
+        while user not in self._times and len(self._times) >= self._max:
+            forgotten = next(iter(self._times))  # seen least recently: idle ones come first
+            del self._times[forgotten]
+            self._warned.pop(forgotten, None)
+        recent = [t for t in self._times.pop(user, []) if now - t < 60.0]
         if len(recent) < self.per_minute:
             recent.append(now)
             self._times[user] = recent
@@ -228,8 +258,20 @@ class CommandHandler:
     # ------------------------------------------------------------ sending
 
     async def send(self, msg: Incoming, content: Mapping[str, Any]) -> None:
+        """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
+        followed by a short notice saying so, never by silence."""
         txn = txn_id_for(msg.room_id, msg.event_id)
-        await self.client.send_message(msg.room_id, content, txn)
+        try:
+            await self.client.send_message(msg.room_id, content, txn)
+        except (MatrixAuthError, MatrixForbidden, MatrixUnavailable):
+            raise  # not this reply's fault: a second send would fail the same way
+        except MatrixError as e:
+            log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)
+            why = e.errcode or f"HTTP {e.status}"
+            text = f"The homeserver refused this answer ({why}); try a narrower search."
+            results = {"error": text} if msg.room_id == self.command_room else None
+            refused = text_reply(msg.reply_to, text, results=results)
+            await self.client.send_message(msg.room_id, refused, f"{txn}.refused")
         self.answered += 1
         elapsed = (time.monotonic() - msg.received) * 1000
         self.latencies_ms.append(elapsed)
@@ -238,13 +280,13 @@ class CommandHandler:
     async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
         """The room's latest raw events; a bridge puppet among them refuses the room (rule 4)."""
         bound = bound or self.cfg.bot.transcript_limit
-        raw = await self._logs.latest(self.client, room_id, bound)
+        raw, cut = await self._logs.latest(self.client, room_id, bound)
         puppet = puppet_in_events(raw, self.rooms.scope)
         if puppet is not None:
             self.rooms.mark_bridged(room_id, puppet)
             log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
             raise RoomRefused(room_id)
-        return RoomLog(room_id, raw, bound)
+        return RoomLog(room_id, raw, bound, cut)
 
     def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
         verdict = self._limits.check(msg.sender)
@@ -319,7 +361,7 @@ class CommandHandler:
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
         out: list[RoomID] = []
-        for room in rooms:
+        for room in rooms:  # the parser bounds their number
             room_id = RoomID(room) if room.startswith("!") else None
             if room_id is None:
                 try:
@@ -329,7 +371,8 @@ class CommandHandler:
             info = await self.rooms.get(room_id) if room_id else None
             if room_id is None or info is None or not info.verdict.eligible:
                 raise CommandError(f"{room} is not a room Muninn indexes")
-            out.append(room_id)
+            if room_id not in out:  # an alias and the id of one room: one read, not two
+                out.append(room_id)
         return out
 
     async def _view(self, room_id: RoomID) -> RoomView:
@@ -342,6 +385,11 @@ class CommandHandler:
         own_log = await self.read_log(msg.room_id)
         if not await self._gate(msg, own_log):
             return
+        # Compiled only now, past the rate limit and off the loop: a bounded pattern still
+        # costs up to ~10 ms of CPU (`compile_pattern`).
+        matcher = None
+        if command.regex is not None:
+            matcher = await asyncio.to_thread(compile_pattern, command.regex)
         if in_command_room:
             rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
             views = [await self._view(r) for r in rooms or ()]
@@ -363,6 +411,7 @@ class CommandHandler:
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
             server_name=self.server_name,
+            pattern=matcher,
         )
         self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}
@@ -375,6 +424,7 @@ class CommandHandler:
             result,
             command.texts,
             command.regex,
+            matcher=matcher,
             scans=[v.log.scan() for v in views],
             names=names,
             room_labels=labels,

@@ -9,11 +9,15 @@ hit, and has the read path revalidate every index hit it shows.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+import regex
 
 from bot.commands import PinCommand, SearchCommand, UnpinCommand, UsageError, parse
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset
@@ -36,6 +40,8 @@ from ingest.search import (
 from ingest.types import Edit, Message, RoomID
 
 __all__ = [
+    "SCAN_TEXT",
+    "RecentEvents",
     "RoomLog",
     "RoomView",
     "TimelineItem",
@@ -45,11 +51,10 @@ __all__ = [
     "pinboard",
     "reply_target",
     "thread_root_of",
+    "within_text",
 ]
 
 log = logging.getLogger("muninn.lookup")
-
-SCRUB_CACHE_BODY = 2048  # bodies up to this many characters keep their scrubbed form
 
 JSONDict = dict[str, Any]
 
@@ -115,37 +120,89 @@ def _item(event: Mapping[str, Any]) -> TimelineItem | None:
     )
 
 
+SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
+EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
+
+
+def _text_size(event: Mapping[str, Any]) -> int:
+    """The text the folds work through in an event: its body and HTML, and an edit's."""
+    content = _content(event)
+    new = content.get("m.new_content")
+    parts = [content.get("body"), content.get("formatted_body")]
+    if isinstance(new, dict):
+        parts += [new.get("body"), new.get("formatted_body")]
+    return sum(len(p) for p in parts if isinstance(p, str))
+
+
+def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
+    """The newest events whose text adds up to at most `limit` characters, and whether that
+    left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    total = 0
+    for index, event in enumerate(events):
+        total += _text_size(event)
+        if total > limit:
+            return list(events[:index]), True
+    return list(events), False
+
+
+@dataclass
+class _Copy:
+    kept: int  # the event bound the copy was read with
+    events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
+    cut: bool  # `SCAN_TEXT` left older events out
+    size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
+
+
 class RecentEvents:
     """Each room's latest raw events, kept between commands and extended from the newest end.
 
     Derived state, never the record: a command reads only what is newer than the copy (one
     short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
     new events empties its target here as the homeserver does. A copy that cannot be extended
-    (more than `bound` new events) is replaced by a fresh read.
+    (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
+    text at most, and all copies together about `max_size` characters (least recently used
+    rooms go first).
     """
 
     MAX_ROOMS = 256
+    MAX_SIZE = 64_000_000
 
-    def __init__(self) -> None:
-        self._rooms: dict[str, tuple[int, list[JSONDict]]] = {}  # room -> (bound read, events)
+    def __init__(self, max_size: int = MAX_SIZE) -> None:
+        self._rooms: dict[str, _Copy] = {}
+        self._max_size = max_size
+        self.size = 0
 
-    async def latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
-        """The room's latest `bound` events, newest first, as `client.latest` would return."""
+    async def latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
+        """The room's latest `bound` events, newest first, as `client.latest` would return
+        them but within `SCAN_TEXT`; and whether that text bound left older events out."""
         cached = self._rooms.pop(room_id, None)
-        if cached is None or cached[0] < bound:
+        if cached is not None:
+            self.size -= cached.size
+        older = False  # events beyond the copy's tail that the text bound left out
+        if cached is None or cached.kept < bound:
             kept, events = bound, list(await client.latest(room_id, bound))
         else:
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
             # shrink the copy `!search` extends.
-            kept, old = cached
+            kept, old = cached.kept, cached.events
             known = {str(e.get("event_id")) for e in old}
             new, met = await client.newer_than(room_id, known, kept)
             # Not met: more than `kept` new events arrived, and they are the latest `kept`.
             events = _merge(new, old)[:kept] if met else list(new)
-        self._rooms[room_id] = (kept, events)
-        while len(self._rooms) > self.MAX_ROOMS:
-            self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
-        return events[:bound]
+            older = met and cached.cut
+        events, cut = within_text(events)
+        copy = _Copy(kept, events, cut or older, 0)
+        copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        self._rooms[room_id] = copy
+        self.size += copy.size
+        while len(self._rooms) > self.MAX_ROOMS or (
+            self.size > self._max_size and len(self._rooms) > 1
+        ):
+            evicted = self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
+            self.size -= evicted.size
+        return events[:bound], copy.cut
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
@@ -163,15 +220,35 @@ def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict
     return out
 
 
-@functools.lru_cache(maxsize=8192)
-def _scrub_cached(body: str) -> str:
-    return scrub(body)
+class _ScrubCache:
+    """`scrub` remembered by body, bounded by characters rather than entries (bodies run to
+    64 KB); shared by the threads the folds run in."""
+
+    def __init__(self, max_chars: int) -> None:
+        self._max = max_chars
+        self._chars = 0
+        self._done: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: str) -> str:
+        with self._lock:
+            clean = self._done.get(body)
+            if clean is not None:
+                self._done.move_to_end(body)
+                return clean
+        clean = scrub(body)
+        with self._lock:
+            if body not in self._done:
+                self._done[body] = clean
+                self._chars += len(body) + len(clean)
+            while self._chars > self._max:
+                old, old_clean = self._done.popitem(last=False)
+                self._chars -= len(old) + len(old_clean)
+        return clean
 
 
-def _scrubbed(body: str) -> str:
-    """`scrub(body)`, remembered for ordinary-sized bodies: every `!search` folds the same
-    recent events again, and the scrub's rules are most of that fold's time."""
-    return _scrub_cached(body) if len(body) <= SCRUB_CACHE_BODY else scrub(body)
+# Every `!search` folds the same recent events again, and the scrub is most of that fold.
+_scrubbed = _ScrubCache(16_000_000)
 
 
 @dataclass(frozen=True)
@@ -181,12 +258,13 @@ class RoomLog:
     room_id: RoomID
     raw: Sequence[JSONDict]
     bound: int
+    cut: bool = False  # the read stopped at `SCAN_TEXT`, short of `bound` and of the room
 
     def scan(self) -> ScanInfo:
         stamps = [
             e["origin_server_ts"] for e in self.raw if isinstance(e.get("origin_server_ts"), int)
         ]
-        return ScanInfo(len(self.raw), self.bound, min(stamps, default=None))
+        return ScanInfo(len(self.raw), self.bound, min(stamps, default=None), self.cut)
 
     def answered(self, event_id: str, bot_user_id: str) -> bool:
         """Whether the bot's own notice already replies to `event_id` within this read."""
@@ -417,6 +495,7 @@ async def fused_search(
     bot_user_id: str,
     prefix: str,
     server_name: str,
+    pattern: regex.Pattern[str] | None = None,
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
 
@@ -424,23 +503,18 @@ async def fused_search(
     index's first `fetch` candidates are fused unchecked; only those that rank into the reply
     are revalidated (`Searcher.confirm`), and a stale one gives its place to the next candidate
     until every index hit shown has passed. Revalidating all `fetch` up front cost three times
-    the homeserver round trips for hits the reply never shows.
+    the homeserver round trips for hits the reply never shows. `pattern` is the command's
+    /regex/ already compiled (`compile_pattern`); without it the fold compiles it.
     """
     fetch = min(50, command.limit * 3)
     single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
     pool = await _index(searcher, command, rooms, single)
     stones = await _tombstones(searcher, pool) if views else []
-    found: list[tuple[RoomView, TranscriptHit, str | None]] = []
-    for view in views:
-        messages = [
-            m
-            for m in view.log.messages(bot_user_id, prefix)
-            if (view.visible_from is None or m.ts >= view.visible_from)
-            and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
-        ]
-        threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
-        folded = fold_search(messages, command, bound=max(1, len(messages)))
-        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
+    # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
+    # messages, run in a thread so appservice transactions and other rooms do not wait.
+    found = await asyncio.to_thread(
+        _transcript_finds, views, command, pattern, stones, bot_user_id, prefix, fetch
+    )
     live: set[str] = set()  # point ids confirmed
     stale: set[str] = set()
     while True:
@@ -459,6 +533,30 @@ async def fused_search(
         retrievers=[*pool.retrievers, *(["transcript"] if views else [])],
         dropped_stale=len(stale),
     )
+
+
+def _transcript_finds(
+    views: Sequence[RoomView],
+    command: SearchCommand,
+    pattern: regex.Pattern[str] | None,
+    stones: Sequence[Mapping[str, Any]],
+    bot_user_id: str,
+    prefix: str,
+    fetch: int,
+) -> list[tuple[RoomView, TranscriptHit, str | None]]:
+    """Each room's transcript fold (pure and CPU-bound: callers run it off the event loop)."""
+    found: list[tuple[RoomView, TranscriptHit, str | None]] = []
+    for view in views:
+        messages = [
+            m
+            for m in view.log.messages(bot_user_id, prefix)
+            if (view.visible_from is None or m.ts >= view.visible_from)
+            and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
+        ]
+        threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
+        folded = fold_search(messages, command, bound=max(1, len(messages)), pattern=pattern)
+        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
+    return found
 
 
 async def _tombstones(searcher: Searcher, pool: Candidates) -> list[Mapping[str, Any]]:

@@ -14,7 +14,7 @@ from bot.commands import PinCommand, PinsCommand, UnpinCommand
 from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target, reply_target
 from bot.pinboard import Board, fold, select
-from bot.replies import PinsView, notice, pins_reply
+from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
@@ -77,7 +77,7 @@ class PinActions:
         # from someone who just joined may reach above their join.
         since = await h.asker_cut(msg) if target in items else None
         seen = target in items and (since is None or items[target].ts >= since)
-        edited = self._edited(room_log) if seen else {}
+        edited = await asyncio.to_thread(self._edited, room_log) if seen else {}
         body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
         label = f" under #{command.label}" if command.label else ""
@@ -85,7 +85,7 @@ class PinActions:
         plain = f"📌 {verb}{safe_plain(label)}: {cut.plain if cut else target}"
         html = f"📌 {verb}{safe_html(label)}: {cut.html if cut else safe_html(target)}"
         if command.note:
-            note = scrub(command.note)
+            note = shorten(scrub(command.note), NOTE_WIDTH)
             plain += f" — {safe_plain(note)}"
             html += f" — {safe_html(note)}"
         await h.send(msg, notice(msg.reply_to, plain, html))
@@ -120,6 +120,28 @@ class PinActions:
         filtered = command.label is not None or command.text is not None
         await h.send(msg, pins_reply(msg.reply_to, view, filtered))
 
+    def _fold_log(
+        self, room_log: RoomLog, cut: int | None
+    ) -> tuple[Board, dict[str, str], dict[str, str]]:
+        """The board (pins the asker may see), and the text and sender of each pinned message
+        within the log (pure CPU work: run in a thread)."""
+        history = room_log.timeline()
+        board = self._board(history)
+        if cut is not None:  # the asker may not see pins made before they joined
+            board = Board(tuple(p for p in board.pins if p.pinned_ts >= cut), board.capacity)
+        targets = {p.target for p in board.pins}
+        edited = self._edited(room_log)
+        bodies: dict[str, str] = {}
+        senders: dict[str, str] = {}
+        for item in history:
+            if item.event_id not in targets:
+                continue
+            if not item.redacted and (cut is None or item.ts >= cut):
+                known = item.event_id in edited
+                bodies[item.event_id] = edited[item.event_id] if known else _body(item)
+            senders[item.event_id] = item.sender
+        return board, bodies, senders
+
     async def _view(
         self,
         room_id: RoomID,
@@ -129,15 +151,10 @@ class PinActions:
         results_json: bool,
     ) -> PinsView:
         h = self.h
-        history = room_log.timeline()
-        board = self._board(history)
-        if cut is not None:  # the asker may not see pins made before they joined
-            board = Board(tuple(p for p in board.pins if p.pinned_ts >= cut), board.capacity)
-        items = {i.event_id: i for i in history}
-        missing = [p.target for p in board.pins if p.target not in items]
+        # Scrubbing the log's text is CPU work of up to `SCAN_TEXT`: off the event loop.
+        board, bodies, senders = await asyncio.to_thread(self._fold_log, room_log, cut)
+        missing = [p.target for p in board.pins if p.target not in senders]
         fetched = await asyncio.gather(*(h.client.get_event(room_id, t) for t in missing))
-        bodies: dict[str, str] = {}
-        senders: dict[str, str] = {}
         for target, event in zip(missing, fetched, strict=True):
             body = None if event is None else current_body(event, h.bot_user_id, h.prefix)
             if event is None or body is None:
@@ -145,12 +162,6 @@ class PinActions:
             if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
                 bodies[target] = body
             senders[target] = str(event.get("sender"))
-        edited = self._edited(room_log)
-        for item in items.values():
-            if not item.redacted and (cut is None or item.ts >= cut):
-                known = item.event_id in edited
-                bodies[item.event_id] = edited[item.event_id] if known else _body(item)
-            senders[item.event_id] = item.sender
         pins = select(board, label=command.label, text=command.text, bodies=bodies)
         info = await h.rooms.get(room_id)
         # Notes are user text echoed back: scrubbed like every body a reply shows.

@@ -9,6 +9,7 @@ names, room names, the asker's own query) goes through `bot.html` (`safe_plain`,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,18 +25,30 @@ from ingest.search import Hit, SearchResult
 from ingest.types import UserID
 
 __all__ = [
+    "NOTE_WIDTH",
+    "REPLY_BUDGET",
+    "Part",
     "PinsView",
     "ReplyTo",
     "ScanInfo",
     "SearchView",
+    "content_size",
+    "fit_reply",
     "notice",
     "pins_reply",
     "search_reply",
+    "shorten",
     "text_reply",
 ]
 
 RESULTS_KEY = "org.muninn.results"
 EXCERPT_WIDTH = 160
+# Synapse refuses an event over 65,536 bytes (413 M_TOO_LARGE), envelope and signatures
+# included: a reply's content stays well under that.
+REPLY_BUDGET = 40_000
+RESULT_TEXTS = (1000, 200)  # characters a JSON string is cut to, tried in turn, to fit
+TEXT_REPLY = 2000  # characters of a short text reply (a usage error, a refusal)
+NOTE_WIDTH = 300  # characters of a pin's note shown on the board or in a confirmation
 
 
 @dataclass(frozen=True)
@@ -58,10 +71,9 @@ def relation(reply_to: ReplyTo) -> dict[str, Any]:
     return {"m.in_reply_to": {"event_id": reply_to.event_id}}
 
 
-def notice(
-    reply_to: ReplyTo, plain: str, html: str, *, results: Mapping[str, Any] | None = None
+def _content(
+    reply_to: ReplyTo, plain: str, html: str, results: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """An `m.notice` reply; `plain` and `html` must already be safe (built from safe parts)."""
     content: dict[str, Any] = {
         "msgtype": "m.notice",
         "body": plain,
@@ -73,6 +85,118 @@ def notice(
     if results is not None:
         content[RESULTS_KEY] = matrix_json(results)
     return content
+
+
+def content_size(content: Mapping[str, Any]) -> int:
+    """Bytes of the content as the homeserver measures it (canonical JSON, UTF-8)."""
+    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a reply, already safe: its plain `body` text and its HTML."""
+
+    plain: str
+    html: str
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the cut marked by `…`."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cap_texts(value: Any, limit: int) -> tuple[Any, int]:
+    """`value` with every string longer than `limit` cut to it; and how many were cut."""
+    if isinstance(value, str):
+        return (value, 0) if len(value) <= limit else (shorten(value, limit), 1)
+    if isinstance(value, Mapping):
+        pairs = [(k, _cap_texts(v, limit)) for k, v in value.items()]
+        return {k: v for k, (v, _) in pairs}, sum(n for _, (_, n) in pairs)
+    if isinstance(value, list | tuple):
+        items = [_cap_texts(v, limit) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return value, 0
+
+
+def fit_reply(
+    reply_to: ReplyTo,
+    head: Part,
+    items: Sequence[Part] = (),
+    foot: Part | None = None,
+    *,
+    results: Mapping[str, Any] | None = None,
+    results_items: str | None = None,
+    budget: int | None = None,
+) -> dict[str, Any]:
+    """Every reply the bot sends, within `REPLY_BUDGET` bytes (body, HTML and JSON together).
+
+    The one owner of the size rule. In order, until the content fits: the strings of
+    `results` are cut to `RESULT_TEXTS` characters each (first the larger); then trailing
+    `items` are left out (with `results[results_items]`, the JSON list they show), and the
+    reply says how many; a reply that still cannot fit is a short notice saying so. What was
+    cut is named in the text and, for JSON readers, in `results["truncated"]`.
+
+    Args:
+        head: the first paragraph; items: the numbered list (`<li>` HTML); foot: the last.
+        results: the command room's `org.muninn.results`, None elsewhere.
+        results_items: the key of the list in `results` that `items` render, if any.
+    """
+    budget = REPLY_BUDGET if budget is None else budget
+    foot = foot or Part("", "")
+
+    def build(shown: int, text_limit: int | None) -> dict[str, Any]:
+        left_out = len(items) - shown
+        plain = [head.plain, *(i.plain for i in items[:shown])]
+        html = head.html + (
+            "<ol>" + "".join(i.html for i in items[:shown]) + "</ol>" if shown else ""
+        )
+        if left_out:
+            note = f"… {left_out} more not shown: the reply would be over {budget:,} bytes"
+            plain.append(note)
+            html += f"<p><i>{escape(note)}</i></p>"
+        plain.append(foot.plain)
+        res = None
+        if results is not None:
+            res = dict(results)
+            if results_items is not None and left_out:
+                res[results_items] = list(res[results_items])[:shown]
+            cut = 0
+            if text_limit is not None:
+                res, cut = _cap_texts(res, text_limit)
+            if left_out or cut:
+                res["truncated"] = {"items_left_out": left_out, "texts_shortened": cut}
+        return _content(reply_to, "\n".join(p for p in plain if p), html + foot.html, res)
+
+    content = build(len(items), None)
+    if content_size(content) <= budget:
+        return content
+    for text_limit in RESULT_TEXTS:
+        content = build(len(items), text_limit)
+        if content_size(content) <= budget:
+            return content
+    low, high = 0, len(items) - 1  # the most items that fit, by bisection
+    best: dict[str, Any] | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        candidate = build(middle, RESULT_TEXTS[-1])
+        if content_size(candidate) <= budget:
+            best, low = candidate, middle + 1
+        else:
+            high = middle - 1
+    if best is not None:
+        return best
+    too_large = f"The answer would be over {budget:,} bytes, too large to send."
+    return _content(
+        reply_to, too_large, escape(too_large), None if results is None else {"error": too_large}
+    )
+
+
+def notice(
+    reply_to: ReplyTo, plain: str, html: str, *, results: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """An `m.notice` reply; `plain` and `html` must already be safe (built from safe parts).
+    Within the reply budget (`fit_reply`), like every reply."""
+    return fit_reply(reply_to, Part(plain, html), results=results)
 
 
 def matrix_json(value: Any) -> Any:
@@ -95,6 +219,7 @@ def text_reply(
     The text may quote the asker's command (a usage error names the bad fragment): the caller
     scrubs it (`CommandHandler.say`), so the body and the results carry the same words.
     """
+    text = shorten(text, TEXT_REPLY)
     html = "<br>".join(safe_html(line) for line in text.split("\n"))
     return notice(reply_to, safe_plain(text), html, results=results)
 
@@ -113,12 +238,14 @@ class ScanInfo:
     scanned: int
     bound: int
     oldest_ts: int | None
+    cut: bool = False  # stopped by the text bound before `bound` events
 
     def sentence(self) -> str:
-        if self.scanned < self.bound:
+        if self.scanned < self.bound and not self.cut:
             return f"scanned the whole room ({self.scanned} events)"
         back = f", back to {when(self.oldest_ts)} UTC" if self.oldest_ts is not None else ""
-        return f"scanned the latest {self.scanned} events{back}"
+        why = " (as much text as one command reads)" if self.cut else ""
+        return f"scanned the latest {self.scanned} events{back}{why}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +255,7 @@ class SearchView:
     result: SearchResult
     texts: tuple[str, ...]
     pattern: str | None = None
+    matcher: regex.Pattern[str] | None = None  # `pattern` compiled, to mark its match
     scans: Sequence[ScanInfo] = ()
     names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
     room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
@@ -139,12 +267,12 @@ def _best(hit: Hit) -> Mapping[str, Any]:
     return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
 
 
-def _span(body: str, pattern: str | None) -> tuple[int, int] | None:
-    if pattern is None:
+def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
+    if matcher is None:
         return None
     try:
-        found = regex.search(pattern, body, timeout=0.05)
-    except (TimeoutError, regex.error):
+        found = matcher.search(body, timeout=0.05)
+    except TimeoutError:
         return None
     return found.span() if found and found.start() < found.end() else None
 
@@ -154,7 +282,7 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
     body, sender = str(best["body"]), str(best["sender"])
     names = view.names.get(hit.room_id, {})
     name = display_name(UserID(sender), names)
-    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.pattern))
+    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
     stamp = when(int(best["ts"]))
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
@@ -180,24 +308,24 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
     count = len(result.hits)
     head = f"{count} result{'s' if count != 1 else ''} for {label}" if count else ""
     head = head or f"No results for {label}"
-    plain_lines, html_items = [safe_plain(head)], []
-    for i, hit in enumerate(result.hits, start=1):
-        p, h = _hit_lines(view, i, hit)
-        plain_lines.append(p)
-        html_items.append(h)
+    items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
     foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
     for scan in view.scans:
         foot += "; " + scan.sentence()
     if result.dropped_stale:
         foot += f"; {result.dropped_stale} stale hit(s) dropped"
     warnings = [f"⚠ {w}" for w in result.warnings]
-    plain = "\n".join([*plain_lines, *warnings, foot])
-    html = f"<p>{safe_html(head)}</p>"
-    if html_items:
-        html += "<ol>" + "".join(html_items) + "</ol>"
-    html += "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
+    plain = "\n".join([*warnings, foot])
+    html = "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
     html += f"<p><small>{safe_html(foot)}</small></p>"
-    return notice(reply_to, plain, html, results=result.as_json() if view.results_json else None)
+    return fit_reply(
+        reply_to,
+        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
+        items,
+        Part(plain, html),
+        results=result.as_json() if view.results_json else None,
+        results_items="hits",
+    )
 
 
 # ---------------------------------------------------------------- pins
@@ -247,7 +375,7 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
     label = f"#{pin.label} " if pin.label else ""
     by = display_name(UserID(sender), view.names) if sender else "?"
     link = view.permalinks.get(pin.target, "")
-    note = f" — {pin.note}" if pin.note else ""
+    note = f" — {shorten(pin.note, NOTE_WIDTH)}" if pin.note else ""
     text_plain = cut.plain if cut else "(message not in view)"
     text_html = cut.html if cut else "<i>(message not in view)</i>"
     plain = (
@@ -268,15 +396,13 @@ def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, A
             head += f" matching (of {view.board_size})"
     else:
         head = f"Pinboard of {room}: nothing pinned" + (" matches" if filtered else "")
-    plain_lines, items = [safe_plain(head)], []
-    for i, pin in enumerate(view.pins, start=1):
-        p, h = _pin_lines(view, i, pin)
-        plain_lines.append(p)
-        items.append(h)
+    items = [Part(*_pin_lines(view, i, pin)) for i, pin in enumerate(view.pins, start=1)]
     foot = view.scan.sentence()
-    plain = "\n".join([*plain_lines, foot])
-    html = f"<p>{safe_html(head)}</p>"
-    if items:
-        html += "<ol>" + "".join(items) + "</ol>"
-    html += f"<p><small>{safe_html(foot)}</small></p>"
-    return notice(reply_to, plain, html, results=view.as_json() if view.results_json else None)
+    return fit_reply(
+        reply_to,
+        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
+        items,
+        Part(foot, f"<p><small>{safe_html(foot)}</small></p>"),
+        results=view.as_json() if view.results_json else None,
+        results_items="pins",
+    )

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import regex
 
-from bot.commands import SearchCommand
+from bot.commands import PatternError, SearchCommand, compile_pattern
 from ingest.errors import CommandError
 
 __all__ = [
@@ -52,10 +52,6 @@ class Tier(enum.IntEnum):
     WORD_PREFIX = 600
     SUBSTRING = 400
     SUBSEQUENCE = 200
-
-
-class PatternError(CommandError):
-    """A /regex/ that does not compile (the parser checks too; this guards other callers)."""
 
 
 class PatternTimeout(CommandError):
@@ -194,13 +190,6 @@ def match_regex(body: str, pattern: regex.Pattern[str], *, timeout: float) -> Ma
     return best
 
 
-def _compile(pattern: str) -> regex.Pattern[str]:
-    try:
-        return regex.compile(pattern)
-    except (regex.error, OverflowError, ValueError) as e:
-        raise PatternError(f"the /regex/ does not compile: {e}") from e
-
-
 @dataclass(frozen=True)
 class _Query:
     texts: tuple[tuple[str, str], ...]  # (as given, folded)
@@ -224,7 +213,7 @@ def fold(
     events: Iterable[TextEvent],
     *,
     texts: Sequence[str] = (),
-    pattern: str | None = None,
+    pattern: str | regex.Pattern[str] | None = None,
     bound: int = DEFAULT_BOUND,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     sender: str | None = None,
@@ -237,7 +226,8 @@ def fold(
     Args:
         events: newest first (as `/messages?dir=b` returns them); only the first `bound` are read.
         texts: literal alternatives; ignored when `pattern` is given.
-        pattern: a regular expression (`regex` module syntax, `(?i)` for caseless).
+        pattern: a regular expression (`regex` module syntax, `(?i)` for caseless), compiled
+            here by `compile_pattern` (which may raise `PatternError`) unless given compiled.
         timeout_s: the regex budget for the whole scan.
         sender, after_ms, before_ms: the command's filters (`after_ms <= ts < before_ms`).
         limit: keep at most this many hits.
@@ -249,7 +239,7 @@ def fold(
         raise ValueError(f"bound must be >= 1, got {bound}")
     query = _Query(
         tuple((t, fold_text(t)) for t in texts),
-        _compile(pattern) if pattern is not None else None,
+        compile_pattern(pattern) if isinstance(pattern, str) else pattern,
         time.monotonic() + timeout_s,
     )
     hits: list[TranscriptHit] = []
@@ -292,12 +282,14 @@ def fold_search(
     *,
     bound: int = DEFAULT_BOUND,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    pattern: regex.Pattern[str] | None = None,
 ) -> TranscriptResult:
-    """`fold` with a parsed `!search`'s texts, pattern, filters and limit."""
+    """`fold` with a parsed `!search`'s texts, pattern (or `pattern`, its compiled form),
+    filters and limit."""
     return fold(
         events,
         texts=command.texts,
-        pattern=command.regex,
+        pattern=pattern or command.regex,
         bound=bound,
         timeout_s=timeout_s,
         sender=command.sender,

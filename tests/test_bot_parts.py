@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -15,7 +16,22 @@ from bot.appservice import AppserviceServer, BoundedSeen
 from bot.commands import PinCommand
 from bot.handlers import RateLimit, incoming
 from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target
-from bot.replies import ReplyTo, ScanInfo, SearchView, matrix_json, search_reply, text_reply
+from bot.pinboard import Pin
+from bot.replies import (
+    NOTE_WIDTH,
+    REPLY_BUDGET,
+    Part,
+    PinsView,
+    ReplyTo,
+    ScanInfo,
+    SearchView,
+    content_size,
+    fit_reply,
+    matrix_json,
+    pins_reply,
+    search_reply,
+    text_reply,
+)
 from bot.scheduler import RefreshScheduler
 from ingest.search import Hit, SearchResult
 from ingest.types import RoomID
@@ -195,6 +211,21 @@ def test_rate_limit_warns_once_then_drops() -> None:
     assert limit.check("@a") == "ok"
 
 
+def test_rate_limit_remembers_a_bounded_number_of_askers() -> None:
+    """Regression: the per-asker map never shrank (an entry for every account that ever
+    asked). It keeps at most `max_askers`, forgetting the least recently seen (idle ones
+    first), and still limits the askers it keeps."""
+    now = [0.0]
+    limit = RateLimit(1, clock=lambda: now[0], max_askers=3)
+    for n in range(100):
+        now[0] += 1.0
+        assert limit.check(f"@new{n}") == "ok"
+        assert limit.askers <= 3
+    assert [limit.check("@busy") for _ in range(3)] == ["ok", "warn", "drop"]
+    limit.check("@other")
+    assert limit.check("@busy") == "drop"
+
+
 @pytest.mark.parametrize(
     ("content", "sender", "want"),
     [
@@ -261,6 +292,84 @@ def test_text_reply_is_a_plain_reply() -> None:
     content = text_reply(ReplyTo("!r", "$cmd"), "usage: <x>")
     assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": "$cmd"}}
     assert content["msgtype"] == "m.notice" and "&lt;x&gt;" in content["formatted_body"]
+
+
+def _big_hit(n: int, size: int) -> Hit:
+    messages = tuple(
+        {"event_id": f"$e{n}.{m}", "sender": "@eve:x", "ts": 1_700_000_000_000, "body": body}
+        for m in range(3)
+        for body in [f"kiwi {n}.{m} " + "<&>" * (size // 3)]
+    )
+    ids = tuple(str(m["event_id"]) for m in messages)
+    link = f"https://matrix.to/#/!r/{ids[0]}"
+    return Hit(f"p{n}", "!r", "#r:x", None, ids[0], ids[-1], ids, messages, 0.5, link, ids[0])
+
+
+def test_search_reply_in_the_command_room_fits_the_budget() -> None:
+    """Regression: `org.muninn.results` carried every body of every hit (118 KB at limit 50),
+    over Synapse's 64 KiB event limit. Bodies are cut first, then hits left out, and both the
+    text and the JSON say what was cut."""
+    result = SearchResult(hits=[_big_hit(n, 8000) for n in range(50)], retrievers=["lexical"])
+    content = search_reply(ReplyTo("!r", "$cmd"), SearchView(result, ("kiwi",), results_json=True))
+    assert content_size(content) <= REPLY_BUDGET
+    results = content["org.muninn.results"]
+    shown = len(results["hits"])
+    assert 10 <= shown < 50
+    assert results["truncated"] == {"items_left_out": 50 - shown, "texts_shortened": shown * 3}
+    assert all(m["body"].endswith("…") for h in results["hits"] for m in h["messages"])
+    assert f"… {50 - shown} more not shown" in content["body"]
+    assert content["body"].count("https://matrix.to/#/!r/") == shown
+
+
+def test_search_reply_under_the_budget_is_left_whole() -> None:
+    """A reply that fits is not touched: no cut, no `truncated`."""
+    result = SearchResult(hits=[_big_hit(n, 300) for n in range(5)], retrievers=["lexical"])
+    content = search_reply(ReplyTo("!r", "$cmd"), SearchView(result, ("kiwi",), results_json=True))
+    assert "truncated" not in content["org.muninn.results"]
+    assert [m["body"] for m in content["org.muninn.results"]["hits"][0]["messages"]] == [
+        m["body"] for m in result.hits[0].messages
+    ]
+
+
+def _pins_view(note: str, n: int) -> PinsView:
+    pins = [Pin(f"$t{i}", "x", note, "@a:x", 1_700_000_000_000, f"$m{i}") for i in range(n)]
+    return PinsView(
+        room_id="!r",
+        room_label="#r:x",
+        pins=pins,
+        bodies={p.target: "pinned text " * 500 for p in pins},
+        senders={p.target: "@a:x" for p in pins},
+        names={},
+        permalinks={p.target: f"https://matrix.to/#/!r/{p.target}" for p in pins},
+        scan=ScanInfo(10, 50, None),
+        board_size=n,
+        results_json=True,
+    )
+
+
+def test_pins_reply_caps_notes_and_fits_the_budget() -> None:
+    """Regression: pin notes were unbounded (two 15 KB notes made `!pins` 120 KB). A note
+    shows at most NOTE_WIDTH characters, and a full board of them fits the budget."""
+    note = "remember " + "<b>" * 5000
+    for results_json in (False, True):
+        view = replace(_pins_view(note, 12), results_json=results_json)
+        content = pins_reply(ReplyTo("!r", "$cmd"), view, filtered=False)
+        assert content_size(content) <= REPLY_BUDGET
+        assert content["body"].count("remember") == 12
+        assert "<b>" * (NOTE_WIDTH // 3 + 1) not in content["body"]
+
+
+@pytest.mark.parametrize("size", [70_000, 10_000_000])
+def test_every_reply_fits_the_budget(size: int) -> None:
+    """Any reply — a long refusal, a notice whose head alone is too large — stays within the
+    budget; one that cannot fit says so instead of failing to send."""
+    reply_to = ReplyTo("!r", "$cmd")
+    text = text_reply(reply_to, "x" * size, results={"error": "x" * size})
+    assert content_size(text) <= REPLY_BUDGET
+    content = fit_reply(reply_to, Part("y" * size, "y" * size), results={"error": "y"})
+    assert content_size(content) <= REPLY_BUDGET
+    assert "too large to send" in content["body"]
+    assert content["org.muninn.results"]["error"] == content["body"]
 
 
 def test_matrix_json_has_no_floats() -> None:
@@ -381,6 +490,31 @@ def test_current_body_of_an_edit_event_is_not_told() -> None:
     """A pin of the edit event itself never shows its `* fallback` body."""
     edit = _message("$e", "@alice:x", "* new words", edits="$o")
     assert current_body(edit, BOT, "!") is None
+
+
+def test_current_body_of_a_reply_drops_its_fallback() -> None:
+    """A pinned reply beyond the scan shows its own words: the `> <@user> …` fallback quotes
+    the parent as it was when the reply was sent, and that parent may since be redacted."""
+    reply = _message("$r", "@alice:x", "> <@bob:x> the dock door code is 5519\n\nnoted, thanks")
+    reply["content"]["m.relates_to"] = {"m.in_reply_to": {"event_id": "$parent"}}
+    assert current_body(reply, BOT, "!") == "noted, thanks"
+
+
+def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
+    """Regression: a read kept 2,048 events whatever their size (2,048 × 16 KB cost 6.4 s of
+    scrubbing per command). It keeps the newest events within the text bound and says so."""
+    from bot.lookup import within_text
+
+    big = [_message(f"$m{i}", "@a:x", "x" * 16_000) for i in range(2048)]
+    kept, cut = within_text(big, 100_000)
+    assert [e["event_id"] for e in kept] == [f"$m{i}" for i in range(6)] and cut
+    assert within_text(big[:6], 100_000) == (big[:6], False)
+    log = RoomLog(RoomID("!r"), kept, 2048, cut)
+    assert log.scan().sentence().startswith("scanned the latest 6 events")
+    assert "as much text as one command reads" in log.scan().sentence()
+    assert RoomLog(RoomID("!r"), kept, 2048).scan().sentence() == (
+        "scanned the whole room (6 events)"
+    )
 
 
 def test_recent_events_merge_applies_new_redactions() -> None:

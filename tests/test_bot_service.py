@@ -16,6 +16,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from bot.lookup import RecentEvents
+from bot.replies import REPLY_BUDGET, content_size
 from bot.service import Service
 from ingest.permalink import permalink
 from ingest.store import PointFilter
@@ -181,6 +183,24 @@ async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
     assert "4471" not in str(board["content"]) and "capybara" not in str(board["content"])
 
 
+async def test_bot_pins_show_a_pinned_reply_without_the_parent_it_quotes(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A pinned reply older than the scanned bound shows its own words, not its fallback's
+    quote of the parent — which here was redacted after the reply was sent."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the loading dock door code is 5519")
+    target = await alice.send_reply(room, parent, "noted for the delivery on Friday")
+    await bob.redact(room, parent)
+    for i in range(TRANSCRIPT_LIMIT + 5):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, target, "!pin #dock"), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "noted for the delivery" in body_of(board)
+    assert "5519" not in str(board["content"]) and "loading dock" not in str(board["content"])
+
+
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
@@ -198,6 +218,31 @@ async def test_bot_search_respects_joined_history_visibility(
     assert link(room, before) not in body and "migration" not in body
     _, reply = await ask(alice, room, "!search zebra", env.bot_id)
     assert link(room, before) in body_of(reply)  # alice was there all along
+
+
+async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a read held every event up to the event bound whatever its size, and the
+    fold scrubbed all of it per command. A room of 60 KB messages is read up to the text
+    bound, and the reply says how far it looked; the rooms' cached copies keep to their
+    budget by evicting the least recently used."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room = await env.room(alice)
+    oldest = await alice.send_text(room, "the oldest message mentions the platypus")
+    for i in range(40):
+        await alice.send_text(room, f"bulk {i} " + "lorem ipsum " * 5000)
+    _, reply = await ask(alice, room, "!search platypus", env.bot_id)
+    assert "as much text as one command reads" in body_of(reply)
+    assert "scanned the whole room" not in body_of(reply)
+    assert link(room, oldest) not in body_of(reply)
+    logs = RecentEvents(max_size=500_000)
+    events, cut = await logs.latest(env.service.client, RoomID(room), TRANSCRIPT_LIMIT)
+    assert cut and 10 < len(events) < 40 and logs.size > 500_000  # one room stays
+    small = await env.room(alice)
+    await alice.send_text(small, "a short one")
+    await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
+    assert logs.size < 10_000  # the large room's copy went
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
@@ -275,6 +320,55 @@ async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUse
     assert {(first, a), (second, b)} <= found
     assert set(results) >= {"hits", "warnings", "retrievers", "dropped_stale"}
     assert "dense" in results["retrievers"]
+
+
+async def test_bot_command_room_reads_a_room_named_twice_once(env: Env, alice: MatrixUser) -> None:
+    """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
+    one scan in the reply, one hit."""
+    room, alias = await aliased_room(env, alice)
+    found = await alice.send_text(room, "an echidna dug under the fence")
+    command = f"!search echidna in:{alias} in:{room}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert body_of(reply).count("scanned") == 1
+    hits = reply["content"]["org.muninn.results"]["hits"]
+    assert [h["best_event_id"] for h in hits] == [found]
+
+
+async def test_bot_large_replies_arrive_cut_to_fit(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a command-room search over large messages carried every body in its JSON
+    and two 15 KB pin notes made `!pins` 120 KB: Synapse refused both (413) and the asker
+    heard nothing. Both replies arrive, under the budget, saying what was cut."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room, alias = await aliased_room(env, alice)
+    for i in range(12):
+        await alice.send_text(room, f"kiwi report {i}: " + "the orchard is fine. " * 400)
+    command = f"!search kiwi in:{alias} limit:50"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert content_size(reply["content"]) <= REPLY_BUDGET
+    results = reply["content"]["org.muninn.results"]
+    assert len(results["hits"]) == 12 and results["truncated"]["texts_shortened"] >= 12
+    for note in ("first", "second"):
+        await ask(alice, room, f"!pin #big {note} " + "note text " * 1500, env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert content_size(board["content"]) <= REPLY_BUDGET
+    assert "first note text" in body_of(board) and "second note text" in body_of(board)
+    assert "…" in body_of(board)
+
+
+async def test_bot_a_refused_reply_is_followed_by_a_short_error(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply the homeserver still refuses (here: the budget lifted, so Synapse answers
+    413 M_TOO_LARGE) is followed by a short notice naming why, never by silence."""
+    monkeypatch.setattr("bot.replies.REPLY_BUDGET", 10_000_000)
+    room, alias = await aliased_room(env, alice)
+    for n in range(2):  # the command room's JSON carries each note whole: 72 KB
+        await ask(alice, room, f"!pin #n{n} " + "a long note " * 3000, env.bot_id)
+    _, reply = await ask(env.persona, env.command_room, f"!pins in:{alias}", env.bot_id)
+    assert "refused this answer (M_TOO_LARGE)" in body_of(reply)
+    assert reply["content"]["org.muninn.results"] == {"error": body_of(reply)}
 
 
 async def test_bot_command_room_hides_a_room_bridged_since_indexing(
@@ -375,6 +469,42 @@ async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> N
         for command in (f"!search {secret}", f"!search lunch in:{secret}", f"!pin {secret}"):
             _, reply = await ask(user, where, command, env.bot_id)
             assert secret not in str(reply["content"]), (where, command)
+
+
+async def test_bot_refuses_a_poison_regex_with_its_limit(env: Env, alice: MatrixUser) -> None:
+    """Regression: `!search /a{1000000}/` (20 bytes) compiled a million-element pattern (~250
+    MB kept), and every later `!pins` re-parsed it. It gets a usage reply naming the limit,
+    and the room's board still answers with the poison message in its log."""
+    room = await env.room(alice)
+    _, reply = await ask(alice, room, "!search /a{1000000}/", env.bot_id)
+    assert "repeat count is at most 1000" in body_of(reply)
+    assert "Usage: !search" in body_of(reply)
+    _, reply = await ask(alice, room, "!search /(?:x{1000}){1000}/", env.bot_id)
+    assert "at most 10000" in body_of(reply)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "nothing pinned" in body_of(board)
+
+
+async def test_bot_search_scrubs_a_secret_in_a_fresh_message(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret in a message the writer has not indexed (its refresh never runs) reaches no
+    reply through the transcript: not the room's, not the command room's JSON (rule 8)."""
+    secret = "ghp_" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)
+    local = unique_localpart("fresh")
+    room = await env.room(alice, alias_localpart=local)
+    fresh = await alice.send_text(room, f"the wombat deploy token is {secret}")
+    _, reply = await ask(alice, room, "!search wombat deploy", env.bot_id)
+    assert link(room, fresh) in body_of(reply) and "[redacted:" in body_of(reply)
+    assert secret not in str(reply["content"])
+    alias = f"#{local}:{env.synapse.server_name}"
+    _, reply = await ask(env.persona, env.command_room, f"!search wombat in:{alias}", env.bot_id)
+    [hit] = reply["content"]["org.muninn.results"]["hits"]
+    assert hit["best_event_id"] == fresh and "[redacted:" in str(hit)
+    assert secret not in str(reply["content"])
+    col = await env.service.writer.open()  # the transcript answered, not the index
+    assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) == 0
 
 
 async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:

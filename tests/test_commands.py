@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
 
 from bot.commands import (
     COMMANDS,
+    MAX_PATTERN_SIZE,
     Command,
     HelpCommand,
+    PatternError,
     PinCommand,
     PinsCommand,
     SearchCommand,
@@ -18,8 +21,10 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
+    compile_pattern,
     help_text,
     parse,
+    pattern_size,
 )
 from ingest.errors import CommandError
 
@@ -188,12 +193,13 @@ def test_parse_search_in_room_in_the_command_room(body: str, rooms: tuple[str, .
         ('!search "unterminated', "unterminated quote"),
         ("!search /usr/bin", "unknown /regex/ flag"),
         ("!search /unterminated", "unterminated /regex/"),
-        ("!search /a(b/", "does not compile: missing \\)"),
-        ("!search /[z-a]/", "does not compile"),
         ("!search /a/x", "unknown /regex/ flag"),
         ("!search /a/i/", "unexpected"),
         ("!search //", "empty /regex/"),
-        ("!search /a*/", "matches empty text"),
+        ("!search /a{1000000}/", "repeat count is at most 1000, not 1000000"),
+        ("!search /(?:x{1000}){1000}/", "at most 10000"),
+        ("!search /((a{100}){10}){11}/i", "at most 10000"),
+        ("!search /\\w{١٠٠٠٠٠}/", "repeat count is at most 1000"),
         ("!search /a/ /b/", "only one /regex/"),
         ("!search /a/ text", "either a /regex/ or text"),
         ("!search /a/ | b", "either a /regex/ or text"),
@@ -220,10 +226,93 @@ def test_parse_search_malformed(body: str, problem: str) -> None:
     assert "Usage: !search" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "problem"),
+    [
+        ("a(b", "does not compile: missing \\)"),
+        ("[z-a]", "does not compile"),
+        ("a*", "matches empty text"),
+        ("a{1000000}", "repeat count is at most 1000"),
+    ],
+)
+def test_compile_pattern_refuses(pattern: str, problem: str) -> None:
+    """A /regex/ that does not compile, matches empty text or is too large is a
+    PatternError (a CommandError, so its text is the reply), never a literal search."""
+    with pytest.raises(PatternError, match=problem) as caught:
+        compile_pattern(pattern)
+    assert isinstance(caught.value, CommandError)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "size"),
+    [
+        ("abc", 3),
+        ("a{5}", 5),
+        ("(?:ab){3}", 3 * 3),  # the `?:` counts, over rather than under
+        ("(?:a{10}){10}", 10 * (1 + 10)),
+        ("x|y{4}", 1 + 4),
+        ("[{9999}]{3}", 3),  # braces inside a set are no count
+        ("\\p{L}{7}", 7),
+        ("\\w{7}", 7),
+        ("a{2,9}", 9),
+        ("a{e<=2}", 2),  # fuzzy constraints count as repeats: over, never under
+    ],
+)
+def test_pattern_size_counts_repeats_written_out(pattern: str, size: int) -> None:
+    """The size bound is the pattern with its counted repeats written out, nested ones
+    multiplied: what the compiled form grows with."""
+    assert pattern_size(pattern)[1] == size
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.parametrize(
+    "body", ["!search /a{1000000}/", "!search /a{20000000}/", "!search /(?:x{1000}){1000}/"]
+)
+def test_parse_poison_regex_is_refused_fast_and_small(body: str) -> None:
+    """Regression: a 20-byte `!search` compiled a pattern of a million elements (~250 MB that
+    never came back; a larger count raised MemoryError). It is a usage error naming the
+    limit, given within 50 ms, and the process grows by less than 10 MB (timed: issue 11)."""
+    before = _rss_mb()
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match="at most") as caught:
+        run(body)
+    with pytest.raises(PatternError, match="at most"):
+        compile_pattern(body.split("/", 1)[1].rsplit("/", 1)[0])
+    elapsed = time.perf_counter() - started
+    assert "Usage: !search" in str(caught.value)
+    assert elapsed < 0.05 and _rss_mb() - before < 10
+
+
+def test_compile_pattern_at_the_bounds_is_cheap() -> None:
+    """The largest pattern the bounds pass still compiles quickly and small (timed: issue 11)."""
+    pattern = "(?:[a-z]{99}){100}"
+    assert pattern_size(pattern)[1] <= MAX_PATTERN_SIZE
+    before = _rss_mb()
+    started = time.perf_counter()
+    compiled = compile_pattern(pattern)
+    assert time.perf_counter() - started < 0.05 and _rss_mb() - before < 10
+    assert compiled.search("x" + "q" * 10_000) is not None
+
+
 def test_parse_search_in_room_malformed_in_the_command_room() -> None:
     """`in:` needs a room sigil even where it is allowed."""
     with pytest.raises(UsageError, match="in: takes #alias or !roomid"):
         run("!search in:dev x", command_room=True)
+
+
+def test_parse_search_bounds_in_rooms() -> None:
+    """Regression: any number of `in:` rooms each cost a room log read. At most 8 distinct
+    rooms; a repeated one is read once."""
+    nine = " ".join(f"in:#r{n}" for n in range(9))
+    with pytest.raises(UsageError, match="at most 8 in: rooms"):
+        run(f"!search {nine} x", command_room=True)
+    eight = " ".join(f"in:#r{n % 8}" for n in range(40))
+    command = run(f"!search {eight} x", command_room=True)
+    assert isinstance(command, SearchCommand) and len(command.rooms) == 8
 
 
 def test_parse_search_localpart_kept_without_server_name() -> None:
