@@ -189,7 +189,7 @@ async def _search_the_service(
     **body: Any,
 ) -> SearchResult:
     """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
-    from bot.http_api import post_search, result_from_json, service_url
+    from bot.http_api import post_search, read_token, result_from_json, service_url, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
@@ -197,6 +197,9 @@ async def _search_the_service(
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             "`muninn search` then asks it"
         ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    token = read_token(path)
     reader = MatrixReader.from_config(cfg)
     try:
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
@@ -204,7 +207,7 @@ async def _search_the_service(
         await reader.close()
     try:
         doc = await post_search(
-            service_url(cfg.metrics), {"texts": list(texts), "room_ids": room_ids, **body}
+            service_url(cfg.metrics), token, {"texts": list(texts), "room_ids": room_ids, **body}
         )
     except StoreUnavailable as e:
         raise StoreUnavailable(f"{held}; {e}") from None
@@ -301,7 +304,7 @@ async def _purge_through_the_service(
     cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
 ) -> dict[str, Any]:
     """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
-    from bot.http_api import post_purge, service_url
+    from bot.http_api import post_purge, read_token, service_url, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
@@ -309,6 +312,9 @@ async def _purge_through_the_service(
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             "`muninn purge` then asks it"
         ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    token = read_token(path)
     reader = MatrixReader.from_config(cfg)
     try:
         room_id = await resolve_room(reader, room)
@@ -316,7 +322,7 @@ async def _purge_through_the_service(
         await reader.close()
     body = {"room_id": room_id, "from_ts": from_ts, "to_ts": to_ts}
     try:
-        return await post_purge(service_url(cfg.metrics), body)
+        return await post_purge(service_url(cfg.metrics), token, body)
     except StoreUnavailable as e:
         raise StoreUnavailable(f"{held}; {e}") from None
 
