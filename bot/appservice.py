@@ -113,16 +113,23 @@ class AppserviceServer:
 
     # ------------------------------------------------------------ handlers
 
-    def _authorised(self, request: web.Request) -> bool:
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """None for the right hs_token; else the spec's answer: no token 401 `M_UNAUTHORIZED`,
+        a wrong one 403 `M_FORBIDDEN` (application service API, transactions responses)."""
         header = request.headers.get("Authorization", "")
         token = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else None
         if token is None:
             token = request.query.get("access_token")  # the pre-v1.4 way, still sent by some
-        return token is not None and hmac.compare_digest(token.encode(), self._hs_token.encode())
+        if not token:
+            return _error(401, "M_UNAUTHORIZED", "missing hs_token")
+        if not hmac.compare_digest(token.encode(), self._hs_token.encode()):
+            return _error(403, "M_FORBIDDEN", "bad hs_token")
+        return None
 
     async def _transaction(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return _error(403, "M_FORBIDDEN", "bad or missing hs_token")
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         try:
             body = json.loads(await request.read())
         except ValueError:
@@ -142,12 +149,14 @@ class AppserviceServer:
         return web.json_response({})
 
     async def _ping(self, request: web.Request) -> web.Response:
-        if not self._authorised(request):
-            return _error(403, "M_FORBIDDEN", "bad or missing hs_token")
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         return web.json_response({})
 
     async def _query(self, request: web.Request) -> web.Response:
         # Muninn creates no users or rooms on demand.
-        if not self._authorised(request):
-            return _error(403, "M_FORBIDDEN", "bad or missing hs_token")
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
         return _error(404, "M_NOT_FOUND", "no such user or room here")

@@ -29,7 +29,7 @@ EXIT_USAGE = 2
 def parse_time(text: str) -> int:
     """A CLI time: milliseconds since the epoch, or an ISO date/datetime (UTC unless given)."""
     if text.isdigit():
-        return int(text)
+        return _bounded(int(text), text)
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
@@ -38,7 +38,14 @@ def parse_time(text: str) -> int:
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+    return _bounded(int(dt.timestamp() * 1000), text)
+
+
+def _bounded(ms: int, text: str) -> int:
+    # Stored times are ints under 2^53 (larger ones become floats and stop matching).
+    if not 0 <= ms < 2**53:
+        raise argparse.ArgumentTypeError(f"not a time from 1970 on: {text!r}")
+    return ms
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -17,6 +17,15 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
   applies it within seconds. Same guards and 400s as search; `muninn purge` falls back to it
   (`post_purge`) exactly as `muninn search` does.
 
+Who may search and purge: `/metrics` and `/healthz` are open, but the search and purge
+endpoints answer every room with no asker's visibility and write permanent tombstones, so they
+also require `Authorization: Bearer <token>`, the token the service writes at start into
+`<store path>/LISTENER_TOKEN` (mode 0600, in the 0700 store directory): only the service's own
+user (and root) can read it, whatever local user or process reaches the port. A missing token
+is 401, a wrong one 403 (compared in constant time). With a Qdrant server store there is no
+store path and no reason for the endpoints (`muninn search`/`purge` open the server store
+themselves): they are not served.
+
 A bind address that is not loopback is allowed (a Prometheus scraping from another host) but
 warned about; the search and purge endpoints still answer loopback peers only.
 """
@@ -24,27 +33,34 @@ warned about; the search and purge endpoints still answer loopback peers only.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import ipaddress
 import json
 import logging
+import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
-from ingest.config import MetricsConfig
+from ingest.config import Config, MetricsConfig
 from ingest.errors import MuninnError, QueryError, StoreError, StoreUnavailable
 from ingest.refresh import Tombstone
 from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
-from ingest.store import Store
+from ingest.store import Store, embedded_path
 
 __all__ = [
+    "MAX_IDS",
+    "MAX_TS",
     "PURGE_PATH",
     "SEARCH_PATH",
+    "TOKEN_FILE",
     "HealthCheck",
     "HttpApi",
     "PurgeRequest",
@@ -53,9 +69,12 @@ __all__ = [
     "post_purge",
     "post_search",
     "purge_document",
+    "read_token",
     "result_from_json",
     "service_url",
     "store_check",
+    "token_path",
+    "write_token",
 ]
 
 log = logging.getLogger("muninn.http")
@@ -65,6 +84,11 @@ PURGE_PATH = "/_muninn/purge"
 HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
 MAX_BODY = 256 * 1024
 CLIENT_TIMEOUT = 120.0
+TOKEN_FILE = "LISTENER_TOKEN"
+MAX_IDS = 100  # room_ids or senders in one search
+# Times are ms in [0, 2^53): a larger int is stored as a float, and a tombstone keyed by it
+# would never match its own key again (re-applied on every pass).
+MAX_TS = 2**53
 
 # A health check returns a short detail when the part is healthy and raises when it is not.
 HealthCheck = Callable[[], Awaitable[str]]
@@ -104,6 +128,47 @@ def store_check(store: Store) -> HealthCheck:
     return check
 
 
+# ---------------------------------------------------------------- the token
+
+
+def token_path(cfg: Config) -> Path | None:
+    """Where the service keeps its listener token: in the embedded store's 0700 directory.
+    None with a server store (no search or purge endpoint then)."""
+    store = embedded_path(cfg.index, cfg.base_dir)
+    return store / TOKEN_FILE if store is not None else None
+
+
+def write_token(path: Path) -> str:
+    """A fresh random token, written 0600 (never readable by others, not even for an instant)
+    and swapped in atomically: a restart retires the old one."""
+    token = secrets.token_urlsafe(32)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, f"{token}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return token
+
+
+def read_token(path: Path) -> str:
+    """The running service's token, or a StoreUnavailable naming the file and who may read it."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise StoreUnavailable(
+            f"cannot read the service's listener token {path}: {e.strerror or e}. Only the "
+            "service's own user (or root) may search or purge through the running service: "
+            "run `muninn` as that user"
+        ) from None
+    if not token:
+        raise StoreUnavailable(f"the listener token {path} is empty: is `muninn run` running?")
+    return token
+
+
 # ---------------------------------------------------------------- the search request
 
 
@@ -137,8 +202,8 @@ class SearchRequest:
             raise QueryError("limit", "must be an integer")
         return cls(
             texts=_strings(body, "texts", required=True) or [],
-            room_ids=_strings(body, "room_ids"),
-            senders=_strings(body, "senders"),
+            room_ids=_strings(body, "room_ids", most=MAX_IDS),
+            senders=_strings(body, "senders", most=MAX_IDS),
             after=_time(body, "after"),
             before=_time(body, "before"),
             limit=limit,
@@ -200,7 +265,9 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _strings(body: Mapping[str, Any], key: str, *, required: bool = False) -> list[str] | None:
+def _strings(
+    body: Mapping[str, Any], key: str, *, required: bool = False, most: int | None = None
+) -> list[str] | None:
     value = body.get(key)
     if value is None:
         if required:
@@ -208,14 +275,20 @@ def _strings(body: Mapping[str, Any], key: str, *, required: bool = False) -> li
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise QueryError(key, "must be a list of strings")
+    if most is not None and len(value) > most:
+        raise QueryError(key, f"give at most {most}, got {len(value)}")
     return list(value)
 
 
 def _time(body: Mapping[str, Any], key: str) -> int | None:
     value = body.get(key)
-    if value is not None and not _is_int(value):
+    if value is None:
+        return None
+    if not _is_int(value):
         raise QueryError(key, "must be a time in milliseconds since the epoch (an integer)")
-    return value
+    if not 0 <= value < MAX_TS:
+        raise QueryError(key, f"must be in [0, 2^53) milliseconds, got {value}")
+    return int(value)
 
 
 def _query_error(e: QueryError) -> web.Response:
@@ -238,7 +311,10 @@ class HttpApi:
         search: Search,
         resolve_room: ResolveRoom,
         purge: Purge | None = None,
+        token_file: Path | None = None,
     ) -> None:
+        """Without `token_file`, only `/metrics` and `/healthz` are served: nobody could prove
+        they may search or purge."""
         if cfg.port is None:
             raise ValueError("the metrics listener needs metrics.port")
         self.host, self.port = cfg.host, cfg.port
@@ -247,16 +323,16 @@ class HttpApi:
         self._search = search
         self._resolve_room = resolve_room
         self._purge = purge
+        self.token_file = token_file
+        self._token = b""
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.add_routes(
-            [
-                web.get("/metrics", self._metrics),
-                web.get("/healthz", self._healthz),
-                web.post(SEARCH_PATH, self._search_handler),
-            ]
+            [web.get("/metrics", self._metrics), web.get("/healthz", self._healthz)]
         )
-        if purge is not None:
-            self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
+        if token_file is not None:
+            self.app.add_routes([web.post(SEARCH_PATH, self._search_handler)])
+            if purge is not None:
+                self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -268,15 +344,26 @@ class HttpApi:
                 SEARCH_PATH,
                 PURGE_PATH,
             )
+        if self.token_file is not None:
+            token = await asyncio.to_thread(write_token, self.token_file)
+            self._token = token.encode()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
-        log.info("metrics, health and search on http://%s:%d", self.host, self.port)
+        log.info(
+            "metrics and health on http://%s:%d%s",
+            self.host,
+            self.port,
+            f"; search and purge for holders of {self.token_file}" if self.token_file else "",
+        )
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.token_file is not None and self._token:
+            self.token_file.unlink(missing_ok=True)  # nothing answers it any more
+            self._token = b""
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
@@ -311,6 +398,16 @@ class HttpApi:
             return web.json_response({"error": f"only loopback peers may {what}"}, status=403)
         if not is_loopback(request.url.host):
             return web.json_response({"error": "the Host must be a loopback name"}, status=403)
+        header = request.headers.get("Authorization", "")
+        given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        if not given:
+            return web.json_response(
+                {"error": f"send Authorization: Bearer <the token in {self.token_file}>"},
+                status=401,
+            )
+        if not self._token or not hmac.compare_digest(given.encode(), self._token):
+            log.warning("%s with a wrong token refused", request.path)
+            return web.json_response({"error": f"not the token in {self.token_file}"}, status=403)
         if request.content_type != "application/json":
             return web.json_response({"error": "send Content-Type: application/json"}, status=415)
         return None
@@ -366,22 +463,25 @@ def service_url(cfg: MetricsConfig) -> str:
     return f"http://{shown}:{cfg.port}"
 
 
-async def post_search(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+async def post_search(url: str, token: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """POST a search to a running service; a 400 raises the `QueryError` it names."""
-    return await _post(url, SEARCH_PATH, "search", body)
+    return await _post(url, token, SEARCH_PATH, "search", body)
 
 
-async def post_purge(url: str, body: Mapping[str, Any]) -> dict[str, Any]:
+async def post_purge(url: str, token: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """POST a purge to a running service; a 400 raises the `QueryError` it names."""
-    return await _post(url, PURGE_PATH, "purge", body)
+    return await _post(url, token, PURGE_PATH, "purge", body)
 
 
-async def _post(url: str, path: str, what: str, body: Mapping[str, Any]) -> dict[str, Any]:
+async def _post(
+    url: str, token: str, path: str, what: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
     timeout = aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)
+    headers = {"Authorization": f"Bearer {token}"}
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(url + path, json=dict(body)) as resp,
+            session.post(url + path, json=dict(body), headers=headers) as resp,
         ):
             status = resp.status
             text = await resp.text()

@@ -10,7 +10,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,8 +19,14 @@ from typing import Any
 from ingest.config import Config
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import MatrixNotFound, QueryError, StoreUnavailable
-from ingest.export import ExportReader
-from ingest.matrix import MatrixReader
+from ingest.export import (
+    EXPORT_PREFIX,
+    ExportReader,
+    export_check,
+    export_record,
+    exported_rooms,
+)
+from ingest.matrix import MatrixReader, Retry
 from ingest.refresh import (
     COMPAT_KEY,
     CURSOR_PREFIX,
@@ -29,7 +35,7 @@ from ingest.refresh import (
     RoomReport,
     Writer,
 )
-from ingest.revalidate import LiveCheck
+from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope, decide
 from ingest.search import Searcher, SearchQuery, SearchResult
@@ -38,6 +44,12 @@ from ingest.types import Refusal, RoomID, Verdict
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
 EXIT_REFUSED = 3
+# `muninn search` revalidates every hit; a homeserver that cannot be reached fails the search
+# within ~3 s, naming it (two tries 0.5 s apart, 1 s to connect), instead of ~8 s of retries.
+# A homeserver that accepts the connection but hangs is given REVALIDATE_TIMEOUT a request.
+REVALIDATE_RETRY = Retry(attempts=2, backoff=0.5, max_backoff=0.5)
+REVALIDATE_CONNECT = 1.0
+REVALIDATE_TIMEOUT = 10.0
 
 
 def _print_json(doc: Any) -> None:
@@ -134,6 +146,7 @@ async def search(
     filters: dict[str, Any] = {"senders": senders, "after": after, "before": before}
     try:
         async with _adapters(cfg) as (reader, store, embedder):
+            fail_fast(reader)
             room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
             query = SearchQuery.build(
                 texts,
@@ -143,12 +156,11 @@ async def search(
                 before_ts=before,
                 limit=limit,
             )
-            scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
             searcher = Searcher(
                 store,
                 embedder,
                 server_name=cfg.homeserver.server_name,
-                live_check=LiveCheck(reader, RoomCache(reader, scope)),
+                live_check=await revalidation(cfg, reader, store),
             )
             result = await searcher.search(query)
     except StoreUnavailable as held:
@@ -181,6 +193,38 @@ async def search(
 HELD = "held by another process"
 
 
+def fail_fast(reader: MatrixReader) -> None:
+    """The CLI's search asks the homeserver only to revalidate: fail soon, naming it."""
+    reader.retry = REVALIDATE_RETRY
+    reader.connect_timeout = REVALIDATE_CONNECT
+    reader.timeout = REVALIDATE_TIMEOUT
+
+
+async def revalidation(cfg: Config, reader: MatrixReader, store: Store) -> SourcedCheck:
+    """Each room's hits checked against what it was built from: rooms `muninn import` indexed
+    (and no refresh has since read from the homeserver) against their export, the rest against
+    the homeserver. An operator can index and search an old room's export with no homeserver."""
+    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+
+    def records() -> dict[RoomID, Path]:
+        active = store.active()
+        if active is None:
+            return {}
+        col = store.open(active, dense_dim=None, create=False)
+        exports = col.list_meta(EXPORT_PREFIX)
+        if not exports:
+            return {}
+        cursors = col.list_meta(CURSOR_PREFIX)
+        return exported_rooms(exports, cursors, cursor_prefix=CURSOR_PREFIX)
+
+    def loader(path: Path) -> Callable[[], Awaitable[LiveCheck]]:
+        return lambda: export_check(path, user_id=reader.user_id, scope=scope)
+
+    exports = await asyncio.to_thread(records)
+    live = LiveCheck(reader, RoomCache(reader, scope))
+    return SourcedCheck(live, {room: loader(path) for room, path in exports.items()})
+
+
 async def _search_the_service(
     cfg: Config,
     held: StoreUnavailable,
@@ -189,7 +233,7 @@ async def _search_the_service(
     **body: Any,
 ) -> SearchResult:
     """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
-    from bot.http_api import post_search, result_from_json, service_url
+    from bot.http_api import post_search, read_token, result_from_json, service_url, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
@@ -197,6 +241,9 @@ async def _search_the_service(
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             "`muninn search` then asks it"
         ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    token = read_token(path)
     reader = MatrixReader.from_config(cfg)
     try:
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
@@ -204,7 +251,7 @@ async def _search_the_service(
         await reader.close()
     try:
         doc = await post_search(
-            service_url(cfg.metrics), {"texts": list(texts), "room_ids": room_ids, **body}
+            service_url(cfg.metrics), token, {"texts": list(texts), "room_ids": room_ids, **body}
         )
     except StoreUnavailable as e:
         raise StoreUnavailable(f"{held}; {e}") from None
@@ -301,7 +348,7 @@ async def _purge_through_the_service(
     cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
 ) -> dict[str, Any]:
     """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
-    from bot.http_api import post_purge, service_url
+    from bot.http_api import post_purge, read_token, service_url, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
@@ -309,6 +356,9 @@ async def _purge_through_the_service(
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             "`muninn purge` then asks it"
         ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    token = read_token(path)
     reader = MatrixReader.from_config(cfg)
     try:
         room_id = await resolve_room(reader, room)
@@ -316,7 +366,7 @@ async def _purge_through_the_service(
         await reader.close()
     body = {"room_id": room_id, "from_ts": from_ts, "to_ts": to_ts}
     try:
-        return await post_purge(service_url(cfg.metrics), body)
+        return await post_purge(service_url(cfg.metrics), token, body)
     except StoreUnavailable as e:
         raise StoreUnavailable(f"{held}; {e}") from None
 
@@ -330,6 +380,12 @@ async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:
     try:
         writer = Writer(cfg, source, store, embedder)
         report = await writer.refresh(only=[source.room_id], progress=_progress_bar())
+        if all(r.verdict == "eligible" for r in report.rooms):
+            # What `muninn search` revalidates this room's hits against (not the homeserver,
+            # where the reader may never have been in the room).
+            col = await writer.open()
+            key, record = EXPORT_PREFIX + source.room_id, export_record(path)
+            await asyncio.to_thread(col.put_meta, key, record)
     finally:
         await embedder.close()
         await asyncio.to_thread(store.close)

@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.appservice import AppserviceServer
 from bot.handlers import CommandHandler
-from bot.http_api import HttpApi, PurgeRequest, store_check
+from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
@@ -136,6 +136,7 @@ class Service:
                 search=self.searcher.search,
                 resolve_room=self._resolve_search_room,
                 purge=self._purge,
+                token_file=token_path(cfg),
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)

@@ -12,6 +12,7 @@ membership ever carried `is_direct`, and treats every sender as a member for the
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,10 +21,16 @@ from typing import Any
 
 from ingest.errors import MuninnError
 from ingest.matrix import Page, room_state_from
+from ingest.revalidate import LiveCheck
+from ingest.rooms import RoomCache
+from ingest.scope import RoomScope
 from ingest.types import RoomID, RoomState, UserID
 
 JSONDict = dict[str, Any]
 _TOKEN_PREFIX = "import:"
+# Meta `export:<room id>` → {"path": …}: the file `muninn import` indexed the room from, the
+# record its hits are revalidated against while no homeserver refresh has replaced it.
+EXPORT_PREFIX = "export:"
 
 
 class ExportError(MuninnError):
@@ -154,6 +161,42 @@ class ExportReader:
             unsigned.setdefault("redacted_because", {"type": "m.room.redaction"})
             return {**event, "content": {}, "unsigned": unsigned}
         return event
+
+
+def export_record(path: Path) -> JSONDict:
+    """The meta value `muninn import` keeps under `EXPORT_PREFIX + room_id`."""
+    return {"path": str(path.resolve())}
+
+
+def exported_rooms(
+    exports: Mapping[str, Mapping[str, Any]],
+    cursors: Mapping[str, Mapping[str, Any]],
+    *,
+    cursor_prefix: str,
+) -> dict[RoomID, Path]:
+    """Rooms whose index was built from an export: an export record names the file, and the
+    room's cursor is still the export's (a refresh from the homeserver since replaces it, and
+    then the homeserver is the record again)."""
+    out: dict[RoomID, Path] = {}
+    for key, record in exports.items():
+        room_id = key.removeprefix(EXPORT_PREFIX)
+        token = str((cursors.get(cursor_prefix + room_id) or {}).get("token", ""))
+        if token.startswith(_TOKEN_PREFIX) and isinstance(record.get("path"), str):
+            out[RoomID(room_id)] = Path(record["path"])
+    return out
+
+
+async def export_check(path: Path, *, user_id: str, scope: RoomScope) -> LiveCheck:
+    """Revalidation of an imported room against its export: the same check as against the
+    homeserver, its state and events read from the file (a redaction there hides the hit)."""
+    try:
+        reader = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
+    except ExportError as e:
+        raise ExportError(
+            f"{e}. This room was indexed from that export and its hits are revalidated against "
+            "it: restore the file, or import the room again"
+        ) from None
+    return LiveCheck(reader, RoomCache(reader, scope))
 
 
 def _position(token: str | None) -> int:

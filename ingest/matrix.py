@@ -138,6 +138,7 @@ class MatrixReader:
         self.mode = ReaderMode(mode)
         self.retry = retry or Retry()
         self.timeout = timeout
+        self.connect_timeout: float | None = None  # seconds to connect; None: within timeout
         self._token = token
         default_name = (
             "reader.access_token"
@@ -233,7 +234,7 @@ class MatrixReader:
     def _client(self) -> aiohttp.ClientSession:
         # Created on first use: a ClientSession belongs to the running event loop.
         if self._session is None or self._session.closed:
-            timeout = aiohttp.ClientTimeout(total=self.timeout)
+            timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
             self._session = aiohttp.ClientSession(timeout=timeout)
         return self._session
 

@@ -1,9 +1,13 @@
 """Revalidation of search hits against the homeserver, for every caller of the read path.
 
 A hit is shown only while, right now, its room still passes the scope rules and every event it
-cites still exists unredacted. The writer's records can lag: a room that became bridged, a DM,
-encrypted or excluded since the last refresh, or that the reader left, keeps its points until
-the next refresh purges them, and none of them may reach a reply meanwhile (DESIGN.md §3).
+cites still exists unredacted, by the record the room was built from: the homeserver, or for a
+room indexed by `muninn import` its export (`SourcedCheck`). A source that cannot answer is an
+error naming it, never a hit shown unconfirmed.
+
+The writer's records can lag: a room that became bridged, a DM, encrypted or excluded since
+the last refresh, or that the reader left, keeps its points until the next refresh purges
+them, and none of them may reach a reply meanwhile (DESIGN.md §3).
 The verdict is the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
 """
 
@@ -11,13 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from ingest.errors import MatrixError
-from ingest.matrix import MatrixReader
+from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.rooms import RoomCache
+from ingest.types import RoomID
 
-__all__ = ["LiveCheck"]
+__all__ = ["EventSource", "LiveCheck", "SourcedCheck"]
+
+
+class EventSource(Protocol):
+    """Where events are re-read: the homeserver (`MatrixReader`) or a room export."""
+
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+
 
 log = logging.getLogger("muninn.revalidate")
 
@@ -30,7 +42,7 @@ class LiveCheck:
     that cannot be fetched counts as gone (showing less is the safe error).
     """
 
-    def __init__(self, reader: MatrixReader, rooms: RoomCache, *, parallel: int = 16) -> None:
+    def __init__(self, reader: EventSource, rooms: RoomCache, *, parallel: int = 16) -> None:
         self.reader = reader
         self.rooms = rooms
         self._gate = asyncio.Semaphore(parallel)
@@ -71,3 +83,42 @@ class LiveCheck:
             return False
         results = await asyncio.gather(*(self._live(room_id, e) for e in event_ids))
         return all(results)
+
+
+class SourcedCheck:
+    """Each room's hits revalidated against the record the room was built from.
+
+    `exports` maps a room indexed by `muninn import` (`ingest.export.exported_rooms`) to a
+    factory of its export's `LiveCheck`, loaded on the room's first hit; every other room asks
+    `homeserver`. A homeserver that does not answer raises `MatrixUnavailable` naming the room
+    and the cause: the caller fails, and no hit is shown unconfirmed.
+    """
+
+    def __init__(
+        self,
+        homeserver: LiveCheck,
+        exports: Mapping[str, Callable[[], Awaitable[LiveCheck]]] | None = None,
+    ) -> None:
+        self.homeserver = homeserver
+        self.exports = dict(exports or {})
+        self._loaded: dict[str, LiveCheck] = {}
+        self._loading = asyncio.Lock()
+
+    async def _check(self, room_id: str) -> LiveCheck:
+        load = self.exports.get(room_id)
+        if load is None:
+            return self.homeserver
+        async with self._loading:  # hits are checked at once: read each export once
+            if room_id not in self._loaded:
+                self._loaded[room_id] = await load()
+            return self._loaded[room_id]
+
+    async def __call__(self, room_id: str, event_ids: Sequence[str]) -> bool:
+        check = await self._check(room_id)
+        try:
+            return await check(room_id, event_ids)
+        except MatrixUnavailable as e:
+            raise MatrixUnavailable(
+                f"cannot revalidate the hits of {room_id}: {e}. No hit is shown unconfirmed; "
+                "rooms indexed by `muninn import` are checked against their export instead"
+            ) from None

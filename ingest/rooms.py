@@ -11,15 +11,23 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ingest.errors import MatrixForbidden, MatrixNotFound, StoreError
-from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomID, RoomState, Verdict
 
-__all__ = ["RoomCache", "RoomInfo"]
+__all__ = ["RoomCache", "RoomInfo", "StateSource"]
 
 log = logging.getLogger(__name__)
+
+
+class StateSource(Protocol):
+    """Where a room's state comes from: the homeserver (`MatrixReader`) or a room export."""
+
+    async def room_state(self, room_id: RoomID | str) -> RoomState: ...
+    async def direct_rooms(self) -> set[RoomID]: ...
+
 
 _FETCHES = 3  # reads of a room's state while invalidations keep overlapping them
 
@@ -49,7 +57,7 @@ class RoomInfo:
 class RoomCache:
     def __init__(
         self,
-        client: MatrixReader,
+        client: StateSource,
         scope: RoomScope,
         *,
         ttl: float = 60.0,

@@ -102,15 +102,23 @@ async def test_appservice_reused_txn_id_with_new_events_is_processed(edge: Any) 
 
 
 @pytest.mark.parametrize(
-    "kw",
-    [{}, _auth("wrong"), {"params": {"access_token": "wrong"}}],
-    ids=["missing", "wrong", "wrong-legacy"],
+    ("kw", "status", "errcode"),
+    [
+        ({}, 401, "M_UNAUTHORIZED"),
+        ({"headers": {"Authorization": "Bearer "}}, 401, "M_UNAUTHORIZED"),
+        (_auth("wrong"), 403, "M_FORBIDDEN"),
+        ({"params": {"access_token": "wrong"}}, 403, "M_FORBIDDEN"),
+    ],
+    ids=["missing", "empty", "wrong", "wrong-legacy"],
 )
-async def test_appservice_rejects_bad_tokens(edge: Any, kw: dict[str, Any]) -> None:
-    """Without the right hs_token: 403 M_FORBIDDEN, nothing queued."""
+async def test_appservice_rejects_bad_tokens(
+    edge: Any, kw: dict[str, Any], status: int, errcode: str
+) -> None:
+    """The spec's answers: no hs_token 401 M_UNAUTHORIZED, a wrong one 403 M_FORBIDDEN; nothing
+    queued either way."""
     _, sink, url = edge
-    status, body = await _put(url, "9", [EVENT], **kw)
-    assert status == 403 and body["errcode"] == "M_FORBIDDEN"
+    got, body = await _put(url, "9", [EVENT], **kw)
+    assert (got, body["errcode"]) == (status, errcode)
     assert sink.batches == []
 
 
@@ -139,7 +147,7 @@ async def test_appservice_ping_and_queries(edge: Any) -> None:
         async with s.get(f"{url}/_matrix/app/v1/users/@x:y", **_auth()) as r:
             assert r.status == 404
         async with s.post(f"{url}/_matrix/app/v1/ping", json={}) as r:
-            assert r.status == 403
+            assert r.status == 401
 
 
 def test_bounded_seen_forgets_the_oldest() -> None:

@@ -106,3 +106,48 @@ async def test_cli_status_before_any_refresh_lists_rooms_unindexed(
     assert [(r["room_id"], r["verdict"], r["indexed"]) for r in doc["rooms"]] == [
         (room, "eligible", False)
     ]
+
+
+async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """`muninn refresh --room R` indexes R only (the other room stays unsearchable); a plain
+    `muninn refresh` then indexes the rest and prints one line a room, refusals with their
+    reason; `muninn status` prints the reader, generation, points and each room's state."""
+    reader = await hs.register()
+    first, second, excluded = [await hs.fresh_room(alice) for _ in range(3)]
+    for room_id, body in (
+        (first, "the heron nests above the boathouse"),
+        (second, "the kestrel hovers over the car park"),
+        (excluded, "the magpie steals the teaspoons"),
+    ):
+        await admit(alice, room_id, reader)
+        await alice.send_text(room_id, body)
+    scope = {"exclude_room_ids": [excluded]}
+    config = _write_config(tmp_path / "config.yaml", hs, reader, scope=scope)
+
+    code, out, err = await _cli(config, "refresh", "--room", first, "--json")
+    assert code == 0, err
+    assert [r["room_id"] for r in json.loads(out)["rooms"]] == [first]
+    heron = json.loads((await _cli(config, "search", "heron boathouse", "--json"))[1])
+    kestrel = json.loads((await _cli(config, "search", "kestrel car park", "--json"))[1])
+    assert {h["room_id"] for h in heron["hits"]} == {first}
+    assert {h["room_id"] for h in kestrel["hits"]} == {first}  # the only room indexed
+
+    code, out, err = await _cli(config, "refresh")
+    assert code == 0, err
+    lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
+    assert set(lines) == {first, second, excluded}
+    assert lines[second].startswith("read ") and "indexed 1," in lines[second]
+    assert "windows +1/-0, skipped: " in lines[second]
+    assert lines[first].startswith("read 0, indexed 0,")  # nothing new since --room
+    assert lines[excluded].startswith("refused, excluded: ")
+
+    code, out, err = await _cli(config, "status")
+    assert code == 0, err
+    head, *rooms = out.strip().splitlines()
+    assert head.startswith(f"reader {reader.user_id}; generation muninn_test-")
+    assert head.endswith("; 2 points")
+    shown = dict(line.strip().split(": ", 1) for line in rooms)
+    assert shown[first] == shown[second] == "indexed, 1 points"
+    assert shown[excluded].startswith("excluded ")

@@ -8,11 +8,10 @@ test runs its own client-mode service, so that it can break the store without ha
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import os
-import socket
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +20,25 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
-from bot.http_api import SEARCH_PATH, HttpApi, SearchRequest, is_loopback
+from bot.http_api import (
+    PURGE_PATH,
+    SEARCH_PATH,
+    TOKEN_FILE,
+    HttpApi,
+    PurgeRequest,
+    SearchRequest,
+    is_loopback,
+    read_token,
+    token_path,
+)
 from bot.metrics import ServiceMetrics
 from bot.service import Service
 from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
 from ingest.errors import QueryError
-from ingest.search import SearchQuery
+from ingest.refresh import TOMBSTONE_PREFIX
+from ingest.search import SearchQuery, SearchResult
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.botkit import service_config
@@ -47,13 +58,39 @@ class Api:
     alias: str
     otters: list[str]  # event ids of the seeded messages
 
+    @property
+    def token(self) -> str:
+        """What the service wrote for `muninn search` (re-read: a restart writes a new one)."""
+        assert self.service.api is not None and self.service.api.token_file is not None
+        return self.service.api.token_file.read_text().strip()
+
     async def post(
-        self, body: Any, *, headers: dict[str, str] | None = None, raw: bytes | None = None
+        self,
+        body: Any,
+        *,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+        token: str | None = "",
+        path: str = SEARCH_PATH,
     ) -> tuple[int, Any]:
-        async with aiohttp.ClientSession() as session:
-            kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body}
-            async with session.post(self.base + SEARCH_PATH, headers=headers, **kwargs) as resp:
-                return resp.status, await resp.json(content_type=None)
+        """POST as `muninn search` does (with the service's token); `token=None` sends none."""
+        sent = dict(headers or {})
+        if token is not None:
+            sent.setdefault("Authorization", f"Bearer {token or self.token}")
+        return await post(self.base + path, body, headers=sent, raw=raw)
+
+
+async def post(
+    url: str, body: Any, *, headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as session:
+        kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body}
+        async with session.post(url, headers=headers, **kwargs) as resp:
+            text = await resp.text()
+    try:
+        return resp.status, json.loads(text)
+    except ValueError:
+        return resp.status, text  # aiohttp's own plain 404
 
 
 def config_doc(synapse: SynapseServer, folder: Path, **metrics: Any) -> dict[str, Any]:
@@ -197,6 +234,11 @@ async def test_http_api_search_returns_the_section_7_document(api: Api) -> None:
         ({"texts": ["q"], "room_ids": "!one"}, "room_ids"),
         ({"texts": ["q"], "room_ids": ["#nowhere-at-all:muninn.test"]}, "room_ids"),
         ({"texts": ["q"], "senders": [1]}, "senders"),
+        ({"texts": ["q"], "room_ids": [f"!r{i}:x" for i in range(101)]}, "room_ids"),
+        ({"texts": ["q"], "senders": [f"@u{i}:x" for i in range(101)]}, "senders"),
+        ({"texts": ["q"], "after": -1}, "after"),
+        ({"texts": ["q"], "before": 2**53}, "before"),
+        ({"texts": ["q"], "after": 2**64}, "after"),
         ({"texts": ["q"], "colour": "blue"}, "colour"),
         (["q"], "body"),
     ],
@@ -264,24 +306,136 @@ async def test_cli_search_held_without_a_port_says_how_to_enable_it(
     assert "Traceback" not in run.err
 
 
-# ---------------------------------------------------------------- loopback only
+# ---------------------------------------------------------------- who may search and purge
 
 
-def outward_address() -> str | None:
-    """This machine's address on its default route, if it has one (no packet is sent)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))
-        except OSError:
-            return None
-        address = str(s.getsockname()[0])
-    return None if ipaddress.ip_address(address).is_loopback else address
+@pytest.mark.parametrize("path", [SEARCH_PATH, PURGE_PATH])
+async def test_http_api_search_and_purge_need_the_service_token(api: Api, path: str) -> None:
+    """Any local process reaches the port, but only the holder of the service's token is
+    answered: none is 401, a wrong one 403; neither reaches the read path or the writer."""
+    body = (
+        {"texts": ["otters"]}
+        if path == SEARCH_PATH
+        else {"room_id": api.room, "from_ts": 0, "to_ts": 2**53 - 1}
+    )
+    status, doc = await api.post(body, path=path, token=None)
+    assert status == 401 and "Authorization: Bearer" in doc["error"], doc
+    status, doc = await api.post(body, path=path, token="not-" + api.token)
+    assert status == 403 and "not the token" in doc["error"], doc
+    status, doc = await api.post(body, path=path, headers={"Authorization": "Basic eDp5"})
+    assert status == 401, doc
+    col = await api.service.writer.open()
+    assert await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX) == {}
+    assert (await get(api.base + "/metrics"))[0] == 200  # /metrics and /healthz stay open
+    assert (await get(api.base + "/healthz"))[0] == 200
+
+
+async def test_http_api_token_file_is_private_fresh_and_retired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a permissive umask the token file is still 0600; a restart writes a new token
+    (the old one is refused), and a stop removes the file."""
+
+    async def found(query: SearchQuery) -> Any:
+        return SearchResult()
+
+    async def same(room: str) -> str:
+        return room
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}{SEARCH_PATH}"
+    token_file = tmp_path / TOKEN_FILE
+    old = os.umask(0o002)
+    try:
+        tokens: list[str] = []
+        for _ in range(2):
+            server = HttpApi(
+                MetricsConfig(port=port),
+                ServiceMetrics(),
+                checks={},
+                search=found,
+                resolve_room=same,
+                token_file=token_file,
+            )
+            await server.start()
+            try:
+                assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+                tokens.append(read_token(token_file))
+                # The first run's token: accepted by that run, refused after the restart.
+                auth = {"Authorization": f"Bearer {tokens[0]}"}
+                status, _ = await post(url, {"texts": ["x"]}, headers=auth)
+                assert status == (200 if len(tokens) == 1 else 403)
+            finally:
+                await server.stop()
+            assert not token_file.exists()
+    finally:
+        os.umask(old)
+    assert tokens[0] != tokens[1]
+    assert os.listdir(tmp_path) == []  # no temporary file left behind
+
+
+async def test_http_api_without_a_token_file_serves_no_search() -> None:
+    """A service with no place for a token (a Qdrant server store) serves /metrics only."""
+
+    async def never(query: SearchQuery) -> Any:
+        raise AssertionError("reached the read path")
+
+    async def same(room: str) -> str:
+        return room
+
+    port = free_port()
+    server = HttpApi(
+        MetricsConfig(port=port), ServiceMetrics(), checks={}, search=never, resolve_room=same
+    )
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert (await get(base + "/metrics"))[0] == 200
+        assert (await post(base + SEARCH_PATH, {"texts": ["x"]}))[0] == 404
+    finally:
+        await server.stop()
+
+
+def test_http_api_token_path_is_in_the_store_directory(
+    synapse: SynapseServer, tmp_path: Path
+) -> None:
+    """The token lives in the embedded store's 0700 directory; a server store has none."""
+    cfg = parse_config(config_doc(synapse, tmp_path), tmp_path)
+    assert token_path(cfg) == tmp_path / "qdrant" / TOKEN_FILE
+    doc = config_doc(synapse, tmp_path)
+    doc["index"]["store"] = {"url": "http://127.0.0.1:6333"}
+    assert token_path(parse_config(doc, tmp_path)) is None
+
+
+async def test_cli_search_without_the_token_names_the_file(api: Api) -> None:
+    """A caller who cannot read the token file (another user) is told which file and why."""
+    assert api.service.api is not None and api.service.api.token_file is not None
+    token_file = api.service.api.token_file
+    hidden = token_file.with_name("hidden")
+    token_file.rename(hidden)
+    try:
+        run = await muninn(api.config, "search", "otters", "--json")
+    finally:
+        hidden.rename(token_file)
+    assert run.rc == 1 and run.out == ""
+    assert f"cannot read the service's listener token {token_file}" in run.err
+    assert "service's own user" in run.err and "Traceback" not in run.err
+
+
+FAR_PEER = "203.0.113.7"  # TEST-NET-3: the listener sees a peer that is not loopback
+
+
+@web.middleware
+async def from_afar(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every request as if it came from FAR_PEER (the peer address is all the rule reads)."""
+    return await handler(request.clone(remote=FAR_PEER))
 
 
 async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """A wildcard bind is warned about; /metrics answers a non-loopback peer, search does not."""
+    """A wildcard bind is warned about; /metrics answers a non-loopback peer, search does not,
+    even with the right token."""
 
     async def never(query: SearchQuery) -> Any:
         raise AssertionError("a remote peer reached the read path")
@@ -297,21 +451,18 @@ async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
         checks={},
         search=never,
         resolve_room=same,
+        token_file=tmp_path / TOKEN_FILE,
     )
+    server.app.middlewares.append(from_afar)
     await server.start()
     try:
         assert "not a loopback address" in caplog.text
-        address = outward_address()
-        if address is None:
-            pytest.skip("no non-loopback address on this machine")
-        base = f"http://{address}:{port}"
+        base = f"http://127.0.0.1:{port}"
         assert (await get(base + "/metrics"))[0] == 200
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(base + SEARCH_PATH, json={"texts": ["x"]}) as resp,
-        ):
-            assert resp.status == 403
-            assert "loopback" in (await resp.json())["error"]
+        auth = {"Authorization": f"Bearer {read_token(tmp_path / TOKEN_FILE)}"}
+        status, doc = await post(base + SEARCH_PATH, {"texts": ["x"]}, headers=auth)
+        assert status == 403 and "loopback" in doc["error"]
+        assert f"{SEARCH_PATH} from a non-loopback peer {FAR_PEER} refused" in caplog.text
     finally:
         await server.stop()
 
@@ -335,6 +486,22 @@ async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
 def test_http_api_is_loopback(host: str | None, loopback: bool) -> None:
     """Loopback means localhost or a loopback address, IPv4-mapped included."""
     assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"room_id": "!r", "from_ts": -1, "to_ts": 2}, "from_ts"),
+        ({"room_id": "!r", "from_ts": 1, "to_ts": 2**53}, "to_ts"),
+        ({"room_id": "!r", "from_ts": 2**63, "to_ts": 2**64}, "from_ts"),
+    ],
+)
+def test_http_api_purge_times_are_bounded(body: dict[str, Any], field: str) -> None:
+    """A purge range outside [0, 2^53) ms is refused naming the field: a larger int would be
+    stored as a float whose tombstone key never matches again."""
+    with pytest.raises(QueryError) as e:
+        PurgeRequest.parse(body)
+    assert e.value.field == field and "2^53" in str(e.value)
 
 
 def test_http_api_search_request_parse_defaults() -> None:

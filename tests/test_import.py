@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ingest.export import ExportError, ExportReader, load_export
+from ingest.export import EXPORT_PREFIX, ExportError, ExportReader, exported_rooms, load_export
+from ingest.refresh import CURSOR_PREFIX
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
-from tests.homeserver import Homeserver, MatrixUser
+from tests.homeserver import Homeserver, MatrixUser, free_port
 from tests.indexing import Indexer, muninn, reader_config, shared_embedder
 
 COLLECTION = "muninn_test"  # the collection tests.indexing writes
@@ -141,6 +142,78 @@ async def test_import_refuses_rooms_scope_refuses(
     assert report["rooms"][0]["indexed"] == 0
     hits = await _hits(tmp_path / "q", cfg_doc, tmp_path)
     assert "surprise party" not in json.dumps(hits)
+
+
+async def test_import_is_searchable_without_a_homeserver_against_its_export(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """An old room's export, indexed and searched with no homeserver at all: its hits are
+    revalidated against the export (a redaction added to the file hides the message), and a
+    search whose export is gone fails naming the file instead of showing unconfirmed hits."""
+    room = await hs.fresh_room(alice)
+    await _seed(alice, room)
+    events = await _all_events(alice, room)
+    export = tmp_path / "old-room.jsonl"
+    export.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    cfg_doc = {
+        # Nothing listens there, and the reader was never in the room anyway.
+        "homeserver": {"url": f"http://127.0.0.1:{free_port()}", "server_name": hs.server_name},
+        "reader": {"user_id": f"@archivist:{hs.server_name}", "access_token": "unused"},
+        "index": {"store": {"path": str(tmp_path / "q")}, "collection": COLLECTION},
+    }
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg_doc))
+    plain = await muninn(cfg_path, "import", str(export))  # the report as text: one line
+    assert plain.rc == 0, plain.err
+    assert plain.out.startswith(
+        f"{room}: read {len(events)}, indexed 3, edits 1, redactions 0, windows +1/-0, skipped: "
+    )
+    assert plain.out.count("\n") == 1 and "redacted 1" in plain.out
+
+    found = await muninn(cfg_path, "search", "deploy failed", "--room", room, "--json")
+    doc = found.doc()
+    bodies = [m["body"] for h in doc["hits"] for m in h["messages"]]
+    assert any("E4242 on saturday" in b for b in bodies), doc
+    assert doc["dropped_stale"] == 0 and doc["warnings"] == []
+    deploy = next(h for h in doc["hits"] if "E4242" in json.dumps(h))
+
+    redaction = {
+        "type": "m.room.redaction",
+        "room_id": room,
+        "sender": alice.user_id,
+        "event_id": "$redacted-in-the-export",
+        "origin_server_ts": events[-1]["origin_server_ts"] + 1,
+        "redacts": deploy["best_event_id"],
+        "content": {"redacts": deploy["best_event_id"]},
+    }
+    with export.open("a") as f:
+        f.write(json.dumps(redaction) + "\n")
+    after = (await muninn(cfg_path, "search", "deploy failed", "--json")).doc()
+    assert deploy["best_event_id"] not in {e for h in after["hits"] for e in h["event_ids"]}
+    assert after["dropped_stale"] >= 1
+
+    export.rename(tmp_path / "moved.jsonl")
+    gone = await muninn(cfg_path, "search", "deploy failed", "--json")
+    assert (gone.rc, gone.out) == (1, "")
+    assert f"{export.resolve()}: cannot read" in gone.err
+    assert "revalidated against it" in gone.err and "Traceback" not in gone.err
+
+
+def test_exported_rooms_are_those_still_built_from_their_export() -> None:
+    """A room is revalidated against its export while its cursor is the export's; once a
+    refresh read it from the homeserver (a homeserver token), the homeserver is its record."""
+    exports = {
+        f"{EXPORT_PREFIX}!old:x": {"path": "/srv/exports/old.jsonl"},
+        f"{EXPORT_PREFIX}!joined:x": {"path": "/srv/exports/joined.jsonl"},
+        f"{EXPORT_PREFIX}!lost:x": {"path": "/srv/exports/lost.jsonl"},
+    }
+    cursors = {
+        f"{CURSOR_PREFIX}!old:x": {"token": "import:120"},
+        f"{CURSOR_PREFIX}!joined:x": {"token": "s72594_4483_1934"},
+        f"{CURSOR_PREFIX}!other:x": {"token": "import:3"},
+    }
+    found = exported_rooms(exports, cursors, cursor_prefix=CURSOR_PREFIX)
+    assert found == {"!old:x": Path("/srv/exports/old.jsonl")}
 
 
 def test_export_load_errors_name_the_cause(tmp_path: Path) -> None:

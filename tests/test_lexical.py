@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.lexical import LEXICAL_VERSION, document_vector, query_vector, term_index, tokens
+from ingest.lexical import document_vector, query_vector, term_index, tokens
 from ingest.types import SparseVector
 
 
@@ -17,11 +17,6 @@ def matches(query: str, document: str) -> bool:
 
 def weight(vector: SparseVector, token: str) -> float:
     return dict(zip(vector.indices, vector.values, strict=True)).get(term_index(token), 0.0)
-
-
-def test_lexical_version_is_an_int() -> None:
-    """The version the collection records is an integer."""
-    assert isinstance(LEXICAL_VERSION, int)
 
 
 @pytest.mark.parametrize(

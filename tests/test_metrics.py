@@ -255,11 +255,11 @@ async def test_service_logs_no_appservice_token_at_debug_level(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """At debug level, a run with pushes (header and legacy query token), a refused push,
-    commands, a search over HTTP and /healthz logs neither the as_token nor the hs_token."""
+    commands, a search over HTTP and /healthz logs none of as_token, hs_token, listener token."""
     caplog.set_level(logging.DEBUG)
     port = free_port()
     cfg = service_config(synapse, tmp_path, metrics={"port": port})
-    async with running(cfg, hs), aiohttp.ClientSession() as session:
+    async with running(cfg, hs) as service, aiohttp.ClientSession() as session:
         room = await hs.fresh_room(alice)
         await hs.bot().join(room)
         await alice.send_text(room, "the lighthouse keeper logs the weather")
@@ -276,7 +276,12 @@ async def test_service_logs_no_appservice_token_at_debug_level(
         base = f"http://127.0.0.1:{port}"
         async with session.get(f"{base}/healthz") as resp:
             assert resp.status == 200
-        async with session.post(f"{base}/_muninn/search", json={"texts": ["weather"]}) as resp:
+        assert service.api is not None and service.api.token_file is not None
+        token = service.api.token_file.read_text().strip()
+        auth = {"Authorization": f"Bearer {token}"}
+        async with session.post(
+            f"{base}/_muninn/search", json={"texts": ["weather"]}, headers=auth
+        ) as resp:
             assert resp.status == 200
     logged = _logged(caplog)
     assert "muninn is running" in logged and any(
@@ -284,6 +289,7 @@ async def test_service_logs_no_appservice_token_at_debug_level(
     )
     assert synapse.as_token not in logged
     assert synapse.hs_token not in logged
+    assert token not in logged
 
 
 async def test_service_logs_no_access_token_in_client_mode(

@@ -7,6 +7,7 @@ client mode (a fresh reader user each), so they never contend for the appservice
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
@@ -17,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.http_api import PURGE_PATH, HttpApi, PurgeRequest
+from bot.cli import parse_time
+from bot.http_api import PURGE_PATH, TOKEN_FILE, HttpApi, PurgeRequest, read_token
 from bot.metrics import ServiceMetrics
 from bot.service import Service
 from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
@@ -39,7 +40,7 @@ from tests.indexing import (
     shared_embedder,
     write_config,
 )
-from tests.test_http_api import outward_address
+from tests.test_http_api import FAR_PEER, from_afar, post
 
 BASE = 1_700_000_000_000
 HOUR = 3_600_000
@@ -72,10 +73,11 @@ class Running:
     async def post(
         self, body: Any, *, headers: dict[str, str] | None = None, raw: bytes | None = None
     ) -> tuple[int, Any]:
-        async with aiohttp.ClientSession() as session:
-            kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body}
-            async with session.post(self.base + PURGE_PATH, headers=headers, **kwargs) as resp:
-                return resp.status, await resp.json(content_type=None)
+        """POST as `muninn purge` does, with the service's token."""
+        assert self.service.api is not None and self.service.api.token_file is not None
+        token = read_token(self.service.api.token_file)
+        sent = {"Authorization": f"Bearer {token}", **(headers or {})}
+        return await post(self.base + PURGE_PATH, body, headers=sent, raw=raw)
 
 
 async def start_service(
@@ -231,6 +233,8 @@ async def test_cli_purge_held_without_a_port_says_how_to_enable_it(
         ({"room_id": "!r", "from_ts": 1}, "to_ts"),
         ({"room_id": "!r", "from_ts": 1, "to_ts": 1.5}, "to_ts"),
         ({"room_id": "!r", "from_ts": 5, "to_ts": 4}, "to_ts"),
+        ({"room_id": "!r", "from_ts": 1, "to_ts": 2**53}, "to_ts"),
+        ({"room_id": "!r", "from_ts": -5, "to_ts": 2}, "from_ts"),
         ({"room_id": "!r", "from_ts": 1, "to_ts": 2, "colour": "blue"}, "colour"),
         (["!r", 1, 2], "body"),
     ],
@@ -262,9 +266,10 @@ async def test_purge_endpoint_refuses_non_json_and_foreign_hosts(running: Runnin
 
 
 async def test_purge_endpoint_refuses_non_loopback_peers(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    """On a wildcard bind, a peer that is not loopback never reaches the writer."""
+    """On a wildcard bind, a peer that is not loopback never reaches the writer, even holding
+    the token."""
 
     async def never_search(query: SearchQuery) -> Any:
         raise AssertionError("a remote peer reached the read path")
@@ -284,20 +289,17 @@ async def test_purge_endpoint_refuses_non_loopback_peers(
         search=never_search,
         resolve_room=same,
         purge=never_purge,
+        token_file=tmp_path / TOKEN_FILE,
     )
+    server.app.middlewares.append(from_afar)
     await server.start()
     try:
-        address = outward_address()
-        if address is None:
-            pytest.skip("no non-loopback address on this machine")
         body = {"room_id": "!r", "from_ts": 1, "to_ts": 2}
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(f"http://{address}:{port}{PURGE_PATH}", json=body) as resp,
-        ):
-            assert resp.status == 403
-            assert "only loopback peers may purge" in (await resp.json())["error"]
-        assert f"{PURGE_PATH} from a non-loopback peer" in caplog.text
+        auth = {"Authorization": f"Bearer {read_token(tmp_path / TOKEN_FILE)}"}
+        status, doc = await post(f"http://127.0.0.1:{port}{PURGE_PATH}", body, headers=auth)
+        assert status == 403
+        assert "only loopback peers may purge" in doc["error"]
+        assert f"{PURGE_PATH} from a non-loopback peer {FAR_PEER}" in caplog.text
     finally:
         await server.stop()
 
@@ -362,3 +364,12 @@ async def test_purge_during_rebuild_is_honoured_by_search_on_the_active_generati
         assert "zqrebuildword" not in await new.dump()
     finally:
         await new.close()
+
+
+@pytest.mark.parametrize("given", ["9007199254740992", "99999999999999999999", "1969-12-31"])
+def test_cli_purge_times_are_bounded(given: str) -> None:
+    """`--from`/`--to` outside [0, 2^53) ms are a usage error naming the value, as the
+    endpoint refuses them: a larger int is stored as a float and its tombstone never matches."""
+    with pytest.raises(argparse.ArgumentTypeError, match="not a time from 1970 on"):
+        parse_time(given)
+    assert parse_time("9007199254740991") == 2**53 - 1

@@ -7,7 +7,9 @@ Tests that change the homeserver (a redaction) or the index (a purge) seed their
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,10 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
+from bot.operations import fail_fast, revalidation
 from ingest.config import IndexConfig, StoreConfig
+from ingest.errors import MatrixUnavailable
+from ingest.matrix import MatrixReader
 from ingest.permalink import MATRIX_TO
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser, free_port
@@ -205,6 +210,43 @@ async def test_cli_search_embedder_down_answers_from_lexical(
     assert "unavailable" in result["warnings"][0]
     assert f"127.0.0.1:{port}" in result["warnings"][0]
     assert cli.keys(result)[0] == "err-target"
+
+
+async def test_cli_search_homeserver_down_fails_naming_it(
+    cli: CliCorpus, hs: Homeserver, tmp_path: Path
+) -> None:
+    """Every hit is revalidated; with the homeserver unreachable the search exits 1 naming it
+    and the room, and prints nothing: no hit is shown unconfirmed."""
+    doc = reader_config_doc(hs, cli.corpus.reader, tmp_path)
+    doc["index"]["store"]["path"] = str(cli.store_path)
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
+    doc["homeserver"]["url"] = dead
+    down = write_config(tmp_path / "down.yaml", doc)
+    run = await muninn(down, "search", "ERR_7731X", "--json")
+    assert (run.rc, run.out) == (1, "")
+    assert "muninn: cannot revalidate the hits of !" in run.err
+    assert f"failed 2 time(s) on {dead}" in run.err
+    assert "No hit is shown unconfirmed" in run.err and "Traceback" not in run.err
+
+
+async def test_cli_search_revalidation_fails_within_3_s(cli: CliCorpus, hs: Homeserver) -> None:
+    """The CLI's revalidation gives an unreachable homeserver two tries, not ~8 s of retries:
+    the search fails within 3 s (the time the rule promises, measured on the check alone)."""
+    cfg = reader_config(hs, cli.corpus.reader, cli.store_path.parent)
+    dead = MatrixReader(f"http://127.0.0.1:{free_port()}", "token", cli.corpus.reader.user_id)
+    fail_fast(dead)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    try:
+        check = await revalidation(cfg, dead, store)
+        room = next(iter(cli.corpus.rooms.values()))
+        started = time.monotonic()
+        with pytest.raises(MatrixUnavailable, match="cannot revalidate the hits of"):
+            await check(room, ["$any"])
+        elapsed = time.monotonic() - started
+    finally:
+        await dead.close()
+        await asyncio.to_thread(store.close)
+    assert elapsed <= 3.0
 
 
 async def test_cli_search_store_held_by_another_process_fails_clearly(cli: CliCorpus) -> None:

@@ -7,7 +7,9 @@ closing and reopening the store is a real persistence check for it too.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -495,6 +497,21 @@ def test_edge_store_second_open_is_unavailable(tmp_path: Path) -> None:
     finally:
         first.close()
     open_store(_edge_cfg(), tmp_path).close()
+
+
+def test_edge_store_directory_is_the_owners_only(tmp_path: Path) -> None:
+    """Under a permissive umask the store directory (every room's text) is still created 0700;
+    an operator's mode on an existing store is left alone."""
+    old = os.umask(0o002)
+    try:
+        open_store(_edge_cfg(), tmp_path / "fresh").close()
+        mine = tmp_path / "theirs" / "qdrant"
+        mine.mkdir(parents=True, mode=0o750)
+        open_store(_edge_cfg(), tmp_path / "theirs").close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "fresh" / "qdrant").stat().st_mode) == 0o700
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o750
 
 
 def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -32,11 +32,20 @@ __all__ = [
     "PointFilter",
     "PointRecord",
     "Store",
+    "embedded_path",
     "generation_name",
     "open_store",
 ]
 
 _DEFAULT_PATH = Path("data/qdrant")
+
+
+def embedded_path(cfg: IndexConfig, base_dir: Path) -> Path | None:
+    """The embedded store's directory (a relative path against `base_dir`); None for a server."""
+    if cfg.store.url is not None:
+        return None
+    path = cfg.store.path if cfg.store.path is not None else _DEFAULT_PATH
+    return path if path.is_absolute() else base_dir / path
 
 
 def open_store(cfg: IndexConfig, base_dir: Path) -> Store:
@@ -52,5 +61,6 @@ def open_store(cfg: IndexConfig, base_dir: Path) -> Store:
         return ServerStore.connect(cfg.store.url, cfg.collection, cfg.store.api_key)
     from ingest.store.edge import EdgeStore
 
-    path = cfg.store.path if cfg.store.path is not None else _DEFAULT_PATH
-    return EdgeStore(path if path.is_absolute() else base_dir / path, cfg.collection)
+    path = embedded_path(cfg, base_dir)
+    assert path is not None
+    return EdgeStore(path, cfg.collection)

@@ -2,6 +2,7 @@
 
 Layout of the store path:
 
+    <path>/                created 0700: chat text lives here (and the listener's token)
     <path>/LOCK            flock held while a process has the store open (pid inside)
     <path>/ACTIVE          the active generation's name, replaced atomically
     <path>/<generation>/   one EdgeShard (its own WAL, segments and edge_config.json)
@@ -194,7 +195,13 @@ class EdgeStore(StoreBase):
     @staticmethod
     def _acquire(path: Path) -> IO[str]:
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                # Whatever the umask: every room's text is in here, for the owner only.
+                path.mkdir(mode=0o700)
+                os.chmod(path, 0o700)
+            except FileExistsError:
+                pass  # an operator's own mode on an existing store is theirs to choose
             handle = (path / _LOCK).open("a+", encoding="utf-8")
         except OSError as e:
             raise StoreUnavailable(f"qdrant-edge at {path}: cannot open the store: {e}") from e

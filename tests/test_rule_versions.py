@@ -1,0 +1,194 @@
+"""A rule set's version moves with its output: the chunker's, the scrub's and the lexical rules'.
+
+The collection records `CHUNKER_VERSION`, `SCRUB_VERSION` and `LEXICAL_VERSION`; a change of any
+of them builds a new generation (every room re-read under the new rules). A rule change that
+forgets the bump leaves old points made by the old rules beside new ones, unnoticed. So each
+rule set is fingerprinted: the sha256 of its outputs over a fixed corpus, recorded below with
+the version it was recorded at. Change the rules' output without a bump and its test fails.
+
+After a deliberate change (and the version bump that goes with it), re-record every golden
+value in place and commit the diff with the change:
+
+    python -m tests.test_rule_versions
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingest.chunker import CHUNKER_VERSION, chunk, point_id, split_timelines, window_payload
+from ingest.lexical import LEXICAL_VERSION, document_vector, query_vector, tokens
+from ingest.scrub import SCRUB_VERSION, scrub
+from ingest.types import EventID, Message, RoomID, UserID
+
+# golden: begin (rewritten by `python -m tests.test_rule_versions`)
+GOLDEN: dict[str, tuple[int, str]] = {
+    "chunker": (1, "54077f2a5b19812f57babd0c6873ec3364bfcfa4185c9db4b1db31e2198b97e4"),
+    "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
+    "scrub": (1, "4c03adefd67f7fab9c37eb1c223df6a22e9fecd590b167a955f0b88b679d75a0"),
+}
+# golden: end
+
+# ---------------------------------------------------------------- the fixed corpora
+
+TEXTS = [
+    "",
+    "plain words, nothing secret: the deploy failed with E4242 on friday",
+    "Größe ändern 東京 🚀 naïve café — mixed scripts and emoji",
+    "token for the bot: syt_c2VjcmV0_abcdefghijklmnopqrst_1a2b3c (rotate it)",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlLXN0dWZm",
+    "Authorization: Basic dXNlcjpodW50ZXIy",
+    "Authorization: Bearer abc123",
+    "aws AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "github ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 and glpat-abcdefghij0123456789",
+    "openai sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD and sk-ant-api03-abcdefghijkl",
+    "slack xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx",
+    "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+    "stripe sk_live_abcdefghijklmnopqrstuvwx whsec_abcdefghijklmnopqrstuvwxyz012345",
+    "npm_abcdefghijklmnopqrstuvwxyz0123456789 pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoaWprbG1ub3A",
+    "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH ya29.a0AfH6SMBabcdefghijklmnopqrstuvwxyz",
+    "SG.abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+    "SK0123456789abcdef0123456789abcdef twilio",
+    "MTA0NTY3ODkwMTIzNDU2Nzg5MA.GhIjKl.abcdefghijklmnopqrstuvwxyz0123456789AB discord",
+    "password=hunter2 passwd: correct-horse pwd=abc123 pass=letmein",
+    "password: hunter",
+    "the password is\nhunter2-on-the-next-line",
+    "--password=s3cret --token=abcdef123456 --api-key=xyz987654321",
+    "PGPASSWORD=s3cret MYSQL_PWD=s3cret DB_PASS=s3cret psql -h db",
+    "postgres://bob:p@ss!word@db.internal:5432/app and redis://:pw0rd@cache:6379/0",
+    "api_key = 'abcdef0123456789abcdef' client_secret: \"0123456789abcdef0123\"",
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----",
+    "a long line " * 40,
+    "ERR_7731X at 10:42, see https://example.org/runbook#step-3 (not a secret)",
+]
+
+ROOM = RoomID("!fingerprint:example.org")
+SENDERS = [UserID(f"@{n}:example.org") for n in ("alice", "bob", "carol")]
+NAMES = {SENDERS[0]: "Alice", SENDERS[1]: "Bob Builder"}  # carol has none: the mxid is shown
+T0 = 1_793_550_840_000
+
+
+def _messages() -> list[Message]:
+    """Gaps short and long, a thread, bodies short and over a window: every boundary rule."""
+    out: list[Message] = []
+    ts = T0
+    for n in range(60):
+        ts += (n % 7) * 60_000 + (45 * 60_000 if n % 13 == 12 else 0) - (30_000 if n == 20 else 0)
+        body = TEXTS[n % len(TEXTS)] or f"message {n}"
+        thread = EventID("$m10") if n in (14, 17, 23) else None
+        out.append(
+            Message(
+                event_id=EventID(f"$m{n}"),
+                room_id=ROOM,
+                sender=SENDERS[n % 3],
+                ts=ts,
+                body=body,
+                thread_root=thread,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- what each rule set outputs
+
+
+def chunker_output() -> Any:
+    windows = []
+    for timeline in split_timelines(_messages()).values():
+        for w in chunk(timeline, gap_seconds=1800, max_bytes=350, names=NAMES):
+            payload = window_payload(w, names=NAMES, versions={}, max_bytes=350)
+            # The versions (and the hash over them) are what is being tested, not output.
+            payload.pop("versions")
+            payload.pop("content_hash")
+            payload["point_id"] = point_id(w.room_id, w.thread_root, w.first_event_id)
+            windows.append(payload)
+    return windows
+
+
+def scrub_output() -> Any:
+    return [scrub(t) for t in TEXTS]
+
+
+def lexical_output() -> Any:
+    def vector(v: Any) -> list[tuple[int, float]]:
+        return [(i, round(x, 6)) for i, x in zip(v.indices, v.values, strict=True)]
+
+    return [(tokens(t), vector(document_vector(t)), vector(query_vector(t))) for t in TEXTS]
+
+
+RULES: dict[str, tuple[int, Callable[[], Any]]] = {
+    "chunker": (CHUNKER_VERSION, chunker_output),
+    "scrub": (SCRUB_VERSION, scrub_output),
+    "lexical": (LEXICAL_VERSION, lexical_output),
+}
+VERSION_NAMES = {
+    "chunker": "CHUNKER_VERSION",
+    "scrub": "SCRUB_VERSION",
+    "lexical": "LEXICAL_VERSION",
+}
+
+
+def fingerprint(output: Any) -> str:
+    canonical = json.dumps(output, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------- the test
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_rule_version_changes_with_its_output(rule: str) -> None:
+    """A change of the rule set's output on the fixed corpus comes with a version bump."""
+    version, output = RULES[rule]
+    name = VERSION_NAMES[rule]
+    assert rule in GOLDEN, f"no golden value for {rule}: run `python -m tests.test_rule_versions`"
+    recorded_version, recorded = GOLDEN[rule]
+    now = fingerprint(output())
+    if version == recorded_version:
+        assert now == recorded, (
+            f"the {rule}'s output changed but {name} is still {version}: bump {name} (a new "
+            "generation re-indexes every room under the new rules), then re-record with "
+            "`python -m tests.test_rule_versions`"
+        )
+    else:
+        pytest.fail(
+            f"{name} is {version}, the golden value was recorded at {recorded_version}: "
+            "re-record with `python -m tests.test_rule_versions` and commit it with the bump"
+        )
+
+
+def test_fingerprint_sees_a_one_character_change() -> None:
+    """The fingerprint is of the whole output: one changed character changes it."""
+    out = scrub_output()
+    changed = [*out[:-1], out[-1] + "."]
+    assert fingerprint(out) != fingerprint(changed)
+
+
+# ---------------------------------------------------------------- re-recording
+
+
+def record(path: Path = Path(__file__)) -> str:
+    """Rewrite the GOLDEN block of this file with today's versions and fingerprints."""
+    lines = ["GOLDEN: dict[str, tuple[int, str]] = {"]
+    for rule in sorted(RULES):
+        version, output = RULES[rule]
+        lines.append(f'    "{rule}": ({version}, "{fingerprint(output())}"),')
+    lines.append("}")
+    block = "\n".join(lines)
+    source = path.read_text(encoding="utf-8")
+    pattern = re.compile(r"(# golden: begin[^\n]*\n).*?(\n# golden: end)", re.S)
+    path.write_text(pattern.sub(lambda m: m.group(1) + block + m.group(2), source, count=1))
+    return block
+
+
+if __name__ == "__main__":
+    sys.stdout.write(record() + "\n")
