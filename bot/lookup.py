@@ -202,7 +202,7 @@ class RecentEvents:
         ):
             evicted = self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
             self.size -= evicted.size
-        return events[:bound], copy.cut
+        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
