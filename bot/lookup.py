@@ -195,6 +195,9 @@ class RecentEvents:
         events, cut = within_text(events)
         copy = _Copy(kept, events, cut or older, 0)
         copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
+        if raced is not None:
+            self.size -= raced.size
         self._rooms[room_id] = copy
         self.size += copy.size
         while len(self._rooms) > self.MAX_ROOMS or (
