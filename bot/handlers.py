@@ -269,8 +269,8 @@ class CommandHandler:
             log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)
             why = e.errcode or f"HTTP {e.status}"
             text = f"The homeserver refused this answer ({why}); try a narrower search."
-            results = {"error": text} if msg.room_id == self.command_room else None
-            refused = text_reply(msg.reply_to, text, results=results)
+            kind = "error" if msg.room_id == self.command_room else None
+            refused = text_reply(msg.reply_to, text, results_kind=kind)
             await self.client.send_message(msg.room_id, refused, f"{txn}.refused")
         self.answered += 1
         elapsed = (time.monotonic() - msg.received) * 1000
@@ -310,10 +310,9 @@ class CommandHandler:
         """A short text reply; in the command room it carries `{kind: text}` as the results,
         so a Persona always finds `org.muninn.results`."""
         text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
-        results: dict[str, Any] | None = None
-        if msg.room_id == self.command_room:
-            results = {str(kind): text}
-        await self.send(msg, text_reply(msg.reply_to, text, results=results))
+        in_command_room = msg.room_id == self.command_room
+        reply = text_reply(msg.reply_to, text, results_kind=kind if in_command_room else None)
+        await self.send(msg, reply)
 
     async def _answer_small(
         self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"

@@ -195,6 +195,9 @@ class RecentEvents:
         events, cut = within_text(events)
         copy = _Copy(kept, events, cut or older, 0)
         copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
+        if raced is not None:
+            self.size -= raced.size
         self._rooms[room_id] = copy
         self.size += copy.size
         while len(self._rooms) > self.MAX_ROOMS or (
@@ -202,7 +205,7 @@ class RecentEvents:
         ):
             evicted = self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
             self.size -= evicted.size
-        return events[:bound], copy.cut
+        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:

@@ -211,16 +211,17 @@ def matrix_json(value: Any) -> Any:
     return value
 
 
-def text_reply(
-    reply_to: ReplyTo, text: str, *, results: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """A short notice from plain text (usage, refusals); lines become `<br>`.
+def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None) -> dict[str, Any]:
+    """A short notice from plain text (usage, refusals); lines become `<br>`. With
+    `results_kind` (the command room) it carries `{results_kind: text}` as its results.
 
     The text may quote the asker's command (a usage error names the bad fragment): the caller
-    scrubs it (`CommandHandler.say`), so the body and the results carry the same words.
+    scrubs it (`CommandHandler.say`), so the body and the results carry the same words, cut
+    to the same `TEXT_REPLY` characters.
     """
     text = shorten(text, TEXT_REPLY)
     html = "<br>".join(safe_html(line) for line in text.split("\n"))
+    results = None if results_kind is None else {results_kind: text}
     return notice(reply_to, safe_plain(text), html, results=results)
 
 

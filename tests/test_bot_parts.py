@@ -372,8 +372,9 @@ def test_every_reply_fits_the_budget(size: int) -> None:
     """Any reply — a long refusal, a notice whose head alone is too large — stays within the
     budget; one that cannot fit says so instead of failing to send."""
     reply_to = ReplyTo("!r", "$cmd")
-    text = text_reply(reply_to, "x" * size, results={"error": "x" * size})
+    text = text_reply(reply_to, "x" * size, results_kind="error")
     assert content_size(text) <= REPLY_BUDGET
+    assert text["org.muninn.results"] == {"error": text["body"]}
     content = fit_reply(reply_to, Part("y" * size, "y" * size), results={"error": "y"})
     assert content_size(content) <= REPLY_BUDGET
     assert "too large to send" in content["body"]
