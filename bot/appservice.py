@@ -122,7 +122,9 @@ class AppserviceServer:
             token = request.query.get("access_token")  # the pre-v1.4 way, still sent by some
         if not token:
             return _error(401, "M_UNAUTHORIZED", "missing hs_token")
-        if not hmac.compare_digest(token.encode(), self._hs_token.encode()):
+        if not hmac.compare_digest(
+            token.encode("utf-8", "surrogateescape"), self._hs_token.encode()
+        ):
             return _error(403, "M_FORBIDDEN", "bad hs_token")
         return None
 

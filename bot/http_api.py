@@ -405,7 +405,9 @@ class HttpApi:
                 {"error": f"send Authorization: Bearer <the token in {self.token_file}>"},
                 status=401,
             )
-        if not self._token or not hmac.compare_digest(given.encode(), self._token):
+        if not self._token or not hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), self._token
+        ):
             log.warning("%s with a wrong token refused", request.path)
             return web.json_response({"error": f"not the token in {self.token_file}"}, status=403)
         if request.content_type != "application/json":

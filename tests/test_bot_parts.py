@@ -35,6 +35,7 @@ from bot.replies import (
 from bot.scheduler import RefreshScheduler
 from ingest.search import Hit, SearchResult
 from ingest.types import RoomID
+from tests.test_http_api import raw_request
 
 TOKEN = "hs-secret"
 BOT = "@muninn:x"
@@ -119,6 +120,18 @@ async def test_appservice_rejects_bad_tokens(
     _, sink, url = edge
     got, body = await _put(url, "9", [EVENT], **kw)
     assert (got, body["errcode"]) == (status, errcode)
+    assert sink.batches == []
+
+
+async def test_appservice_token_that_is_not_utf8_is_forbidden_not_a_crash(edge: Any) -> None:
+    """Hostile bytes in the Authorization header get 403 M_FORBIDDEN, not a 500."""
+    _, sink, url = edge
+    answer = await raw_request(
+        int(url.rsplit(":", 1)[1]),
+        b"PUT /_matrix/app/v1/transactions/7 HTTP/1.1\r\nAuthorization: Bearer \xff\xfe\xc3",
+        b'{"events": []}',
+    )
+    assert answer.startswith(b"HTTP/1.1 403 ") and b"M_FORBIDDEN" in answer, answer[:200]
     assert sink.batches == []
 
 

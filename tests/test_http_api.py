@@ -422,6 +422,47 @@ async def test_cli_search_without_the_token_names_the_file(api: Api) -> None:
     assert "service's own user" in run.err and "Traceback" not in run.err
 
 
+async def raw_request(port: int, head: bytes, body: bytes = b"{}") -> bytes:
+    """One HTTP/1.1 request as raw bytes (headers no client library would send); the answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(
+            head + b"\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
+        )
+        await writer.drain()
+        return await reader.read()
+    finally:
+        writer.close()
+
+
+async def test_http_api_token_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """Hostile bytes in the Authorization header get a 403, not a 500 from an encoding error."""
+
+    async def never(query: SearchQuery) -> Any:
+        raise AssertionError("reached the read path")
+
+    async def same(room: str) -> str:
+        return room
+
+    port = free_port()
+    server = HttpApi(
+        MetricsConfig(port=port),
+        ServiceMetrics(),
+        checks={},
+        search=never,
+        resolve_room=same,
+        token_file=tmp_path / TOKEN_FILE,
+    )
+    await server.start()
+    try:
+        head = b"POST " + SEARCH_PATH.encode() + b" HTTP/1.1\r\nAuthorization: Bearer \xff\xfe\xc3"
+        answer = await raw_request(port, head)
+    finally:
+        await server.stop()
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:100]
+
+
 FAR_PEER = "203.0.113.7"  # TEST-NET-3: the listener sees a peer that is not loopback
 
 
