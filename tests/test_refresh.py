@@ -300,6 +300,39 @@ async def test_refresh_redacted_edit_reverts_to_previous_edit(
         await ix.close()
 
 
+async def test_refresh_redacted_edit_reverts_to_a_scrubbed_earlier_text(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """A redacted latest edit brings back the earlier text as the homeserver re-reads it: an
+    earlier edit holding a secret (or, with no edit left, an original holding one) comes back
+    scrubbed, in no point and never embedded."""
+    reader = await _reader_in(hs, alice, room)
+    edited = await alice.send_text(room, "draft without secrets")
+    await alice.send_edit(room, edited, f"draft with password={PASSWORD} inside")
+    latest = await alice.send_edit(room, edited, "draft cleaned up")
+    leaky = await alice.send_text(room, f"token {GITHUB_TOKEN} pasted")
+    fixed = await alice.send_edit(room, leaky, "token removed")
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()
+        assert await ix.bodies() == {edited: "draft cleaned up", leaky: "token removed"}
+        embedded = len(ix.embedder.documents)
+        await alice.redact(room, latest)
+        await alice.redact(room, fixed)
+        report = _room_report(await ix.refresh(), room)
+        assert report.redactions_applied == 2
+        assert await ix.bodies() == {
+            edited: "draft with password=[redacted:password] inside",
+            leaky: "token [redacted:github_token] pasted",
+        }
+        assert len(ix.embedder.documents) > embedded  # the re-read texts were embedded
+        for secret in (PASSWORD, GITHUB_TOKEN):
+            assert secret not in await ix.dump()
+            assert not any(secret in d for d in ix.embedder.documents)
+    finally:
+        await ix.close()
+
+
 # ---------------------------------------------------------------- rule 8: the scrub
 
 
