@@ -126,7 +126,7 @@ class RoomReport:
     windows_embedded: int = 0
     purged_room: bool = False
     error: str | None = None  # this pass failed the room; the next pass retries it
-    failed_passes: int = 0  # passes in a row that failed the room, this one included
+    failed_passes: int = 0  # full passes in a row that failed the room (at least 1 if failed)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -385,7 +385,7 @@ class Writer:
                     raise  # shared by every room: the pass cannot go on
                 if isinstance(e, MatrixUnavailable):
                     await self.reader.whoami()  # raises too if the homeserver itself is down
-                room_report = await self._room_failed(col, room_id, e, retries)
+                room_report = await self._room_failed(col, room_id, e, retries, only is None)
             else:
                 if room_id in failing:
                     await asyncio.to_thread(col.delete_meta, RETRY_PREFIX + room_id)
@@ -430,13 +430,19 @@ class Writer:
         room_id: RoomID,
         error: Exception,
         retries: Mapping[str, Mapping[str, Any]],
+        full: bool,
     ) -> RoomReport:
-        """Record a room's failure where status and the next pass find it; its report."""
+        """Record a room's failure where status and the next pass find it; its report.
+
+        Only full passes count (they decide a rebuild's switch): the live stream wakes a busy
+        room's own refresh every few seconds, and a blip would otherwise count as persistent.
+        """
         # Scrubbed and cut: an error may quote an event of the room.
         text = scrub(f"{type(error).__name__}: {error}")[:ERROR_CHARS]
         before = retries.get(RETRY_PREFIX + room_id) or {}
         now = int(time.time() * 1000)
-        failed = int(before.get("failed_passes", 0)) + 1
+        failed = int(before.get("failed_passes", 0))
+        failed += 1 if full or failed == 0 else 0
         record = {
             "room_id": room_id,
             "error": text,

@@ -77,6 +77,9 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
         assert "alpha second" not in await ix.dump()
         assert any(failing in r.getMessage() for r in caplog.records)
         assert report.activated is False and report.switch_held is None  # nothing to switch
+        # The room's own refresh (the live stream wakes it) fails too, but counts no pass.
+        alone = await ix.refresh([RoomID(failing)])
+        assert [(r.room_id, r.failed_passes) for r in alone.failed] == [(failing, 1)]
     finally:
         await ix.close()  # one process per store path
 
