@@ -119,7 +119,9 @@ class ServiceMetrics:
             self.windows_written.inc(room.windows_written)
             self.windows_deleted.inc(room.windows_deleted)
             self._verdicts[room.room_id] = room.verdict
-            if room.verdict == "eligible":
+            if room.error is not None:
+                pass  # failed this pass: its lag keeps growing from its last success
+            elif room.verdict == "eligible":
                 self._last_ok[room.room_id] = now
             else:
                 self._last_ok.pop(room.room_id, None)

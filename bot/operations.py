@@ -31,6 +31,7 @@ from ingest.refresh import (
     COMPAT_KEY,
     CURSOR_PREFIX,
     REFUSED_PREFIX,
+    RETRY_PREFIX,
     RefreshReport,
     RoomReport,
     Writer,
@@ -103,6 +104,14 @@ async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) ->
         writer = Writer(cfg, reader, store, embedder)
         report = await writer.refresh(only=only, progress=_progress_bar())
     _print_report(report, as_json=as_json)
+    if report.failed:
+        # The other rooms are done; exit non-zero so that a cron job notices the rest.
+        names = ", ".join(r.room_id for r in report.failed)
+        print(
+            f"muninn: {len(report.failed)} room(s) failed, retried next pass: {names}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -114,10 +123,16 @@ def _print_report(report: RefreshReport, *, as_json: bool) -> None:
     else:
         for r in report.rooms:
             print(_room_line(r))
+        if report.switch_held:
+            print(f"generation {report.generation} not switched in yet: {report.switch_held}")
 
 
 def _room_line(r: RoomReport) -> str:
     name = r.room_alias or r.room_id
+    if r.error is not None:
+        return (
+            f"{name}: FAILED ({r.failed_passes} pass(es) in a row), retried next pass: {r.error}"
+        )
     if r.verdict != "eligible":
         purged = " (purged from the index)" if r.purged_room else ""
         return f"{name}: refused, {r.verdict}: {r.detail}{purged}"
@@ -269,6 +284,7 @@ async def status(cfg: Config, *, as_json: bool) -> int:
             col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
         cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
         refused = await asyncio.to_thread(col.list_meta, REFUSED_PREFIX) if col else {}
+        retries = await asyncio.to_thread(col.list_meta, RETRY_PREFIX) if col else {}
         compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) if col else None
         rooms: list[dict[str, Any]] = []
         now = int(time.time() * 1000)
@@ -285,6 +301,7 @@ async def status(cfg: Config, *, as_json: bool) -> int:
                 # The writer refused it by what its timeline showed (a puppet sender).
                 verdict = Verdict(room_id, Refusal.BRIDGED, str(marker.get("detail", "")))
             cursor = cursors.get(CURSOR_PREFIX + room_id)
+            failing = retries.get(RETRY_PREFIX + room_id) or {}
             points = (
                 await asyncio.to_thread(col.count, PointFilter(room_ids=(room_id,))) if col else 0
             )
@@ -299,6 +316,8 @@ async def status(cfg: Config, *, as_json: bool) -> int:
                     "points": points,
                     "cursor": cursor.get("token") if cursor else None,
                     "lag_seconds": (now - int(cursor["updated_ms"])) / 1000 if cursor else None,
+                    "error": failing.get("error"),
+                    "failed_passes": int(failing.get("failed_passes", 0)),
                 }
             )
         total = await asyncio.to_thread(col.count) if col else 0
@@ -315,6 +334,8 @@ async def status(cfg: Config, *, as_json: bool) -> int:
     print(f"reader {me}; generation {active}; {total} points")
     for r in rooms:
         shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
+        if r["error"]:
+            shown += f"; FAILED {r['failed_passes']} pass(es) in a row, retried: {r['error']}"
         print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
     return 0
 

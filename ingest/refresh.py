@@ -5,6 +5,10 @@ time. A page's events are applied in order to a `WindowSet`; the changed windows
 (only those whose content hash changed), upserted, superseded points deleted, and only then
 is the cursor advanced. A crash anywhere leaves the cursor at the last acknowledged page, and
 replaying a page is idempotent (see `ingest.windows`). Rooms that left scope are purged.
+
+One room's failure is that room's: the pass records it (`retry:` meta, the report, the log),
+finishes the other rooms and retries it next pass. Only what every room shares (the store,
+the embedder, the reader's token, a homeserver that is down) ends the pass.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from ingest import lexical
 from ingest.chunker import CHUNKER_VERSION, Names, content_hash, window_payload, window_text
 from ingest.config import Config
 from ingest.embed import Embedder
-from ingest.errors import StoreError
+from ingest.errors import (
+    EmbedUnavailable,
+    MatrixAuthError,
+    MatrixError,
+    MatrixUnavailable,
+    StoreError,
+)
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.matrix import Page
@@ -60,7 +70,12 @@ SCHEMA_VERSION = 1
 CURSOR_PREFIX = "cursor:"
 TOMBSTONE_PREFIX = "tombstone:"
 REFUSED_PREFIX = "refused:"  # a room refused by what its timeline showed (a puppet sender)
+RETRY_PREFIX = "retry:"  # a room whose last pass failed: why, and how many passes in a row
 COMPAT_KEY = "compat"
+# A rebuilt generation waits this many passes for a failing room before it switches without
+# it (see `Writer._complete_generation`).
+SWITCH_AFTER_FAILED_PASSES = 3
+ERROR_CHARS = 500  # an error as recorded and reported: scrubbed, and cut to this length
 
 Progress = Callable[[RoomID, int], None]
 
@@ -110,6 +125,8 @@ class RoomReport:
     windows_deleted: int = 0
     windows_embedded: int = 0
     purged_room: bool = False
+    error: str | None = None  # this pass failed the room; the next pass retries it
+    failed_passes: int = 0  # full passes in a row that failed the room (at least 1 if failed)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -127,6 +144,8 @@ class RoomReport:
             "windows_deleted": self.windows_deleted,
             "windows_embedded": self.windows_embedded,
             "purged_room": self.purged_room,
+            "error": self.error,
+            "failed_passes": self.failed_passes,
         }
 
 
@@ -135,11 +154,17 @@ class RefreshReport:
     generation: str
     rooms: list[RoomReport] = field(default_factory=list)
     activated: bool = False
+    switch_held: str | None = None  # why a complete rebuilt generation did not switch yet
+
+    @property
+    def failed(self) -> list[RoomReport]:
+        return [r for r in self.rooms if r.error is not None]
 
     def as_json(self) -> dict[str, Any]:
         return {
             "generation": self.generation,
             "activated": self.activated,
+            "switch_held": self.switch_held,
             "rooms": [r.as_json() for r in self.rooms],
         }
 
@@ -292,12 +317,44 @@ class Writer:
                     await asyncio.to_thread(col.put_meta, key, {**value, **reset})
 
     async def _complete_generation(self, report: RefreshReport) -> None:
+        """End a full pass; switch a rebuilt generation in unless a room failed too recently.
+
+        A room that failed this pass is missing content in a rebuilt generation (its pages
+        after the failure, or all of them). The active one still serves that room, so a fault
+        that clears by the next pass holds the switch. One that persists for
+        `SWITCH_AFTER_FAILED_PASSES` passes does not hold it for ever: every other room would
+        keep being served by rules the rebuild exists to replace (an older scrub leaves
+        secrets searchable). The switch then goes ahead, never silently: the room's `retry:`
+        record moves in with the generation (status shows it, each pass retries it) and the
+        report and the log name it.
+        """
         col = await self.open()
+        active = await asyncio.to_thread(self.store.active)
+        recent = [r for r in report.failed if r.failed_passes < SWITCH_AFTER_FAILED_PASSES]
+        if active != self.generation and recent:
+            report.switch_held = (
+                f"{len(recent)} room(s) failed this pass "
+                f"({', '.join(r.room_id for r in recent)}); "
+                f"{active} serves them until they succeed or fail "
+                f"{SWITCH_AFTER_FAILED_PASSES} passes in a row"
+            )
+            log.warning("not switching to %s yet: %s", self.generation, report.switch_held)
+            await asyncio.to_thread(col.flush)
+            return
         await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": True})
         await asyncio.to_thread(col.flush)
-        if await asyncio.to_thread(self.store.active) != self.generation:
+        if active != self.generation:
             await asyncio.to_thread(self.store.activate, self.generation)
             report.activated = True
+            if report.failed:
+                log.warning(
+                    "switched to %s with %d room(s) failing for %d passes, their content "
+                    "incomplete and retried every pass: %s",
+                    self.generation,
+                    len(report.failed),
+                    SWITCH_AFTER_FAILED_PASSES,
+                    ", ".join(r.room_id for r in report.failed),
+                )
             if self._previous is not None:
                 await asyncio.to_thread(self.store.drop, self._previous)
                 self._previous = None
@@ -315,35 +372,94 @@ class Writer:
         direct = await self.reader.direct_rooms()
         indexed = set((await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)).keys())
         indexed_rooms = {RoomID(k.removeprefix(CURSOR_PREFIX)) for k in indexed}
-        targets = sorted(set(only) if only is not None else joined | indexed_rooms)
+        retries = await asyncio.to_thread(col.list_meta, RETRY_PREFIX)
+        failing = {RoomID(k.removeprefix(RETRY_PREFIX)) for k in retries}
+        targets = sorted(set(only) if only is not None else joined | indexed_rooms | failing)
         for room_id in targets:
-            state = await self.reader.room_state(room_id) if room_id in joined else None
-            verdict = self._verdict(room_id, state, direct)
-            if not verdict.eligible:
-                room_report = RoomReport(
-                    room_id, verdict=str(verdict.reason), detail=verdict.detail
+            try:
+                room_report = await self._refresh_target(
+                    col, room_id, joined, direct, indexed_rooms, progress
                 )
-                if room_id in indexed_rooms:
-                    await self._purge_room(col, room_id, room_report)
-                report.rooms.append(room_report)
-                continue
-            assert state is not None
-            marker = await self._puppet_marker(col, room_id)
-            if marker is not None:
-                # A puppet spoke here once (history does not change): refused without a read.
-                refused = RoomReport(
-                    room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"]
-                )
-                if room_id in indexed_rooms:  # the purge after the marker was cut short
-                    await self._purge_room(col, room_id, refused)
-                report.rooms.append(refused)
-                continue
-            report.rooms.append(await self.refresh_room(col, state, progress))
+            except Exception as e:
+                if isinstance(e, StoreError | EmbedUnavailable | MatrixAuthError):
+                    raise  # shared by every room: the pass cannot go on
+                if isinstance(e, MatrixUnavailable):
+                    await self.reader.whoami()  # raises too if the homeserver itself is down
+                room_report = await self._room_failed(col, room_id, e, retries, only is None)
+            else:
+                if room_id in failing:
+                    await asyncio.to_thread(col.delete_meta, RETRY_PREFIX + room_id)
+                    log.info("room %s refreshed again after failing", room_id)
+            report.rooms.append(room_report)
         if only is None:
             await self._complete_generation(report)
         else:
             await asyncio.to_thread(col.flush)
         return report
+
+    async def _refresh_target(
+        self,
+        col: Collection,
+        room_id: RoomID,
+        joined: set[RoomID],
+        direct: set[RoomID],
+        indexed_rooms: set[RoomID],
+        progress: Progress | None,
+    ) -> RoomReport:
+        """One room of the pass: refused (and purged if indexed), or refreshed."""
+        state = await self.reader.room_state(room_id) if room_id in joined else None
+        verdict = self._verdict(room_id, state, direct)
+        if not verdict.eligible:
+            room_report = RoomReport(room_id, verdict=str(verdict.reason), detail=verdict.detail)
+            if room_id in indexed_rooms:
+                await self._purge_room(col, room_id, room_report)
+            return room_report
+        assert state is not None
+        marker = await self._puppet_marker(col, room_id)
+        if marker is not None:
+            # A puppet spoke here once (history does not change): refused without a read.
+            refused = RoomReport(room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"])
+            if room_id in indexed_rooms:  # the purge after the marker was cut short
+                await self._purge_room(col, room_id, refused)
+            return refused
+        return await self.refresh_room(col, state, progress)
+
+    async def _room_failed(
+        self,
+        col: Collection,
+        room_id: RoomID,
+        error: Exception,
+        retries: Mapping[str, Mapping[str, Any]],
+        full: bool,
+    ) -> RoomReport:
+        """Record a room's failure where status and the next pass find it; its report.
+
+        Only full passes count (they decide a rebuild's switch): the live stream wakes a busy
+        room's own refresh every few seconds, and a blip would otherwise count as persistent.
+        """
+        # Scrubbed and cut: an error may quote an event of the room.
+        text = scrub(f"{type(error).__name__}: {error}")[:ERROR_CHARS]
+        before = retries.get(RETRY_PREFIX + room_id) or {}
+        now = int(time.time() * 1000)
+        failed = int(before.get("failed_passes", 0))
+        failed += 1 if full or failed == 0 else 0
+        record = {
+            "room_id": room_id,
+            "error": text,
+            "failed_passes": failed,
+            "since_ms": int(before.get("since_ms", now)),
+            "last_ms": now,
+        }
+        await asyncio.to_thread(col.put_meta, RETRY_PREFIX + room_id, record)
+        log.warning(
+            "room %s failed (%d pass(es) in a row), retried next pass: %s",
+            room_id,
+            failed,
+            text,
+            exc_info=not isinstance(error, MatrixError),
+            extra={"room_id": room_id},
+        )
+        return RoomReport(room_id, error=text, failed_passes=failed)
 
     async def _puppet_marker(self, col: Collection, room_id: RoomID) -> dict[str, Any] | None:
         marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)

@@ -7,6 +7,10 @@ rather than `token`), and no rule matches inside a marker, so scrubbing is idemp
 
 Bump `SCRUB_VERSION` whenever a rule changes what is redacted: the collection records it and a
 new version re-indexes, so text scrubbed by an older rule set does not linger.
+
+Every body passes here, including hostile ones: each pattern is linear (no two quantifiers can
+share the same text), and a rule runs only when a literal its matches need is in the text, so a
+1 MB message costs a fraction of a second (`tests/test_scrub.py` keeps that bound).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 
 __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 
-SCRUB_VERSION = 1
+SCRUB_VERSION = 2
 
 _MARK = "[redacted:"
 _NOT_MARKED = r"(?!\[redacted:)"
@@ -35,33 +39,76 @@ class _Rule:
     pattern: re.Pattern[str]
     # Returns the kind for this match, or None to leave it alone (e.g. prose, short values).
     accept: Callable[[re.Match[str]], str | None] | None = None
+    # Lower-case strings one of which every match holds: without them the pass is skipped,
+    # so a long message costs a few substring searches, not one regex pass per rule.
+    needles: tuple[str, ...] = ()
 
 
-def _token(kind: str, regex: str, flags: int = 0) -> _Rule:
+def _token(kind: str, regex: str, *needles: str) -> _Rule:
     """A self-identifying token: a known prefix, not glued to a preceding word."""
-    return _Rule(kind, re.compile(r"(?<![A-Za-z0-9_\-])" + regex + r"(?![A-Za-z0-9_\-])", flags))
+    pattern = re.compile(r"(?<![A-Za-z0-9_\-])" + regex + r"(?![A-Za-z0-9_\-])")
+    return _Rule(kind, pattern, needles=needles)
 
 
-# --- key/value pairs: `password=…`, `"client_secret": "…"`, `export API_KEY=…`, `?token=…`
+# --- key/value pairs: `password=…`, `"client_secret": "…"`, `export PGPASSWORD=…`, `?token=…`
 
+# A password key may be glued to a prefix (`PGPASSWORD`, `dbpassword`); the others need a
+# separator before them (`DB_PASS`, `MYSQL_PWD`), so `bypass` and `compass` are not keys.
 _KEYWORDS = (
-    r"password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-    r"|secret[_\-]?key|private[_\-]?key|client[_\-]?secret"
+    r"[A-Za-z0-9]*?(?:password|passwd)|passphrase|pwd|pass|secret|token"
+    r"|api[ _\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key|client[_\-]?secret"
 )
+_KEY_NEEDLES = ("pass", "pwd", "secret", "token", "key")  # in every key `_KEYWORDS` matches
+_KEY = r"(?P<key>(?:[A-Za-z0-9]+[_.\-])*(?:" + _KEYWORDS + r"))"
 _KEY_VALUE = re.compile(
     r"(?<![A-Za-z0-9_.\-])"
-    r"(?P<q>[\"']?)(?P<key>(?:[A-Za-z0-9]+[_.\-])*(?:" + _KEYWORDS + r"))(?P=q)"
-    r"[ \t]*(?::=|=>|[:=])[ \t]*" + _NOT_MARKED + r"(?:"
+    r"(?P<q>[\"']?)" + _KEY + r"(?P=q)"
+    r"[ \t]*(?P<sep>:=|=>|[:=])[ \t]*" + _NOT_MARKED + r"(?:"
     r"\"" + _NOT_MARKED + r"(?P<dq>[^\"\n]{4,})\""
     r"|'" + _NOT_MARKED + r"(?P<sq>[^'\n]{4,})'"
     r"|(?P<bare>[^\s\"'<>,;&)\]}]+))",
     re.IGNORECASE,
 )
+# `--password=…`, `--api-key …`: a command line's flag value is never prose.
+_FLAG = re.compile(
+    r"(?<![A-Za-z0-9_\-])--" + _KEY + r"(?P<sep>=|[ \t]+)" + _NOT_MARKED + r"(?:"
+    r"\"" + _NOT_MARKED + r"(?P<dq>[^\"\n]+)\""
+    r"|'" + _NOT_MARKED + r"(?P<sq>[^'\n]+)'"
+    r"|(?P<bare>(?!-)[^\s\"'<>;&|)]+))",
+    re.IGNORECASE,
+)
+# `my password is:` or `password:` and the value alone on the next line.
+_NEXT_LINE = re.compile(
+    r"(?<![A-Za-z0-9_.\-])" + _KEY + r"(?:[ \t]+(?:is|was)[ \t]*[:=]?|[ \t]*[:=])[ \t]*\r?\n"
+    r"[ \t]*" + _NOT_MARKED + r"(?P<secret>[^\s\"'`]{4,})[ \t]*(?=\r?\n|$)",
+    re.IGNORECASE,
+)
+# `Authorization: Basic …`, `Authorization: Bearer …`: whatever the header carries.
+_AUTH_SCHEMES = ("basic", "bearer", "token", "digest", "negotiate", "apikey")
+_AUTHORIZATION = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?"
+    + _NOT_MARKED
+    + r"(?:(?P<scheme>"
+    + "|".join(_AUTH_SCHEMES)
+    + r")[ \t]+)?"
+    + _NOT_MARKED
+    + r"(?P<secret>[^\s\"',;]+)",
+    re.IGNORECASE,
+)
+
+# Words that follow `password:` in prose or stand for "no value" in a config.
+_PROSE_VALUES = (
+    "required optional none null nil empty unset undefined default true false yes no ok "
+    "done same below above here there hidden redacted missing unknown invalid incorrect "
+    "wrong expired changed reset please thanks"
+)
+_NOT_A_VALUE = frozenset(_PROSE_VALUES.split())
+_END_OF_LINE = re.compile(r"[ \t]*(?:\r?\n|$)")
 
 
 def _key_kind(key: str) -> str:
-    k = key.lower().replace("-", "_")
-    if k.endswith(("password", "passwd", "passphrase")):
+    k = key.lower().replace("-", "_").replace(" ", "_")
+    if k.endswith(("password", "passwd", "passphrase", "pwd", "pass")):
         return "password"
     if k.endswith("secret_access_key") and "aws" in k:
         return "aws_secret"
@@ -82,11 +129,53 @@ def _looks_secret(value: str) -> bool:
     return len(value) >= 16 or any(not c.isalpha() for c in value)
 
 
+def _is_value(value: str) -> bool:
+    return len(value) >= 4 and value.lower().rstrip(".!") not in _NOT_A_VALUE
+
+
 def _accept_key_value(m: re.Match[str]) -> str | None:
+    """`key=value` is never prose; `key: value` is when the value is a plain word (`password:
+    required`) unless a password's value is the last word of its line (`password: hunter`)."""
     bare = m.group("bare")
-    if bare is not None and not _looks_secret(bare):
-        return None
+    if bare is not None and m.group("key").lower() == "pwd" and bare.startswith(("/", "~")):
+        return None  # `PWD=/home/alice`: the shell's working directory
+    if bare is None or _looks_secret(bare):
+        return _key_kind(m.group("key"))
+    kind = _key_kind(m.group("key"))
+    if m.group("sep") != ":" and _is_value(bare):
+        return kind
+    word = bare.rstrip(".!")
+    last_on_line = _END_OF_LINE.match(m.string, m.end() - len(bare) + len(word)) is not None
+    if kind == "password" and word.isalpha() and _is_value(word) and last_on_line:
+        return kind
+    return None
+
+
+def _accept_flag(m: re.Match[str]) -> str | None:
+    bare = m.group("bare")
+    if bare is not None and m.group("sep") != "=" and not _looks_secret(bare):
+        return None  # `--token to pass it`: a space-separated value must look like one
     return _key_kind(m.group("key"))
+
+
+def _accept_next_line(m: re.Match[str]) -> str | None:
+    return _key_kind(m.group("key")) if _is_value(m.group("secret")) else None
+
+
+def _accept_authorization(m: re.Match[str]) -> str | None:
+    scheme = (m.group("scheme") or "").lower()
+    secret = m.group("secret")
+    if not scheme and (secret.lower() in _AUTH_SCHEMES or not _looks_secret(secret)):
+        return None  # `Authorization: required`, or `Authorization: Bearer [redacted:…]` again
+    return {"basic": "basic_auth", "bearer": "bearer_token"}.get(scheme, "token")
+
+
+def _accept_bearer(m: re.Match[str]) -> str | None:
+    """`Bearer` + a token: long, or short with a digit (`the bearer of bad news` is prose)."""
+    token = m.group(0)
+    if len(token) >= 16 or (len(token) >= 6 and any(c.isdigit() for c in token)):
+        return "bearer_token"
+    return None
 
 
 def _secret_group(m: re.Match[str]) -> str | int:
@@ -109,35 +198,82 @@ _RULES: tuple[_Rule, ...] = (
             r"|(?:\s*(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|[A-Za-z\-]+: [^\n]*))*)",
             re.DOTALL,
         ),
+        needles=("-----begin ",),
     ),
+    # The password runs to the authority's last `@` (`bob:p@ss!word@db`); the user may be empty.
     _Rule(
         "url_password",
         re.compile(
-            r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#\[\]]+:"
+            r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#\[\]]*:"
             + _NOT_MARKED
-            + r"(?P<secret>[^\s/@?#]+)@"
+            + r"(?P<secret>[^\s/?#]+)@"
         ),
+        needles=("://",),
     ),
-    _token("jwt", r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*"),
-    _token("matrix_token", r"(?:syt|syr)_[A-Za-z0-9_\-]{20,}"),
+    _Rule(
+        "slack_webhook",
+        re.compile(
+            r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/"
+            + _NOT_MARKED
+            + r"(?P<secret>[A-Za-z0-9_/\-]{10,})"
+        ),
+        needles=("hooks.slack.com/",),
+    ),
+    _Rule(
+        "discord_webhook",
+        re.compile(
+            r"https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/"
+            + _NOT_MARKED
+            + r"(?P<secret>[A-Za-z0-9_\-]{20,})"
+        ),
+        needles=("/api/webhooks/",),
+    ),
+    _token("jwt", r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*", "eyj"),
+    _token("matrix_token", r"(?:syt|syr)_[A-Za-z0-9_\-]{20,}", "syt_", "syr_"),
     # MAS: <prefix>_<30 random>_<6 crc>; an identifier like `mat_settings_x` has no 20-run.
-    _token("matrix_token", r"(?:mat|mct|mar|mcr)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{4,8})?"),
+    _token(
+        "matrix_token",
+        r"(?:mat|mct|mar|mcr)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{4,8})?",
+        "mat_",
+        "mct_",
+        "mar_",
+        "mcr_",
+    ),
     # Pre-2021 Synapse macaroons, base64 of "0010location".
-    _token("matrix_token", r"MDAx[A-Za-z0-9+/_\-]{40,}={0,2}"),
-    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}"),
-    _token("github_token", r"github_pat_[A-Za-z0-9_]{30,}"),
-    _token("gitlab_token", r"glpat-[A-Za-z0-9_\-]{20,}"),
-    _token("slack_token", r"xox[abprse]-[A-Za-z0-9\-]{10,}"),
-    _token("aws_access_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
-    _token("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    _token("matrix_token", r"MDAx[A-Za-z0-9+/_\-]{40,}={0,2}", "mdax"),
+    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", "gh"),
+    _token("github_token", r"github_pat_[A-Za-z0-9_]{30,}", "github_pat_"),
+    _token("gitlab_token", r"glpat-[A-Za-z0-9_\-]{20,}", "glpat-"),
+    _token("slack_token", r"xox[abprse]-[A-Za-z0-9\-]{10,}", "xox"),
+    _token("aws_access_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}", "akia", "asia"),
+    _token("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
+    _token("webhook_secret", r"whsec_[A-Za-z0-9+/]{20,}={0,2}", "whsec_"),
     # `sk-` alone needs a 20-character run without hyphens: `sk-learn-is-great` is prose.
-    _token("api_key", r"sk-(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,})"),
-    _token("google_api_key", r"AIza[A-Za-z0-9_\-]{35}"),
+    _token(
+        "api_key", r"sk-(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,})", "sk-"
+    ),
+    _token("google_api_key", r"AIza[A-Za-z0-9_\-]{35}", "aiza"),
+    _token("google_oauth_token", r"ya29\.[A-Za-z0-9_\-]{20,}", "ya29."),
+    _token("npm_token", r"npm_[A-Za-z0-9]{30,}", "npm_"),
+    # A PyPI token is a macaroon whose base64 always opens with `AgE`.
+    _token("pypi_token", r"pypi-AgE[A-Za-z0-9_\-]{30,}", "pypi-"),
+    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", "hf_"),
+    _token("sendgrid_key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", "sg."),
+    _token("twilio_key", r"SK[0-9a-fA-F]{32}", "sk"),
+    # base64 of the bot's user id, a 6-character timestamp, an HMAC.
+    _token(
+        "discord_token", r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}", "."
+    ),
+    _Rule("authorization", _AUTHORIZATION, _accept_authorization, ("authorization",)),
     _Rule(
         "bearer_token",
-        re.compile(r"(?<=\bBearer )" + _NOT_MARKED + r"[A-Za-z0-9\-._~+/]{16,}=*", re.IGNORECASE),
+        re.compile(r"(?<=\bBearer )" + _NOT_MARKED + r"[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE),
+        _accept_bearer,
+        ("bearer ",),
     ),
-    _Rule("secret", _KEY_VALUE, _accept_key_value),
+    _Rule("password", _FLAG, _accept_flag, ("--",)),
+    _Rule("secret", _KEY_VALUE, _accept_key_value, _KEY_NEEDLES),
+    _Rule("secret", _NEXT_LINE, _accept_next_line, _KEY_NEEDLES),
 )
 
 
@@ -157,8 +293,14 @@ def _apply(rule: _Rule, text: str, found: list[tuple[str, str]]) -> str:
 
 def _run(text: str) -> tuple[str, list[tuple[str, str]]]:
     found: list[tuple[str, str]] = []
+    lower = text.lower()
     for rule in _RULES:
+        if rule.needles and not any(n in lower for n in rule.needles):
+            continue
+        before = len(found)
         text = _apply(rule, text, found)
+        if len(found) > before:
+            lower = text.lower()
     return text, found
 
 

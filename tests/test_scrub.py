@@ -5,6 +5,8 @@ The secrets below are made up for the tests; they only have the shape of real on
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,9 +169,9 @@ def test_scrub_idempotent_property(parts: list[str]) -> None:
 
 
 def test_scrub_version_is_an_int() -> None:
-    """The scrub carries a version the collection records; it starts at 1."""
+    """The scrub carries a version the collection records; version 2 added the shapes below."""
     assert isinstance(SCRUB_VERSION, int)
-    assert SCRUB_VERSION >= 1
+    assert SCRUB_VERSION >= 2
 
 
 def test_scrub_findings_in_text_order_per_kind() -> None:
@@ -178,3 +180,148 @@ def test_scrub_findings_in_text_order_per_kind() -> None:
     text = f"{a} and {b}"
     assert sorted(scrub_findings(text)) == sorted([("aws_access_key", a), ("github_token", b)])
     assert scrub(text) == "[redacted:aws_access_key] and [redacted:github_token]"
+
+
+# ---------------------------------------------------------------- shapes the scrub must catch
+
+# (message, the secret that must be gone, the words around it that must stay).
+SHAPES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("deploy --password=hunter2 --verbose", "hunter2", ("deploy --password=", " --verbose")),
+    ("run it with --token=abc and wait", "abc", ("run it with --token=", " and wait")),
+    ("cli --api-key=k3y9f8e7 ok", "k3y9f8e7", ("cli --api-key=", " ok")),
+    ("mysql --password 'Tr0ub4dor&3' db", "Tr0ub4dor&3", ("mysql --password '", "' db")),
+    ("export PGPASSWORD=sup3rs3cret; psql", "sup3rs3cret", ("export PGPASSWORD=", "; psql")),
+    ("MYSQL_PWD=letmein9 mysql -u root", "letmein9", ("MYSQL_PWD=", " mysql -u root")),
+    ("in .env: DB_PASS=hunter22", "hunter22", ("in .env: DB_PASS=",)),
+    (
+        "Server=db;Uid=sa;Pwd=Secr3t!x;Encrypt=yes",
+        "Secr3t!x",
+        ("Server=db;Uid=sa;Pwd=", ";Encrypt"),
+    ),
+    ("login with pass=opensesame today", "opensesame", ("login with pass=", " today")),
+    ("REDIS_URL=redis://:s3cretpw@cache:6379/0", "s3cretpw", ("redis://:", "@cache:6379/0")),
+    ("db at postgres://bob:p@ss!word@db/app", "ss!word", ("postgres://bob:", "@db/app")),
+    (
+        "curl -H 'Authorization: Basic YWxpY2U6aHVudGVyMg==' https://api.example.org",
+        "YWxpY2U6aHVudGVyMg==",
+        ("curl -H 'Authorization: Basic ", "' https://api.example.org"),
+    ),
+    ("Authorization: Bearer abc123", "abc123", ("Authorization: Bearer ",)),
+    ('{"Authorization": "token 9f8e7d6c"}', "9f8e7d6c", ('"Authorization": "token ', '"}')),
+    ("use Bearer t0k3n99 for now", "t0k3n99", ("use Bearer ", " for now")),
+    ("password: hunter", "hunter", ("password: ",)),
+    ("Password: Hunter.", "Hunter", ("Password: ",)),
+    ("my password is:\nhunter2", "hunter2", ("my password is:\n",)),
+    ("password:\n  hunter2\nthanks", "hunter2", ("password:\n  ", "\nthanks")),
+    ("the api key is\nK3yV4lue99\nok?", "K3yV4lue99", ("the api key is\n", "\nok?")),
+    (
+        "alerts go to https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/aBcDeFgHiJkLmNoPqRsTuVwX",
+        "aBcDeFgHiJkLmNoPqRsTuVwX",
+        ("alerts go to https://hooks.slack.com/services/",),
+    ),
+    (
+        "hook https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz-0123",
+        "AbCdEfGhIjKlMnOpQrStUvWxYz-0123",
+        ("hook https://discord.com/api/webhooks/123456789012345678/",),
+    ),
+    ("stripe hook whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw ok", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZ", ()),
+    ("npm token npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 set", "npm_a1B2c3D4e5F6g7H8i9J0k1L2", ()),
+    (
+        "twine: pypi-AgEIcHlwaS5vcmcCJGE4YjlmZDEyLTM0NTYtNzg5MC1hYmNkLWVmMDEyMzQ1Njc4OQ",
+        "AgEIcHlwaS5vcmcCJGE4YjlmZDEyLTM0NTYtNzg5",
+        ("twine: ",),
+    ),
+    ("HF_TOKEN hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345678 here", "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ", ()),
+    (
+        "gcloud ya29.a0AfH6SMBxYz-AbCdEfGhIjKlMnOpQrStUv_123 x",
+        "a0AfH6SMBxYz-AbCdEfGhIjKlMnOpQr",
+        (),
+    ),
+    (
+        "mail 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 done",
+        "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc",
+        ("mail ", " done"),
+    ),
+    ("twilio SK0123456789abcdef0123456789abcdef key", "0123456789abcdef0123456789abcdef", ()),
+    (
+        "bot token MTIzNDU2Nzg5MDEyMzQ1Njc4OTA.GaBcDe.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 ok",
+        "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        ("bot token ", " ok"),
+    ),
+]
+
+# Ordinary chat that mentions the same words: left exactly as it is.
+NOT_SECRETS = [
+    "pass the salt",
+    "pass: yes",
+    "my password manager is great",
+    "I forgot my password\nagain",
+    "my password is long\nand nobody guesses it",
+    "password:\nrequired",
+    "SKU numbers are on the box",
+    "hf is a good abbreviation",
+    "use hf_hub_download to fetch it",
+    "npm_config_cache is an environment variable",
+    "pypi-server is a package",
+    "the bearer of bad news",
+    "Bearer tokens go in a header",
+    "use --token to pass it, see --password-file /run/pw",
+    "Authorization: required",
+    "the Basic plan costs less",
+    "bypass: enabled, compass=north-east",
+    "PWD=/home/alice/src",
+    "SG. is short for Singapore",
+    "first-pass: done",
+    "slack hooks.slack.com is down",
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), SHAPES)
+def test_scrub_catches_shape(text: str, secret: str, kept: tuple[str, ...]) -> None:
+    """Each credential shape loses its secret and keeps the words around it; scrubbing again
+    changes nothing."""
+    out = scrub(text)
+    assert secret not in out, out
+    assert "[redacted:" in out
+    for words in kept:
+        assert words in out, out
+    assert scrub(out) == out
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_scrub_leaves_ordinary_chat(text: str) -> None:
+    """Prose that mentions passwords, tokens or their prefixes is not eaten."""
+    assert scrub(text) == text
+    assert scrub_findings(text) == []
+
+
+# Messages built to make a rule work hard: repeated keys, separators, prefixes, '@'s.
+HOSTILE = {
+    "key-colon": "password: ",
+    "key-equals": "--token=",
+    "next-line": "my password is\n",
+    "authorization": "Authorization: ",
+    "url-at": "postgres://bob:p@",
+    "scheme": "a://",
+    "bearer": "Bearer ",
+    "pem": "-----BEGIN RSA PRIVATE KEY-----\n",
+    "quotes": 'password="',
+    "prefixes": "ghp_ syt_ eyJ sk- hf_ SG. ya29. xox whsec_ pypi- npm_ AKIA M.a. ",
+}
+
+
+def _cpu_seconds(text: str) -> float:
+    start = time.process_time()
+    scrub(text)
+    return time.process_time() - start
+
+
+@pytest.mark.parametrize("unit", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_scrub_is_linear_on_hostile_input(unit: str) -> None:
+    """A 1 MB message costs about ten times a 100 kB one (not a hundred) and well under the
+    seconds it would take to stall the writer: CPU time, so a loaded machine does not fail it."""
+    small, large = unit * (100_000 // len(unit)), unit * (1_000_000 // len(unit))
+    t_small = min(_cpu_seconds(small) for _ in range(3))
+    t_large = _cpu_seconds(large)
+    assert t_large < 2.0
+    assert t_large < 30 * max(t_small, 0.005)

@@ -1,0 +1,157 @@
+"""One room's persistent failure is that room's: reported, retried, and never the pass's.
+
+Real Synapse, the embedded store and the real embedder. The persistent fault is a real one: a
+room's cursor holds a token Synapse refuses (a store restored from another homeserver's
+backup, say), so every pass fails that room's `/messages` until an operator resets it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from ingest.config import load_config
+from ingest.refresh import CURSOR_PREFIX, RETRY_PREFIX, SWITCH_AFTER_FAILED_PASSES
+from ingest.store import Collection
+from ingest.types import RoomID
+from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import (
+    Indexer,
+    RenamedEmbedder,
+    admit,
+    muninn,
+    reader_config_doc,
+    shared_embedder,
+    write_config,
+)
+
+BAD_TOKEN = "t0-not-a-token"
+
+
+def _break_cursor(col: Collection, room_id: str) -> None:
+    """The persistent fault: a cursor token the homeserver refuses on every pass."""
+    cursor = col.get_meta(CURSOR_PREFIX + room_id)
+    assert cursor is not None
+    col.put_meta(CURSOR_PREFIX + room_id, {**cursor, "token": BAD_TOKEN})
+
+
+async def _two_rooms(hs: Homeserver, seeder: MatrixUser) -> tuple[MatrixUser, str, str]:
+    reader = await hs.register(displayname="Reader")
+    failing, healthy = await hs.fresh_room(seeder), await hs.fresh_room(seeder)
+    for room_id in (failing, healthy):
+        await admit(seeder, room_id, reader)
+    await seeder.send_text(failing, "alpha first words")
+    await seeder.send_text(healthy, "beta first words")
+    return reader, failing, healthy
+
+
+def _by_room(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    rooms = doc["rooms"]
+    assert isinstance(rooms, list)
+    return {r["room_id"]: r for r in rooms}
+
+
+async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A room that fails every pass is named in the report, the log, `muninn refresh --json`
+    and `muninn status`; the other rooms are indexed; once it can be read it catches up."""
+    reader, failing, healthy = await _two_rooms(hs, seeder)
+    config = write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
+    ix = Indexer(load_config(config))
+    try:
+        await ix.refresh()
+        _break_cursor(await ix.collection(), failing)
+        await seeder.send_text(failing, "alpha second words")
+        beta = await seeder.send_text(healthy, "beta second words")
+        caplog.set_level(logging.WARNING, logger="muninn.refresh")
+        report = await ix.refresh()
+        rooms = {r.room_id: r for r in report.rooms}
+        assert rooms[healthy].error is None and rooms[healthy].indexed == 1
+        assert rooms[failing].error is not None and "400" in rooms[failing].error
+        assert rooms[failing].failed_passes == 1
+        assert beta in await ix.bodies()
+        assert "alpha second" not in await ix.dump()
+        assert any(failing in r.getMessage() for r in caplog.records)
+        assert report.activated is False and report.switch_held is None  # nothing to switch
+        # The room's own refresh (the live stream wakes it) fails too, but counts no pass.
+        alone = await ix.refresh([RoomID(failing)])
+        assert [(r.room_id, r.failed_passes) for r in alone.failed] == [(failing, 1)]
+    finally:
+        await ix.close()  # one process per store path
+
+    run = await muninn(config, "refresh", "--json")
+    assert run.rc == 1, run.err
+    assert failing in run.err
+    cli = _by_room(json.loads(run.out))
+    assert cli[failing]["failed_passes"] == 2 and "400" in str(cli[failing]["error"])
+    assert cli[healthy]["error"] is None and cli[healthy]["failed_passes"] == 0
+
+    status = _by_room((await muninn(config, "status", "--json")).doc())
+    assert status[failing]["failed_passes"] == 2 and status[failing]["error"]
+    assert status[healthy]["error"] is None
+    plain = await muninn(config, "status")
+    assert "FAILED 2 pass(es) in a row" in plain.out
+
+    ix = Indexer(load_config(config))
+    try:
+        col = await ix.collection()
+        col.delete_meta(CURSOR_PREFIX + failing)  # the operator resets the room
+        report = await ix.refresh()
+        assert all(r.error is None for r in report.rooms)
+        assert col.get_meta(RETRY_PREFIX + failing) is None
+        assert "alpha second words" in (await ix.bodies()).values()
+    finally:
+        await ix.close()
+
+
+async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rebuild whose room fails holds its switch (the active generation still serves that
+    room) for `SWITCH_AFTER_FAILED_PASSES` passes, then switches with the room recorded as
+    needing a retry in the new active generation, and named in the report and the log."""
+    reader, failing, healthy = await _two_rooms(hs, seeder)
+    cfg = load_config(
+        write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
+    )
+    old = Indexer(cfg)
+    await old.refresh()
+    old_gen = old.writer.generation
+    await old.close()
+
+    new = Indexer(cfg, embedder=RenamedEmbedder(shared_embedder(), "minilm-renamed"))
+    try:
+        await new.refresh([RoomID(failing)])  # the rebuild has read the room once
+        _break_cursor(await new.collection(), failing)
+        late = await seeder.send_text(failing, "alpha late words")
+        caplog.set_level(logging.WARNING, logger="muninn.refresh")
+        for passes in range(1, SWITCH_AFTER_FAILED_PASSES):
+            report = await new.refresh()
+            assert [(r.room_id, r.failed_passes) for r in report.failed] == [(failing, passes)]
+            assert not report.activated and report.switch_held and failing in report.switch_held
+            assert new.store.active() == old_gen
+        report = await new.refresh()
+        assert report.activated and report.switch_held is None
+        assert [r.room_id for r in report.rooms if r.error is None] == [healthy]
+        new_gen = new.writer.generation
+        assert new.store.generations() == [new_gen]
+        active = new.store.open(new_gen, dense_dim=None, create=False)
+        record = active.get_meta(RETRY_PREFIX + failing)
+        assert record is not None and record["failed_passes"] == SWITCH_AFTER_FAILED_PASSES
+        assert any(
+            "switched to" in r.getMessage() and failing in r.getMessage() for r in caplog.records
+        )
+        bodies = await new.bodies()
+        assert late not in bodies  # missing, and recorded as missing
+        assert "beta first words" in bodies.values()  # the other room is in the new generation
+
+        active.delete_meta(CURSOR_PREFIX + failing)
+        report = await new.refresh()
+        assert report.failed == [] and active.get_meta(RETRY_PREFIX + failing) is None
+        assert late in await new.bodies()
+    finally:
+        await new.close()
