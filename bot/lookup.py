@@ -9,6 +9,7 @@ hit, and has the read path revalidate every index hit it shows.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Mapping, Sequence
@@ -121,16 +122,24 @@ class RecentEvents:
     Derived state, never the record: a command reads only what is newer than the copy (one
     short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
     new events empties its target here as the homeserver does. A copy that cannot be extended
-    (more than `bound` new events) is replaced by a fresh read.
+    (more than `bound` new events) is replaced by a fresh read. Commands answered at once in
+    one room take turns per room, so each extends the copy the one before it left instead of
+    all reading the whole bound afresh.
     """
 
     MAX_ROOMS = 256
 
     def __init__(self) -> None:
         self._rooms: dict[str, tuple[int, list[JSONDict]]] = {}  # room -> (bound read, events)
+        self._turns: dict[str, asyncio.Lock] = {}
 
     async def latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
         """The room's latest `bound` events, newest first, as `client.latest` would return."""
+        turn = self._turns.setdefault(room_id, asyncio.Lock())
+        async with turn:
+            return await self._latest(client, room_id, bound)
+
+    async def _latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
         cached = self._rooms.pop(room_id, None)
         if cached is None or cached[0] < bound:
             kept, events = bound, list(await client.latest(room_id, bound))
@@ -144,7 +153,10 @@ class RecentEvents:
             events = _merge(new, old)[:kept] if met else list(new)
         self._rooms[room_id] = (kept, events)
         while len(self._rooms) > self.MAX_ROOMS:
-            self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
+            gone = next(iter(self._rooms))  # the least recently used room
+            self._rooms.pop(gone)
+            if not self._turns[gone].locked():
+                del self._turns[gone]
         return events[:bound]
 
 
