@@ -30,20 +30,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import irc_events
+from bench.ingest import irc_events, vm
 from bench.latency import machine, phrases, seed_room, stats
 from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
 
 POLL_SECONDS = 1.0
-
-
-def _vm(key: str) -> float:
-    """A /proc/self/status memory line (VmRSS, VmHWM) in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
 
 
 def _reset_peak() -> None:
@@ -78,7 +70,7 @@ async def burst(
     await service.start()
     try:
         await hs.ping_appservice()
-        rss_before = _vm("VmRSS")
+        rss_before = vm("VmRSS")
         _reset_peak()
         per = len(texts) // len(people)
 
@@ -105,8 +97,8 @@ async def burst(
                 if event["sender"] == bot_id and target in wanted and target not in answer:
                     answer[target] = event
         wall_s = time.perf_counter() - sent_at
-        peak = _vm("VmHWM")
-        rss_after = _vm("VmRSS")
+        peak = vm("VmHWM")
+        rss_after = vm("VmRSS")
         missing = [e for e in sent if e not in seen]
         for event_id in missing:  # pushed out of the polled window before it was read
             seen[event_id] = await people[0].get_event(room, event_id)
