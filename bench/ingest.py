@@ -8,8 +8,11 @@ spread by a second each), annotated reply links → `m.in_reply_to` replies with
 fallback. The export goes through the real writer (`ExportReader` → `Writer`: scope,
 normalisation, scrub, windows, embedding, the embedded store), then the very window texts the
 writer embedded are embedded again alone, so the ratio of the two rates says how much of the
-ingest time is the embedder's. Peak RSS and points written are reported. `--synapse-read N`
-also seeds an N-event room into a real Synapse and times the reader's `/messages` walk.
+ingest time is the embedder's. Points written are reported, and memory: RSS after the model
+loads, after the first page's windows are embedded, at the end of the ingest, the ingest's
+peak, and the process's peak (which includes the raw re-embedding). `--max-batch-tokens` sets
+the embedder's padded-token cut of a batch (a huge value: the count-only batching of before).
+`--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ingest.config import Config, parse_config
-from ingest.embed import Embedder, make_embedder
+from ingest.embed import Embedder
+from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.store import open_store
@@ -154,6 +158,7 @@ class _Recording:
         self.inner = inner
         self.texts: list[str] = []
         self.seconds = 0.0
+        self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -169,12 +174,22 @@ class _Recording:
             return await self.inner.embed_documents(texts)
         finally:
             self.seconds += time.perf_counter() - start
+            if self.rss_after_first is None:
+                self.rss_after_first = vm("VmRSS")
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_queries(texts)
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def vm(key: str) -> float:
+    """A memory line of /proc/self/status (VmRSS, VmHWM) in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def _config(workdir: Path, max_bytes: int) -> Config:
@@ -191,7 +206,12 @@ def _config(workdir: Path, max_bytes: int) -> Config:
 
 
 async def run_import(
-    data: Path, messages: int, max_bytes: int, batch: int, writer_only: bool = False
+    data: Path,
+    messages: int,
+    max_bytes: int,
+    batch: int,
+    writer_only: bool = False,
+    max_batch_tokens: int = MAX_BATCH_TOKENS,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -205,18 +225,20 @@ async def run_import(
         inner: Embedder = (
             HashingEmbedder()
             if writer_only
-            else make_embedder(cfg.embedder.model_copy(update={"batch_size": batch}))
+            else MiniLMEmbedder(batch_size=batch, max_batch_tokens=max_batch_tokens)
         )
         embedder = _Recording(inner)
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         store = open_store(cfg.index, cfg.base_dir)
         writer = Writer(cfg, source, store, embedder)
         await embedder.probe()  # model load is not ingest time
+        rss_loaded = vm("VmRSS")
         start = time.perf_counter()
         report = await writer.refresh(only=[source.room_id])
         elapsed = time.perf_counter() - start
         col = await writer.open()
         points = await asyncio.to_thread(col.count)
+        rss_end, peak_ingest = vm("VmRSS"), vm("VmHWM")
         store.close()
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
@@ -238,9 +260,14 @@ async def run_import(
         "raw_windows_per_second": round(texts / raw_elapsed, 1) if raw_elapsed else None,
         "ingest_windows_per_second": round(texts / elapsed, 1),
         "embedder_share_of_ingest": round(embedder.seconds / elapsed, 3),
+        "rss_after_model_load_mib": rss_loaded,
+        "rss_after_first_page_mib": embedder.rss_after_first,
+        "rss_at_end_mib": rss_end,
+        "peak_rss_ingest_mib": peak_ingest,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,
+        "max_batch_tokens": max_batch_tokens,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
     }
 
@@ -287,6 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
     p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")
     p.add_argument("--batch", type=int, default=32, help="embedder batch size")
+    p.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=MAX_BATCH_TOKENS,
+        help="padded tokens a batch at most (1000000000: count-only, as before)",
+    )
     p.add_argument("--synapse-read", type=int, default=0, help="also time a walk of N events")
     p.add_argument(
         "--writer-only",
@@ -297,7 +330,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     results: dict[str, Any] = {
         "import": asyncio.run(
-            run_import(args.data, args.messages, args.max_bytes, args.batch, args.writer_only)
+            run_import(
+                args.data,
+                args.messages,
+                args.max_bytes,
+                args.batch,
+                args.writer_only,
+                args.max_batch_tokens,
+            )
         )
     }
     if args.synapse_read:

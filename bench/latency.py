@@ -302,13 +302,32 @@ def _in_reply_to(event: dict[str, Any]) -> str | None:
     return reply.get("event_id") if isinstance(reply, dict) else None
 
 
+async def seed_room(
+    hs: Any, room: str, senders: Sequence[str], bodies: Sequence[str], base_ts: int
+) -> int:
+    """Send `bodies` into `room`, each as a seed user standing in for its IRC sender, backdated
+    20 s apart from `base_ts`; returns how many seed users spoke."""
+    from tests.homeserver import SEED_PREFIX
+
+    seats: dict[str, Any] = {}
+    for i, (sender, body) in enumerate(zip(senders, bodies, strict=True)):
+        user = seats.get(sender)
+        if user is None:
+            local = SEED_PREFIX + re.sub(r"[^a-z0-9]", "-", sender[5:].split(":")[0])
+            user = await hs.seed_user(f"{local}-{len(seats)}")
+            await user.join(room)
+            seats[sender] = user
+        await user.send_text(room, body, ts=base_ts + i * 20_000)
+    return len(seats)
+
+
 async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int) -> dict[str, Any]:
     import aiohttp
 
     from bench.synapse_run import synapse_search
     from bot.service import Service
     from tests.botkit import service_config
-    from tests.homeserver import SEED_PREFIX, Homeserver, MatrixUser, start_synapse
+    from tests.homeserver import Homeserver, start_synapse
 
     bodies = [
         str(e["content"]["body"]).split("\n\n")[-1]
@@ -327,17 +346,9 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 asker = await hs.register(displayname="Asker")
                 room = await hs.fresh_room(asker, preset="public_chat")
                 await hs.join_bot(asker, room)
-                seats: dict[str, MatrixUser] = {}
                 base_ts = int(time.time() * 1000) - room_messages * 20_000 - 3_600_000
                 seed_start = time.perf_counter()
-                for i, (sender, body) in enumerate(zip(senders, bodies, strict=True)):
-                    user = seats.get(sender)
-                    if user is None:
-                        local = SEED_PREFIX + re.sub(r"[^a-z0-9]", "-", sender[5:].split(":")[0])
-                        user = await hs.seed_user(f"{local}-{len(seats)}")
-                        await user.join(room)
-                        seats[sender] = user
-                    await user.send_text(room, body, ts=base_ts + i * 20_000)
+                seats = await seed_room(hs, room, senders, bodies, base_ts)
                 seed_s = time.perf_counter() - seed_start
                 cfg = service_config(server, workdir, bot={"rate_per_minute": 100_000})
                 service = Service(cfg, full_at_start=True)
@@ -410,7 +421,7 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
             await asyncio.to_thread(server.stop)
     return {
         "room_messages": len(bodies),
-        "senders": len(seats),
+        "senders": seats,
         "points": points,
         "seed_seconds": round(seed_s, 1),
         "index_seconds": round(index_s, 1),

@@ -198,6 +198,10 @@ class CommandHandler:
     def asker_allowed(self, user_id: str) -> bool:
         return any(p.fullmatch(user_id) for p in self._askers)
 
+    def admitted(self, event_id: str) -> bool:
+        """The command passed the room and asker checks (it is, or was, being answered)."""
+        return event_id in self._handled
+
     async def handle(self, event: Mapping[str, Any]) -> None:
         msg = incoming(event, self.bot_user_id, self.prefix)
         if msg is None or msg.event_id in self._handled:

@@ -161,7 +161,8 @@ class RecentEvents:
     new events empties its target here as the homeserver does. A copy that cannot be extended
     (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
     text at most, and all copies together about `max_size` characters (least recently used
-    rooms go first).
+    rooms go first). Commands answered at once in one room take turns per room, so each extends
+    the copy the one before it left instead of all reading the whole bound afresh.
     """
 
     MAX_ROOMS = 256
@@ -169,6 +170,7 @@ class RecentEvents:
 
     def __init__(self, max_size: int = MAX_SIZE) -> None:
         self._rooms: dict[str, _Copy] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
         self.size = 0
 
@@ -177,6 +179,13 @@ class RecentEvents:
     ) -> tuple[list[JSONDict], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        turn = self._turns.setdefault(room_id, asyncio.Lock())
+        async with turn:
+            return await self._latest(client, room_id, bound)
+
+    async def _latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
         cached = self._rooms.pop(room_id, None)
         if cached is not None:
             self.size -= cached.size
@@ -203,8 +212,10 @@ class RecentEvents:
         while len(self._rooms) > self.MAX_ROOMS or (
             self.size > self._max_size and len(self._rooms) > 1
         ):
-            evicted = self._rooms.pop(next(iter(self._rooms)))  # the least recently used room
-            self.size -= evicted.size
+            gone = next(iter(self._rooms))  # the least recently used room
+            self.size -= self._rooms.pop(gone).size
+            if gone in self._turns and not self._turns[gone].locked():
+                del self._turns[gone]
         return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
 
 

@@ -1,11 +1,16 @@
 """`muninn run`: the live stream, the refresh loop and command handling in one process.
 
 Wiring only (the imperative shell): the appservice server (appservice mode) or the `/sync` loop
-(client mode) hands event batches to a bounded queue; worker tasks take them off and
-- drop cached room state on any state event, and act on the bot's own invites;
-- wake the room's refresh for a message or redaction in an eligible room (debounced, one writer),
-  except for a bot command: the writer indexes none, and the pass would compete with the reply;
-- give every `m.room.message` to the command handler.
+(client mode) hands event batches to a bounded queue; one dispatcher takes them off in order and
+- drops cached room state on any state event, and acts on the bot's own invites;
+- wakes the room's refresh for a message or redaction in an eligible room (debounced, one
+  writer), except for a bot command: the writer indexes none, and the pass would compete;
+- hands every message shaped like a command to the `CommandPool`: up to
+  `bot.max_concurrent_commands` run at once, each within `bot.command_timeout_seconds`.
+State, membership and wake-ups are thus handled in arrival order; commands overlap their
+homeserver round trips. When every slot is busy the dispatcher waits, the queue fills, and the
+appservice answers 503 (Synapse retries) or the `/sync` loop waits: nothing is dropped.
+A batch counts as done (`queue.join()`) once every command it started has finished.
 Every task started here is kept, cancelled on stop and awaited; `CancelledError` propagates.
 A task that dies of an unexpected error stops the service loudly instead of limping on.
 """
@@ -19,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.appservice import AppserviceServer
-from bot.handlers import CommandHandler
+from bot.handlers import CommandHandler, incoming
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
+from bot.inflight import CommandPool, Countdown
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
@@ -43,7 +49,6 @@ __all__ = ["Service", "run"]
 log = logging.getLogger("muninn.service")
 
 QUEUE_BATCHES = 1024
-WORKERS = 4
 _WAKE_TYPES = ("m.room.message", "m.room.redaction")
 
 
@@ -56,7 +61,7 @@ class Service:
         *,
         embedder: Embedder | None = None,
         store: Store | None = None,
-        workers: int = WORKERS,
+        queue_batches: int = QUEUE_BATCHES,
         full_at_start: bool = True,
     ) -> None:
         self.cfg = cfg
@@ -66,12 +71,11 @@ class Service:
             embedder or make_embedder(cfg.embedder), self.metrics.embedder_errors
         )
         self._store = store
-        self._workers = workers
         self._full_at_start = full_at_start
         client = BotClient.from_config(cfg)
         assert isinstance(client, BotClient)
         self.client: BotClient = client
-        self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(QUEUE_BATCHES)
+        self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
         self.server: AppserviceServer | None = None
         self.api: HttpApi | None = None
@@ -104,6 +108,12 @@ class Service:
             metrics=self.metrics,
         )
         self.handler.command_room = await self._resolve_command_room()
+        self.commands = CommandPool(
+            cfg.bot.max_concurrent_commands,
+            cfg.bot.command_timeout_seconds,
+            self.handler.handle,
+            self._timed_out,
+        )
         self.scheduler = RefreshScheduler(
             self._refresh,
             debounce=cfg.refresh.debounce_seconds,
@@ -111,8 +121,7 @@ class Service:
             full_at_start=self._full_at_start,
         )
         self._spawn(self.scheduler.run(), "refresh")
-        for n in range(self._workers):
-            self._spawn(self._work(), f"worker-{n}")
+        self._spawn(self._work(), "dispatcher")
         if cfg.appservice is not None:
             self.server = AppserviceServer(
                 load_registration(registration_path(cfg)).hs_token,
@@ -152,6 +161,8 @@ class Service:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
+        if hasattr(self, "commands"):
+            await self.commands.close()
         await self.client.close()
         if self._store is not None:
             await asyncio.to_thread(self._store.close)
@@ -258,33 +269,48 @@ class Service:
     async def _work(self) -> None:
         while True:
             batch = await self.queue.get()
+            done = Countdown(self.queue.task_done)
             try:
                 for event in batch:
                     try:
-                        await self.dispatch(event)
+                        if await self.dispatch(event):
+                            await self.commands.submit(event, str(event.get("event_id")), done)
                     except (MatrixError, ConfigError, OSError) as e:
                         log.warning("event %s: %s", event.get("event_id"), e)
                     except Exception:  # a bug in one event must not stop the others
                         log.exception("event %s failed", event.get("event_id"))
             finally:
-                self.queue.task_done()
+                done.release()
 
-    async def dispatch(self, event: Mapping[str, Any]) -> None:
+    async def dispatch(self, event: Mapping[str, Any]) -> bool:
+        """The in-order part of one event; True when it is a command candidate to run."""
         room_id = event.get("room_id")
         etype = event.get("type")
         if not isinstance(room_id, str) or not isinstance(etype, str):
-            return
+            return False
         if "state_key" in event:
             self.rooms.invalidate(room_id)
             if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
                 await self._own_membership(RoomID(room_id), event)
-            return
+            return False
         ours = event.get("sender") == self.bot_user_id
         wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
         if wakes and (await self.rooms.get(room_id)).verdict.eligible:
             self.scheduler.wake(RoomID(room_id))
-        if etype == "m.room.message":
-            await self.handler.handle(event)
+        return incoming(event, self.bot_user_id, self.cfg.bot.prefix) is not None
+
+    async def _timed_out(self, event: Mapping[str, Any]) -> None:
+        """A command past its deadline: a short error reply where it would have been answered.
+
+        Only once the handler has admitted it (room and asker checked): a command cut off
+        earlier stays silent, as it would have been in a room Muninn does not serve. The reply
+        reuses the command's transaction id, so a real answer that made it out first wins."""
+        msg = incoming(event, self.bot_user_id, self.cfg.bot.prefix)
+        if msg is None or not self.handler.admitted(msg.event_id):
+            return
+        seconds = self.cfg.bot.command_timeout_seconds
+        text = f"Sorry, that took longer than {seconds:g} s and was stopped; please try again."
+        await self.handler.say(msg, text, "error")
 
     def _indexes_nothing(self, event: Mapping[str, Any]) -> bool:
         """A bot command, by the writer's own rule: it indexes none (DESIGN §3 rule 9). A bridge

@@ -161,6 +161,10 @@ class BotConfig(_Section):
     # raw events the transcript fold scans
     transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
     rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
+    # commands answered at once: mostly homeserver round trips, so more than the 2 cores
+    max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 8
+    # a command still running after this gets a short error reply instead of its answer
+    command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
 
     @field_validator("command_room_askers")
     @classmethod

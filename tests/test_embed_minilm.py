@@ -92,6 +92,45 @@ async def test_minilm_batch_equals_one_by_one(embedder: MiniLMEmbedder) -> None:
     np.testing.assert_allclose(batched, alone, atol=1e-5)
 
 
+async def test_minilm_bounds_every_batch_by_padded_tokens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run of long texts is cut into batches of at most `MAX_BATCH_TOKENS` padded tokens
+    (onnxruntime keeps its arena at the largest batch it ran: this bounds the process's
+    memory), short texts still fill a batch by count, and every text keeps its own vector."""
+    seen: list[list[str]] = []
+    real = minilm._embed_batch
+
+    def recording(texts: list[str]) -> list[list[float]]:
+        seen.append(texts)
+        return real(texts)
+
+    monkeypatch.setattr(minilm, "_embed_batch", recording)
+    long = [f"{n} deploy the release to staging and watch the logs " * 40 for n in range(12)]
+    short = [f"ping {n}" for n in range(40)]
+    texts = [t for pair in zip(long, short, strict=False) for t in pair] + short[12:]
+    vectors = await MiniLMEmbedder(batch_size=32).embed_documents(texts)
+    padded = [len(b) * max(minilm._token_counts(b)) for b in seen]
+    assert max(padded) <= minilm.MAX_BATCH_TOKENS
+    assert sorted(len(b) for b in seen)[-1] == 32  # the short ones, by count
+    alone = (await MiniLMEmbedder().embed_documents([long[3]]))[0]
+    np.testing.assert_allclose(vectors[texts.index(long[3])], alone, atol=1e-5)
+
+
+def test_batches_cut_by_count_and_padded_tokens() -> None:
+    """Pure batching rule: similar lengths together, a too-long text alone, none lost."""
+    counts = [300, 5, 256, 5, 256, 5, 40, 256, 256, 256, 256, 256]
+    groups = minilm.batches(counts, batch_size=2, max_tokens=512)
+    assert sorted(i for g in groups for i in g) == list(range(len(counts)))
+    assert all(len(g) <= 2 for g in groups)
+    assert all(len(g) == 1 or len(g) * max(counts[i] for i in g) <= 512 for g in groups)
+    assert [0] in groups  # over the budget with any other: a batch of its own
+    assert minilm.batches([256] * 8, batch_size=32, max_tokens=1024) == [
+        [0, 1, 2, 3],
+        [4, 5, 6, 7],
+    ]
+
+
 async def test_minilm_empty_input(embedder: MiniLMEmbedder) -> None:
     """No texts, no vectors."""
     assert await embedder.embed_documents([]) == []

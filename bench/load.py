@@ -1,0 +1,230 @@
+"""A burst of commands: N people × M `!search` at once against the real service and Synapse.
+
+    python -m bench.load [--data ../shared/data/irc-ubuntu] [--room-messages 3000]
+        [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
+
+Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
+`--room-messages` IRC messages sent by seed users (backdated, 20 s apart), the real service
+(appservice mode, the real MiniLM) indexing it. Then, for each `--concurrency` value in turn (the
+same room, index and Synapse), a fresh `Service` with `bot.max_concurrent_commands` set to it
+(`1` is the old one-at-a-time path) and every other setting at its default, the per-asker rate
+limit included: `--people` users each send `--per-person` `!search` commands (two-word phrases of
+the room's own messages), all at once, and the run waits until every command has its reply.
+
+Reported per run, on the server clock (`origin_server_ts`): replies/s (commands answered over
+the span from the first command to the last reply) and reply latency p50/p99 (reply minus
+command); unanswered commands; the service's timed-out commands and most in flight; and the
+process's RSS before the burst and its peak during it (VmHWM reset before the burst; the
+service runs in this process, Synapse in its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.ingest import irc_events, vm
+from bench.latency import machine, phrases, seed_room, stats
+from ingest.embed import Embedder, make_embedder
+from ingest.types import RoomID
+
+POLL_SECONDS = 1.0
+
+
+def _reset_peak() -> None:
+    """Start VmHWM again from the current RSS (Linux: write 5 to clear_refs)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _in_reply_to(event: dict[str, Any]) -> str | None:
+    rel = event.get("content", {}).get("m.relates_to", {})
+    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
+    return reply.get("event_id") if isinstance(reply, dict) else None
+
+
+async def burst(
+    server: Any,
+    workdir: Path,
+    embedder: Embedder,
+    hs: Any,
+    room: str,
+    people: Sequence[Any],
+    texts: Sequence[str],
+    *,
+    concurrency: int,
+    patience: float,
+) -> dict[str, Any]:
+    """One burst against a fresh service; `texts` has one query per command, in send order."""
+    from bot.service import Service
+    from tests.botkit import service_config
+
+    cfg = service_config(server, workdir, bot={"max_concurrent_commands": concurrency})
+    service = Service(cfg, embedder=embedder, full_at_start=False)
+    await service.start()
+    try:
+        await hs.ping_appservice()
+        rss_before = vm("VmRSS")
+        _reset_peak()
+        per = len(texts) // len(people)
+
+        async def ask(n: int, user: Any) -> list[str]:
+            mine = texts[n * per : (n + 1) * per]
+            sends = (user.send_text(room, f"!search {text}") for text in mine)
+            return list(await asyncio.gather(*sends))
+
+        sent_at = time.perf_counter()
+        asked = await asyncio.gather(*(ask(n, user) for n, user in enumerate(people)))
+        sent = [event_id for ids in asked for event_id in ids]
+        send_s = time.perf_counter() - sent_at
+        wanted = set(sent)
+        seen: dict[str, dict[str, Any]] = {}
+        answer: dict[str, dict[str, Any]] = {}
+        bot_id = server.bot_user_id
+        deadline = time.perf_counter() + patience
+        while len(answer) < len(wanted) and time.perf_counter() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+            chunk = (await people[0].messages(room, direction="b", limit=1000))["chunk"]
+            for event in chunk:
+                seen[event["event_id"]] = event
+                target = _in_reply_to(event)
+                if event["sender"] == bot_id and target in wanted and target not in answer:
+                    answer[target] = event
+        wall_s = time.perf_counter() - sent_at
+        peak = vm("VmHWM")
+        rss_after = vm("VmRSS")
+        missing = [e for e in sent if e not in seen]
+        for event_id in missing:  # pushed out of the polled window before it was read
+            seen[event_id] = await people[0].get_event(room, event_id)
+        sent_ts = {e: int(seen[e]["origin_server_ts"]) for e in sent}
+        latencies = [
+            (int(reply["origin_server_ts"]) - sent_ts[cmd]) / 1000 for cmd, reply in answer.items()
+        ]
+        first = min(sent_ts.values())
+        last = max((int(r["origin_server_ts"]) for r in answer.values()), default=first)
+        span_s = max((last - first) / 1000, 1e-3)
+        bodies = [str(r["content"].get("body", "")) for r in answer.values()]
+        return {
+            "concurrency": concurrency,
+            "commands": len(sent),
+            "answered": len(answer),
+            "unanswered": len(wanted) - len(answer),
+            "rate_notices": sum("faster than" in b for b in bodies),
+            "timeout_replies": sum("took longer than" in b for b in bodies),
+            "send_seconds": round(send_s, 1),
+            "span_seconds_server": round(span_s, 1),
+            "replies_per_second": round(len(answer) / span_s, 2),
+            "reply_latency_server": stats(latencies),
+            "wall_seconds": round(wall_s, 1),
+            "service_timeouts": service.commands.timeouts,
+            "most_in_flight": service.commands.peak,
+            "rss_before_mib": rss_before,
+            "peak_rss_during_mib": peak,
+            "rss_after_mib": rss_after,
+        }
+    finally:
+        await service.stop()
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    import aiohttp
+
+    from bot.service import Service
+    from tests.botkit import service_config
+    from tests.homeserver import Homeserver, start_synapse
+
+    events = [
+        e for e in irc_events(args.data, args.room_messages) if e["type"] == "m.room.message"
+    ]
+    bodies = [str(e["content"]["body"]).split("\n\n")[-1] for e in events]
+    senders = [str(e["sender"]) for e in events]
+    total = args.people * args.per_person
+    result: dict[str, Any] = {"machine": machine(), "runs": []}
+    with tempfile.TemporaryDirectory(prefix="muninn-bench-load-") as tmp:
+        workdir = Path(tmp)
+        server = await asyncio.to_thread(start_synapse, workdir / "synapse")
+        embedder = make_embedder(service_config(server, workdir).embedder)
+        try:
+            async with aiohttp.ClientSession() as session:
+                hs = Homeserver(server, session)
+                owner = await hs.register(displayname="Owner")
+                room = await hs.fresh_room(owner, preset="public_chat")
+                await hs.join_bot(owner, room)
+                base_ts = int(time.time() * 1000) - len(bodies) * 20_000 - 3_600_000
+                start = time.perf_counter()
+                result["senders"] = await seed_room(hs, room, senders, bodies, base_ts)
+                result["seed_seconds"] = round(time.perf_counter() - start, 1)
+                people = []
+                for n in range(args.people):
+                    person = await hs.register(displayname=f"Person {n}")
+                    await person.join(room)
+                    people.append(person)
+                indexer = Service(service_config(server, workdir), embedder=embedder)
+                await indexer.start()
+                start = time.perf_counter()
+                try:
+                    await hs.ping_appservice()
+                    await asyncio.wait_for(indexer.scheduler.settle([RoomID(room)]), 3600)
+                    col = await indexer.writer.open()
+                    result["points"] = await asyncio.to_thread(col.count)
+                finally:
+                    await indexer.stop()
+                result["index_seconds"] = round(time.perf_counter() - start, 1)
+                result["room_messages"] = len(bodies)
+                texts = phrases(bodies, total * len(args.concurrency))
+                for i, concurrency in enumerate(args.concurrency):
+                    row = await burst(
+                        server,
+                        workdir,
+                        embedder,
+                        hs,
+                        room,
+                        people,
+                        texts[i * total : (i + 1) * total],
+                        concurrency=concurrency,
+                        patience=args.patience,
+                    )
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+                    result["runs"].append(row)
+        finally:
+            await embedder.close()
+            await asyncio.to_thread(server.stop)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.load",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", type=Path, default=Path("../shared/data/irc-ubuntu"))
+    p.add_argument("--room-messages", type=int, default=3000)
+    p.add_argument("--people", type=int, default=40)
+    p.add_argument("--per-person", type=int, default=5)
+    p.add_argument(
+        "--concurrency",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[1, 8],
+        help="bot.max_concurrent_commands of each run, comma-separated (1: one at a time)",
+    )
+    p.add_argument("--patience", type=float, default=900.0, help="seconds to wait for replies")
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    results = asyncio.run(run(args))
+    doc = json.dumps(results, indent=2)
+    print(doc)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(doc + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
