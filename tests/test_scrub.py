@@ -325,3 +325,17 @@ def test_scrub_is_linear_on_hostile_input(unit: str) -> None:
     t_large = _cpu_seconds(large)
     assert t_large < 2.0
     assert t_large < 30 * max(t_small, 0.005)
+
+
+_shape_fragments = st.sampled_from(
+    [t for t, _, _ in SHAPES] + NOT_SECRETS + ["\n", " ", ":", "=", "@", "--", "is:\n", "x"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_shape_fragments | st.text(max_size=6), max_size=8))
+def test_scrub_idempotent_on_mixed_shapes(parts: list[str]) -> None:
+    """The new shapes side by side with each other and with prose: scrubbing twice changes
+    nothing more than scrubbing once."""
+    once = scrub("".join(parts))
+    assert scrub(once) == once
