@@ -33,7 +33,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 GOLDEN: dict[str, tuple[int, str]] = {
     "chunker": (1, "54077f2a5b19812f57babd0c6873ec3364bfcfa4185c9db4b1db31e2198b97e4"),
     "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
-    "scrub": (1, "4c03adefd67f7fab9c37eb1c223df6a22e9fecd590b167a955f0b88b679d75a0"),
+    "scrub": (2, "caf3dab4c1c3b1c7b0f25f177820f9d64ee1a7f91812fb8dc686931b1b27a6de"),
 }
 # golden: end
 
