@@ -436,11 +436,12 @@ def pattern_size(text: str) -> tuple[int, int]:
     return largest, frames[0][0]
 
 
-def _pattern_problem(text: str) -> str | None:
-    """Why a /regex/ is refused before it is compiled, naming the limit; None when it is not."""
-    if len(text.encode()) > MAX_TEXT_BYTES:
+def _pattern_problem(pattern: str) -> str | None:
+    """Why a /regex/ is refused before it is compiled, naming the limit; None when it is not.
+    The length is the user's: the `(?i)` an `i` flag became is not counted."""
+    if len(pattern.removeprefix("(?i)").encode()) > MAX_TEXT_BYTES:
         return f"the /regex/ is longer than {MAX_TEXT_BYTES} bytes"
-    largest, size = pattern_size(text)
+    largest, size = pattern_size(pattern)
     if largest > MAX_REPEAT:
         return f"a /regex/ repeat count is at most {MAX_REPEAT}, not {largest}"
     if size > MAX_PATTERN_SIZE:
@@ -485,7 +486,7 @@ def _pattern(token: _Token, ctx: _Context) -> str:
     if set(token.flags) - {"i"}:
         raise ctx.error(f"unknown /regex/ flag {_q(token.flags)} (only i is supported)")
     pattern = "(?i)" + token.text if "i" in token.flags else token.text
-    problem = _pattern_problem(token.text)
+    problem = _pattern_problem(pattern)  # what `compile_pattern` will check again
     if problem is not None:
         raise ctx.error(problem)
     return pattern
