@@ -10,11 +10,9 @@ import pytest
 
 from bot.commands import (
     COMMANDS,
-    MAX_PATTERN_SIZE,
     MAX_TEXT_BYTES,
     Command,
     HelpCommand,
-    PatternError,
     PinCommand,
     PinsCommand,
     SearchCommand,
@@ -22,11 +20,10 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
-    compile_pattern,
     help_text,
     parse,
-    pattern_size,
 )
+from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.errors import CommandError
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
