@@ -13,24 +13,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import regex
-
 from bot.html import safe_plain
+from bot.patterns import pattern_problem
 from ingest.errors import CommandError
 
 __all__ = [
     "COMMANDS",
     "MAX_LIMIT",
     "MAX_OFFSET",
-    "MAX_PATTERN_SIZE",
-    "MAX_REPEAT",
     "MAX_ROOMS",
     "MAX_TEXTS",
     "ArgSpec",
     "Command",
     "CommandSpec",
     "HelpCommand",
-    "PatternError",
     "PinCommand",
     "PinsCommand",
     "SearchCommand",
@@ -38,10 +34,8 @@ __all__ = [
     "UnpinCommand",
     "UsageError",
     "command_name",
-    "compile_pattern",
     "help_text",
     "parse",
-    "pattern_size",
 ]
 
 DEFAULT_LIMIT = 5
@@ -50,10 +44,6 @@ MAX_TEXTS = 8
 MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
 MAX_TEXT_BYTES = 1000  # DESIGN §5: each text at most 1,000 bytes
 MAX_OFFSET = 50  # ^N reaches at most this far up
-# A /regex/'s compiled form grows with its counted repeats written out: `(?:x{1000}){1000}`
-# takes seconds and 250 MB to compile. These bounds keep a compile under ~10 ms and a few MB.
-MAX_REPEAT = 1000  # the largest n or m in {n}, {n,}, {n,m}
-MAX_PATTERN_SIZE = 10_000  # the pattern's length with every counted repeat written out
 _MAX_RELATIVE_DAYS = 36_500
 _MINUTE_MS, _HOUR_MS, _DAY_MS = 60_000, 3_600_000, 86_400_000
 
@@ -68,10 +58,6 @@ class UsageError(CommandError):
         self.problem = problem
         self.usage = usage
         super().__init__(problem if usage is None else f"{problem}\nUsage: {usage}")
-
-
-class PatternError(CommandError):
-    """A /regex/ that does not compile, or matches empty text; found when the search runs."""
 
 
 class UnknownCommand(UsageError):
@@ -371,112 +357,6 @@ def _offset(word: str, ctx: _Context) -> int:
     return int(digits)
 
 
-_BRACES = re.compile(r"\{([^{}]*)\}")
-_COUNTS = re.compile(r"\d+")
-_BRACED_ESCAPES = frozenset({"p{", "P{", "N{", "x{"})  # braces that hold a name, not a count
-
-
-def _skip_class(text: str, i: int) -> int:
-    """The index after the `[...]` set opening at text[i] (nested sets, escapes, a leading ])."""
-    depth, j = 1, i + 1
-    if j < len(text) and text[j] == "^":
-        j += 1
-    if j < len(text) and text[j] == "]":
-        j += 1
-    while j < len(text) and depth:
-        ch = text[j]
-        j += 2 if ch == "\\" else 1
-        depth += 1 if ch == "[" else -1 if ch == "]" else 0
-    return j
-
-
-def pattern_size(text: str) -> tuple[int, int]:
-    """(the largest repeat count, the size with every counted repeat written out) of a /regex/.
-
-    A cheap scan, no compile: each atom counts 1, a group the sum of its contents (all
-    branches), and `{n,m}` multiplies what it repeats by its largest count. It over-counts
-    rather than under-counts (a brace in a verbose-mode comment counts too), so a pattern it
-    passes compiles in bounded time and memory.
-    """
-    frames: list[list[int]] = [[0, 0]]  # per open group: [total size, size of the last atom]
-    largest = 0
-    i = 0
-    while i < len(text):
-        ch, frame = text[i], frames[-1]
-        braces = _BRACES.match(text, i) if ch == "{" else None
-        if braces is not None and (counts := [int(c) for c in _COUNTS.findall(braces[1])]):
-            times = max(counts)
-            largest = max(largest, times)
-            frame[0] += frame[1] * (times - 1)
-            frame[1] *= times
-            i = braces.end()
-            continue
-        if ch == "(":
-            frames.append([0, 0])
-            i += 1
-            continue
-        if ch == ")" and len(frames) > 1:
-            size = frames.pop()[0]
-            frames[-1][0] += size
-            frames[-1][1] = size
-            i += 1
-            continue
-        if ch == "[":
-            i = _skip_class(text, i)
-        elif ch == "\\":
-            i += 2
-            if text[i - 1 : i + 1] in _BRACED_ESCAPES:  # \p{Greek}, \N{name}, \x{263a}
-                end = text.find("}", i)
-                i = len(text) if end < 0 else end + 1
-        else:
-            i += 1
-        if ch not in "|*+?":
-            frame[0] += 1
-            frame[1] = 1
-    return largest, frames[0][0]
-
-
-def _pattern_problem(text: str) -> str | None:
-    """Why a /regex/ is refused before it is compiled, naming the limit; None when it is not."""
-    if len(text.encode()) > MAX_TEXT_BYTES:
-        return f"the /regex/ is longer than {MAX_TEXT_BYTES} bytes"
-    largest, size = pattern_size(text)
-    if largest > MAX_REPEAT:
-        return f"a /regex/ repeat count is at most {MAX_REPEAT}, not {largest}"
-    if size > MAX_PATTERN_SIZE:
-        return (
-            f"the /regex/ is too large: its repeats written out make {size} elements, "
-            f"at most {MAX_PATTERN_SIZE}"
-        )
-    return None
-
-
-def compile_pattern(pattern: str) -> regex.Pattern[str]:
-    """A /regex/ compiled for the search: bounded first, not cached (patterns are user text).
-
-    Costs up to ~10 ms of CPU: the handler calls it after the rate limit, off the event loop,
-    never while parsing (the pinboard re-parses every old command on each `!pins`).
-
-    Raises:
-        PatternError: the pattern is refused by the bounds, does not compile, or matches
-            empty text (it would match every message).
-    """
-    problem = _pattern_problem(pattern)
-    if problem is not None:
-        raise PatternError(problem)
-    try:
-        compiled = regex.compile(pattern, cache_pattern=False)
-    except (regex.error, OverflowError, ValueError, RecursionError, MemoryError) as e:
-        raise PatternError(f"the /regex/ does not compile: {_q(str(e), 80)}") from e
-    try:
-        matches_empty = compiled.search("", timeout=0.05) is not None
-    except TimeoutError:
-        matches_empty = False
-    if matches_empty:
-        raise PatternError("the /regex/ matches empty text, so it would match every message")
-    return compiled
-
-
 def _pattern(token: _Token, ctx: _Context) -> str:
     """Check a /regex/'s flags and size bounds; it is compiled only when the search runs
     (`compile_pattern`), so parsing a poison pattern costs nothing."""
@@ -485,7 +365,7 @@ def _pattern(token: _Token, ctx: _Context) -> str:
     if set(token.flags) - {"i"}:
         raise ctx.error(f"unknown /regex/ flag {_q(token.flags)} (only i is supported)")
     pattern = "(?i)" + token.text if "i" in token.flags else token.text
-    problem = _pattern_problem(token.text)
+    problem = pattern_problem(pattern)  # what `compile_pattern` will check again
     if problem is not None:
         raise ctx.error(problem)
     return pattern

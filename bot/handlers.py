@@ -35,12 +35,12 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
-    compile_pattern,
     help_text,
     parse,
 )
 from bot.lookup import RecentEvents, RoomLog, RoomView, fused_search, thread_root_of
 from bot.metrics import ServiceMetrics
+from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.sender import BotClient, txn_id_for

@@ -20,7 +20,8 @@ from typing import Protocol
 
 import regex
 
-from bot.commands import PatternError, SearchCommand, compile_pattern
+from bot.commands import SearchCommand
+from bot.patterns import PatternError, compile_pattern
 from ingest.errors import CommandError
 
 __all__ = [

@@ -10,10 +10,9 @@ import pytest
 
 from bot.commands import (
     COMMANDS,
-    MAX_PATTERN_SIZE,
+    MAX_TEXT_BYTES,
     Command,
     HelpCommand,
-    PatternError,
     PinCommand,
     PinsCommand,
     SearchCommand,
@@ -21,11 +20,10 @@ from bot.commands import (
     UnpinCommand,
     UsageError,
     command_name,
-    compile_pattern,
     help_text,
     parse,
-    pattern_size,
 )
+from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.errors import CommandError
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
@@ -285,6 +283,20 @@ def test_parse_poison_regex_is_refused_fast_and_small(body: str) -> None:
     elapsed = time.perf_counter() - started
     assert "Usage: !search" in str(caught.value)
     assert elapsed < 0.05 and _rss_mb() - before < 10
+
+
+@pytest.mark.parametrize("flags", ["", "i"])
+@pytest.mark.parametrize("pattern", ["(?:[a-z]{99}){100}", "x" * MAX_TEXT_BYTES])
+def test_parse_and_compile_agree_on_the_bounds(pattern: str, flags: str) -> None:
+    """A /regex/ at the bounds the parser passes is never refused by size when the search
+    compiles it, with or without the `i` flag (which the parser turns into `(?i)`)."""
+    try:
+        command = run(f"!search /{pattern}/{flags}")
+    except UsageError:
+        assert flags  # only the `(?i)` may tip a pattern at the size bound over it
+        return
+    assert isinstance(command, SearchCommand) and command.regex is not None
+    compile_pattern(command.regex)
 
 
 def test_compile_pattern_at_the_bounds_is_cheap() -> None:
