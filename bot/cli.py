@@ -1,4 +1,4 @@
-"""`muninn [--config FILE] COMMAND`: the one entry point (DESIGN.md §7).
+"""`muninn [--config FILE] COMMAND`: the one entry point (docs/ARCHITECTURE.md §4.1).
 
 Every read command takes `--json` and then prints one JSON document on stdout. Errors go to
 stderr with a non-zero exit and a message that names the cause.
@@ -75,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--after", type=parse_time, help="only windows at or after this time")
     s.add_argument("--before", type=parse_time, help="only windows at or before this time")
     s.add_argument("--limit", type=int, default=5, help="hits to return (default 5, max 50)")
-    s.add_argument("--json", action="store_true", help="print the JSON document of DESIGN §7")
+    s.add_argument(
+        "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.3)"
+    )
 
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
     st.add_argument("--json", action="store_true")

@@ -1,4 +1,5 @@
-"""The in-room command grammar (DESIGN §6), declared once; usage and help are generated from it.
+"""The in-room command grammar (docs/ARCHITECTURE.md §4.6), declared once; usage and help are
+generated from it.
 
 `parse` is pure: a message body in, a typed command (or None, or a typed `UsageError`) out. What a
 command may *do* (visibility, allow-lists, the reply relation of `!pin`) is the handler's policy.
@@ -42,7 +43,7 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 MAX_TEXTS = 8
 MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
-MAX_TEXT_BYTES = 1000  # DESIGN §5: each text at most 1,000 bytes
+MAX_TEXT_BYTES = 1000  # docs/ARCHITECTURE.md §3 rule 22
 MAX_OFFSET = 50  # ^N reaches at most this far up
 _MAX_RELATIVE_DAYS = 36_500
 _MINUTE_MS, _HOUR_MS, _DAY_MS = 60_000, 3_600_000, 86_400_000

@@ -2,7 +2,7 @@
 
 Everything a reply quotes from a user (bodies, notes, labels, sender names, even parts of their
 command echoed in an error) goes through `safe_plain` / `safe_html` or `excerpt`, so quoted text
-can neither inject HTML nor ping anyone (DESIGN §3 rule 16).
+can neither inject HTML nor ping anyone (docs/ARCHITECTURE.md §3 rule 16).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The pinboard: a fold over a room's `!pin`/`!unpin` marker events (DESIGN §1, §6).
+"""The pinboard: a fold over a room's `!pin`/`!unpin` marker events (docs/ARCHITECTURE.md §3
+rule 17).
 
 There is no table and no state event: the room log is the record, and the board is what folding
 its markers gives. Markers are folded in timeline order, never by `ts` (appservice senders may

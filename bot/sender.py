@@ -1,6 +1,7 @@
 """The bot's client: the reader's request layer plus the few writes the bot makes.
 
-The bot writes nothing but `m.notice` replies, and joins or leaves on invites (DESIGN §3 rule 16).
+The bot writes nothing but `m.notice` replies, and joins or leaves on invites
+(docs/ARCHITECTURE.md §3 rule 16).
 `BotClient` subclasses `MatrixReader`, so sends share its one request layer (quoting, auth, the
 appservice `?user_id=`, retries on 429/5xx); nothing here builds URLs by hand twice.
 """

@@ -1,4 +1,5 @@
-"""Turn one raw client-format event into what the writer acts on (DESIGN.md §3 rules 5–9).
+"""Turn one raw client-format event into what the writer acts on (docs/ARCHITECTURE.md §3 rules
+5–9).
 
 Pure and total: `normalize` never raises, whatever JSON it is given; anything it cannot read is a
 `Skip(MALFORMED)` with a detail. The checks run in the order of the table, first row that applies

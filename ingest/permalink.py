@@ -1,4 +1,4 @@
-"""matrix.to permalinks: how every citation points at a message (DESIGN.md §5)."""
+"""matrix.to permalinks: how every citation points at a message (docs/ARCHITECTURE.md §4.3)."""
 
 from __future__ import annotations
 

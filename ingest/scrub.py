@@ -1,4 +1,5 @@
-"""Take credentials out of a message body before it is chunked or embedded (DESIGN.md §3 rule 8).
+"""Take credentials out of a message body before it is chunked or embedded (docs/ARCHITECTURE.md
+§3 rule 8).
 
 Every finding becomes `[redacted:KIND]`. For `key=value` pairs and URL passwords only the secret
 part is replaced, so the text still says *that* a password was there. The rules run in order, most

@@ -1,4 +1,5 @@
-"""ingest.chunker: timelines, window boundaries, text, ids and payloads (DESIGN §4)."""
+"""ingest.chunker: timelines, window boundaries, text, ids and payloads (docs/ARCHITECTURE.md §3
+rules 7, 11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The command grammar, DESIGN §6: every form parses to a typed command, every mistake to usage."""
+"""The command grammar, docs/ARCHITECTURE.md §4.6: every form parses to a typed command, every
+mistake to usage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ingest.events: one raw event → Message | Edit | Redaction | Skip (DESIGN.md §3 rules 5–9)."""
+"""ingest.events: one raw event → Message | Edit | Redaction | Skip (docs/ARCHITECTURE.md §3
+rules 5–9)."""
 
 from __future__ import annotations
 

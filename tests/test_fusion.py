@@ -1,4 +1,5 @@
-"""Reciprocal rank fusion, DESIGN §5: deterministic, two votes beat one, no double counting."""
+"""Reciprocal rank fusion, docs/ARCHITECTURE.md §2: deterministic, two votes beat one, no double
+counting."""
 
 from __future__ import annotations
 

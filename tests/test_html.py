@@ -1,4 +1,5 @@
-"""Reply helpers: DESIGN §3 rule 16 (quoted text escaped, cannot ping) and §5 permalinks."""
+"""Reply helpers: docs/ARCHITECTURE.md §3 rule 16 (quoted text escaped, cannot ping) and §4.3
+permalinks."""
 
 from __future__ import annotations
 

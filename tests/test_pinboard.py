@@ -1,4 +1,5 @@
-"""The pinboard fold, DESIGN §6: later markers win, 12 pins, redacted pins never happened."""
+"""The pinboard fold, docs/ARCHITECTURE.md §3 rule 17: later markers win, 12 pins, redacted pins
+never happened."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ async def test_unreadable_refusal_records_degrade_to_the_state_verdict(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The store down (the writer's refusal records unreadable) does not stop the bot: the
-    state's verdict stands, with a warning naming the cause (DESIGN §5: degrade, don't fail)."""
+    state's verdict stands, with a warning naming the cause (degrade, don't fail)."""
 
     async def store_down(room_id: RoomID) -> str | None:
         raise StoreError("qdrant at http://127.0.0.1:6333: connection refused")

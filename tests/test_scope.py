@@ -1,4 +1,4 @@
-"""ingest.scope: which rooms are never read (DESIGN.md §3 rules 1–4, encrypted rooms)."""
+"""ingest.scope: which rooms are never read (docs/ARCHITECTURE.md §3 rules 1–5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ingest.scrub: credentials never reach a chunk or an embedding (DESIGN.md §3 rule 8).
+"""ingest.scrub: credentials never reach a chunk or an embedding (docs/ARCHITECTURE.md §3 rule 8).
 
 The secrets below are made up for the tests; they only have the shape of real ones.
 """

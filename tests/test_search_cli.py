@@ -85,7 +85,8 @@ async def cli(
 
 
 def check_contract(doc: dict[str, Any], server_name: str) -> None:
-    """DESIGN §7 exactly: the top-level keys, each hit's keys and every value's type."""
+    """docs/ARCHITECTURE.md §4.3 exactly: the top-level keys, each hit's keys and every value's
+    type."""
     assert set(doc) == TOP_KEYS
     assert isinstance(doc["warnings"], list) and all(isinstance(w, str) for w in doc["warnings"])
     assert isinstance(doc["retrievers"], list)

@@ -1,4 +1,5 @@
-"""The transcript fold, DESIGN §6: integer tiers, density within a tier, time-bounded regexes."""
+"""The transcript fold, docs/ARCHITECTURE.md §3 rule 18: integer tiers, density within a tier,
+time-bounded regexes."""
 
 from __future__ import annotations
 

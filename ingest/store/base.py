@@ -3,7 +3,7 @@
 A *generation* is one physical collection (a qdrant-edge shard directory, or a Qdrant server
 collection) holding chat points (a `dense` and a `lexical` vector) and meta points (no vectors).
 Searches, scroll and count see chat points only; meta lives beside them so that deleting a
-generation resets vectors, cursors and tombstones together (DESIGN.md §1).
+generation resets vectors, cursors and tombstones together (docs/ARCHITECTURE.md §1).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 class PointRecord:
     """One chat point as the writer upserts it; `payload` is the §4 chat payload."""
 
-    id: str  # a UUID string (point ids are deterministic uuid5s, DESIGN.md §4)
+    id: str  # a UUID string (point ids are deterministic uuid5s, docs/ARCHITECTURE.md §3 rule 11)
     dense: Sequence[float]
     sparse: SparseVector
     payload: Mapping[str, Any]
