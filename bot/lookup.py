@@ -124,7 +124,8 @@ class RecentEvents:
     new events empties its target here as the homeserver does. A copy that cannot be extended
     (more than `bound` new events) is replaced by a fresh read. Commands answered at once in
     one room take turns per room, so each extends the copy the one before it left instead of
-    all reading the whole bound afresh.
+    all reading the whole bound afresh; a read outlives a command cut off by its deadline, so
+    its copy still serves the next command instead of every one starting over.
     """
 
     MAX_ROOMS = 256
@@ -132,12 +133,19 @@ class RecentEvents:
     def __init__(self) -> None:
         self._rooms: dict[str, tuple[int, list[JSONDict]]] = {}  # room -> (bound read, events)
         self._turns: dict[str, asyncio.Lock] = {}
+        self._reads: dict[str, asyncio.Future[list[JSONDict]]] = {}  # the latest per room
 
     async def latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
         """The room's latest `bound` events, newest first, as `client.latest` would return."""
         turn = self._turns.setdefault(room_id, asyncio.Lock())
         async with turn:
-            return await self._latest(client, room_id, bound)
+            earlier = self._reads.get(room_id)
+            if earlier is not None and not earlier.done():
+                await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            read = asyncio.ensure_future(self._latest(client, room_id, bound))
+            read.add_done_callback(_retrieved)
+            self._reads[room_id] = read
+            return await asyncio.shield(read)
 
     async def _latest(self, client: Any, room_id: RoomID, bound: int) -> list[JSONDict]:
         cached = self._rooms.pop(room_id, None)
@@ -157,7 +165,14 @@ class RecentEvents:
             self._rooms.pop(gone)
             if not self._turns[gone].locked():
                 del self._turns[gone]
+                self._reads.pop(gone, None)
         return events[:bound]
+
+
+def _retrieved(read: asyncio.Future[list[JSONDict]]) -> None:
+    """A read nobody awaits any more (its command was cut off) fails quietly."""
+    if not read.cancelled():
+        read.exception()
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
