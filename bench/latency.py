@@ -303,21 +303,31 @@ def _in_reply_to(event: dict[str, Any]) -> str | None:
 
 
 async def seed_room(
-    hs: Any, room: str, senders: Sequence[str], bodies: Sequence[str], base_ts: int
+    hs: Any,
+    room: str,
+    senders: Sequence[str],
+    bodies: Sequence[str],
+    base_ts: int,
+    at_once: int = 1,
 ) -> int:
     """Send `bodies` into `room`, each as a seed user standing in for its IRC sender, backdated
-    20 s apart from `base_ts`; returns how many seed users spoke."""
+    20 s apart from `base_ts`, `at_once` sends in flight (1: strictly in order); returns how
+    many seed users spoke."""
     from tests.homeserver import SEED_PREFIX
 
     seats: dict[str, Any] = {}
-    for i, (sender, body) in enumerate(zip(senders, bodies, strict=True)):
-        user = seats.get(sender)
-        if user is None:
+    for sender in senders:
+        if sender not in seats:
             local = SEED_PREFIX + re.sub(r"[^a-z0-9]", "-", sender[5:].split(":")[0])
-            user = await hs.seed_user(f"{local}-{len(seats)}")
+            seats[sender] = user = await hs.seed_user(f"{local}-{len(seats)}")
             await user.join(room)
-            seats[sender] = user
-        await user.send_text(room, body, ts=base_ts + i * 20_000)
+    for start in range(0, len(bodies), at_once):
+        await asyncio.gather(
+            *(
+                seats[senders[i]].send_text(room, bodies[i], ts=base_ts + i * 20_000)
+                for i in range(start, min(start + at_once, len(bodies)))
+            )
+        )
     return len(seats)
 
 

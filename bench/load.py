@@ -4,12 +4,13 @@
         [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
-`--room-messages` IRC messages sent by seed users (backdated, 20 s apart), the real service
-(appservice mode, the real MiniLM) indexing it. Then, for each `--concurrency` value in turn (the
-same room, index and Synapse), a fresh `Service` with `bot.max_concurrent_commands` set to it
-(`1` is the old one-at-a-time path) and every other setting at its default, the per-asker rate
-limit included: `--people` users each send `--per-person` `!search` commands (two-word phrases of
-the room's own messages), all at once, and the run waits until every command has its reply.
+`--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
+the real service (appservice mode, the real MiniLM) indexing it. Then, for each `--concurrency`
+value in turn (same room, index and Synapse), a fresh `Service` with
+`bot.max_concurrent_commands` set to it (`1`, with a 600 s deadline, is the old one-at-a-time
+path) and every other setting at its default, the per-asker rate limit included: `--people`
+users each send `--per-person` `!search` commands (two-word phrases of the room's own
+messages), all at once, and the run waits until every command has its reply.
 
 Reported per run, on the server clock (`origin_server_ts`): replies/s (commands answered over
 the span from the first command to the last reply) and reply latency p50/p99 (reply minus
@@ -65,7 +66,11 @@ async def burst(
     from bot.service import Service
     from tests.botkit import service_config
 
-    cfg = service_config(server, workdir, bot={"max_concurrent_commands": concurrency})
+    # 1 is the path before commands ran concurrently: one at a time and no deadline.
+    bot: dict[str, Any] = {"max_concurrent_commands": concurrency}
+    if concurrency == 1:
+        bot["command_timeout_seconds"] = 600
+    cfg = service_config(server, workdir, bot=bot)
     service = Service(cfg, embedder=embedder, full_at_start=False)
     await service.start()
     try:
@@ -158,7 +163,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await hs.join_bot(owner, room)
                 base_ts = int(time.time() * 1000) - len(bodies) * 20_000 - 3_600_000
                 start = time.perf_counter()
-                result["senders"] = await seed_room(hs, room, senders, bodies, base_ts)
+                result["senders"] = await seed_room(hs, room, senders, bodies, base_ts, at_once=8)
                 result["seed_seconds"] = round(time.perf_counter() - start, 1)
                 people = []
                 for n in range(args.people):

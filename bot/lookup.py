@@ -162,7 +162,9 @@ class RecentEvents:
     (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
     text at most, and all copies together about `max_size` characters (least recently used
     rooms go first). Commands answered at once in one room take turns per room, so each extends
-    the copy the one before it left instead of all reading the whole bound afresh.
+    the copy the one before it left instead of all reading the whole bound afresh; a read
+    outlives a command cut off by its deadline, so its copy still serves the next command
+    instead of every one starting over.
     """
 
     MAX_ROOMS = 256
@@ -173,6 +175,7 @@ class RecentEvents:
         self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
         self.size = 0
+        self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
 
     async def latest(
         self, client: Any, room_id: RoomID, bound: int
@@ -181,7 +184,13 @@ class RecentEvents:
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
         turn = self._turns.setdefault(room_id, asyncio.Lock())
         async with turn:
-            return await self._latest(client, room_id, bound)
+            earlier = self._reads.get(room_id)
+            if earlier is not None and not earlier.done():
+                await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            read = asyncio.ensure_future(self._latest(client, room_id, bound))
+            read.add_done_callback(_retrieved)
+            self._reads[room_id] = read
+            return await asyncio.shield(read)
 
     async def _latest(
         self, client: Any, room_id: RoomID, bound: int
@@ -216,7 +225,14 @@ class RecentEvents:
             self.size -= self._rooms.pop(gone).size
             if gone in self._turns and not self._turns[gone].locked():
                 del self._turns[gone]
+                self._reads.pop(gone, None)
         return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
+
+
+def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
+    """A read nobody awaits any more (its command was cut off) fails quietly."""
+    if not read.cancelled():
+        read.exception()
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
