@@ -155,7 +155,6 @@ class CommandHandler:
         self.prefix = cfg.bot.prefix
         self.server_name = cfg.homeserver.server_name
         self.command_room: RoomID | None = None
-        self._askers = [re.compile(p) for p in cfg.bot.command_room_askers]
         self._limits = RateLimit(cfg.bot.rate_per_minute)
         self._logs = RecentEvents()
         self._handled = BoundedSeen(4096)
@@ -166,7 +165,7 @@ class CommandHandler:
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
 
     def asker_allowed(self, user_id: str) -> bool:
-        return any(p.fullmatch(user_id) for p in self._askers)
+        return self.rooms.scope.asker_allowed(user_id)
 
     async def handle(self, event: Mapping[str, Any]) -> None:
         msg = incoming(event, self.bot_user_id, self.prefix)

@@ -561,6 +561,7 @@ def room_state_from(
         room_version=str(create.get("room_version", "1")) if create else None,
         create_type=_str_or_none(create.get("type")),
         members=tuple(UserID(u) for u in joined),
+        invited=tuple(sorted(UserID(u) for u, m in membership.items() if m == "invite")),
         past_members=_past_members(events),
         direct_flag=direct,
         bridge_state_keys=tuple(sorted({k for (t, k), c in state.items() if t in _BRIDGE and c})),

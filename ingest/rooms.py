@@ -116,8 +116,9 @@ class RoomCache:
         except (MatrixForbidden, MatrixNotFound):
             return RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
         direct = await self._direct_rooms()
+        own = {self.client.user_id}  # the bot writes the replies; it is not their audience
         info = RoomInfo(
-            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct)
+            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct, own)
         )
         if info.verdict.eligible and self.remembered_puppet is not None:
             try:

@@ -6,6 +6,7 @@ One service for the whole module (its store in a module temp dir, the session's 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -43,6 +44,15 @@ class Env:
         await self.hs.bot().join(room_id)
         return room_id
 
+    async def new_command_room(self, owner: MatrixUser, monkeypatch: pytest.MonkeyPatch) -> str:
+        """A fresh invite-only room (`shared` history), made the command room for this test;
+        the bot, invited, joins it itself (it declines every other invite)."""
+        room_id = await self.hs.fresh_room(owner, preset="private_chat")
+        monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
+        await owner.invite(room_id, self.bot_id)
+        await wait_membership(owner, room_id, self.bot_id, "join")
+        return room_id
+
     async def quiesce(self, user: MatrixUser, room_id: str) -> None:
         """Everything pushed so far is handled: the answer to a `!help` comes after the earlier
         events (transactions are in order), and the queue's join waits for the workers still
@@ -61,8 +71,10 @@ async def env(
 ) -> AsyncIterator[Env]:
     persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
     alias_local = unique_localpart("commands")
-    command_room = await persona.create_room(alias_localpart=alias_local, name="commands")
-    await hs.bot().join(command_room)
+    command_room = await persona.create_room(
+        preset="private_chat", alias_localpart=alias_local, name="commands"
+    )
+    await hs.join_bot(persona, command_room)
     cfg = service_config(
         synapse,
         tmp_path_factory.mktemp("bot"),
@@ -334,8 +346,7 @@ async def test_bot_stops_serving_a_command_room_that_gets_bridged_or_encrypted(
     indexed = await env.room(alice)
     await alice.send_text(indexed, "the capybara pond is behind the old mill")
     await env.settle(indexed)
-    commands = await env.room(env.persona)
-    monkeypatch.setattr(env.service.handler, "command_room", RoomID(commands))
+    commands = await env.new_command_room(env.persona, monkeypatch)
     scope = env.service.rooms.scope
     excluded = replace(scope, exclude_room_ids=scope.exclude_room_ids | {commands})
     monkeypatch.setattr(env.service.rooms, "scope", excluded)
@@ -377,12 +388,73 @@ async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> N
             assert secret not in str(reply["content"]), (where, command)
 
 
-async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
-    """An asker not matching command_room_askers gets nothing, not even an error."""
-    await alice.join(env.command_room)
-    ignored = await alice.send_text(env.command_room, "!search quokka")
+async def _command_room_refused(
+    env: Env, commands: str, asker: MatrixUser, caplog: pytest.LogCaptureFixture
+) -> Any:
+    """Ask in `commands`; assert no reply came and return the refusal the log named."""
+    asked = await asker.send_text(commands, "!search capybara")
     await env.quiesce(env.persona, env.command_room)
-    assert await replies(alice, env.command_room, ignored, env.bot_id) == []
+    assert await replies(env.persona, commands, asked, env.bot_id) == []
+    verdict = (await env.service.rooms.get(commands)).serves_commands
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(commands in m and verdict.detail in m for m in errors), errors
+    return verdict
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "named"),
+    [
+        ("public", "public", "join rule public"),
+        ("world_readable", "world_readable", "world_readable"),
+        ("invite_outsider", "outsider", "invited user {alice}"),
+        ("outsider_joins", "outsider", "member {alice}"),
+    ],
+)
+async def test_bot_refuses_a_command_room_others_can_read(
+    env: Env,
+    alice: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    change: str,
+    reason: str,
+    named: str,
+) -> None:
+    """Regression: whoever can read the command room reads every room's results. Once it is
+    public, world-readable, or has a member (even one only invited) who is neither an allowed
+    asker nor the bot, the bot answers nothing there, not even the allowed asker, and logs the
+    cause at error level."""
+    indexed = await env.room(alice)
+    await alice.send_text(indexed, "the capybara pond is behind the old mill")
+    await env.settle(indexed)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    _, before = await ask(env.persona, commands, "!search capybara", env.bot_id)
+    assert "behind the old mill" in body_of(before)
+    if change == "public":
+        await env.persona.send_state(commands, "m.room.join_rules", {"join_rule": "public"})
+    elif change == "world_readable":
+        await env.persona.set_history_visibility(commands, "world_readable")
+    else:
+        await env.persona.invite(commands, alice.user_id)
+        if change == "outsider_joins":
+            await alice.join(commands)
+    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+        verdict = await _command_room_refused(env, commands, env.persona, caplog)
+    assert str(verdict.reason) == reason
+    assert named.format(alice=alice.user_id) in verdict.detail
+
+
+async def test_bot_command_room_ignores_unlisted_askers(
+    env: Env, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asker not matching command_room_askers gets nothing, not even an error (and, being
+    a member, leaves the room unserved for everyone: the test above)."""
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    await env.persona.invite(commands, bob.user_id)
+    await bob.join(commands)
+    ignored = await bob.send_text(commands, "!search quokka")
+    await env.quiesce(env.persona, env.command_room)
+    assert await replies(bob, commands, ignored, env.bot_id) == []
+    assert not env.service.handler.asker_allowed(bob.user_id)
 
 
 async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:
