@@ -42,7 +42,7 @@ from bot.metrics import ServiceMetrics
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import visible_from
+from bot.visibility import ANYONE, Audience, room_audience
 from ingest.config import Config
 from ingest.errors import CommandError, MatrixError
 from ingest.rooms import RoomCache
@@ -309,11 +309,12 @@ class CommandHandler:
         spec = next(s for s in COMMANDS if s.name == command.topic)
         return spec.help(self.prefix, in_command_room)
 
-    async def asker_cut(self, msg: Incoming) -> int | None:
-        """The earliest timestamp the asker may see in their room (None: everything)."""
-        info = await self.rooms.get(msg.room_id)
-        vis = info.state.history_visibility if info.state else None
-        return await visible_from(self.client, msg.room_id, msg.sender, vis)
+    async def audience(self, room_id: RoomID) -> Audience:
+        """Who reads a reply in `room_id`, and so what log text it may quote (rule 14); the
+        command room's askers may read every room (`ANYONE`: no cut)."""
+        if room_id == self.command_room:
+            return ANYONE
+        return await room_audience(self.client, room_id, {self.bot_user_id})
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
@@ -335,7 +336,7 @@ class CommandHandler:
         """Another room's transcript, for `in:` in the command room (no visibility cut)."""
         info = await self.rooms.get(room_id)
         alias = info.state.canonical_alias if info.state else None
-        return RoomView(await self.read_log(room_id), alias, None)
+        return RoomView(await self.read_log(room_id), alias, ANYONE)
 
     async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
         own_log = await self.read_log(msg.room_id)
@@ -344,10 +345,10 @@ class CommandHandler:
         if in_command_room:
             rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
             views = [await self._view(r) for r in rooms or ()]
-            cuts: dict[str, int | None] = {}
+            cuts: dict[str, Audience] = {}
         else:
             info = await self.rooms.get(msg.room_id)
-            cut = await self.asker_cut(msg)
+            cut = await self.audience(msg.room_id)
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]
@@ -358,7 +359,7 @@ class CommandHandler:
             command,
             rooms=rooms,
             views=views,
-            visible_from=cuts,
+            audiences=cuts,
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
             server_name=self.server_name,

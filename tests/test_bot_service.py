@@ -141,17 +141,24 @@ async def test_bot_search_sees_only_this_room(
     assert body_of(reply).startswith("No results")
 
 
-async def test_bot_pin_confirmation_does_not_quote_above_the_pinners_join(
+async def test_bot_pin_confirmation_does_not_quote_above_a_members_join(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
-    """Under `joined` visibility, `!pin ^N` from a late joiner reaching above their join pins
-    but does not quote the message; an old member's confirmation does."""
+    """Under `joined` visibility, `!pin ^N` reaching above the join of a member pins but does
+    not quote the message: not for the late joiner, and (regression) not for the old member
+    either, since the late joiner reads the confirmation too. Once the late joiner has left,
+    the old member's confirmation quotes it."""
     room = await env.room(alice)
     await alice.set_history_visibility(room, "joined")
     await alice.send_text(room, "the okapi feed schedule, members only")
     await bob.join(room)
     _, reply = await ask(bob, room, "!pin ^1", env.bot_id)
     assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
+    assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "okapi" not in str(board["content"])
+    await bob.leave(room)
     _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
     assert "okapi feed schedule" in body_of(reply)
 
@@ -196,7 +203,9 @@ async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
-    """Under `joined` visibility a late joiner gets no hits from before their join."""
+    """Under `joined` visibility nobody's `!search` quotes what came before the latest join of
+    a current member: the late joiner's does not, and (regression) neither does the old
+    member's, whose reply the late joiner reads. When the late joiner leaves, it does again."""
     room = await env.room(alice)
     await alice.set_history_visibility(room, "joined")
     before = await alice.send_text(room, "zebra migration plans, members only")
@@ -204,12 +213,51 @@ async def test_bot_search_respects_joined_history_visibility(
     await bob.join(room)
     after = await alice.send_text(room, "zebra crossing repainted today")
     await env.settle(room)
-    _, reply = await ask(bob, room, "!search zebra", env.bot_id)
-    body = body_of(reply)
-    assert link(room, after) in body
-    assert link(room, before) not in body and "migration" not in body
+    for asker in (bob, alice):
+        _, reply = await ask(asker, room, "!search zebra", env.bot_id)
+        body = body_of(reply)
+        assert link(room, after) in body, asker
+        assert link(room, before) not in body and "migration" not in body, asker
+    await bob.leave(room)
     _, reply = await ask(alice, room, "!search zebra", env.bot_id)
-    assert link(room, before) in body_of(reply)  # alice was there all along
+    assert link(room, before) in body_of(reply)  # alice alone was there all along
+
+
+async def test_bot_search_judges_each_message_by_the_visibility_then(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Regression: the visibility in force when a message was sent decides, not today's. A
+    `shared` room switched to `joined`: what was said while `shared` is quoted to members who
+    came later, what was said after the switch and before their join is not. Switched back to
+    `shared`, nothing from the `joined` period is quoted any more (a reply is then read by
+    everyone who ever joins)."""
+    room = await env.room(alice)  # `shared`, the preset's default
+    early = await alice.send_text(room, "wombat burrow found by the shared fence")
+    await asyncio.sleep(0.01)  # a message in the ms of a change counts under both
+    await alice.set_history_visibility(room, "joined")
+    await asyncio.sleep(0.01)
+    middle = await alice.send_text(room, "wombat litter born, members only")
+    await asyncio.sleep(0.01)
+    await bob.join(room)
+    late = await alice.send_text(room, "wombat tracks near the gate")
+    await env.settle(room)
+
+    async def search(query: str) -> str:
+        _, reply = await ask(alice, room, f"!search {query}", env.bot_id)
+        return str(reply["content"])
+
+    assert link(room, early) in await search("burrow fence")
+    assert link(room, late) in await search("tracks gate")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
+
+    await bob.leave(room)  # only alice and the bot: the `joined` period is hers to read
+    assert link(room, middle) in await search("litter born")
+    await asyncio.sleep(0.01)
+    await alice.set_history_visibility(room, "shared")
+    assert link(room, early) in await search("burrow fence")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
