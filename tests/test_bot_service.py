@@ -223,6 +223,33 @@ async def test_bot_search_respects_joined_history_visibility(
     assert link(room, before) in body_of(reply)  # alice alone was there all along
 
 
+async def test_bot_search_keeps_history_a_renamed_member_saw(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A member who joined a `joined` room before the bot and changed their room nick after
+    does not cut the history at the nick change: a profile change is not a join. The bot may
+    not read that member's join (Synapse hides it: the bot was not there), so their start is
+    taken no later than the bot's own."""
+    room = await _joined_room_the_bot_joins_late(env, alice, bob)
+    seen = await alice.send_text(room, "the quokka count is forty two")
+    await asyncio.sleep(0.01)
+    await bob.send_state(
+        room, "m.room.member", {"membership": "join", "displayname": "Bob, renamed"}, bob.user_id
+    )
+    _, reply = await ask(alice, room, "!search quokka count", env.bot_id)
+    assert link(room, seen) in body_of(reply)
+
+
+async def _joined_room_the_bot_joins_late(env: Env, alice: MatrixUser, bob: MatrixUser) -> str:
+    """A `joined` room bob joined before the bot did."""
+    room = await env.hs.fresh_room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await bob.join(room)
+    await alice.send_text(room, "said before the bot came")
+    await env.hs.bot().join(room)
+    return room
+
+
 async def test_bot_search_judges_each_message_by_the_visibility_then(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
