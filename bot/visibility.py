@@ -85,11 +85,12 @@ class Audience:
 
     def sees(self, ts: int) -> bool:
         """Whether every reader of the reply may see an event sent at `ts`."""
-        return all(
-            self._allows(period.visibility, ts)
+        in_force = [
+            period.visibility
             for period, end in self._spans()
             if period.start <= ts and (end is None or ts <= end)
-        )
+        ]
+        return bool(in_force) and all(self._allows(v, ts) for v in in_force)
 
     @property
     def after(self) -> int | None:
@@ -196,12 +197,12 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
     readers = [e for e in members if e.get("state_key") not in own_users]
     # A start is no later than the member's current event: newest first, and a member whose
     # current event is older than the latest starts found so far cannot raise them.
-    readers.sort(key=lambda e: _ts(e, 0), reverse=True)
+    readers.sort(key=_ts, reverse=True)  # no timestamp: first, and never skipped
     found: list[tuple[int, int]] = []
     for event in readers:
         if found and membership(event) == "join":
             latest = min(max(s[0] for s in found), max(s[1] for s in found))
-            if _ts(event, 0) <= latest:
+            if _ts(event) <= latest:
                 continue
         found.append(
             (await start(event, "joined", own_joined), await start(event, "invited", own_invited))

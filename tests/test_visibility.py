@@ -105,3 +105,8 @@ def test_periods_of_an_unfinished_walk_err_towards_joined() -> None:
         Period(2000, "shared"),
     )
     assert periods_of([], complete=True) == (Period(0, "shared"),)
+
+
+def test_a_timestamp_before_every_period_is_not_seen() -> None:
+    """A (forged) negative timestamp falls in no period: nothing says it may be shown."""
+    assert not audience_of("joined", SHARED_THEN_JOINED, []).sees(-5)
