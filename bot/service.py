@@ -212,7 +212,11 @@ class Service:
         room_id = self.handler.command_room
         if room_id is None:
             return
-        verdict = (await self.rooms.get(room_id)).serves_commands
+        try:
+            verdict = (await self.rooms.get(room_id)).serves_commands
+        except MatrixError as e:  # checked again on every command there
+            log.warning("cannot check the command room %s yet: %s", room_id, e)
+            return
         if verdict.reason is Refusal.NOT_JOINED:
             log.warning("the command room %s is not joined yet; invite the bot", room_id)
         elif verdict.reason is not None:
