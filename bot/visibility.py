@@ -183,28 +183,31 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
         e for e in state if e.get("type") == "m.room.member" and membership(e) in _COUNTED[now]
     ]
     kinds = {p.visibility for p in periods}
+    ours = next((e for e in members if e.get("state_key") in own_users), None)
+    own_starts: dict[str, int | None] = {}
 
-    async def start(event: JSON, kind: str, own: int | None) -> int:
+    async def start(event: JSON, kind: str) -> int:
         if kind not in kinds:
             return 0  # no period of that kind: the start is never asked
         if membership(event) not in _COUNTED[kind]:
             return NOTHING  # an invitee saw nothing of a `joined` period
-        return _start(await walk_back(event, get, counted=_COUNTED[kind]), own)
+        chain = await walk_back(event, get, counted=_COUNTED[kind])
+        if chain.complete or event is ours:
+            return _start(chain, None)
+        if kind not in own_starts:  # the bot's own start, read only when a walk fell short
+            own_starts[kind] = await start(ours, kind) if ours is not None else None
+        return _start(chain, own_starts[kind])
 
-    ours = next((e for e in members if e.get("state_key") in own_users), None)
-    own_joined = await start(ours, "joined", None) if ours is not None else None
-    own_invited = await start(ours, "invited", None) if ours is not None else None
     readers = [e for e in members if e.get("state_key") not in own_users]
     # A start is no later than the member's current event: newest first, and a member whose
     # current event is older than the latest starts found so far cannot raise them.
     readers.sort(key=_ts, reverse=True)  # no timestamp: first, and never skipped
+    asked = [i for i, kind in enumerate(("joined", "invited")) if kind in kinds]
     found: list[tuple[int, int]] = []
     for event in readers:
         if found and membership(event) == "join":
-            latest = min(max(s[0] for s in found), max(s[1] for s in found))
+            latest = min(max(s[i] for s in found) for i in asked)
             if _ts(event) <= latest:
                 continue
-        found.append(
-            (await start(event, "joined", own_joined), await start(event, "invited", own_invited))
-        )
+        found.append((await start(event, "joined"), await start(event, "invited")))
     return audience_of(now, periods, found)
