@@ -61,6 +61,7 @@ Query = Mapping[str, str | int]
 
 _CS = "/_matrix/client/v3"
 _DIRECT_WALKS = 65_536  # remembered membership walks (event ids), cleared when full
+_DIRECT_WALKS_PER_READ = 32  # members whose history one room-state read follows back
 _BRIDGE = ("m.bridge", "uk.half-shot.bridge")  # MSC2346 and its pre-spec name
 _TOKEN_ERRCODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
@@ -312,28 +313,42 @@ class MatrixReader:
         """is_direct further back than the state's one hop: a member whose event replaced a
         join (a profile change) may have been invited with it before (rule 3).
 
-        Member events never change, so a walk that reached the join is remembered by the
-        state event's id and costs nothing on the next read of the room.
+        Member events never change, so a walk is remembered by the state event's id and costs
+        nothing on the next read of the room. One read walks at
+        most `_DIRECT_WALKS_PER_READ` members, the reader's own first (its invite is where a
+        DM with the reader carries is_direct); a large room's rest is walked on later reads.
         """
 
         async def get(event_id: str) -> JSONDict | None:
             return await self.get_event(room_id, event_id)
 
-        for e in events:
-            if not isinstance(e, dict) or e.get("type") != "m.room.member":
-                continue
-            if prev_membership(e) != "join" or not isinstance(e.get("event_id"), str):
-                continue  # the state already shows the membership before (and its is_direct)
-            if membership(e) not in ("join", "invite"):
-                continue  # who is in the room makes it a DM; a leaver's history is not read
+        candidates = [
+            e
+            for e in events
+            if isinstance(e, dict)
+            and e.get("type") == "m.room.member"
+            and isinstance(e.get("event_id"), str)
+            # a previous join may hide the invite; any other previous membership is in view
+            and prev_membership(e) == "join"
+            # who is in the room makes it a DM; a leaver's history is not read
+            and membership(e) in ("join", "invite")
+        ]
+        candidates.sort(key=lambda e: e.get("state_key") != self.user_id)
+        walks = 0
+        for e in candidates:
             known = self._direct_walks.get(e["event_id"])
             if known is None:
+                if walks >= _DIRECT_WALKS_PER_READ:
+                    log.debug("room %s: membership histories left for the next read", room_id)
+                    return False
+                walks += 1
                 chain = await walk_back(e, get, counted=frozenset({"join"}))
                 known = direct_in(chain)
-                if chain.complete or known:
-                    if len(self._direct_walks) >= _DIRECT_WALKS:
-                        self._direct_walks.clear()
-                    self._direct_walks[e["event_id"]] = known
+                # Remembered even when the walk stopped short: what the homeserver would not
+                # show the reader (a 404) it will not show on the next read either.
+                if len(self._direct_walks) >= _DIRECT_WALKS:
+                    self._direct_walks.clear()
+                self._direct_walks[e["event_id"]] = known
             if known:
                 return True
         return False
