@@ -21,6 +21,7 @@ from typing import Any
 
 from bot.commands import SearchCommand
 from bot.lookup import RoomLog, RoomView, _transcript_finds, within_text
+from bot.visibility import ANYONE
 from ingest.types import RoomID
 
 _WORDS = ["deploy", "server", "backup", "kernel", "lunch", "the", "a", "upgrade", "wifi"]
@@ -47,7 +48,7 @@ def _log(events: int, chars: int) -> list[dict[str, Any]]:
 
 async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float, float]:
     kept, cut = (raw, False) if on_loop else within_text(raw)
-    view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, None)
+    view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
     command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)
     gaps: list[float] = []
     done = asyncio.Event()

@@ -44,7 +44,7 @@ from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import visible_from
+from bot.visibility import ANYONE, Audience, room_audience
 from ingest.config import Config
 from ingest.errors import (
     CommandError,
@@ -185,7 +185,6 @@ class CommandHandler:
         self.prefix = cfg.bot.prefix
         self.server_name = cfg.homeserver.server_name
         self.command_room: RoomID | None = None
-        self._askers = [re.compile(p) for p in cfg.bot.command_room_askers]
         self._limits = RateLimit(cfg.bot.rate_per_minute)
         self._logs = RecentEvents()
         self._handled = BoundedSeen(4096)
@@ -196,7 +195,7 @@ class CommandHandler:
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
 
     def asker_allowed(self, user_id: str) -> bool:
-        return any(p.fullmatch(user_id) for p in self._askers)
+        return self.rooms.scope.asker_allowed(user_id)
 
     def admitted(self, event_id: str) -> bool:
         """The command passed the room and asker checks (it is, or was, being answered)."""
@@ -355,11 +354,12 @@ class CommandHandler:
         spec = next(s for s in COMMANDS if s.name == command.topic)
         return spec.help(self.prefix, in_command_room)
 
-    async def asker_cut(self, msg: Incoming) -> int | None:
-        """The earliest timestamp the asker may see in their room (None: everything)."""
-        info = await self.rooms.get(msg.room_id)
-        vis = info.state.history_visibility if info.state else None
-        return await visible_from(self.client, msg.room_id, msg.sender, vis)
+    async def audience(self, room_id: RoomID) -> Audience:
+        """Who reads a reply in `room_id`, and so what log text it may quote (rule 14); the
+        command room's askers may read every room (`ANYONE`: no cut)."""
+        if room_id == self.command_room:
+            return ANYONE
+        return await room_audience(self.client, room_id, {self.bot_user_id})
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
@@ -382,7 +382,7 @@ class CommandHandler:
         """Another room's transcript, for `in:` in the command room (no visibility cut)."""
         info = await self.rooms.get(room_id)
         alias = info.state.canonical_alias if info.state else None
-        return RoomView(await self.read_log(room_id), alias, None)
+        return RoomView(await self.read_log(room_id), alias, ANYONE)
 
     async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
         own_log = await self.read_log(msg.room_id)
@@ -396,10 +396,10 @@ class CommandHandler:
         if in_command_room:
             rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
             views = [await self._view(r) for r in rooms or ()]
-            cuts: dict[str, int | None] = {}
+            cuts: dict[str, Audience] = {}
         else:
             info = await self.rooms.get(msg.room_id)
-            cut = await self.asker_cut(msg)
+            cut = await self.audience(msg.room_id)
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]
@@ -410,7 +410,7 @@ class CommandHandler:
             command,
             rooms=rooms,
             views=views,
-            visible_from=cuts,
+            audiences=cuts,
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
             server_name=self.server_name,

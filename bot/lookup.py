@@ -3,8 +3,9 @@
 `RoomLog` is one bounded read of a room's latest raw events (`reader.latest`); both folds (the
 transcript and the pinboard) and the "did the bot already answer?" check are computed from it.
 `fused_search` asks the one read path (`ingest.search`) for its ranked candidates, fuses them
-with the transcript fold by reciprocal rank, applies the asker's history visibility to every
-hit, and has the read path revalidate every index hit it shows.
+with the transcript fold by reciprocal rank, applies the room's history visibility
+(`bot.visibility`: what every reader of the reply may see) to every hit, and has the read path
+revalidate every index hit it shows.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.commands import PinCommand, SearchCommand, UnpinCommand, UsageError, pa
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset
 from bot.replies import ScanInfo
 from bot.transcript import TranscriptHit, fold_search
+from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.events import normalize, strip_reply_fallback
 from ingest.fusion import rrf
@@ -425,8 +427,8 @@ def pinboard(room_log: RoomLog, *, bot_user_id: str, prefix: str) -> Board:
 # ---------------------------------------------------------------- search
 
 
-def _passes(ts: int, sender: str, command: SearchCommand, visible_from: int | None) -> bool:
-    if visible_from is not None and ts < visible_from:
+def _passes(ts: int, sender: str, command: SearchCommand, audience: Audience) -> bool:
+    if not audience.sees(ts):
         return False
     if command.sender is not None and sender != command.sender:
         return False
@@ -435,12 +437,10 @@ def _passes(ts: int, sender: str, command: SearchCommand, visible_from: int | No
     return command.before_ms is None or ts < command.before_ms
 
 
-def _trim(
-    hit: Hit, command: SearchCommand, visible_from: int | None, server_name: str
-) -> Hit | None:
-    """The hit with only the messages the asker may see and the filters keep; None if none."""
+def _trim(hit: Hit, command: SearchCommand, audience: Audience, server_name: str) -> Hit | None:
+    """The hit with only the messages the room may see and the filters keep; None if none."""
     kept = tuple(
-        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), command, visible_from)
+        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), command, audience)
     )
     if not kept:
         return None
@@ -486,11 +486,11 @@ async def _index(
     searcher: Searcher,
     command: SearchCommand,
     rooms: Sequence[RoomID] | None,
-    visible_from: int | None,
+    audience: Audience,
 ) -> Candidates:
     if command.regex is not None or not command.texts:
         return Candidates()  # a /regex/ is the transcript's alone
-    after = max((t for t in (command.after_ms, visible_from) if t is not None), default=None)
+    after = max((t for t in (command.after_ms, audience.after) if t is not None), default=None)
     before = command.before_ms - 1 if command.before_ms is not None else None
     query = SearchQuery.build(
         command.texts,
@@ -512,7 +512,7 @@ class RoomView:
 
     log: RoomLog
     alias: str | None
-    visible_from: int | None  # the asker's join/invite under joined/invited, else None
+    audience: Audience  # who reads the reply in the room (`bot.visibility`)
 
 
 async def fused_search(
@@ -521,7 +521,7 @@ async def fused_search(
     *,
     rooms: Sequence[RoomID] | None,
     views: Sequence[RoomView],
-    visible_from: Mapping[str, int | None],
+    audiences: Mapping[str, Audience],
     bot_user_id: str,
     prefix: str,
     server_name: str,
@@ -529,7 +529,8 @@ async def fused_search(
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
 
-    `visible_from` holds the visibility cut of every room the index may answer from. The
+    `audiences` holds the visibility cut of the room the index answers from (none: the
+    command room, whose askers may read every room). The
     index's first `fetch` candidates are fused unchecked; only those that rank into the reply
     are revalidated (`Searcher.confirm`), and a stale one gives its place to the next candidate
     until every index hit shown has passed. Revalidating all `fetch` up front cost three times
@@ -537,7 +538,7 @@ async def fused_search(
     /regex/ already compiled (`compile_pattern`); without it the fold compiles it.
     """
     fetch = min(50, command.limit * 3)
-    single = visible_from.get(rooms[0]) if rooms is not None and len(rooms) == 1 else None
+    single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
     pool = await _index(searcher, command, rooms, single)
     stones = await _tombstones(searcher, pool) if views else []
     # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
@@ -549,7 +550,7 @@ async def fused_search(
     stale: set[str] = set()
     while True:
         window = pool.first(fetch, skip=stale)
-        hits, order = _fuse(window, found, command, visible_from, server_name)
+        hits, order = _fuse(window, found, command, audiences, server_name)
         top = order[: command.limit]
         shown = {key for key, _ in top}
         unchecked = [h for h in window if h.point_id in shown and h.point_id not in live]
@@ -580,7 +581,7 @@ def _transcript_finds(
         messages = [
             m
             for m in view.log.messages(bot_user_id, prefix)
-            if (view.visible_from is None or m.ts >= view.visible_from)
+            if view.audience.sees(m.ts)
             and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
@@ -604,14 +605,14 @@ def _fuse(
     index: Sequence[Hit],
     found: Sequence[tuple[RoomView, TranscriptHit, str | None]],
     command: SearchCommand,
-    visible_from: Mapping[str, int | None],
+    audiences: Mapping[str, Audience],
     server_name: str,
 ) -> tuple[dict[str, Hit], list[tuple[str, float]]]:
-    """The index hits (trimmed to what the asker may see) and transcript finds, by RRF."""
+    """The index hits (trimmed to what the room may see) and transcript finds, by RRF."""
     hits: dict[str, Hit] = {}
     index_order: list[str] = []
     for hit in index:
-        trimmed = _trim(hit, command, visible_from.get(hit.room_id), server_name)
+        trimmed = _trim(hit, command, audiences.get(hit.room_id, ANYONE), server_name)
         if trimmed is not None:
             hits[trimmed.point_id] = trimmed
             index_order.append(trimmed.point_id)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ingest.config import Config
 from ingest.embed import Embedder, make_embedder
-from ingest.errors import MatrixNotFound, QueryError, StoreUnavailable
+from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
 from ingest.export import (
     EXPORT_PREFIX,
     ExportReader,
@@ -321,12 +321,14 @@ async def status(cfg: Config, *, as_json: bool) -> int:
                 }
             )
         total = await asyncio.to_thread(col.count) if col else 0
+        command = await _command_room(cfg, reader, me, direct)
         doc = {
             "reader": me,
             "generation": active,
             "versions": compat,
             "points": total,
             "rooms": rooms,
+            "command_room": command,
         }
     if as_json:
         _print_json(doc)
@@ -337,7 +339,38 @@ async def status(cfg: Config, *, as_json: bool) -> int:
         if r["error"]:
             shown += f"; FAILED {r['failed_passes']} pass(es) in a row, retried: {r['error']}"
         print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
+    if command is not None:
+        served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
+        print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
     return 0
+
+
+async def _command_room(
+    cfg: Config, reader: MatrixReader, me: str, direct: set[RoomID]
+) -> dict[str, Any] | None:
+    """Whether `bot.command_room` would be served (`RoomScope.serves_commands`), and why not."""
+    room = cfg.bot.command_room
+    if room is None:
+        return None
+    doc: dict[str, Any] = {"room": room, "room_id": None, "serving": False}
+    try:
+        room_id = await resolve_room(reader, room)
+        state = await reader.room_state(room_id)
+    except QueryError as e:
+        return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": str(e)}
+    except (MatrixNotFound, MatrixForbidden):
+        return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": "the bot is not in it"}
+    scope = RoomScope.from_config(
+        cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
+    )
+    verdict = scope.serves_commands(state, direct, {me})
+    return {
+        **doc,
+        "room_id": room_id,
+        "serving": verdict.eligible,
+        "verdict": "eligible" if verdict.eligible else str(verdict.reason),
+        "detail": verdict.detail,
+    }
 
 
 async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:

@@ -15,6 +15,7 @@ from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target, reply_target
 from bot.pinboard import Board, fold, select
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
+from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
@@ -73,10 +74,9 @@ class PinActions:
                 f"There are fewer than {command.offset} messages above; nothing pinned."
             )
         items = {i.event_id: i for i in history}
-        # The confirmation quotes the message only if the pinner may see it (rule 14): `^5`
-        # from someone who just joined may reach above their join.
-        since = await h.asker_cut(msg) if target in items else None
-        seen = target in items and (since is None or items[target].ts >= since)
+        # The confirmation quotes the message only if the whole room may see it (rule 14):
+        # `^5` may reach above the join of someone who just came in.
+        seen = target in items and (await h.audience(msg.room_id)).sees(items[target].ts)
         edited = await asyncio.to_thread(self._edited, room_log) if seen else {}
         body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
@@ -110,25 +110,25 @@ class PinActions:
         own_log = await h.read_log(msg.room_id)
         if not await h._gate(msg, own_log):
             return
-        room_id, room_log, cut = msg.room_id, own_log, None
+        room_id, room_log, cut = msg.room_id, own_log, ANYONE
         if command.room is not None:
             room_id = (await h.resolve_rooms((command.room,)))[0]
             room_log = await h.read_log(room_id)
         elif not in_command_room:
-            cut = await h.asker_cut(msg)
+            cut = await h.audience(msg.room_id)
         view = await self._view(room_id, room_log, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
         await h.send(msg, pins_reply(msg.reply_to, view, filtered))
 
     def _fold_log(
-        self, room_log: RoomLog, cut: int | None
+        self, room_log: RoomLog, cut: Audience
     ) -> tuple[Board, dict[str, str], dict[str, str]]:
-        """The board (pins the asker may see), and the text and sender of each pinned message
-        within the log (pure CPU work: run in a thread)."""
+        """The board (pins the room's readers may all see), and the text and sender of each
+        pinned message within the log (pure CPU work: run in a thread)."""
         history = room_log.timeline()
         board = self._board(history)
-        if cut is not None:  # the asker may not see pins made before they joined
-            board = Board(tuple(p for p in board.pins if p.pinned_ts >= cut), board.capacity)
+        # Pins made, and messages sent, where the room's readers may not all see them: hidden.
+        board = Board(tuple(p for p in board.pins if cut.sees(p.pinned_ts)), board.capacity)
         targets = {p.target for p in board.pins}
         edited = self._edited(room_log)
         bodies: dict[str, str] = {}
@@ -136,7 +136,7 @@ class PinActions:
         for item in history:
             if item.event_id not in targets:
                 continue
-            if not item.redacted and (cut is None or item.ts >= cut):
+            if not item.redacted and cut.sees(item.ts):
                 known = item.event_id in edited
                 bodies[item.event_id] = edited[item.event_id] if known else _body(item)
             senders[item.event_id] = item.sender
@@ -147,7 +147,7 @@ class PinActions:
         room_id: RoomID,
         room_log: RoomLog,
         command: PinsCommand,
-        cut: int | None,
+        cut: Audience,
         results_json: bool,
     ) -> PinsView:
         h = self.h
@@ -159,7 +159,7 @@ class PinActions:
             body = None if event is None else current_body(event, h.bot_user_id, h.prefix)
             if event is None or body is None:
                 continue
-            if cut is None or int(event.get("origin_server_ts", 0)) >= cut:
+            if cut.sees(int(event.get("origin_server_ts", 0))):
                 bodies[target] = body
             senders[target] = str(event.get("sender"))
         pins = select(board, label=command.label, text=command.text, bodies=bodies)

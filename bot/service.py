@@ -42,7 +42,7 @@ from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
-from ingest.types import RoomID, Skip, SkipReason
+from ingest.types import Refusal, RoomID, Skip, SkipReason
 
 __all__ = ["Service", "run"]
 
@@ -91,7 +91,9 @@ class Service:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
         self.store: Store = counting_store(self._store, self.metrics.store_errors)
         self.writer = Writer(cfg, self.client, self.store, self.embedder)
-        scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+        scope = RoomScope.from_config(
+            cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
+        )
         self.rooms = RoomCache(self.client, scope, remembered_puppet=self.writer.refused_by_puppet)
         # Hits are revalidated with the same room verdicts the event path uses, dropped on
         # any state event: a room bridged a second ago shows nothing.
@@ -114,6 +116,7 @@ class Service:
             self.handler.handle,
             self._timed_out,
         )
+        await self._check_command_room()
         self.scheduler = RefreshScheduler(
             self._refresh,
             debounce=cfg.refresh.debounce_seconds,
@@ -215,6 +218,23 @@ class Service:
         if found is None:
             log.warning("the command room %s does not exist; cross-room search is off", room)
         return found
+
+    async def _check_command_room(self) -> None:
+        """Say at start, not at the first command, that the command room will not be served."""
+        room_id = self.handler.command_room
+        if room_id is None:
+            return
+        try:
+            verdict = (await self.rooms.get(room_id)).serves_commands
+        except MatrixError as e:  # checked again on every command there
+            log.warning("cannot check the command room %s yet: %s", room_id, e)
+            return
+        if verdict.reason is Refusal.NOT_JOINED:
+            log.warning("the command room %s is not joined yet; invite the bot", room_id)
+        elif verdict.reason is not None:
+            log.error(
+                "not serving the command room %s: %s (%s)", room_id, verdict.reason, verdict.detail
+            )
 
     async def _refresh(self, rooms: Sequence[RoomID] | None) -> None:
         try:

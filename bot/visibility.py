@@ -1,59 +1,213 @@
-"""Who may see what: the asker's history visibility cut (§3; hits: `ingest.revalidate`).
+"""Who reads a reply, and so what it may quote (rule 14): the one owner of the visibility cut.
 
-Under `joined` (or `invited`) history visibility a member sees the room from their join (or
-invite) on; under `shared` and `world_readable` they see everything. The cut is the start of the
-asker's *current, continuous* membership: the current member event, followed back through
-`unsigned.replaces_state` while the earlier membership still counted (a display-name change is a
-new member event but not a new join). A missing or broken chain errs towards showing less.
+A reply in a room is read by the room, not by the asker alone, so what it may quote is what
+*every* reader of the reply could read themselves. Per the spec's history visibility, judged
+by the visibility in force at each quoted event (the `m.room.history_visibility` state at that
+point of the timeline, not today's):
+
+| in force at the event | the reply may quote it when                                        |
+|-----------------------|--------------------------------------------------------------------|
+| `world_readable`      | always                                                             |
+| `shared` (the default)| the reply is not `world_readable` itself (a non-member reads that) |
+| `joined` / `invited`  | the reply is `joined`/`invited` itself (only the current members    |
+|                       | will ever read it) and the event is no older than the LATEST start |
+|                       | of a current member's continuous membership (join; or join or      |
+|                       | invite under `invited`)                                            |
+
+The reply's own visibility is today's: under `shared`, everyone who ever joins reads it, and
+under `world_readable` anyone, so an event from a `joined` period is never quoted there. Under
+`joined` the reply's readers are the members joined now (an invitee who joins later does not see
+it); under `invited`, the joined and the invited. The cut is the latest start among them, not
+the earliest: the newest member must not read what was said before they came. The bot itself
+is the reply's author, not its audience.
+
+Timestamps place an event against the visibility changes; an event in the same millisecond as a
+change must pass under both. Where a history cannot be read to its end, the rule errs towards
+showing less: an unreadable earlier visibility counts as `joined`, an unreadable earlier member
+event ends that member's membership at the last one read — except that the homeserver hides
+from the bot only what came before the bot's own membership, so such a member's start is taken
+no later than the bot's own (`_start`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
 from bot.sender import BotClient
+from ingest.membership import Chain, membership, walk_back
 
-__all__ = ["NOTHING", "visible_from"]
+__all__ = ["ANYONE", "NOTHING", "Audience", "Period", "audience_of", "room_audience"]
 
 log = logging.getLogger("muninn.visibility")
 
-NOTHING = 2**62  # a cut later than any event: the asker may see nothing
-_MAX_HOPS = 20
+NOTHING = 2**62  # a start later than any event: nothing restricted may be quoted
+_MAX_HOPS = 20  # history-visibility changes followed back
+_RESTRICTED = ("joined", "invited")
+_COUNTED = {"joined": frozenset({"join"}), "invited": frozenset({"join", "invite"})}
+JSON = dict[str, Any]
 
 
-def _member(events: Sequence[dict[str, Any]], user_id: str) -> dict[str, Any] | None:
-    return next(
-        (e for e in events if e.get("type") == "m.room.member" and e.get("state_key") == user_id),
-        None,
-    )
+@dataclass(frozen=True)
+class Period:
+    """A history visibility in force from `start` (ms) until the next period's start."""
+
+    start: int
+    visibility: str
 
 
-def _membership(event: dict[str, Any]) -> str | None:
-    content = event.get("content")
-    value = content.get("membership") if isinstance(content, dict) else None
-    return value if isinstance(value, str) else None
+@dataclass(frozen=True)
+class Audience:
+    """A room's readers of a reply sent now, reduced to what `sees` needs (pure)."""
+
+    now: str  # the visibility a reply sent now is under
+    periods: tuple[Period, ...]  # oldest first; the first starts at 0
+    # The latest start of a current reader's continuous membership counting joins only, and
+    # counting joins and invites; None: no reader besides the bot.
+    joined_from: int | None
+    invited_from: int | None
+
+    def _allows(self, visibility: str, ts: int) -> bool:
+        if visibility == "world_readable":
+            return True
+        if visibility not in _RESTRICTED:  # shared, or a value the spec may add: as shared
+            return self.now != "world_readable"
+        if self.now not in _RESTRICTED:
+            return False
+        start = self.joined_from if visibility == "joined" else self.invited_from
+        return start is None or ts >= start
+
+    def _spans(self) -> list[tuple[Period, int | None]]:
+        ends: list[int | None] = [p.start for p in self.periods[1:]]
+        return list(zip(self.periods, [*ends, None], strict=True))
+
+    def sees(self, ts: int) -> bool:
+        """Whether every reader of the reply may see an event sent at `ts`."""
+        in_force = [
+            period.visibility
+            for period, end in self._spans()
+            if period.start <= ts and (end is None or ts <= end)
+        ]
+        return bool(in_force) and all(self._allows(v, ts) for v in in_force)
+
+    @property
+    def after(self) -> int | None:
+        """A lower bound of what `sees` may pass (for the index's own filter); None: none."""
+        firsts = []
+        for period, end in self._spans():
+            first = period.start
+            if period.visibility in _RESTRICTED and self.now in _RESTRICTED:
+                start = self.joined_from if period.visibility == "joined" else self.invited_from
+                first = max(first, start or 0)
+            elif not self._allows(period.visibility, first):
+                continue
+            if end is None or first <= end:
+                firsts.append(first)
+        bound = min(firsts, default=NOTHING)
+        return bound if bound > 0 else None
 
 
-async def visible_from(
-    client: BotClient, room_id: str, user_id: str, history_visibility: str | None
-) -> int | None:
-    """The earliest `origin_server_ts` the asker may see, or None for "everything"."""
-    if history_visibility not in ("joined", "invited"):
-        return None  # shared (the spec's default when unset) and world_readable
-    counted = {"join"} if history_visibility == "joined" else {"join", "invite"}
-    member = _member(await client.state_events(room_id), user_id)
-    if member is None or _membership(member) not in counted:
+ANYONE = Audience("world_readable", (Period(0, "world_readable"),), None, None)  # no cut
+
+
+def _visibility(event: JSON | None) -> str:
+    content = event.get("content") if event else None
+    value = content.get("history_visibility") if isinstance(content, dict) else None
+    return value if isinstance(value, str) else "shared"  # the spec's default
+
+
+def _ts(event: JSON, default: int = NOTHING) -> int:
+    ts = event.get("origin_server_ts")
+    return ts if isinstance(ts, int) else default
+
+
+def periods_of(changes: Sequence[JSON], complete: bool) -> tuple[Period, ...]:
+    """Periods from the room's history-visibility events, newest first as walked back;
+    before the oldest: the spec's default `shared` if the walk reached the first, else `joined`."""
+    ordered = list(reversed(changes))
+    before = "shared" if complete or not ordered else "joined"
+    periods = [Period(0, before)]
+    periods.extend(Period(_ts(e, 0), _visibility(e)) for e in ordered)
+    return tuple(periods)
+
+
+def _start(chain: Chain | None, own: int | None) -> int:
+    """A member's continuous membership start from its walked chain (NOTHING: not counted)."""
+    if chain is None or chain.oldest_ts is None:
         return NOTHING
-    cut = int(member.get("origin_server_ts", NOTHING))
-    for _ in range(_MAX_HOPS):
-        unsigned = member.get("unsigned")
+    if chain.complete or own is None:
+        return chain.oldest_ts
+    return min(chain.oldest_ts, own)
+
+
+def audience_of(
+    now: str, periods: tuple[Period, ...], starts: Sequence[tuple[int, int]]
+) -> Audience:
+    """The audience from the visibility now, its periods, and each current reader's
+    (joined-from, invited-from) starts."""
+    if now not in _RESTRICTED or not starts:
+        return Audience(now, periods, None, None)
+    return Audience(now, periods, max(s[0] for s in starts), max(s[1] for s in starts))
+
+
+async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) -> Audience:
+    """The readers of a reply in `room_id` now, read from the room's state and the history
+    behind it (member and visibility events, fetched back through `replaces_state`)."""
+    state = await client.state_events(room_id)
+
+    async def get(event_id: str) -> JSON | None:
+        return await client.get_event(room_id, event_id)
+
+    current = next((e for e in state if e.get("type") == "m.room.history_visibility"), None)
+    changes: list[JSON] = []
+    complete = True
+    event = current
+    while event is not None:
+        changes.append(event)
+        unsigned = event.get("unsigned")
         prev_id = unsigned.get("replaces_state") if isinstance(unsigned, dict) else None
         if not isinstance(prev_id, str):
             break
-        prev = await client.get_event(room_id, prev_id)
-        if prev is None or _membership(prev) not in counted:
+        if len(changes) > _MAX_HOPS:
+            complete = False
             break
-        member, cut = prev, int(prev.get("origin_server_ts", cut))
-    return cut
+        event = await get(prev_id)
+        complete = event is not None
+    now = _visibility(current)
+    periods = periods_of(changes, complete)
+    if now not in _RESTRICTED:
+        return audience_of(now, periods, ())
+    members = [
+        e for e in state if e.get("type") == "m.room.member" and membership(e) in _COUNTED[now]
+    ]
+    kinds = {p.visibility for p in periods}
+    ours = next((e for e in members if e.get("state_key") in own_users), None)
+    own_starts: dict[str, int | None] = {}
+
+    async def start(event: JSON, kind: str) -> int:
+        if kind not in kinds:
+            return 0  # no period of that kind: the start is never asked
+        if membership(event) not in _COUNTED[kind]:
+            return NOTHING  # an invitee saw nothing of a `joined` period
+        chain = await walk_back(event, get, counted=_COUNTED[kind])
+        if chain.complete or event is ours:
+            return _start(chain, None)
+        if kind not in own_starts:  # the bot's own start, read only when a walk fell short
+            own_starts[kind] = await start(ours, kind) if ours is not None else None
+        return _start(chain, own_starts[kind])
+
+    readers = [e for e in members if e.get("state_key") not in own_users]
+    # A start is no later than the member's current event: newest first, and a member whose
+    # current event is older than the latest starts found so far cannot raise them.
+    readers.sort(key=_ts, reverse=True)  # no timestamp: first, and never skipped
+    asked = [i for i, kind in enumerate(("joined", "invited")) if kind in kinds]
+    found: list[tuple[int, int]] = []
+    for event in readers:
+        if found and membership(event) == "join":
+            latest = min(max(s[i] for s in found) for i in asked)
+            if _ts(event) <= latest:
+                continue
+        found.append((await start(event, "joined"), await start(event, "invited")))
+    return audience_of(now, periods, found)

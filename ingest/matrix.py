@@ -15,6 +15,7 @@ Two modes behind one interface:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import logging
@@ -38,6 +39,7 @@ from ingest.errors import (
     MatrixNotFound,
     MatrixUnavailable,
 )
+from ingest.membership import direct_in, membership, prev_content, prev_membership, walk_back
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = [
@@ -58,6 +60,8 @@ JSONDict = dict[str, Any]
 Query = Mapping[str, str | int]
 
 _CS = "/_matrix/client/v3"
+_DIRECT_WALKS = 65_536  # remembered membership walks (event ids), cleared when full
+_DIRECT_WALKS_PER_READ = 32  # members whose history one room-state read follows back
 _BRIDGE = ("m.bridge", "uk.half-shot.bridge")  # MSC2346 and its pre-spec name
 _TOKEN_ERRCODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
@@ -147,6 +151,7 @@ class MatrixReader:
         )
         self.token_name = token_name or default_name
         self._session: aiohttp.ClientSession | None = None
+        self._direct_walks: dict[str, bool] = {}  # member event id → is_direct in its history
 
     @classmethod
     def from_config(cls, cfg: Config, *, retry: Retry | None = None) -> MatrixReader:
@@ -300,7 +305,54 @@ class MatrixReader:
         events = await self._request("GET", f"{_CS}/rooms/{_q(room_id)}/state")
         if not isinstance(events, list):
             raise MatrixError(f"state of {room_id}: expected a JSON list")
-        return room_state_from(RoomID(room_id), events, self.user_id)
+        state = room_state_from(RoomID(room_id), events, self.user_id)
+        if not state.direct_flag and await self._direct_in_history(room_id, events):
+            state = dataclasses.replace(state, direct_flag=True)
+        return state
+
+    async def _direct_in_history(self, room_id: RoomID | str, events: Sequence[Any]) -> bool:
+        """is_direct further back than the state's one hop: a member whose event replaced a
+        join (a profile change) may have been invited with it before (rule 3).
+
+        Member events never change, so a walk is remembered by the state event's id and costs
+        nothing on the next read of the room. One read walks at
+        most `_DIRECT_WALKS_PER_READ` members, the reader's own first (its invite is where a
+        DM with the reader carries is_direct); a large room's rest is walked on later reads.
+        """
+
+        async def get(event_id: str) -> JSONDict | None:
+            return await self.get_event(room_id, event_id)
+
+        candidates = [
+            e
+            for e in events
+            if isinstance(e, dict)
+            and e.get("type") == "m.room.member"
+            and isinstance(e.get("event_id"), str)
+            # a previous join may hide the invite; any other previous membership is in view
+            and prev_membership(e) == "join"
+            # who is in the room makes it a DM; a leaver's history is not read
+            and membership(e) in ("join", "invite")
+        ]
+        candidates.sort(key=lambda e: e.get("state_key") != self.user_id)
+        walks = 0
+        for e in candidates:
+            known = self._direct_walks.get(e["event_id"])
+            if known is None:
+                if walks >= _DIRECT_WALKS_PER_READ:
+                    log.debug("room %s: membership histories left for the next read", room_id)
+                    return False
+                walks += 1
+                chain = await walk_back(e, get, counted=frozenset({"join"}))
+                known = direct_in(chain)
+                # Remembered even when the walk stopped short: what the homeserver would not
+                # show the reader (a 404) it will not show on the next read either.
+                if len(self._direct_walks) >= _DIRECT_WALKS:
+                    self._direct_walks.clear()
+                self._direct_walks[e["event_id"]] = known
+            if known:
+                return True
+        return False
 
     async def resolve_alias(self, alias: RoomAlias | str) -> RoomID | None:
         try:
@@ -465,15 +517,6 @@ def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
     return content if isinstance(content, dict) else {}
 
 
-def _prev_content(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    # Synapse sends prev_content in `unsigned` (spec) and, for legacy clients, at top level too.
-    unsigned = event.get("unsigned")
-    prev = unsigned.get("prev_content") if isinstance(unsigned, dict) else None
-    if not isinstance(prev, dict):
-        prev = event.get("prev_content")
-    return prev if isinstance(prev, dict) else {}
-
-
 def _members(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], bool]:
     """membership by user id, and whether any member event says is_direct (now or before)."""
     membership: dict[str, str] = {}
@@ -484,7 +527,7 @@ def _members(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], bool]
         membership[e["state_key"]] = str(_content(e).get("membership", ""))
         # is_direct sits only on the invite; after the join it survives in prev_content.
         direct = (
-            direct or bool(_content(e).get("is_direct")) or bool(_prev_content(e).get("is_direct"))
+            direct or bool(_content(e).get("is_direct")) or bool(prev_content(e).get("is_direct"))
         )
     return membership, direct
 
@@ -498,7 +541,7 @@ def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
         if e.get("type") == "m.room.member"
         and isinstance(e.get("state_key"), str)
         and _content(e).get("membership") in ("leave", "ban")
-        and _prev_content(e).get("membership") == "join"
+        and prev_content(e).get("membership") == "join"
     }
     return tuple(sorted(UserID(u) for u in past))
 
@@ -534,6 +577,7 @@ def room_state_from(
         room_version=str(create.get("room_version", "1")) if create else None,
         create_type=_str_or_none(create.get("type")),
         members=tuple(UserID(u) for u in joined),
+        invited=tuple(sorted(UserID(u) for u, m in membership.items() if m == "invite")),
         past_members=_past_members(events),
         direct_flag=direct,
         bridge_state_keys=tuple(sorted({k for (t, k), c in state.items() if t in _BRIDGE and c})),

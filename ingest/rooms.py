@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 class StateSource(Protocol):
     """Where a room's state comes from: the homeserver (`MatrixReader`) or a room export."""
 
+    @property
+    def user_id(self) -> str:
+        """Whose view: its own membership is not part of a room's audience."""
+        ...
+
     async def room_state(self, room_id: RoomID | str) -> RoomState: ...
     async def direct_rooms(self) -> set[RoomID]: ...
 
@@ -124,8 +129,9 @@ class RoomCache:
         except (MatrixForbidden, MatrixNotFound):
             return RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
         direct = await self._direct_rooms()
+        own = {self.client.user_id}  # the bot writes the replies; it is not their audience
         info = RoomInfo(
-            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct)
+            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct, own)
         )
         if info.verdict.eligible and self.remembered_puppet is not None:
             try:

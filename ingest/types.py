@@ -40,6 +40,10 @@ class Refusal(enum.StrEnum):
     DM = "dm"
     BRIDGED = "bridged"
     ENCRYPTED = "encrypted"
+    # Only for the command room (`RoomScope.serves_commands`): who could read its replies.
+    PUBLIC = "public"  # a join rule that lets someone in without an invite
+    WORLD_READABLE = "world_readable"  # history readable without joining
+    OUTSIDER = "outsider"  # a joined or invited member who is neither an asker nor the bot
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class RoomState:
     room_version: str | None = None
     create_type: str | None = None
     members: tuple[UserID, ...] = ()  # joined
+    invited: tuple[UserID, ...] = ()  # invited, not yet joined (they may read once they join)
     # Who was joined and has left or was kicked or banned since: a sender must have joined, and
     # the membership event stays in the state after it leaves, so this names the past senders
     # (rule 4, by sender, before any event is read; a rejoin-and-leave-again is caught by the

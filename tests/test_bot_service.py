@@ -6,6 +6,7 @@ One service for the whole module (its store in a module temp dir, the session's 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -45,6 +46,15 @@ class Env:
         await self.hs.bot().join(room_id)
         return room_id
 
+    async def new_command_room(self, owner: MatrixUser, monkeypatch: pytest.MonkeyPatch) -> str:
+        """A fresh invite-only room (`shared` history), made the command room for this test;
+        the bot, invited, joins it itself (it declines every other invite)."""
+        room_id = await self.hs.fresh_room(owner, preset="private_chat")
+        monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
+        await owner.invite(room_id, self.bot_id)
+        await wait_membership(owner, room_id, self.bot_id, "join")
+        return room_id
+
     async def quiesce(self, user: MatrixUser, room_id: str) -> None:
         """Everything pushed so far is handled: the answer to a `!help` comes after the earlier
         events (transactions are in order), and the queue's join waits for the workers still
@@ -63,8 +73,10 @@ async def env(
 ) -> AsyncIterator[Env]:
     persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
     alias_local = unique_localpart("commands")
-    command_room = await persona.create_room(alias_localpart=alias_local, name="commands")
-    await hs.bot().join(command_room)
+    command_room = await persona.create_room(
+        preset="private_chat", alias_localpart=alias_local, name="commands"
+    )
+    await hs.join_bot(persona, command_room)
     cfg = service_config(
         synapse,
         tmp_path_factory.mktemp("bot"),
@@ -131,17 +143,24 @@ async def test_bot_search_sees_only_this_room(
     assert body_of(reply).startswith("No results")
 
 
-async def test_bot_pin_confirmation_does_not_quote_above_the_pinners_join(
+async def test_bot_pin_confirmation_does_not_quote_above_a_members_join(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
-    """Under `joined` visibility, `!pin ^N` from a late joiner reaching above their join pins
-    but does not quote the message; an old member's confirmation does."""
+    """Under `joined` visibility, `!pin ^N` reaching above the join of a member pins but does
+    not quote the message: not for the late joiner, and (regression) not for the old member
+    either, since the late joiner reads the confirmation too. Once the late joiner has left,
+    the old member's confirmation quotes it."""
     room = await env.room(alice)
     await alice.set_history_visibility(room, "joined")
     await alice.send_text(room, "the okapi feed schedule, members only")
     await bob.join(room)
     _, reply = await ask(bob, room, "!pin ^1", env.bot_id)
     assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
+    assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "okapi" not in str(board["content"])
+    await bob.leave(room)
     _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
     assert "okapi feed schedule" in body_of(reply)
 
@@ -204,7 +223,9 @@ async def test_bot_pins_show_a_pinned_reply_without_the_parent_it_quotes(
 async def test_bot_search_respects_joined_history_visibility(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
-    """Under `joined` visibility a late joiner gets no hits from before their join."""
+    """Under `joined` visibility nobody's `!search` quotes what came before the latest join of
+    a current member: the late joiner's does not, and (regression) neither does the old
+    member's, whose reply the late joiner reads. When the late joiner leaves, it does again."""
     room = await env.room(alice)
     await alice.set_history_visibility(room, "joined")
     before = await alice.send_text(room, "zebra migration plans, members only")
@@ -212,12 +233,78 @@ async def test_bot_search_respects_joined_history_visibility(
     await bob.join(room)
     after = await alice.send_text(room, "zebra crossing repainted today")
     await env.settle(room)
-    _, reply = await ask(bob, room, "!search zebra", env.bot_id)
-    body = body_of(reply)
-    assert link(room, after) in body
-    assert link(room, before) not in body and "migration" not in body
+    for asker in (bob, alice):
+        _, reply = await ask(asker, room, "!search zebra", env.bot_id)
+        body = body_of(reply)
+        assert link(room, after) in body, asker
+        assert link(room, before) not in body and "migration" not in body, asker
+    await bob.leave(room)
     _, reply = await ask(alice, room, "!search zebra", env.bot_id)
-    assert link(room, before) in body_of(reply)  # alice was there all along
+    assert link(room, before) in body_of(reply)  # alice alone was there all along
+
+
+async def test_bot_search_keeps_history_a_renamed_member_saw(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A member who joined a `joined` room before the bot and changed their room nick after
+    does not cut the history at the nick change: a profile change is not a join. The bot may
+    not read that member's join (Synapse hides it: the bot was not there), so their start is
+    taken no later than the bot's own."""
+    room = await _joined_room_the_bot_joins_late(env, alice, bob)
+    seen = await alice.send_text(room, "the quokka count is forty two")
+    await asyncio.sleep(0.01)
+    await bob.send_state(
+        room, "m.room.member", {"membership": "join", "displayname": "Bob, renamed"}, bob.user_id
+    )
+    _, reply = await ask(alice, room, "!search quokka count", env.bot_id)
+    assert link(room, seen) in body_of(reply)
+
+
+async def _joined_room_the_bot_joins_late(env: Env, alice: MatrixUser, bob: MatrixUser) -> str:
+    """A `joined` room bob joined before the bot did."""
+    room = await env.hs.fresh_room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await bob.join(room)
+    await alice.send_text(room, "said before the bot came")
+    await env.hs.bot().join(room)
+    return room
+
+
+async def test_bot_search_judges_each_message_by_the_visibility_then(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Regression: the visibility in force when a message was sent decides, not today's. A
+    `shared` room switched to `joined`: what was said while `shared` is quoted to members who
+    came later, what was said after the switch and before their join is not. Switched back to
+    `shared`, nothing from the `joined` period is quoted any more (a reply is then read by
+    everyone who ever joins)."""
+    room = await env.room(alice)  # `shared`, the preset's default
+    early = await alice.send_text(room, "wombat burrow found by the shared fence")
+    await asyncio.sleep(0.01)  # a message in the ms of a change counts under both
+    await alice.set_history_visibility(room, "joined")
+    await asyncio.sleep(0.01)
+    middle = await alice.send_text(room, "wombat litter born, members only")
+    await asyncio.sleep(0.01)
+    await bob.join(room)
+    late = await alice.send_text(room, "wombat tracks near the gate")
+    await env.settle(room)
+
+    async def search(query: str) -> str:
+        _, reply = await ask(alice, room, f"!search {query}", env.bot_id)
+        return str(reply["content"])
+
+    assert link(room, early) in await search("burrow fence")
+    assert link(room, late) in await search("tracks gate")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
+
+    await bob.leave(room)  # only alice and the bot: the `joined` period is hers to read
+    assert link(room, middle) in await search("litter born")
+    await asyncio.sleep(0.01)
+    await alice.set_history_visibility(room, "shared")
+    assert link(room, early) in await search("burrow fence")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
 
 
 async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
@@ -428,8 +515,7 @@ async def test_bot_stops_serving_a_command_room_that_gets_bridged_or_encrypted(
     indexed = await env.room(alice)
     await alice.send_text(indexed, "the capybara pond is behind the old mill")
     await env.settle(indexed)
-    commands = await env.room(env.persona)
-    monkeypatch.setattr(env.service.handler, "command_room", RoomID(commands))
+    commands = await env.new_command_room(env.persona, monkeypatch)
     scope = env.service.rooms.scope
     excluded = replace(scope, exclude_room_ids=scope.exclude_room_ids | {commands})
     monkeypatch.setattr(env.service.rooms, "scope", excluded)
@@ -507,12 +593,73 @@ async def test_bot_search_scrubs_a_secret_in_a_fresh_message(
     assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) == 0
 
 
-async def test_bot_command_room_ignores_unlisted_askers(env: Env, alice: MatrixUser) -> None:
-    """An asker not matching command_room_askers gets nothing, not even an error."""
-    await alice.join(env.command_room)
-    ignored = await alice.send_text(env.command_room, "!search quokka")
+async def _command_room_refused(
+    env: Env, commands: str, asker: MatrixUser, caplog: pytest.LogCaptureFixture
+) -> Any:
+    """Ask in `commands`; assert no reply came and return the refusal the log named."""
+    asked = await asker.send_text(commands, "!search capybara")
     await env.quiesce(env.persona, env.command_room)
-    assert await replies(alice, env.command_room, ignored, env.bot_id) == []
+    assert await replies(env.persona, commands, asked, env.bot_id) == []
+    verdict = (await env.service.rooms.get(commands)).serves_commands
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(commands in m and verdict.detail in m for m in errors), errors
+    return verdict
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "named"),
+    [
+        ("public", "public", "join rule public"),
+        ("world_readable", "world_readable", "world_readable"),
+        ("invite_outsider", "outsider", "invited user {alice}"),
+        ("outsider_joins", "outsider", "member {alice}"),
+    ],
+)
+async def test_bot_refuses_a_command_room_others_can_read(
+    env: Env,
+    alice: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    change: str,
+    reason: str,
+    named: str,
+) -> None:
+    """Regression: whoever can read the command room reads every room's results. Once it is
+    public, world-readable, or has a member (even one only invited) who is neither an allowed
+    asker nor the bot, the bot answers nothing there, not even the allowed asker, and logs the
+    cause at error level."""
+    indexed = await env.room(alice)
+    await alice.send_text(indexed, "the capybara pond is behind the old mill")
+    await env.settle(indexed)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    _, before = await ask(env.persona, commands, "!search capybara", env.bot_id)
+    assert "behind the old mill" in body_of(before)
+    if change == "public":
+        await env.persona.send_state(commands, "m.room.join_rules", {"join_rule": "public"})
+    elif change == "world_readable":
+        await env.persona.set_history_visibility(commands, "world_readable")
+    else:
+        await env.persona.invite(commands, alice.user_id)
+        if change == "outsider_joins":
+            await alice.join(commands)
+    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+        verdict = await _command_room_refused(env, commands, env.persona, caplog)
+    assert str(verdict.reason) == reason
+    assert named.format(alice=alice.user_id) in verdict.detail
+
+
+async def test_bot_command_room_ignores_unlisted_askers(
+    env: Env, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asker not matching command_room_askers gets nothing, not even an error (and, being
+    a member, leaves the room unserved for everyone: the test above)."""
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    await env.persona.invite(commands, bob.user_id)
+    await bob.join(commands)
+    ignored = await bob.send_text(commands, "!search quokka")
+    await env.quiesce(env.persona, env.command_room)
+    assert await replies(bob, commands, ignored, env.bot_id) == []
+    assert not env.service.handler.asker_allowed(bob.user_id)
 
 
 async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:

@@ -151,3 +151,34 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     shown = dict(line.strip().split(": ", 1) for line in rooms)
     assert shown[first] == shown[second] == "indexed, 1 points"
     assert shown[excluded].startswith("excluded ")
+
+
+async def test_cli_status_names_why_the_command_room_is_not_served(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Regression: `status` says whether `bot.command_room` is served and, if not, names the
+    cause: here a member who is not an allowed asker (JSON and plain text)."""
+    reader = await hs.register()
+    persona = await hs.register(unique_localpart("persona-"))
+    room = await hs.fresh_room(persona, preset="private_chat")
+    for user in (reader, alice):
+        await admit(persona, room, user)
+    askers = [r"@persona-.*:muninn\.test"]
+    bot = {"command_room": room, "command_room_askers": askers}
+    config = _write_config(tmp_path / "config.yaml", hs, reader, bot=bot)
+    code, out, err = await _cli(config, "status", "--json")
+    assert code == 0, err
+    command = json.loads(out)["command_room"]
+    assert (command["room_id"], command["serving"], command["verdict"]) == (
+        room,
+        False,
+        "outsider",
+    )
+    assert f"member {alice.user_id}" in command["detail"]
+    code, out, err = await _cli(config, "status")
+    assert code == 0, err
+    assert f"command room {room}: NOT served, outsider: member {alice.user_id}" in out
+
+    await alice.leave(room)
+    code, out, err = await _cli(config, "status", "--json")
+    assert json.loads(out)["command_room"]["serving"] is True

@@ -14,6 +14,7 @@ import pytest
 
 from bot.commands import SearchCommand
 from bot.lookup import RoomLog, RoomView, fused_search
+from bot.visibility import ANYONE
 from ingest.search import Searcher, SearchResult
 from ingest.store import Store
 from ingest.types import Message, RoomID
@@ -50,7 +51,7 @@ async def ask(
         command,
         rooms=[RoomID(ROOM)],
         views=views,
-        visible_from={ROOM: None},
+        audiences={},
         bot_user_id=BOT,
         prefix="!",
         server_name=SERVER,
@@ -92,7 +93,7 @@ async def test_fused_search_stale_window_leaves_the_transcript_match(store: Stor
             "content": {"msgtype": "m.text", "body": "the plan"},
         }
     ]
-    view = RoomView(RoomLog(RoomID(ROOM), raw, 10), None, None)
+    view = RoomView(RoomLog(RoomID(ROOM), raw, 10), None, ANYONE)
     result = await ask(store, 3, Homeserver(stale=frozenset({"w0"})), views=[view])
     by_key = {h.point_id: h for h in result.hits}
     assert "event:$w0" in by_key and by_key["event:$w0"].event_ids == ("$w0",)

@@ -178,6 +178,23 @@ async def test_reader_room_state_sees_is_direct_after_join(
     assert state.join_rule == "invite"
 
 
+async def test_reader_room_state_keeps_is_direct_after_a_display_name_change(
+    subject: Subject, alice: MatrixUser
+) -> None:
+    """Regression: a DM whose invitee later changed display name is still a DM. The change
+    is a new member event whose prev_content is the join, not the invite with is_direct."""
+    dm = await subject.user.create_room(
+        preset="trusted_private_chat", invite=[alice.user_id], is_direct=True
+    )
+    await alice.join(dm)
+    for name in ("Alice, renamed", "Alice, renamed again"):  # as `/myroomnick` does
+        content = {"membership": "join", "displayname": name}
+        await alice.send_state(dm, "m.room.member", content, alice.user_id)
+    state = await subject.reader.room_state(dm)
+    assert state.direct_flag is True
+    assert dm not in await subject.reader.direct_rooms()  # is_direct alone decides here
+
+
 async def test_reader_room_state_of_a_space_and_a_left_room(
     subject: Subject, alice: MatrixUser
 ) -> None:

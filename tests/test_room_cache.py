@@ -30,6 +30,8 @@ BRIDGE = {
 class SlowState:
     """Answers `room_state` with the state as it was when the call began, after `release`."""
 
+    user_id = READER
+
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = [JOINED]
         self.release = asyncio.Event()

@@ -252,6 +252,22 @@ def test_room_scope_compiles_once_and_decides_like_decide() -> None:
 
 # ---------------------------------------------------------------- the command room
 
+ASKERS = (r"@persona-.*:example\.org",)  # the example allow-list, escaped
+BOT = "@muninn:example.org"
+COMMAND_SCOPE = RoomScope.from_config(SCOPE, SERVER, ASKERS)
+# Excluded from the index (common for it), invite-only, only a Persona and the bot in it.
+COMMAND_ROOM = replace(
+    ROOM,
+    canonical_alias="#members:example.org",
+    join_rule="invite",
+    history_visibility="shared",
+    members=("@persona-ada:example.org", BOT),
+)
+
+
+def serves(state: RoomState, direct: frozenset[str] = NO_DMS) -> Verdict:
+    return COMMAND_SCOPE.serves_commands(state, direct, {BOT})
+
 
 @pytest.mark.parametrize(
     ("change", "direct", "reason"),
@@ -260,7 +276,7 @@ def test_room_scope_compiles_once_and_decides_like_decide() -> None:
         ({"direct_flag": True}, NO_DMS, Refusal.DM),
         ({}, frozenset({ROOM.room_id}), Refusal.DM),
         ({"bridge_state_keys": ("irc/#p",)}, NO_DMS, Refusal.BRIDGED),
-        ({"members": (*ROOM.members, "@discord_7:example.org")}, NO_DMS, Refusal.BRIDGED),
+        ({"members": (*COMMAND_ROOM.members, "@discord_7:example.org")}, NO_DMS, Refusal.BRIDGED),
         ({"encrypted": True}, NO_DMS, Refusal.ENCRYPTED),
     ],
     ids=["not_joined", "dm_is_direct", "dm_m_direct", "bridged", "puppet", "encrypted"],
@@ -270,15 +286,97 @@ def test_serves_commands_refuses_what_would_carry_results_off_or_in_the_clear(
 ) -> None:
     """The command room's replies carry every room's text: a DM, a bridge or encryption
     refuses it, and an exclusion from the index (common for it) hides none of these."""
-    room_scope = RoomScope.from_config(SCOPE, SERVER)
-    excluded = replace(ROOM, canonical_alias="#members:example.org", **change)
-    assert room_scope.serves_commands(excluded, direct).reason is reason
+    excluded = replace(COMMAND_ROOM, **change)
+    assert serves(excluded, direct).reason is reason
     assert verdict(excluded, direct).reason in (Refusal.NOT_JOINED, Refusal.EXCLUDED)
 
 
 def test_serves_commands_accepts_an_excluded_room() -> None:
     """Excluded from the index, the room may still be the command room."""
-    room_scope = RoomScope.from_config(SCOPE, SERVER)
-    excluded = replace(ROOM, canonical_alias="#members:example.org")
-    assert verdict(excluded).reason is Refusal.EXCLUDED
-    assert room_scope.serves_commands(excluded, NO_DMS).eligible
+    assert verdict(COMMAND_ROOM).reason is Refusal.EXCLUDED
+    assert serves(COMMAND_ROOM).eligible
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "named"),
+    [
+        ({"join_rule": "public"}, Refusal.PUBLIC, "join rule public"),
+        ({"join_rule": "restricted"}, Refusal.PUBLIC, "join rule restricted"),
+        ({"join_rule": "knock_restricted"}, Refusal.PUBLIC, "join rule knock_restricted"),
+        ({"join_rule": "some.future.rule"}, Refusal.PUBLIC, "some.future.rule"),
+        ({"history_visibility": "world_readable"}, Refusal.WORLD_READABLE, "world_readable"),
+        (
+            {"members": (*COMMAND_ROOM.members, "@eve:example.org")},
+            Refusal.OUTSIDER,
+            "member @eve:example.org",
+        ),
+        ({"invited": ("@eve:example.org",)}, Refusal.OUTSIDER, "invited user @eve:example.org"),
+        (
+            {"members": (*COMMAND_ROOM.members, "@persona-ada:example.org.evil.test")},
+            Refusal.OUTSIDER,
+            "@persona-ada:example.org.evil.test",
+        ),
+        (
+            {"members": (*COMMAND_ROOM.members, "@persona-ada:exampleXorg")},
+            Refusal.OUTSIDER,
+            "@persona-ada:exampleXorg",
+        ),
+    ],
+    ids=[
+        "public",
+        "restricted",
+        "knock_restricted",
+        "unknown_rule",
+        "world_readable",
+        "outsider_member",
+        "outsider_invited",
+        "unanchored_suffix",
+        "unescaped_dot",
+    ],
+)
+def test_serves_commands_refuses_a_room_others_can_read(
+    change: dict[str, object], reason: Refusal, named: str
+) -> None:
+    """Regression: whoever can read the command room reads every room's results, so a room
+    anyone may join or read, or with a member who is not an allowed asker or the bot, is
+    refused, and the verdict names the cause."""
+    refused = serves(replace(COMMAND_ROOM, **change))
+    assert refused.reason is reason
+    assert named in refused.detail
+
+
+@pytest.mark.parametrize("join_rule", [None, "invite", "knock", "private"])
+def test_serves_commands_accepts_invite_only_rooms_of_askers_and_the_bot(
+    join_rule: str | None,
+) -> None:
+    """A knock is a request until a member invites; the knocker reads nothing before."""
+    invited = ("@persona-bo:example.org",)
+    assert serves(replace(COMMAND_ROOM, join_rule=join_rule, invited=invited)).eligible
+
+
+@pytest.mark.parametrize(
+    ("user_id", "allowed"),
+    [
+        ("@persona-ada:example.org", True),
+        ("@persona-ada:exampleXorg", False),  # the `.` is escaped
+        ("@persona-ada:example.org.evil.test", False),  # matched whole
+        ("@eve-persona-ada:example.org", False),
+    ],
+)
+def test_asker_allowed_matches_the_whole_user_id(user_id: str, allowed: bool) -> None:
+    assert COMMAND_SCOPE.asker_allowed(user_id) is allowed
+
+
+def test_example_configs_escape_the_allow_list() -> None:
+    """Regression: the shipped examples said `@persona-.*:example.org`, whose `.` matches any
+    character; every example the operator copies escapes it."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    for name in ("config.example.yaml", "deploy/config.compose.yaml"):
+        askers = yaml.safe_load((root / name).read_text())["bot"]["command_room_askers"]
+        scope = RoomScope.from_config(SCOPE, SERVER, askers)
+        assert scope.asker_allowed("@persona-ada:example.org"), name
+        assert not scope.asker_allowed("@persona-ada:exampleXorg"), name
