@@ -19,7 +19,8 @@ under `world_readable` anyone, so an event from a `joined` period is never quote
 `joined` the reply's readers are the members joined now (an invitee who joins later does not see
 it); under `invited`, the joined and the invited. The cut is the latest start among them, not
 the earliest: the newest member must not read what was said before they came. The bot itself
-is the reply's author, not its audience.
+is the reply's author, not its audience. (An invitee under `invited` reads `shared` history it
+could read by joining; that is quoted.)
 
 Timestamps place an event against the visibility changes; an event in the same millisecond as a
 change must pass under both. Where a history cannot be read to its end, the rule errs towards
@@ -39,7 +40,15 @@ from typing import Any
 from bot.sender import BotClient
 from ingest.membership import Chain, membership, walk_back
 
-__all__ = ["ANYONE", "NOTHING", "Audience", "Period", "audience_of", "room_audience"]
+__all__ = [
+    "ANYONE",
+    "NOTHING",
+    "Audience",
+    "Period",
+    "audience_of",
+    "periods_of",
+    "room_audience",
+]
 
 log = logging.getLogger("muninn.visibility")
 
