@@ -1,41 +1,142 @@
 """Revalidation of search hits against the homeserver, for every caller of the read path.
 
 A hit is shown only while, right now, its room still passes the scope rules and every event it
-cites still exists unredacted. The writer's records can lag: a room that became bridged, a DM,
-encrypted or excluded since the last refresh, or that the reader left, keeps its points until
-the next refresh purges them, and none of them may reach a reply meanwhile (DESIGN.md §3).
-The verdict is the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
+cites still exists unredacted and says what the index holds. The writer's records can lag: a
+room that became bridged, a DM, encrypted or excluded since the last refresh, or that the
+reader left, keeps its points until the next refresh purges them; a message redacted or edited
+since keeps its indexed text until the writer's walk reaches the redaction or the edit (longer
+while the embedder is down, or while a new generation is built beside the active one). None of
+that may reach a reply (DESIGN.md §3 rules 6, 7, 15).
+
+Room verdicts are the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
+For the events, the index is current up to the room's cursor (the writer saves a cursor only
+after the page's points are written; the read path takes the cursors before the points): what
+can have made a hit stale since is in the room's timeline after that cursor — a redaction, or
+a newer valid edit. So a reply reads that tail once a room, filtered to redactions and
+messages (`/messages?dir=f&from=<cursor>&filter={"types": …}`: one request when the writer is
+caught up, two when a few events are new), instead of one `GET /event` per cited event. Only
+when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
+it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
+`unsigned.m.relations.m.replace`, shows an edit).
+
+An edited message drops its whole hit rather than showing the new text: the index ranked the
+window for its old words, and showing it for them — with any text — tells the asker those
+words were there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ingest.errors import MatrixError
+from ingest.events import normalize
 from ingest.matrix import MatrixReader
 from ingest.rooms import RoomCache
+from ingest.search import cited_events
+from ingest.types import Edit, Redaction
 
-__all__ = ["LiveCheck"]
+__all__ = ["LiveCheck", "Tail", "current", "edited_since", "read_tail"]
 
 log = logging.getLogger("muninn.revalidate")
 
+# What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
+# an `m.room.message` with the type of what it edits; only messages are indexed).
+TAIL_TYPES = ("m.room.redaction", "m.room.message")
+TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
+NO_PREFIX = ""  # edits are judged by sender and order; an edit into a command is text gone too
+
+
+@dataclass
+class Tail:
+    """The room's redactions and edits after the cursor, as the writer would read them."""
+
+    redacted: set[str] = field(default_factory=set)
+    edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
+        if isinstance(item, Redaction):
+            self.redacted.add(str(item.redacts))
+        elif isinstance(item, Edit):  # a redacted edit normalises to a skip: it edits nothing
+            self.edits.setdefault(str(item.target), []).append(item)
+
+
+def read_tail(events: Sequence[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
+    tail = tail if tail is not None else Tail()
+    for event in events:
+        tail.add(event)
+    return tail
+
+
+def edited_since(message: Mapping[str, Any], edit: Edit) -> bool:
+    """Whether `edit` replaces what the index holds for `message`, by the writer's rules
+    (`WindowSet.apply_edit`): its author's, and newer than the edit applied (if any)."""
+    applied = (int(message.get("edit_ts") or -1), str(message.get("edit_event_id") or ""))
+    return edit.sender == message.get("sender") and (edit.ts, str(edit.event_id)) > applied
+
+
+def current(payload: Mapping[str, Any], tail: Tail) -> bool:
+    """Whether a window is still what the index holds, given the room's tail since its cursor:
+    nothing it cites redacted, no message of it edited since."""
+    if any(e in tail.redacted for e in cited_events(payload)):
+        return False
+    return not any(
+        edited_since(m, edit)
+        for m in payload.get("messages", [])
+        for edit in tail.edits.get(str(m.get("event_id")), ())
+    )
+
+
+def _bundled_edit_ok(message: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+    """A fetched message event against what the index holds: its bundled latest edit (spec
+    v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
+
+    A bundled edit that is no valid edit by the writer's rules hides an unknown number of
+    earlier ones: the text cannot be told, so the hit is not shown.
+    """
+    unsigned = event.get("unsigned")
+    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
+    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    if bundled is None:
+        return True  # an applied edit since redacted is caught by fetching the edit itself
+    if not isinstance(bundled, Mapping):
+        return False
+    if bundled.get("event_id") == message.get("edit_event_id"):
+        return True
+    edit = normalize(bundled, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
+    if not isinstance(edit, Edit) or edit.target != message.get("event_id"):
+        return False
+    return not edited_since(message, edit)
+
 
 class LiveCheck:
-    """`Searcher(live_check=LiveCheck(reader, rooms))`: is this hit still fit to show?
+    """`Searcher(live_check=LiveCheck(reader, rooms))`: which of these windows may be shown?
 
-    Room verdicts come from `rooms` (cached for its ttl; the bot drops an entry on any state
-    event in the room). Events are fetched in parallel, at most `parallel` at a time; an event
-    that cannot be fetched counts as gone (showing less is the safe error).
+    Called once a reply with every window it would show and the cursors the read path took
+    before reading them. Room verdicts come from `rooms` (cached for its ttl; the bot drops an
+    entry on any state event in the room). A room's tail is read in at most `tail_pages`
+    requests; the fallback fetches events in parallel, at most `parallel` at a time. A read
+    that fails counts the windows as gone (showing less is the safe error).
     """
 
-    def __init__(self, reader: MatrixReader, rooms: RoomCache, *, parallel: int = 16) -> None:
+    def __init__(
+        self,
+        reader: MatrixReader,
+        rooms: RoomCache,
+        *,
+        parallel: int = 16,
+        tail_pages: int = 2,
+    ) -> None:
         self.reader = reader
         self.rooms = rooms
+        self.tail_pages = tail_pages
         self._gate = asyncio.Semaphore(parallel)
-        # The searcher checks several hits at once: one verdict lookup at a time, so a cold
-        # cache fetches a room's state once, not once a hit.
+        # Several rooms are checked at once: one verdict lookup at a time, so a cold cache
+        # fetches a room's state once.
         self._verdicts = asyncio.Lock()
         self._reported: set[tuple[str, str]] = set()
 
@@ -55,19 +156,79 @@ class LiveCheck:
             )
         return False
 
-    async def _live(self, room_id: str, event_id: str) -> bool:
+    async def tail(self, room_id: str, cursor: str | None) -> Tail | None:
+        """The room's redactions and edits after `cursor`; None if they cannot be told whole."""
+        if cursor is None:
+            return None
+        tail, token = Tail(), cursor
+        try:
+            for _ in range(self.tail_pages):
+                page = await self.reader.page_after(
+                    room_id, token, types=TAIL_TYPES, limit=TAIL_PAGE
+                )
+                read_tail(page.events, tail)
+                if page.end is None or page.end == token:
+                    return tail
+                token = page.end
+        except MatrixError as e:
+            log.warning(
+                "cannot read %s since its cursor, checking events one by one: %s", room_id, e
+            )
+            return None
+        log.info(
+            "%s has more than %d pages unindexed: checking events one by one",
+            room_id,
+            self.tail_pages,
+        )
+        return None
+
+    async def _fetch(self, room_id: str, event_id: str) -> Mapping[str, Any] | None:
         async with self._gate:
             try:
                 event = await self.reader.get_event(room_id, event_id)
             except MatrixError as e:
                 log.warning("cannot revalidate %s: %s", event_id, e)
-                return False
+                return None
         unsigned = event.get("unsigned") if event else None
         redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
-        return bool(event and event.get("content")) and not redacted
+        return event if event and event.get("content") and not redacted else None
 
-    async def __call__(self, room_id: str, event_ids: Sequence[str]) -> bool:
-        if not await self._room_ok(room_id):
+    async def _one_by_one(self, room_id: str, payload: Mapping[str, Any]) -> bool:
+        ids = cited_events(payload)
+        fetched = await asyncio.gather(*(self._fetch(room_id, e) for e in ids))
+        if any(event is None for event in fetched):
             return False
-        results = await asyncio.gather(*(self._live(room_id, e) for e in event_ids))
-        return all(results)
+        events = {e: event for e, event in zip(ids, fetched, strict=True) if event is not None}
+        return all(
+            _bundled_edit_ok(m, events[str(m["event_id"])])
+            for m in payload.get("messages", [])
+            if str(m["event_id"]) in events
+        )
+
+    async def _room(
+        self, room_id: str, cursor: str | None, payloads: Sequence[Mapping[str, Any]]
+    ) -> list[bool]:
+        if not await self._room_ok(room_id):
+            return [False] * len(payloads)
+        tail = await self.tail(room_id, cursor)
+        if tail is not None:
+            return [current(p, tail) for p in payloads]
+        return list(await asyncio.gather(*(self._one_by_one(room_id, p) for p in payloads)))
+
+    async def windows(
+        self, payloads: Sequence[Mapping[str, Any]], cursors: Mapping[str, str | None]
+    ) -> list[bool]:
+        rooms: dict[str, list[int]] = {}
+        for i, p in enumerate(payloads):
+            rooms.setdefault(str(p.get("room_id")), []).append(i)
+        verdicts = [False] * len(payloads)
+        answers = await asyncio.gather(
+            *(
+                self._room(r, cursors.get(r), [payloads[i] for i in idx])
+                for r, idx in rooms.items()
+            )
+        )
+        for idx, answer in zip(rooms.values(), answers, strict=True):
+            for i, ok in zip(idx, answer, strict=True):
+                verdicts[i] = ok
+        return verdicts
