@@ -26,6 +26,7 @@ from ingest.errors import StoreError
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.matrix import Page
+from ingest.purges import PurgeLog
 from ingest.scope import RoomScope, puppet_in_events
 from ingest.scrub import SCRUB_VERSION, scrub
 from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name
@@ -200,8 +201,18 @@ def add_tombstone(collection: Collection, room_id: RoomID, from_ts: int, to_ts: 
 class Writer:
     """The one writer: owns chunks, vectors, cursors and the application of purge tombstones."""
 
-    def __init__(self, cfg: Config, reader: RoomSource, store: Store, embedder: Embedder) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        reader: RoomSource,
+        store: Store,
+        embedder: Embedder,
+        *,
+        purges: PurgeLog | None = None,
+    ) -> None:
         self.cfg = cfg
+        # Where readers find the purges without the store (`ingest.purges`); None: store only.
+        self.purges = purges
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -240,8 +251,19 @@ class Writer:
             )
             self._previous = active
             await self._carry_records(active, col)
+        await self._copy_purges_to_the_file(col)
         self.collection = col
         return col
+
+    async def _copy_purges_to_the_file(self, col: Collection) -> None:
+        """Purges recorded only in the store (before the purge file existed) join the file."""
+        if self.purges is None:
+            return
+        known = {(s["room_id"], s["from_ts"], s["to_ts"]) for s in self.purges.read()}
+        for value in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values():
+            stone = Tombstone(RoomID(value["room_id"]), int(value["from_ts"]), int(value["to_ts"]))
+            if (stone.room_id, stone.from_ts, stone.to_ts) not in known:
+                await asyncio.to_thread(self.purges.append, stone.record())
 
     async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
         """Record an operator's purge in every generation a search may read, durably.
@@ -256,6 +278,12 @@ class Writer:
         should that generation ever be written again (the rebuild abandoned), its writer
         applies it like any other.
         """
+        if to_ts < from_ts:
+            raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
+        if self.purges is not None:
+            # First: from here on every reply hides the range, even with the store down.
+            record = Tombstone(room_id, from_ts, to_ts).record()
+            await asyncio.to_thread(self.purges.append, record)
         col = await self.open()
         stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
         await asyncio.to_thread(col.flush)

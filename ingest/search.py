@@ -19,9 +19,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ingest import lexical
 from ingest.embed import Embedder
-from ingest.errors import EmbedError, EmbedUnavailable, QueryError
+from ingest.errors import EmbedError, EmbedUnavailable, QueryError, StoreError
 from ingest.fusion import DEFAULT_K, rrf
 from ingest.permalink import permalink
+from ingest.purges import PurgeLog
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import SparseVector, StoredPoint
 
@@ -211,8 +212,10 @@ class Searcher:
         weights: Mapping[str, float] = WEIGHTS,
         lexical_floor: float = LEXICAL_FLOOR,
         rrf_k: int = DEFAULT_K,
+        purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
+        self.purges = purges  # the purges readable without the store (`ingest.purges`)
         self.embedder = embedder
         self.server_name = server_name
         self.live_check = live_check
@@ -343,11 +346,25 @@ class Searcher:
         return vectors
 
     async def tombstones(self) -> list[Mapping[str, Any]]:
-        """The purges recorded in the active generation, applied or not (none: no index)."""
-        col = await self._active()
-        if col is None:
-            return []
-        return list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+        """Every recorded purge, applied or not: the purge file's and the active generation's.
+
+        With a purge file the store may be down (its records are all in the file too).
+        Raises StoreError (`PurgesUnreadable`) when they cannot be read: show no log text then.
+        """
+        filed: list[Mapping[str, Any]] = []
+        if self.purges is not None:
+            filed.extend(await asyncio.to_thread(self.purges.read))
+        try:
+            col = await self._active()
+            if col is None:
+                return filed
+            stored = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+        except StoreError as e:
+            if self.purges is None:
+                raise
+            log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
+            return filed
+        return [*filed, *stored.values()]
 
     def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
         return _hit(point, score, texts, self.server_name)
