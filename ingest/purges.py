@@ -5,9 +5,10 @@ events, DESIGN.md §3 rule 12), but every reply that quotes the room log — sea
 transcript fold, the pinboard, a `!pin` confirmation — must honour it *before* a refresh
 applied it, and also while the store is down (when the bot answers from the transcript).
 So the writer also appends each tombstone to a small JSON-lines file beside the store, and
-readers take the union of that file and the store's records. A file that exists but cannot be
-read raises `PurgesUnreadable`: the caller then shows no log text of any room, never text a
-purge may cover.
+readers take the union of that file and the store's records. The file outlives the index: a
+store rebuilt from nothing gets its purges back from it (`Writer.open`). A file that exists
+but cannot be read raises `PurgesUnreadable`: the caller then shows no log text of any room,
+never text a purge may cover.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ class PurgesUnreadable(StoreError):
 
 
 def purge_log_path(cfg: IndexConfig, base_dir: Path) -> Path:
-    """Inside the embedded store's folder; for a Qdrant server, `data/` beside the config.
-
-    Relative paths resolve against `base_dir` (the config file's folder), as the store's do.
+    """`index.purges`, else beside the embedded store's folder (not in it: deleting the index
+    must not forget a purge), or for a Qdrant server in `data/` beside the config. Relative
+    paths resolve against `base_dir` (the config file's folder), as the store's do.
     """
-    folder = cfg.store.path if cfg.store.path is not None else Path("data/qdrant")
-    if cfg.store.url is not None:
-        folder = Path("data")
+    if cfg.purges is not None:
+        return cfg.purges if cfg.purges.is_absolute() else base_dir / cfg.purges
+    store = cfg.store.path if cfg.store.path is not None else Path("data/qdrant")
+    folder = store.parent if cfg.store.url is None else Path("data")
     folder = folder if folder.is_absolute() else base_dir / folder
     return folder / _FILE.format(collection=cfg.collection)
 

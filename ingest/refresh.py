@@ -256,14 +256,23 @@ class Writer:
         return col
 
     async def _copy_purges_to_the_file(self, col: Collection) -> None:
-        """Purges recorded only in the store (before the purge file existed) join the file."""
+        """The purge file and the store hold the same purges: those recorded only in the store
+        (before the file existed) join the file, and those only in the file (a store lost or
+        rebuilt from nothing) join the store, so its refresh never re-indexes them."""
         if self.purges is None:
             return
-        known = {(s["room_id"], s["from_ts"], s["to_ts"]) for s in self.purges.read()}
-        for value in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values():
-            stone = Tombstone(RoomID(value["room_id"]), int(value["from_ts"]), int(value["to_ts"]))
-            if (stone.room_id, stone.from_ts, stone.to_ts) not in known:
-                await asyncio.to_thread(self.purges.append, stone.record())
+        filed = {
+            Tombstone(RoomID(s["room_id"]), s["from_ts"], s["to_ts"])
+            for s in await asyncio.to_thread(self.purges.read)
+        }
+        stored = {
+            Tombstone(RoomID(v["room_id"]), int(v["from_ts"]), int(v["to_ts"]))
+            for v in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
+        }
+        for stone in sorted(stored - filed, key=lambda s: s.key):
+            await asyncio.to_thread(self.purges.append, stone.record())
+        for stone in sorted(filed - stored, key=lambda s: s.key):
+            await asyncio.to_thread(add_tombstone, col, stone.room_id, stone.from_ts, stone.to_ts)
 
     async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
         """Record an operator's purge in every generation a search may read, durably.
