@@ -205,26 +205,46 @@ class LiveCheck:
             if str(m["event_id"]) in events
         )
 
+    def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
+        """Start reading these rooms' tails now; `windows` takes each at most once."""
+        return {
+            room: asyncio.ensure_future(self.tail(room, cursor))
+            for room, cursor in cursors.items()
+            if cursor is not None
+        }
+
     async def _room(
-        self, room_id: str, cursor: str | None, payloads: Sequence[Mapping[str, Any]]
+        self,
+        room_id: str,
+        cursor: str | None,
+        payloads: Sequence[Mapping[str, Any]],
+        early: asyncio.Future[Any] | None,
     ) -> list[bool]:
+        # Started when the cursors were taken (before the points): the same guarantee as a
+        # read now, its snapshot only the ranking's few milliseconds older.
+        reading = early if early is not None else asyncio.ensure_future(self.tail(room_id, cursor))
         if not await self._room_ok(room_id):
+            reading.cancel()
             return [False] * len(payloads)
-        tail = await self.tail(room_id, cursor)
+        tail: Tail | None = await reading
         if tail is not None:
             return [current(p, tail) for p in payloads]
         return list(await asyncio.gather(*(self._one_by_one(room_id, p) for p in payloads)))
 
     async def windows(
-        self, payloads: Sequence[Mapping[str, Any]], cursors: Mapping[str, str | None]
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        cursors: Mapping[str, str | None],
+        early: dict[str, asyncio.Future[Any]] | None = None,
     ) -> list[bool]:
+        early = early if early is not None else {}
         rooms: dict[str, list[int]] = {}
         for i, p in enumerate(payloads):
             rooms.setdefault(str(p.get("room_id")), []).append(i)
         verdicts = [False] * len(payloads)
         answers = await asyncio.gather(
             *(
-                self._room(r, cursors.get(r), [payloads[i] for i in idx])
+                self._room(r, cursors.get(r), [payloads[i] for i in idx], early.pop(r, None))
                 for r, idx in rooms.items()
             )
         )

@@ -34,6 +34,7 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 TOMBSTONE_PREFIX = "tombstone:"
 CURSOR_PREFIX = "cursor:"  # the writer's (`ingest.refresh`), read here for revalidation
+EARLY = 2  # a query of at most this many rooms starts its revalidation while it is ranked
 COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
@@ -161,6 +162,7 @@ class Candidates:
     points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
     stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
     cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
+    early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
     _built: dict[str, Hit] = field(default_factory=dict, repr=False)
@@ -194,8 +196,15 @@ class WindowCheck(Protocol):
     points were read) → which may be shown. Preferred to a `LiveCheck` when given."""
 
     async def windows(
-        self, payloads: Sequence[Mapping[str, Any]], cursors: Mapping[str, str | None]
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        cursors: Mapping[str, str | None],
+        early: dict[str, asyncio.Future[Any]] | None = None,
     ) -> Sequence[bool]: ...
+
+    def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
+        """Start what `windows` will read of these rooms now, while the query is ranked."""
+        ...
 
 
 class Searcher:
@@ -268,6 +277,11 @@ class Searcher:
             k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
             for k, v in cursors.items()
         }
+        check = self.live_check
+        if isinstance(check, WindowCheck) and query.room_ids and len(query.room_ids) <= EARLY:
+            # The homeserver's part of the check overlaps the embedding and the store's: it
+            # needs only the cursors, and is used (once) by this query's first `confirm`.
+            pool.early = check.early({r: pool.cursors.get(r) for r in query.room_ids})
         flt = query.point_filter()
         lists: dict[tuple[str, str], list[str]] = {}
         points: dict[str, StoredPoint] = {}
@@ -306,7 +320,7 @@ class Searcher:
             return kept
         asked = [p for p, ok in zip(payloads, kept, strict=True) if ok]
         if isinstance(check, WindowCheck):
-            answers = list(await check.windows(asked, pool.cursors)) if asked else []
+            answers = list(await check.windows(asked, pool.cursors, pool.early)) if asked else []
         else:
             answers = list(
                 await asyncio.gather(*(check(str(p["room_id"]), cited_events(p)) for p in asked))

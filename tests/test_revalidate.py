@@ -75,7 +75,11 @@ def searcher(room: Room, mode: str) -> Searcher:
 
 async def search(room: Room, mode: str, text: str, limit: int = 5) -> SearchResult:
     query = SearchQuery.build([text], room_ids=[room.room_id], limit=limit)
-    return await searcher(room, mode).search(query)
+    room.reader.paths.clear()
+    result = await searcher(room, mode).search(query)
+    fetched = [p for p in room.reader.paths if "/event/" in p]
+    assert (fetched == []) == (mode == "tail"), room.reader.paths  # the way asked for
+    return result
 
 
 def shown(result: SearchResult) -> str:
@@ -137,7 +141,6 @@ async def test_a_redacted_edit_since_indexing_drops_its_window(
 async def test_a_reply_is_revalidated_in_one_or_two_requests(room: Room) -> None:
     """Five hits of one room: the tail since the cursor, read in at most two requests, and no
     `GET /event` (three per hit before)."""
-    room.reader.paths.clear()
     result = await search(room, "tail", "heron")
     assert len(result.hits) == 5
     events = [p for p in room.reader.paths if "/event/" in p]
