@@ -414,6 +414,25 @@ async def test_bot_pins_hide_a_purged_message(
     assert "📌" in body_of(confirmation) and "6613" not in str(confirmation["content"])
 
 
+@pytest.mark.parametrize("beyond_the_scan", [False, True])
+async def test_bot_pins_never_quote_a_pinned_replys_fallback(
+    env: Env, alice: MatrixUser, bob: MatrixUser, beyond_the_scan: bool
+) -> None:
+    """A pinned reply shows its own text, never its reply fallback (`> <@bob> …`), which
+    copies the parent's text, here redacted since (rule 7): in the scanned log or fetched."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the wombat burrow is under 12 elm row")
+    child = await alice.send_reply(room, parent, "thanks, noted for the survey")
+    await bob.redact(room, parent)
+    for i in range(TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, child, "!pin"), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "noted for the survey" in body_of(board)
+    assert "elm row" not in str(board["content"])
+
+
 async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> None:
     """A token pasted into a command — as the query, or as a bad argument a usage error
     quotes — is scrubbed from the reply, in a room and in the command room's results."""
