@@ -296,6 +296,23 @@ async def in_process(
 # ---------------------------------------------------------------- end to end
 
 
+class RequestCounter:
+    """Counts the homeserver requests a `MatrixReader` makes (wraps its one request layer)."""
+
+    def __init__(self, reader: Any) -> None:
+        self.n = 0
+        inner = reader._request
+
+        async def counted(method: str, path: str, **kwargs: Any) -> Any:
+            self.n += 1
+            return await inner(method, path, **kwargs)
+
+        reader._request = counted
+
+    def since(self, mark: int) -> int:
+        return self.n - mark
+
+
 def _in_reply_to(event: dict[str, Any]) -> str | None:
     rel = event.get("content", {}).get("m.relates_to", {})
     reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
@@ -370,11 +387,14 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 col = await service.writer.open()
                 points = await asyncio.to_thread(col.count)
                 bot_id = server.bot_user_id
+                requests = RequestCounter(service.client)
+                reply_requests: list[int] = []
                 client: list[float] = []
                 server_side: list[float] = []
                 reply_hits: list[int] = []
                 for i, text in enumerate(texts):
                     start = time.perf_counter()
+                    mark = requests.n
                     command = await asker.send_text(room, f"!search {text}")
                     reply = None
                     while reply is None:
@@ -392,8 +412,10 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                                 raise RuntimeError(f"no reply to {command!r} in 60 s")
                             await asyncio.sleep(0.02)
                     elapsed = time.perf_counter() - start
+                    made = requests.since(mark)
                     sent = await asker.get_event(room, command)
                     if i >= warmup:
+                        reply_requests.append(made)
                         client.append(elapsed)
                         server_side.append(
                             (int(reply["origin_server_ts"]) - int(sent["origin_server_ts"])) / 1000
@@ -406,14 +428,17 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 in_bot = [ms / 1000 for ms in list(handler.latencies_ms)[-len(client) :]]
                 read_log: list[float] = []
                 searcher: list[float] = []
+                searcher_requests: list[int] = []
                 for text in texts[warmup:]:
                     start = time.perf_counter()
                     await handler.read_log(RoomID(room))
                     read_log.append(time.perf_counter() - start)
                     query = SearchQuery.build([text], room_ids=[room], limit=5)
                     start = time.perf_counter()
+                    mark = requests.n
                     await service.searcher.search(query)
                     searcher.append(time.perf_counter() - start)
+                    searcher_requests.append(requests.since(mark))
                 synapse: list[float] = []
                 synapse_results: list[int] = []
                 for i, text in enumerate(texts):
@@ -442,12 +467,32 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
         "bot_receipt_to_send": stats(in_bot),
         "transcript_read": {**stats(read_log), "bound": cfg.bot.transcript_limit},
         "searcher_with_revalidation": stats(searcher),
+        # Homeserver requests: all the bot made per `!search` reply (transcript read, state,
+        # revalidation, the reply), and those of `Searcher.search` alone (revalidation).
+        "requests_per_reply": _counts(reply_requests),
+        "revalidation_requests_per_search": _counts(searcher_requests),
+        "searcher_over_synapse_p50": round(_p50(searcher) / max(_p50(synapse), 1e-9), 1),
         "synapse_search": {
             **stats(synapse),
             "mean_results": round(sum(synapse_results) / max(len(synapse_results), 1), 2),
             "limit": 10,
         },
     }
+
+
+def _counts(ns: Sequence[int]) -> dict[str, float | int]:
+    ordered = sorted(ns)
+    if not ordered:
+        return {"n": 0}
+    return {
+        "p50": ordered[(len(ordered) - 1) // 2],
+        "max": ordered[-1],
+        "mean": round(sum(ordered) / len(ordered), 2),
+    }
+
+
+def _p50(samples_s: Sequence[float]) -> float:
+    return float(stats(samples_s).get("p50_ms", 0.0))
 
 
 # ---------------------------------------------------------------- main
@@ -527,6 +572,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = asyncio.run(run(args))
     doc = json.dumps(results, indent=2)
     print(doc)
+    e2e = results.get("end_to_end")
+    if e2e is not None:
+        print(
+            f"requests per reply p50 {e2e['requests_per_reply']['p50']} (revalidation in "
+            f"Searcher.search p50 {e2e['revalidation_requests_per_search']['p50']}); "
+            f"Searcher.search p50 {e2e['searcher_with_revalidation']['p50_ms']} ms = "
+            f"{e2e['searcher_over_synapse_p50']}x Synapse /search p50 "
+            f"{e2e['synapse_search']['p50_ms']} ms",
+            file=sys.stderr,
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(doc + "\n")

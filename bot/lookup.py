@@ -25,7 +25,7 @@ from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offse
 from bot.replies import ScanInfo
 from bot.transcript import TranscriptHit, fold_search
 from bot.visibility import ANYONE, Audience
-from ingest.errors import StoreError
+from ingest.errors import CommandError, StoreError
 from ingest.events import normalize, strip_reply_fallback
 from ingest.fusion import rrf
 from ingest.permalink import permalink
@@ -53,6 +53,7 @@ __all__ = [
     "pinboard",
     "reply_target",
     "thread_root_of",
+    "tombstones",
     "within_text",
 ]
 
@@ -245,11 +246,14 @@ def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict
     }
     out = list(new)
     for event in cached:
-        if str(event.get("event_id")) in redacted:
-            unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
-            event = {**event, "content": {}, "unsigned": unsigned}
-        out.append(event)
+        out.append(_emptied(event) if str(event.get("event_id")) in redacted else event)
     return out
+
+
+def _emptied(event: JSONDict) -> JSONDict:
+    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
+    unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
+    return {**event, "content": {}, "unsigned": unsigned}
 
 
 class _ScrubCache:
@@ -329,6 +333,28 @@ class RoomLog:
                 clean = _scrubbed(body)
                 out.append(item if clean == item.body else replace(item, body=clean))
         return out
+
+    def without_purged(self, stones: Sequence[Mapping[str, Any]]) -> RoomLog:
+        """This read with every message a purge covers emptied, as a redaction empties it.
+
+        The one place the room log meets the purges (`purged`, DESIGN §3 rule 12): the
+        transcript, the pinboard and `!pin` read the log only through it, so a purge hides a
+        message (and a `!pin` marker, with its note) before any refresh applied it. Edits keep
+        their text: the writer applies an edit whatever its time, and emptying it would bring
+        back the words it replaced.
+        """
+        if not any(s.get("room_id") == self.room_id for s in stones):
+            return self
+        raw = [
+            _emptied(e)
+            if isinstance(ts := e.get("origin_server_ts"), int)
+            and e.get("type") == "m.room.message"
+            and _relates(_content(e)).get("rel_type") != "m.replace"
+            and purged(stones, self.room_id, ts)
+            else e
+            for e in self.raw
+        ]
+        return replace(self, raw=raw)
 
     def timeline(self) -> list[TimelineItem]:
         """Every message of the read, oldest first (redacted ones as placeholders)."""
@@ -540,7 +566,13 @@ async def fused_search(
     fetch = min(50, command.limit * 3)
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
     pool = await _index(searcher, command, rooms, single)
-    stones = await _tombstones(searcher, pool) if views else []
+    stones = pool.stones if pool.ranked else []
+    if views and not pool.ranked:
+        try:
+            stones = await tombstones(searcher)
+        except CommandError as e:  # no log text a purge may cover: the transcript stays out
+            pool.warnings.append(str(e))
+            views = []
     # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
     # messages, run in a thread so appservice transactions and other rooms do not wait.
     found = await asyncio.to_thread(
@@ -580,9 +612,8 @@ def _transcript_finds(
     for view in views:
         messages = [
             m
-            for m in view.log.messages(bot_user_id, prefix)
+            for m in view.log.without_purged(stones).messages(bot_user_id, prefix)
             if view.audience.sees(m.ts)
-            and not purged(stones, view.log.room_id, m.ts)  # a purge hides the live log too
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
         folded = fold_search(messages, command, bound=max(1, len(messages)), pattern=pattern)
@@ -590,15 +621,20 @@ def _transcript_finds(
     return found
 
 
-async def _tombstones(searcher: Searcher, pool: Candidates) -> list[Mapping[str, Any]]:
-    """The recorded purges, for the transcript (the index's own read has them already)."""
-    if pool.ranked:
-        return pool.stones
+async def tombstones(searcher: Searcher) -> list[Mapping[str, Any]]:
+    """Every recorded purge, for a reply that quotes the room log (`RoomLog.without_purged`).
+
+    Raises:
+        CommandError: they cannot be read (the purge file unreadable, or the store down and no
+            file): the reply must then show no log text at all, never text a purge may cover.
+    """
     try:
         return await searcher.tombstones()
-    except StoreError as e:  # the documented fallback: the transcript answers alone
-        log.warning("store unavailable, purges cannot be applied to the transcript: %s", e)
-        return []
+    except StoreError as e:
+        log.warning("purges cannot be read, no log text is shown: %s", e)
+        raise CommandError(
+            f"the purge records cannot be read ({e}): recent messages are not shown"
+        ) from e
 
 
 def _fuse(

@@ -27,6 +27,7 @@ from ingest.export import (
     exported_rooms,
 )
 from ingest.matrix import MatrixReader, Retry
+from ingest.purges import PurgeLog, purge_log_path
 from ingest.refresh import (
     COMPAT_KEY,
     CURSOR_PREFIX,
@@ -101,7 +102,8 @@ async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) ->
     async with _adapters(cfg) as (reader, store, embedder):
         assert embedder is not None
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
-        writer = Writer(cfg, reader, store, embedder)
+        purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
+        writer = Writer(cfg, reader, store, embedder, purges=purges)
         report = await writer.refresh(only=only, progress=_progress_bar())
     _print_report(report, as_json=as_json)
     if report.failed:
@@ -176,6 +178,7 @@ async def search(
                 embedder,
                 server_name=cfg.homeserver.server_name,
                 live_check=await revalidation(cfg, reader, store),
+                purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
             )
             result = await searcher.search(query)
     except StoreUnavailable as held:
@@ -382,7 +385,8 @@ async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bo
         async with _adapters(cfg) as (reader, store, embedder):
             assert embedder is not None
             room_id = await resolve_room(reader, room)
-            writer = Writer(cfg, reader, store, embedder)
+            purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
+            writer = Writer(cfg, reader, store, embedder, purges=purges)
             doc = purge_document(await writer.add_tombstone(room_id, from_ts, to_ts))
     except StoreUnavailable as held:
         if HELD not in str(held):

@@ -7,12 +7,21 @@ says what the fold will make of it. `!pins` folds the markers within the scanned
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.commands import PinCommand, PinsCommand, UnpinCommand
 from bot.html import excerpt, safe_html, safe_plain
-from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target, reply_target
+from bot.lookup import (
+    RoomLog,
+    TimelineItem,
+    current_body,
+    markers,
+    pin_target,
+    reply_target,
+    tombstones,
+)
 from bot.pinboard import Board, fold, select
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.visibility import ANYONE, Audience
@@ -20,6 +29,7 @@ from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
 from ingest.scrub import scrub
+from ingest.search import purged
 from ingest.types import RoomID
 
 if TYPE_CHECKING:
@@ -57,11 +67,18 @@ class PinActions:
     def _board(self, history: list[TimelineItem]) -> Board:
         return fold(markers(history, self.h.bot_user_id, self.h.prefix))
 
+    async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Mapping[str, Any]]]:
+        """The log with what a purge covers emptied, and the purges (for events fetched
+        beyond it). Raises CommandError when the purges cannot be read: nothing is quoted."""
+        stones = await tombstones(self.h.searcher)
+        return room_log.without_purged(stones), stones
+
     async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
         h = self.h
         room_log = await h.read_log(msg.room_id)
         if not await h._gate(msg, room_log):
             return
+        room_log, _ = await self._readable(room_log)
         history = room_log.timeline()
         index = _index_of(history, msg)
         target = pin_target(history, index, command, bot_user_id=h.bot_user_id, prefix=h.prefix)
@@ -151,15 +168,19 @@ class PinActions:
         results_json: bool,
     ) -> PinsView:
         h = self.h
+        room_log, stones = await self._readable(room_log)
         # Scrubbing the log's text is CPU work of up to `SCAN_TEXT`: off the event loop.
         board, bodies, senders = await asyncio.to_thread(self._fold_log, room_log, cut)
         missing = [p.target for p in board.pins if p.target not in senders]
         fetched = await asyncio.gather(*(h.client.get_event(room_id, t) for t in missing))
         for target, event in zip(missing, fetched, strict=True):
             body = None if event is None else current_body(event, h.bot_user_id, h.prefix)
-            if event is None or body is None:
+            ts = event.get("origin_server_ts") if event is not None else None
+            if event is None or body is None or not isinstance(ts, int):
                 continue
-            if cut.sees(int(event.get("origin_server_ts", 0))):
+            if purged(stones, room_id, ts):
+                continue  # beyond the read, but a purge covers it all the same
+            if cut.sees(ts):
                 bodies[target] = body
             senders[target] = str(event.get("sender"))
         pins = select(board, label=command.label, text=command.text, bodies=bodies)

@@ -36,6 +36,7 @@ from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.matrix import load_registration
+from ingest.purges import PurgeLog, purge_log_path
 from ingest.refresh import Tombstone, Writer
 from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
@@ -90,7 +91,8 @@ class Service:
         if self._store is None:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
         self.store: Store = counting_store(self._store, self.metrics.store_errors)
-        self.writer = Writer(cfg, self.client, self.store, self.embedder)
+        purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
+        self.writer = Writer(cfg, self.client, self.store, self.embedder, purges=purges)
         scope = RoomScope.from_config(
             cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
         )
@@ -99,7 +101,11 @@ class Service:
         # any state event: a room bridged a second ago shows nothing.
         self.live = LiveCheck(self.client, self.rooms)
         self.searcher = Searcher(
-            self.store, self.embedder, server_name=cfg.homeserver.server_name, live_check=self.live
+            self.store,
+            self.embedder,
+            server_name=cfg.homeserver.server_name,
+            live_check=self.live,
+            purges=purges,
         )
         self.handler = CommandHandler(
             cfg,

@@ -98,6 +98,8 @@ class StoreConfig(_Section):
 class IndexConfig(_Section):
     store: StoreConfig = StoreConfig(path=Path("./data/qdrant"))
     collection: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]+$")] = "muninn_chat"
+    # The purge records every reply reads (`ingest.purges`); default: beside the store
+    purges: Path | None = None
 
 
 class EmbedderConfig(_Section):

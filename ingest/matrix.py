@@ -401,6 +401,20 @@ class MatrixReader:
             yield page
             token = page.end
 
+    async def page_after(
+        self, room_id: RoomID | str, token: str, *, types: Sequence[str], limit: int
+    ) -> Page:
+        """One forward `/messages` page of the events after `token` of the given `types` (a
+        `RoomEventFilter`, spec: `filter` on `/messages`). Like `walk`, a page without `end`
+        (or with `end == token`) is the timeline's end."""
+        query: dict[str, str | int] = {
+            "dir": "f",
+            "from": token,
+            "limit": limit,
+            "filter": json.dumps({"types": list(types)}, separators=(",", ":")),
+        }
+        return _page(await self._get_object(f"{_CS}/rooms/{_q(room_id)}/messages", query))
+
     async def latest(
         self, room_id: RoomID | str, limit: int, page_size: int = 500
     ) -> list[JSONDict]:

@@ -36,6 +36,7 @@ from ingest.errors import (
 from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.matrix import Page
+from ingest.purges import PurgeLog
 from ingest.scope import RoomScope, puppet_in_events
 from ingest.scrub import SCRUB_VERSION, scrub
 from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name
@@ -225,8 +226,18 @@ def add_tombstone(collection: Collection, room_id: RoomID, from_ts: int, to_ts: 
 class Writer:
     """The one writer: owns chunks, vectors, cursors and the application of purge tombstones."""
 
-    def __init__(self, cfg: Config, reader: RoomSource, store: Store, embedder: Embedder) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        reader: RoomSource,
+        store: Store,
+        embedder: Embedder,
+        *,
+        purges: PurgeLog | None = None,
+    ) -> None:
         self.cfg = cfg
+        # Where readers find the purges without the store (`ingest.purges`); None: store only.
+        self.purges = purges
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -265,8 +276,28 @@ class Writer:
             )
             self._previous = active
             await self._carry_records(active, col)
+        await self._copy_purges_to_the_file(col)
         self.collection = col
         return col
+
+    async def _copy_purges_to_the_file(self, col: Collection) -> None:
+        """The purge file and the store hold the same purges: those recorded only in the store
+        (before the file existed) join the file, and those only in the file (a store lost or
+        rebuilt from nothing) join the store, so its refresh never re-indexes them."""
+        if self.purges is None:
+            return
+        filed = {
+            Tombstone(RoomID(s["room_id"]), s["from_ts"], s["to_ts"])
+            for s in await asyncio.to_thread(self.purges.read)
+        }
+        stored = {
+            Tombstone(RoomID(v["room_id"]), int(v["from_ts"]), int(v["to_ts"]))
+            for v in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
+        }
+        for stone in sorted(stored - filed, key=lambda s: s.key):
+            await asyncio.to_thread(self.purges.append, stone.record())
+        for stone in sorted(filed - stored, key=lambda s: s.key):
+            await asyncio.to_thread(add_tombstone, col, stone.room_id, stone.from_ts, stone.to_ts)
 
     async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
         """Record an operator's purge in every generation a search may read, durably.
@@ -281,6 +312,12 @@ class Writer:
         should that generation ever be written again (the rebuild abandoned), its writer
         applies it like any other.
         """
+        if to_ts < from_ts:
+            raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
+        if self.purges is not None:
+            # First: from here on every reply hides the range, even with the store down.
+            record = Tombstone(room_id, from_ts, to_ts).record()
+            await asyncio.to_thread(self.purges.append, record)
         col = await self.open()
         stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
         await asyncio.to_thread(col.flush)

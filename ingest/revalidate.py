@@ -1,14 +1,31 @@
 """Revalidation of search hits against the homeserver, for every caller of the read path.
 
 A hit is shown only while, right now, its room still passes the scope rules and every event it
-cites still exists unredacted, by the record the room was built from: the homeserver, or for a
-room indexed by `muninn import` its export (`SourcedCheck`). A source that cannot answer is an
-error naming it, never a hit shown unconfirmed.
+cites still exists unredacted and says what the index holds, by the record the room was built
+from: the homeserver, or for a room indexed by `muninn import` its export (`SourcedCheck`). A
+source that cannot answer is an error naming it, never a hit shown unconfirmed.
 
-The writer's records can lag: a room that became bridged, a DM, encrypted or excluded since
-the last refresh, or that the reader left, keeps its points until the next refresh purges
-them, and none of them may reach a reply meanwhile (DESIGN.md §3).
-The verdict is the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
+The writer's records can lag: a
+room that became bridged, a DM, encrypted or excluded since the last refresh, or that the
+reader left, keeps its points until the next refresh purges them; a message redacted or edited
+since keeps its indexed text until the writer's walk reaches the redaction or the edit (longer
+while the embedder is down, or while a new generation is built beside the active one). None of
+that may reach a reply (docs/ARCHITECTURE.md §3 rules 6, 7, 15).
+
+Room verdicts are the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
+For the events, the index is current up to the room's cursor (the writer saves a cursor only
+after the page's points are written; the read path takes the cursors before the points): what
+can have made a hit stale since is in the room's timeline after that cursor — a redaction, or
+a newer valid edit. So a reply reads that tail once a room, filtered to redactions and
+messages (`/messages?dir=f&from=<cursor>&filter={"types": …}`: one request when the writer is
+caught up, two when a few events are new), instead of one `GET /event` per cited event. Only
+when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
+it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
+`unsigned.m.relations.m.replace`, shows an edit).
+
+An edited message drops its whole hit rather than showing the new text: the index ranked the
+window for its old words, and showing it for them — with any text — tells the asker those
+words were there.
 """
 
 from __future__ import annotations
@@ -16,13 +33,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
+from ingest.events import normalize
+from ingest.matrix import Page
 from ingest.rooms import RoomCache
-from ingest.types import RoomID
+from ingest.search import cited_events
+from ingest.types import Edit, Redaction, RoomID
 
-__all__ = ["EventSource", "LiveCheck", "SourcedCheck"]
+__all__ = [
+    "EventSource",
+    "LiveCheck",
+    "SourcedCheck",
+    "Tail",
+    "TailSource",
+    "current",
+    "edited_since",
+    "read_tail",
+]
 
 
 class EventSource(Protocol):
@@ -31,23 +61,112 @@ class EventSource(Protocol):
     async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
 
 
+@runtime_checkable
+class TailSource(Protocol):
+    """A source with a timeline to read after a cursor (the homeserver; an export has none,
+    and is checked event by event)."""
+
+    async def page_after(
+        self, room_id: RoomID | str, token: str, *, types: Sequence[str], limit: int
+    ) -> Page: ...
+
+
 log = logging.getLogger("muninn.revalidate")
+
+# What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
+# an `m.room.message` with the type of what it edits; only messages are indexed).
+TAIL_TYPES = ("m.room.redaction", "m.room.message")
+TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
+NO_PREFIX = ""  # edits are judged by sender and order; an edit into a command is text gone too
+
+
+@dataclass
+class Tail:
+    """The room's redactions and edits after the cursor, as the writer would read them."""
+
+    redacted: set[str] = field(default_factory=set)
+    edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
+        if isinstance(item, Redaction):
+            self.redacted.add(str(item.redacts))
+        elif isinstance(item, Edit):  # a redacted edit normalises to a skip: it edits nothing
+            self.edits.setdefault(str(item.target), []).append(item)
+
+
+def read_tail(events: Sequence[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
+    tail = tail if tail is not None else Tail()
+    for event in events:
+        tail.add(event)
+    return tail
+
+
+def edited_since(message: Mapping[str, Any], edit: Edit) -> bool:
+    """Whether `edit` replaces what the index holds for `message`, by the writer's rules
+    (`WindowSet.apply_edit`): its author's, and newer than the edit applied (if any)."""
+    applied = (int(message.get("edit_ts") or -1), str(message.get("edit_event_id") or ""))
+    return edit.sender == message.get("sender") and (edit.ts, str(edit.event_id)) > applied
+
+
+def current(payload: Mapping[str, Any], tail: Tail) -> bool:
+    """Whether a window is still what the index holds, given the room's tail since its cursor:
+    nothing it cites redacted, no message of it edited since."""
+    if any(e in tail.redacted for e in cited_events(payload)):
+        return False
+    return not any(
+        edited_since(m, edit)
+        for m in payload.get("messages", [])
+        for edit in tail.edits.get(str(m.get("event_id")), ())
+    )
+
+
+def _bundled_edit_ok(message: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+    """A fetched message event against what the index holds: its bundled latest edit (spec
+    v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
+
+    A bundled edit that is no valid edit by the writer's rules hides an unknown number of
+    earlier ones: the text cannot be told, so the hit is not shown.
+    """
+    unsigned = event.get("unsigned")
+    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
+    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    if bundled is None:
+        return True  # an applied edit since redacted is caught by fetching the edit itself
+    if not isinstance(bundled, Mapping):
+        return False
+    if bundled.get("event_id") == message.get("edit_event_id"):
+        return True
+    edit = normalize(bundled, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
+    if not isinstance(edit, Edit) or edit.target != message.get("event_id"):
+        return False
+    return not edited_since(message, edit)
 
 
 class LiveCheck:
-    """`Searcher(live_check=LiveCheck(reader, rooms))`: is this hit still fit to show?
+    """`Searcher(live_check=LiveCheck(reader, rooms))`: which of these windows may be shown?
 
-    Room verdicts come from `rooms` (cached for its ttl; the bot drops an entry on any state
-    event in the room). Events are fetched in parallel, at most `parallel` at a time; an event
-    that cannot be fetched counts as gone (showing less is the safe error).
+    Called once a reply with every window it would show and the cursors the read path took
+    before reading them. Room verdicts come from `rooms` (cached for its ttl; the bot drops an
+    entry on any state event in the room). A room's tail is read in at most `tail_pages`
+    requests; the fallback fetches events in parallel, at most `parallel` at a time. A read
+    that fails counts the windows as gone (showing less is the safe error).
     """
 
-    def __init__(self, reader: EventSource, rooms: RoomCache, *, parallel: int = 16) -> None:
+    def __init__(
+        self,
+        reader: EventSource,
+        rooms: RoomCache,
+        *,
+        parallel: int = 16,
+        tail_pages: int = 2,
+    ) -> None:
         self.reader = reader
         self.rooms = rooms
+        self.tail_pages = tail_pages
         self._gate = asyncio.Semaphore(parallel)
-        # The searcher checks several hits at once: one verdict lookup at a time, so a cold
-        # cache fetches a room's state once, not once a hit.
+        # Several rooms are checked at once: one verdict lookup at a time, so a cold cache
+        # fetches a room's state once.
         self._verdicts = asyncio.Lock()
         self._reported: set[tuple[str, str]] = set()
 
@@ -67,26 +186,111 @@ class LiveCheck:
             )
         return False
 
-    async def _live(self, room_id: str, event_id: str) -> bool:
+    async def tail(self, room_id: str, cursor: str | None) -> Tail | None:
+        """The room's redactions and edits after `cursor`; None if they cannot be told whole."""
+        if cursor is None or not isinstance(self.reader, TailSource):
+            return None
+        tail, token = Tail(), cursor
+        try:
+            for _ in range(self.tail_pages):
+                page = await self.reader.page_after(
+                    room_id, token, types=TAIL_TYPES, limit=TAIL_PAGE
+                )
+                read_tail(page.events, tail)
+                if page.end is None or page.end == token:
+                    return tail
+                token = page.end
+        except MatrixError as e:
+            log.warning(
+                "cannot read %s since its cursor, checking events one by one: %s", room_id, e
+            )
+            return None
+        log.info(
+            "%s has more than %d pages unindexed: checking events one by one",
+            room_id,
+            self.tail_pages,
+        )
+        return None
+
+    async def _fetch(self, room_id: str, event_id: str) -> Mapping[str, Any] | None:
         async with self._gate:
             try:
                 event = await self.reader.get_event(room_id, event_id)
             except MatrixError as e:
                 log.warning("cannot revalidate %s: %s", event_id, e)
-                return False
+                return None
         unsigned = event.get("unsigned") if event else None
         redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
-        return bool(event and event.get("content")) and not redacted
+        return event if event and event.get("content") and not redacted else None
 
-    async def __call__(self, room_id: str, event_ids: Sequence[str]) -> bool:
-        if not await self._room_ok(room_id):
+    async def _one_by_one(self, room_id: str, payload: Mapping[str, Any]) -> bool:
+        ids = cited_events(payload)
+        fetched = await asyncio.gather(*(self._fetch(room_id, e) for e in ids))
+        if any(event is None for event in fetched):
             return False
-        results = await asyncio.gather(*(self._live(room_id, e) for e in event_ids))
-        return all(results)
+        events = {e: event for e, event in zip(ids, fetched, strict=True) if event is not None}
+        return all(
+            _bundled_edit_ok(m, events[str(m["event_id"])])
+            for m in payload.get("messages", [])
+            if str(m["event_id"]) in events
+        )
+
+    def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
+        """Start reading these rooms' tails now; `windows` takes each at most once."""
+        return {
+            room: asyncio.ensure_future(self.tail(room, cursor))
+            for room, cursor in cursors.items()
+            if cursor is not None
+        }
+
+    async def _room(
+        self,
+        room_id: str,
+        cursor: str | None,
+        payloads: Sequence[Mapping[str, Any]],
+        early: asyncio.Future[Any] | None,
+    ) -> list[bool]:
+        # Started when the cursors were taken (before the points): the same guarantee as a
+        # read now, its snapshot only the ranking's few milliseconds older.
+        reading = early if early is not None else asyncio.ensure_future(self.tail(room_id, cursor))
+        try:
+            ok = await self._room_ok(room_id)
+        except BaseException:  # the homeserver is down: the caller fails, naming it
+            reading.cancel()
+            raise
+        if not ok:
+            reading.cancel()
+            return [False] * len(payloads)
+        tail: Tail | None = await reading
+        if tail is not None:
+            return [current(p, tail) for p in payloads]
+        return list(await asyncio.gather(*(self._one_by_one(room_id, p) for p in payloads)))
+
+    async def windows(
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        cursors: Mapping[str, str | None],
+        early: dict[str, asyncio.Future[Any]] | None = None,
+    ) -> list[bool]:
+        early = early if early is not None else {}
+        rooms: dict[str, list[int]] = {}
+        for i, p in enumerate(payloads):
+            rooms.setdefault(str(p.get("room_id")), []).append(i)
+        verdicts = [False] * len(payloads)
+        answers = await asyncio.gather(
+            *(
+                self._room(r, cursors.get(r), [payloads[i] for i in idx], early.pop(r, None))
+                for r, idx in rooms.items()
+            )
+        )
+        for idx, answer in zip(rooms.values(), answers, strict=True):
+            for i, ok in zip(idx, answer, strict=True):
+                verdicts[i] = ok
+        return verdicts
 
 
 class SourcedCheck:
-    """Each room's hits revalidated against the record the room was built from.
+    """Each room's windows revalidated against the record the room was built from.
 
     `exports` maps a room indexed by `muninn import` (`ingest.export.exported_rooms`) to a
     factory of its export's `LiveCheck`, loaded on the room's first hit; every other room asks
@@ -108,17 +312,39 @@ class SourcedCheck:
         load = self.exports.get(room_id)
         if load is None:
             return self.homeserver
-        async with self._loading:  # hits are checked at once: read each export once
+        async with self._loading:  # windows are checked at once: read each export once
             if room_id not in self._loaded:
                 self._loaded[room_id] = await load()
             return self._loaded[room_id]
 
-    async def __call__(self, room_id: str, event_ids: Sequence[str]) -> bool:
-        check = await self._check(room_id)
-        try:
-            return await check(room_id, event_ids)
-        except MatrixUnavailable as e:
-            raise MatrixUnavailable(
-                f"cannot revalidate the hits of {room_id}: {e}. No hit is shown unconfirmed; "
-                "rooms indexed by `muninn import` are checked against their export instead"
-            ) from None
+    def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
+        live = {room: cursor for room, cursor in cursors.items() if room not in self.exports}
+        return self.homeserver.early(live)
+
+    async def windows(
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        cursors: Mapping[str, str | None],
+        early: dict[str, asyncio.Future[Any]] | None = None,
+    ) -> list[bool]:
+        # Homeserver rooms in one call (their tails are read in parallel), each export apart.
+        groups: dict[str | None, list[int]] = {}
+        for i, p in enumerate(payloads):
+            room = str(p.get("room_id"))
+            groups.setdefault(room if room in self.exports else None, []).append(i)
+        verdicts = [False] * len(payloads)
+        for room_id, idx in groups.items():
+            check = self.homeserver if room_id is None else await self._check(room_id)
+            asked = [payloads[i] for i in idx]
+            try:
+                answers = await check.windows(asked, cursors, early)
+            except MatrixUnavailable as e:
+                rooms = room_id or ", ".join(sorted({str(p.get("room_id")) for p in asked}))
+                raise MatrixUnavailable(
+                    f"cannot revalidate the hits of {rooms}: {e}. No hit is shown "
+                    "unconfirmed; rooms indexed by `muninn import` are checked against their "
+                    "export instead"
+                ) from None
+            for i, ok in zip(idx, answers, strict=True):
+                verdicts[i] = ok
+        return verdicts

@@ -15,13 +15,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ingest import lexical
 from ingest.embed import Embedder
-from ingest.errors import EmbedError, EmbedUnavailable, QueryError
+from ingest.errors import EmbedError, EmbedUnavailable, QueryError, StoreError
 from ingest.fusion import DEFAULT_K, rrf
 from ingest.permalink import permalink
+from ingest.purges import PurgeLog
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import SparseVector, StoredPoint
 
@@ -32,6 +33,8 @@ MAX_TEXT_BYTES = 1000
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 TOMBSTONE_PREFIX = "tombstone:"
+CURSOR_PREFIX = "cursor:"  # the writer's (`ingest.refresh`), read here for revalidation
+EARLY = 2  # a query of at most this many rooms starts its revalidation while it is ranked
 COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
@@ -158,6 +161,8 @@ class Candidates:
     retrievers: list[str] = field(default_factory=list)
     points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
     stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
+    early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
     _built: dict[str, Hit] = field(default_factory=dict, repr=False)
@@ -179,9 +184,27 @@ class Candidates:
         return out
 
 
-# Revalidation against the homeserver: given (room_id, event_ids) say which are still live
-# and visible; None means "no homeserver configured, trust the writer's records".
+# Revalidation against the homeserver: given (room_id, event_ids) of one window say whether it
+# is still live and visible; None means "no homeserver configured, trust the writer's records".
 LiveCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
+
+
+@runtime_checkable
+class WindowCheck(Protocol):
+    """Revalidation of a whole reply at once (`ingest.revalidate.LiveCheck`): the payloads of
+    the windows it would show and each room's cursor (where the writer's walk stood when the
+    points were read) → which may be shown. Preferred to a `LiveCheck` when given."""
+
+    async def windows(
+        self,
+        payloads: Sequence[Mapping[str, Any]],
+        cursors: Mapping[str, str | None],
+        early: dict[str, asyncio.Future[Any]] | None = None,
+    ) -> Sequence[bool]: ...
+
+    def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
+        """Start what `windows` will read of these rooms now, while the query is ranked."""
+        ...
 
 
 class Searcher:
@@ -193,13 +216,15 @@ class Searcher:
         embedder: Embedder | None,
         *,
         server_name: str,
-        live_check: LiveCheck | None = None,
+        live_check: LiveCheck | WindowCheck | None = None,
         candidates: int = CANDIDATES,
         weights: Mapping[str, float] = WEIGHTS,
         lexical_floor: float = LEXICAL_FLOOR,
         rrf_k: int = DEFAULT_K,
+        purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
+        self.purges = purges  # the purges readable without the store (`ingest.purges`)
         self.embedder = embedder
         self.server_name = server_name
         self.live_check = live_check
@@ -245,6 +270,18 @@ class Searcher:
         if col is None:
             pool.warnings.append("the index is empty: run `muninn refresh` first")
             return pool
+        # The cursors before the points: a point read after its room's cursor holds at least
+        # everything up to it, so revalidation needs only the timeline after it.
+        cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)
+        pool.cursors = {
+            k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
+            for k, v in cursors.items()
+        }
+        check = self.live_check
+        if isinstance(check, WindowCheck) and query.room_ids and len(query.room_ids) <= EARLY:
+            # The homeserver's part of the check overlaps the embedding and the store's: it
+            # needs only the cursors, and is used (once) by this query's first `confirm`.
+            pool.early = check.early({r: pool.cursors.get(r) for r in query.room_ids})
         flt = query.point_filter()
         lists: dict[tuple[str, str], list[str]] = {}
         points: dict[str, StoredPoint] = {}
@@ -276,8 +313,20 @@ class Searcher:
     async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
         whole window each cites, not purged and (with a live check) still live and in scope."""
-        points = [pool.points[h.point_id] for h in hits]
-        return list(await asyncio.gather(*(self._still_valid(p, pool.stones) for p in points)))
+        payloads = [pool.points[h.point_id].payload for h in hits]
+        kept = [not _purged(p, pool.stones) for p in payloads]
+        check = self.live_check
+        if check is None:
+            return kept
+        asked = [p for p, ok in zip(payloads, kept, strict=True) if ok]
+        if isinstance(check, WindowCheck):
+            answers = list(await check.windows(asked, pool.cursors, pool.early)) if asked else []
+        else:
+            answers = list(
+                await asyncio.gather(*(check(str(p["room_id"]), cited_events(p)) for p in asked))
+            )
+        live = iter(answers)
+        return [ok and next(live) for ok in kept]
 
     async def _query_vectors(
         self, col: Collection, texts: Sequence[str], result: SearchResult | Candidates
@@ -311,25 +360,25 @@ class Searcher:
         return vectors
 
     async def tombstones(self) -> list[Mapping[str, Any]]:
-        """The purges recorded in the active generation, applied or not (none: no index)."""
-        col = await self._active()
-        if col is None:
-            return []
-        return list((await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values())
+        """Every recorded purge, applied or not: the purge file's and the active generation's.
 
-    async def _still_valid(self, point: StoredPoint, stones: Any) -> bool:
-        payload = point.payload
-        room_id = str(payload.get("room_id"))
-        if any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", [])):
-            return False
-        if self.live_check is None:
-            return True
-        # `event_ids` holds the applied edits too: a redacted edit's text is as gone as a
-        # redacted message's, though the message it edited still stands.
-        ids = [str(e) for e in payload.get("event_ids") or ()] or [
-            str(m["event_id"]) for m in payload.get("messages", [])
-        ]
-        return await self.live_check(room_id, ids)
+        With a purge file the store may be down (its records are all in the file too).
+        Raises StoreError (`PurgesUnreadable`) when they cannot be read: show no log text then.
+        """
+        filed: list[Mapping[str, Any]] = []
+        if self.purges is not None:
+            filed.extend(await asyncio.to_thread(self.purges.read))
+        try:
+            col = await self._active()
+            if col is None:
+                return filed
+            stored = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+        except StoreError as e:
+            if self.purges is None:
+                raise
+            log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
+            return filed
+        return [*filed, *stored.values()]
 
     def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
         return _hit(point, score, texts, self.server_name)
@@ -356,6 +405,20 @@ def _hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: st
         permalink=permalink(str(p["room_id"]), best, server_name),
         best_event_id=best,
     )
+
+
+def cited_events(payload: Mapping[str, Any]) -> list[str]:
+    """The events a window cites. `event_ids` holds the applied edits too: a redacted edit's
+    text is as gone as a redacted message's, though the message it edited still stands."""
+    return [str(e) for e in payload.get("event_ids") or ()] or [
+        str(m["event_id"]) for m in payload.get("messages", [])
+    ]
+
+
+def _purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a purge covers any message of a window (the whole window is then withheld)."""
+    room_id = str(payload.get("room_id"))
+    return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
 
 
 def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,11 +21,12 @@ import pytest_asyncio
 from bot.lookup import RecentEvents
 from bot.replies import REPLY_BUDGET, content_size
 from bot.service import Service
+from ingest.config import IndexConfig, StoreConfig
 from ingest.permalink import permalink
-from ingest.store import PointFilter
+from ingest.store import PointFilter, open_store
 from ingest.types import RoomID
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port, unique_localpart
 from tests.indexing import shared_embedder
 
 TRANSCRIPT_LIMIT = 50
@@ -544,6 +546,71 @@ async def test_bot_search_hides_a_purged_message_from_the_transcript_too(
     _, after = await ask(alice, room, "!search numbat", env.bot_id)
     assert "sleeps all afternoon" in body_of(after)
     assert "enclosure code" not in str(after["content"])
+
+
+async def test_bot_search_with_the_store_down_still_hides_a_purged_message(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store down, the bot answers from the transcript, and a purge recorded before still
+    hides its message there: the purges are read from beside the store (rule 12)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the numbat den code is 4410")
+    await alice.send_text(room, "a numbat naps in the den")
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)
+    # A real Qdrant server store that no server answers: every read raises StoreUnavailable.
+    down = open_store(
+        IndexConfig(store=StoreConfig(url=f"http://127.0.0.1:{free_port()}")), Path()
+    )
+    monkeypatch.setattr(env.service.searcher, "store", down)
+    try:
+        _, reply = await ask(alice, room, "!search numbat den", env.bot_id)
+    finally:
+        down.close()
+    assert "naps in the den" in body_of(reply)
+    assert "4410" not in str(reply["content"])
+
+
+@pytest.mark.parametrize("beyond_the_scan", [False, True])
+async def test_bot_pins_hide_a_purged_message(
+    env: Env, alice: MatrixUser, beyond_the_scan: bool
+) -> None:
+    """A pinned message a purge covers is quoted neither by `!pins` (in the scanned log, or
+    fetched beyond it) nor by a `!pin` confirmation, before any refresh applied the purge."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the okapi vault code is 6613")
+    for i in range(TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, doomed, "!pin #vault"), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "6613" in body_of(board)
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "6613" not in str(board["content"])
+    confirmation = await wait_reply(
+        alice, room, await alice.send_reply(room, doomed, "!pin"), env.bot_id
+    )
+    assert "📌" in body_of(confirmation) and "6613" not in str(confirmation["content"])
+
+
+@pytest.mark.parametrize("beyond_the_scan", [False, True])
+async def test_bot_pins_never_quote_a_pinned_replys_fallback(
+    env: Env, alice: MatrixUser, bob: MatrixUser, beyond_the_scan: bool
+) -> None:
+    """A pinned reply shows its own text, never its reply fallback (`> <@bob> …`), which
+    copies the parent's text, here redacted since (rule 7): in the scanned log or fetched."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the wombat burrow is under 12 elm row")
+    child = await alice.send_reply(room, parent, "thanks, noted for the survey")
+    await bob.redact(room, parent)
+    for i in range(TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, child, "!pin"), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "noted for the survey" in body_of(board)
+    assert "elm row" not in str(board["content"])
 
 
 async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> None:

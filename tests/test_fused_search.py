@@ -129,7 +129,7 @@ async def test_fused_search_folds_the_transcript_off_the_event_loop(
             "content": {"msgtype": "m.text", "body": "the plan " + "word " * 3000},
         }
     ]
-    view = RoomView(RoomLog(RoomID(ROOM), raw, 10), None, None)
+    view = RoomView(RoomLog(RoomID(ROOM), raw, 10), None, ANYONE)
     result = await ask(store, 1, Homeserver(), views=[view])
     assert "event:$big" in {h.point_id for h in result.hits}
     assert ran_on_loop == [False]

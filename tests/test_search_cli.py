@@ -388,6 +388,20 @@ async def test_cli_search_drops_a_hit_whose_edit_was_redacted_since_indexing(
     assert run.doc()["dropped_stale"] >= 1
 
 
+async def test_cli_search_never_shows_the_words_an_edit_since_indexing_took_back(
+    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
+) -> None:
+    """Index, edit, (no refresh), search: the old words are not shown. The window the index
+    ranked for them is dropped and counted (with its new text it would still say they were
+    there); the next refresh indexes the new text."""
+    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
+    await seeder.send_edit(kiwi.room_id, kiwi.harvest, "kiwi harvest is postponed")
+    run = await muninn(kiwi.config, "search", "kiwi harvest monday", "--json")
+    assert "monday" not in run.out
+    assert run.doc()["dropped_stale"] == 1
+    assert event_ids(run.doc()) == [kiwi.export]
+
+
 async def test_cli_search_drops_a_hit_inside_a_pending_purge(
     hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
 ) -> None:

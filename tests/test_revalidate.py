@@ -1,0 +1,192 @@
+"""`ingest.revalidate`: what changed on the homeserver since indexing never reaches a hit.
+
+Against the real Synapse: a room is indexed by the real writer, then changed without a refresh
+(an edit, a redaction), then searched in process through the real `Searcher` with the product's
+`LiveCheck`, both ways it can check: reading the room's tail since the cursor (the default, one
+or two requests a room) and, when it cannot, fetching each cited event (`tail_pages=0`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from ingest.revalidate import LiveCheck, Tail, current, read_tail
+from ingest.rooms import RoomCache
+from ingest.scope import RoomScope
+from ingest.search import Searcher, SearchQuery, SearchResult
+from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms
+
+MODES = {"tail": 2, "each event": 0}  # LiveCheck(tail_pages=…)
+
+
+@dataclass
+class Room:
+    indexer: Indexer
+    reader: CountingReader
+    room_id: str
+    messages: list[str]  # event ids, in the order sent
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def room(
+    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
+) -> AsyncIterator[Room]:
+    """Five one-message windows about a heron (a day apart), indexed; nothing refreshed after."""
+    reader_user = await hs.register()
+    room_id = await hs.fresh_room(alice)
+    for user in (seeder, reader_user):
+        await user.join(room_id)
+    texts = [
+        "the heron nest code is 5521",
+        "a heron stood in the reeds",
+        "the heron flew over the mill",
+        "grey heron eggs hatched",
+        "the heron left for the coast",
+    ]
+    sent = [
+        await seeder.send_text(room_id, t, ts=utc_ms(f"2024-08-0{i + 1}T10:00"))
+        for i, t in enumerate(texts)
+    ]
+    cfg = reader_config(hs, reader_user, tmp_path)
+    indexer = Indexer(cfg)
+    await indexer.refresh()
+    assert len(await indexer.points()) == len(texts)
+    reader = CountingReader.counting(cfg)
+    try:
+        yield Room(indexer, reader, room_id, sent)
+    finally:
+        await reader.close()
+        await indexer.close()
+
+
+def searcher(room: Room, mode: str) -> Searcher:
+    scope = RoomScope.from_config(room.indexer.cfg.scope, room.indexer.cfg.homeserver.server_name)
+    check = LiveCheck(room.reader, RoomCache(room.reader, scope), tail_pages=MODES[mode])
+    return Searcher(
+        room.indexer.store, shared_embedder(), server_name="muninn.test", live_check=check
+    )
+
+
+async def search(room: Room, mode: str, text: str, limit: int = 5) -> SearchResult:
+    query = SearchQuery.build([text], room_ids=[room.room_id], limit=limit)
+    room.reader.paths.clear()
+    result = await searcher(room, mode).search(query)
+    fetched = [p for p in room.reader.paths if "/event/" in p]
+    assert (fetched == []) == (mode == "tail"), room.reader.paths  # the way asked for
+    return result
+
+
+def shown(result: SearchResult) -> str:
+    return " ".join(str(m["body"]) for h in result.hits for m in h.messages)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_message_edited_since_indexing_is_not_shown_with_its_old_words(
+    room: Room, seeder: MatrixUser, mode: str
+) -> None:
+    """Index, edit, (no refresh), search: the old words are not shown, and the window the
+    index ranked for them is dropped and counted, not shown with the new text (which would
+    still tell the asker those words were there)."""
+    before = await search(room, mode, "heron nest code 5521")
+    assert "5521" in shown(before)
+    await seeder.send_edit(room.room_id, room.messages[0], "the heron nest is private now")
+    after = await search(room, mode, "heron nest code 5521")
+    assert "5521" not in shown(after)
+    assert after.dropped_stale == 1
+    assert len(after.hits) == 4  # the other windows stand
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_another_senders_edit_hides_nothing(
+    room: Room, alice: MatrixUser, mode: str
+) -> None:
+    """By the writer's rules an edit counts only from the message's author: anyone else's
+    `m.replace` neither changes the text nor can hide a hit from others."""
+    await alice.send_edit(room.room_id, room.messages[1], "alice rewrites the reeds")
+    result = await search(room, mode, "heron stood in the reeds")
+    assert "a heron stood in the reeds" in shown(result)
+    assert result.dropped_stale == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_redaction_since_indexing_drops_its_window(
+    room: Room, seeder: MatrixUser, mode: str
+) -> None:
+    await seeder.redact(room.room_id, room.messages[2])
+    result = await search(room, mode, "heron flew over the mill")
+    assert "mill" not in shown(result)
+    assert result.dropped_stale == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_redacted_edit_since_indexing_drops_its_window(
+    room: Room, seeder: MatrixUser, mode: str
+) -> None:
+    """The applied edit redacted after indexing: its text is gone, though the message stands."""
+    edit = await seeder.send_edit(room.room_id, room.messages[3], "grey heron chicks fledged")
+    await room.indexer.refresh()
+    assert "fledged" in shown(await search(room, mode, "heron chicks fledged"))
+    await seeder.redact(room.room_id, edit)
+    result = await search(room, mode, "heron chicks fledged")
+    assert "fledged" not in shown(result)
+    assert result.dropped_stale == 1
+
+
+async def test_a_reply_is_revalidated_in_one_or_two_requests(room: Room) -> None:
+    """Five hits of one room: the tail since the cursor, read in at most two requests, and no
+    `GET /event` (three per hit before)."""
+    result = await search(room, "tail", "heron")
+    assert len(result.hits) == 5
+    events = [p for p in room.reader.paths if "/event/" in p]
+    messages = [p for p in room.reader.paths if p.endswith("/messages")]
+    assert events == [] and 1 <= len(messages) <= 2, room.reader.paths
+
+
+def _tail(events: Sequence[dict[str, object]]) -> Tail:
+    return read_tail(events)
+
+
+def test_current_counts_only_a_newer_edit_by_the_author() -> None:
+    """Pure: the writer's edit rules decide whether a window is stale."""
+    msg = {"event_id": "$m", "sender": "@a:x", "ts": 10, "body": "old words"}
+    window = {"room_id": "!r:x", "event_ids": ["$m"], "messages": [msg]}
+
+    def edit(event_id: str, sender: str, ts: int) -> dict[str, object]:
+        return {
+            "type": "m.room.message",
+            "event_id": event_id,
+            "sender": sender,
+            "room_id": "!r:x",
+            "origin_server_ts": ts,
+            "content": {
+                "msgtype": "m.text",
+                "body": "* new words",
+                "m.new_content": {"msgtype": "m.text", "body": "new words"},
+                "m.relates_to": {"rel_type": "m.replace", "event_id": "$m"},
+            },
+        }
+
+    assert current(window, _tail([]))
+    assert current(window, _tail([edit("$e", "@b:x", 20)]))  # not the author's
+    assert not current(window, _tail([edit("$e", "@a:x", 20)]))
+    applied = {**msg, "edit_event_id": "$e", "edit_ts": 20}
+    edited = {**window, "event_ids": ["$m", "$e"], "messages": [applied]}
+    assert current(edited, _tail([edit("$e", "@a:x", 20)]))  # the one applied
+    assert not current(edited, _tail([edit("$f", "@a:x", 30)]))
+    redaction = {
+        "type": "m.room.redaction",
+        "event_id": "$r",
+        "sender": "@a:x",
+        "room_id": "!r:x",
+        "origin_server_ts": 40,
+        "redacts": "$e",
+        "content": {"redacts": "$e"},
+    }
+    assert not current(edited, _tail([redaction]))  # the applied edit's text is gone
+    assert current(window, _tail([redaction]))  # another event's redaction
