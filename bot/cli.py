@@ -79,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.3)"
     )
 
+    pn = sub.add_parser("pins", help="a room's pinboard, as the bot folds it")
+    pn.add_argument("room", metavar="ROOM", help="room id or alias")
+    pn.add_argument("--json", action="store_true", help="print the board as one JSON document")
+
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
     st.add_argument("--json", action="store_true")
 
@@ -145,6 +149,8 @@ async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
             limit=args.limit,
             as_json=args.json,
         )
+    if args.command == "pins":
+        return await operations.pins(cfg, room=args.room, as_json=args.json)
     if args.command == "status":
         return await operations.status(cfg, as_json=args.json)
     if args.command == "purge":

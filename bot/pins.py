@@ -7,8 +7,8 @@ says what the fold will make of it. `!pins` folds the markers within the scanned
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.commands import PinCommand, PinsCommand, UnpinCommand
@@ -28,6 +28,7 @@ from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
 from ingest.permalink import permalink
+from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
 from ingest.search import purged
 from ingest.types import RoomID
@@ -35,7 +36,7 @@ from ingest.types import RoomID
 if TYPE_CHECKING:
     from bot.handlers import CommandHandler, Incoming
 
-__all__ = ["PinActions"]
+__all__ = ["BoardReader", "PinActions"]
 
 
 def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
@@ -55,17 +56,101 @@ def _body(item: TimelineItem) -> str:
     return scrub(body)
 
 
+@dataclass(frozen=True)
+class BoardReader:
+    """A room's board as the bot folds it, for `!pins` and `muninn pins` alike: the markers of
+    the log (the bot's own notices and its command prefix told apart), each pinned message's
+    text as it reads now, and the pins older than the read fetched one by one."""
+
+    fetch: Callable[[RoomID, str], Awaitable[Mapping[str, Any] | None]]
+    bot_user_id: str
+    prefix: str
+    server_name: str
+
+    def edited(self, room_log: RoomLog) -> dict[str, str]:
+        """Each message's text with its author's valid edits applied (scrubbed), as the
+        transcript shows it: a pin shows what the message says now, not what it said (rule 6)."""
+        return {m.event_id: m.body for m in room_log.messages(self.bot_user_id, self.prefix)}
+
+    def board(self, history: list[TimelineItem]) -> Board:
+        return fold(markers(history, self.bot_user_id, self.prefix))
+
+    def fold_log(
+        self, room_log: RoomLog, cut: Audience
+    ) -> tuple[Board, dict[str, str], dict[str, str], dict[str, int]]:
+        """The board (pins the room's readers may all see), and the text, sender and time of
+        each pinned message within the log (pure CPU work: run in a thread)."""
+        history = room_log.timeline()
+        board = self.board(history)
+        # Pins made, and messages sent, where the room's readers may not all see them: hidden.
+        board = Board(tuple(p for p in board.pins if cut.sees(p.pinned_ts)), board.capacity)
+        targets = {p.target for p in board.pins}
+        edited = self.edited(room_log)
+        bodies: dict[str, str] = {}
+        senders: dict[str, str] = {}
+        times: dict[str, int] = {}
+        for item in history:
+            if item.event_id not in targets:
+                continue
+            if not item.redacted and cut.sees(item.ts):
+                known = item.event_id in edited
+                bodies[item.event_id] = edited[item.event_id] if known else _body(item)
+            senders[item.event_id] = item.sender
+            times[item.event_id] = item.ts
+        return board, bodies, senders, times
+
+    async def view(
+        self,
+        room_log: RoomLog,
+        stones: Sequence[Mapping[str, Any]],
+        info: RoomInfo,
+        command: PinsCommand,
+        cut: Audience,
+        results_json: bool,
+    ) -> PinsView:
+        """`room_log` already without what `stones` (the recorded purges) cover."""
+        room_id = room_log.room_id
+        # Scrubbing the log's text is CPU work of up to `SCAN_TEXT`: off the event loop.
+        board, bodies, senders, times = await asyncio.to_thread(self.fold_log, room_log, cut)
+        missing = [p.target for p in board.pins if p.target not in senders]
+        fetched = await asyncio.gather(*(self.fetch(room_id, t) for t in missing))
+        for target, event in zip(missing, fetched, strict=True):
+            body = None if event is None else current_body(event, self.bot_user_id, self.prefix)
+            ts = event.get("origin_server_ts") if event is not None else None
+            if event is None or body is None or not isinstance(ts, int):
+                continue
+            if purged(stones, room_id, ts):
+                continue  # beyond the read, but a purge covers it all the same
+            if cut.sees(ts):
+                bodies[target] = body
+            senders[target] = str(event.get("sender"))
+            times[target] = ts
+        pins = select(board, label=command.label, text=command.text, bodies=bodies)
+        # Notes are user text echoed back: scrubbed like every body a reply shows.
+        pins = tuple(replace(p, note=scrub(p.note)) for p in pins)
+        return PinsView(
+            room_id=room_id,
+            room_label=info.label,
+            pins=pins,
+            bodies=bodies,
+            senders=senders,
+            names=info.names,
+            permalinks={p.target: permalink(room_id, p.target, self.server_name) for p in pins},
+            scan=room_log.scan(),
+            board_size=len(board.pins),
+            results_json=results_json,
+            times=times,
+        )
+
+
 class PinActions:
     def __init__(self, handler: CommandHandler) -> None:
         self.h = handler
 
-    def _edited(self, room_log: RoomLog) -> dict[str, str]:
-        """Each message's text with its author's valid edits applied (scrubbed), as the
-        transcript shows it: a pin shows what the message says now, not what it said (rule 6)."""
-        return {m.event_id: m.body for m in room_log.messages(self.h.bot_user_id, self.h.prefix)}
-
-    def _board(self, history: list[TimelineItem]) -> Board:
-        return fold(markers(history, self.h.bot_user_id, self.h.prefix))
+    @property
+    def boards(self) -> BoardReader:
+        h = self.h
+        return BoardReader(h.client.get_event, h.bot_user_id, h.prefix, h.server_name)
 
     async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Mapping[str, Any]]]:
         """The log with what a purge covers emptied, and the purges (for events fetched
@@ -82,7 +167,7 @@ class PinActions:
         history = room_log.timeline()
         index = _index_of(history, msg)
         target = pin_target(history, index, command, bot_user_id=h.bot_user_id, prefix=h.prefix)
-        before = self._board(history[:index])
+        before = self.boards.board(history[:index])
         if isinstance(command, UnpinCommand):
             await self._unpin(msg, command, target, before)
             return
@@ -94,7 +179,7 @@ class PinActions:
         # The confirmation quotes the message only if the whole room may see it (rule 14):
         # `^5` may reach above the join of someone who just came in.
         seen = target in items and (await h.audience(msg.room_id)).sees(items[target].ts)
-        edited = await asyncio.to_thread(self._edited, room_log) if seen else {}
+        edited = await asyncio.to_thread(self.boards.edited, room_log) if seen else {}
         body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
         label = f" under #{command.label}" if command.label else ""
@@ -133,69 +218,8 @@ class PinActions:
             room_log = await h.read_log(room_id)
         elif not in_command_room:
             cut = await h.audience(msg.room_id)
-        view = await self._view(room_id, room_log, command, cut, in_command_room)
+        room_log, stones = await self._readable(room_log)
+        info = await h.rooms.get(room_id)
+        view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
         await h.send(msg, pins_reply(msg.reply_to, view, filtered))
-
-    def _fold_log(
-        self, room_log: RoomLog, cut: Audience
-    ) -> tuple[Board, dict[str, str], dict[str, str]]:
-        """The board (pins the room's readers may all see), and the text and sender of each
-        pinned message within the log (pure CPU work: run in a thread)."""
-        history = room_log.timeline()
-        board = self._board(history)
-        # Pins made, and messages sent, where the room's readers may not all see them: hidden.
-        board = Board(tuple(p for p in board.pins if cut.sees(p.pinned_ts)), board.capacity)
-        targets = {p.target for p in board.pins}
-        edited = self._edited(room_log)
-        bodies: dict[str, str] = {}
-        senders: dict[str, str] = {}
-        for item in history:
-            if item.event_id not in targets:
-                continue
-            if not item.redacted and cut.sees(item.ts):
-                known = item.event_id in edited
-                bodies[item.event_id] = edited[item.event_id] if known else _body(item)
-            senders[item.event_id] = item.sender
-        return board, bodies, senders
-
-    async def _view(
-        self,
-        room_id: RoomID,
-        room_log: RoomLog,
-        command: PinsCommand,
-        cut: Audience,
-        results_json: bool,
-    ) -> PinsView:
-        h = self.h
-        room_log, stones = await self._readable(room_log)
-        # Scrubbing the log's text is CPU work of up to `SCAN_TEXT`: off the event loop.
-        board, bodies, senders = await asyncio.to_thread(self._fold_log, room_log, cut)
-        missing = [p.target for p in board.pins if p.target not in senders]
-        fetched = await asyncio.gather(*(h.client.get_event(room_id, t) for t in missing))
-        for target, event in zip(missing, fetched, strict=True):
-            body = None if event is None else current_body(event, h.bot_user_id, h.prefix)
-            ts = event.get("origin_server_ts") if event is not None else None
-            if event is None or body is None or not isinstance(ts, int):
-                continue
-            if purged(stones, room_id, ts):
-                continue  # beyond the read, but a purge covers it all the same
-            if cut.sees(ts):
-                bodies[target] = body
-            senders[target] = str(event.get("sender"))
-        pins = select(board, label=command.label, text=command.text, bodies=bodies)
-        info = await h.rooms.get(room_id)
-        # Notes are user text echoed back: scrubbed like every body a reply shows.
-        pins = tuple(replace(p, note=scrub(p.note)) for p in pins)
-        return PinsView(
-            room_id=room_id,
-            room_label=info.label,
-            pins=pins,
-            bodies=bodies,
-            senders=senders,
-            names=info.names,
-            permalinks={p.target: permalink(room_id, p.target, h.server_name) for p in pins},
-            scan=room_log.scan(),
-            board_size=len(board.pins),
-            results_json=results_json,
-        )

@@ -344,6 +344,7 @@ class PinsView:
     scan: ScanInfo
     board_size: int
     results_json: bool = False
+    times: Mapping[str, int] = field(default_factory=dict)  # target event id → its ts (ms)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -361,6 +362,7 @@ class PinsView:
                     "pinned_ts": p.pinned_ts,
                     "marker_id": p.marker_id,
                     "sender": self.senders.get(p.target),
+                    "ts": self.times.get(p.target),
                     "body": self.bodies.get(p.target),
                     "permalink": self.permalinks.get(p.target),
                 }
