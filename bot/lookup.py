@@ -329,7 +329,7 @@ class RoomLog:
                 edit = latest_edit.get(item.event_id)
                 body = edit.new_body if edit is not None else item.body
                 # The transcript sees messages the writer has not scrubbed yet: a secret must
-                # never reach a reply either (DESIGN §3 rule 8).
+                # never reach a reply either (rule 8).
                 clean = _scrubbed(body)
                 out.append(item if clean == item.body else replace(item, body=clean))
         return out
@@ -337,7 +337,7 @@ class RoomLog:
     def without_purged(self, stones: Sequence[Mapping[str, Any]]) -> RoomLog:
         """This read with every message a purge covers emptied, as a redaction empties it.
 
-        The one place the room log meets the purges (`purged`, DESIGN §3 rule 12): the
+        The one place the room log meets the purges (`purged`, rule 12): the
         transcript, the pinboard and `!pin` read the log only through it, so a purge hides a
         message (and a `!pin` marker, with its note) before any refresh applied it. Edits keep
         their text: the writer applies an edit whatever its time, and emptying it would bring

@@ -26,7 +26,7 @@ __all__ = [
     "pattern_size",
 ]
 
-MAX_PATTERN_BYTES = 1000  # as every search text (DESIGN §5), without the `(?i)` of an i flag
+MAX_PATTERN_BYTES = 1000  # as every search text (rule 22), without the `(?i)` of an i flag
 # These keep a compile under ~10 ms and a few MB: `(?:x{1000}){1000}` took seconds and 250 MB.
 MAX_REPEAT = 1000  # the largest n or m in {n}, {n,}, {n,m}
 MAX_PATTERN_SIZE = 10_000  # the pattern's length with every counted repeat written out

@@ -339,7 +339,7 @@ class Service:
         await self.handler.say(msg, text, "error")
 
     def _indexes_nothing(self, event: Mapping[str, Any]) -> bool:
-        """A bot command, by the writer's own rule: it indexes none (DESIGN §3 rule 9). A bridge
+        """A bot command, by the writer's own rule: it indexes none (rule 9). A bridge
         puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
         sender = event.get("sender")
         if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):

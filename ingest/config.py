@@ -1,4 +1,4 @@
-"""The configuration of DESIGN.md §7, validated once at start into typed objects.
+"""The configuration of docs/ARCHITECTURE.md §4.2, validated once at start into typed objects.
 
 Every secret may be given inline, as `<key>_file` (a path; a relative path is looked up in
 `$CREDENTIALS_DIRECTORY` first, so systemd's `LoadCredential=` works), or only as a file named

@@ -1,8 +1,8 @@
 """The operator's purges, kept where every reader can read them without the vector store.
 
 A purge tombstone lives in the store (the writer applies it there and never re-indexes its
-events, DESIGN.md §3 rule 12), but every reply that quotes the room log — search hits, the
-transcript fold, the pinboard, a `!pin` confirmation — must honour it *before* a refresh
+events, docs/ARCHITECTURE.md §3 rule 12), but every reply that quotes the room log — search
+hits, the transcript fold, the pinboard, a `!pin` confirmation — must honour it *before* a refresh
 applied it, and also while the store is down (when the bot answers from the transcript).
 So the writer also appends each tombstone to a small JSON-lines file beside the store, and
 readers take the union of that file and the store's records. The file outlives the index: a

@@ -137,7 +137,7 @@ class RoomCache:
             try:
                 puppet = await self.remembered_puppet(RoomID(room_id))
             except StoreError as e:
-                # Degrade, don't fail (DESIGN §5): the state names past puppets, and every
+                # Degrade, don't fail : the state names past puppets, and every
                 # command's read of the log checks its senders; only the record is missing.
                 log.warning("room %s: the writer's refusal records are unreadable: %s", room_id, e)
                 puppet = None

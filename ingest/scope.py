@@ -1,4 +1,4 @@
-"""Which rooms may be read at all (DESIGN.md §3 rules 1–4 and the encrypted-room refusal).
+"""Which rooms may be read at all (docs/ARCHITECTURE.md §3 rules 1–5).
 
 Pure: `RoomState` in, `Verdict` out. The refusal order is fixed and is also the order the journal
 reports: not joined → excluded → DM → bridged → encrypted. The first rule that refuses wins, so
