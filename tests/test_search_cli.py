@@ -33,7 +33,7 @@ from tests.indexing import (
     write_config,
 )
 
-TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale"}
+TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale", "below_floor"}
 HIT_KEYS = {
     "room_id",
     "room_alias",
@@ -86,6 +86,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert isinstance(doc["retrievers"], list)
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
     assert type(doc["dropped_stale"]) is int
+    assert type(doc["below_floor"]) is int
     for hit in doc["hits"]:
         assert set(hit) == HIT_KEYS
         assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
@@ -116,7 +117,9 @@ async def test_cli_search_json_follows_the_contract(cli: CliCorpus, hs: Homeserv
     assert doc["retrievers"] == ["dense", "lexical"]
     assert doc["warnings"] == []
     assert doc["dropped_stale"] == 0
-    assert len(doc["hits"]) == len(cli.corpus.sent) - 1  # every window, each once
+    # Every window once: shown, or left out under the relevance floor (and counted).
+    assert len(doc["hits"]) + doc["below_floor"] == len(cli.corpus.sent) - 1
+    assert len({h["first_event_id"] for h in doc["hits"]}) == len(doc["hits"])
     keys = cli.keys(doc)
     # Both texts are answered: every budget window and the error code's window lead.
     assert set(keys[:5]) == {"err-target", "budget-1", "budget-2", "budget-3", "budget-ops"}
