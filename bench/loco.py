@@ -185,7 +185,8 @@ def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
 @dataclass(frozen=True)
 class Ranker:
     stage1: Stage1
-    mask: tuple[bool, ...] = tuple(True for _ in rank.FEATURES)
+    # The product's: every feature but the raw cosine, which the match model uses instead.
+    mask: tuple[bool, ...] = tuple(f != "dense" for f in rank.FEATURES)
     l2: float = 1e-2
     stem: int | None = rank.STEM
 
@@ -345,15 +346,17 @@ def levers() -> dict[str, Fit]:
         "ranker: scores, ranks, best message": ranked(Ranker(PRODUCT, mask(*base), stem=None)),
         "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time"), stem=None)),
         "  + speaker + length": ranked(Ranker(PRODUCT, mask("time"), stem=None)),
-        "  + speaker + length + time": ranked(Ranker(PRODUCT, stem=None)),
-        "  + stem 4 (the product's ranker)": ranked(Ranker(PRODUCT)),
-        "  + stem 5": ranked(Ranker(PRODUCT, stem=5)),
-        "  + stem 6": ranked(Ranker(PRODUCT, stem=6)),
+        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(), stem=None)),
+        "  + stem 4": ranked(Ranker(PRODUCT, mask())),
+        "  + stem 5": ranked(Ranker(PRODUCT, mask(), stem=5)),
+        "  + stem 6": ranked(Ranker(PRODUCT, mask(), stem=6)),
+        "  + stem 4 − raw cosine (the product's ranker)": ranked(Ranker(PRODUCT)),
         "product's ranker, lists n=20": ranked(Ranker(Stage1(10, 20, True))),
         "product's ranker, lists n=50": ranked(Ranker(Stage1(10, 50, True))),
     }
     for f in rank.FEATURES:
-        out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask(f)))
+        if f != "dense":
+            out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask("dense", f)))
     out["product: ranker + relevance floor"] = ranked(Ranker(PRODUCT), FLOOR_COST)
     return out
 
