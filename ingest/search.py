@@ -2,9 +2,12 @@
 
 Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or read the store.
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
-rank (DESIGN.md §5). Hits are revalidated before they are returned: a hit whose events were
-purged (a tombstone not yet applied), redacted, or whose room left the reader's scope since
-indexing is dropped and counted in `dropped_stale`, never shown. `Searcher.search` does both;
+rank (DESIGN.md §5); when both retrievers answered, `ingest.rank` re-orders the fused
+candidates and leaves out those under its relevance floor (counted in `below_floor`, never
+shown), so a query nothing matches answers nothing. Hits are revalidated before they are
+returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
+room left the reader's scope since indexing is dropped and counted in `dropped_stale`, never
+shown. `Searcher.search` does both;
 a caller that fuses the ranking with more (the bot's transcript) takes `Searcher.rank` and has
 `Searcher.confirm` revalidate what it will show.
 """
