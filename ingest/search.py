@@ -7,9 +7,8 @@ candidates and leaves out those under its relevance floor (counted in `below_flo
 shown), so a query nothing matches answers nothing. Hits are revalidated before they are
 returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
 room left the reader's scope since indexing is dropped and counted in `dropped_stale`, never
-shown. `Searcher.search` does both;
-a caller that fuses the ranking with more (the bot's transcript) takes `Searcher.rank` and has
-`Searcher.confirm` revalidate what it will show.
+shown. `Searcher.search` does both; a caller that fuses the ranking with more (the bot's
+transcript) takes `Searcher.rank` and has `Searcher.confirm` revalidate what it will show.
 """
 
 from __future__ import annotations
