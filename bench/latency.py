@@ -54,13 +54,14 @@ from typing import Any
 import numpy as np
 
 from bench.ingest import irc_events
+from ingest import lexical
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.search import Searcher, SearchQuery
-from ingest.store import open_store
-from ingest.types import EmbedderIdentity, RoomID
+from ingest.store import Store, open_store
+from ingest.types import EmbedderIdentity, RoomID, SparseVector
 
 ROOM = "!irc-ubuntu:bench.local"
 SERVER_NAME = "bench.local"
@@ -228,6 +229,42 @@ async def _time_search(searcher: Searcher, texts: Sequence[str], warmup: int) ->
     return out
 
 
+class BeforeSearcher(Searcher):
+    """The read path before the second stage (issue 13): RRF k = 60 over 20 candidates a list,
+    the question as typed as the lexical query, no ranker and no relevance floor."""
+
+    def __init__(self, store: Store, embedder: Embedder) -> None:
+        super().__init__(
+            store, embedder, server_name=SERVER_NAME, candidates=20, rrf_k=60, ranker=False
+        )
+
+    def lexical_query(self, text: str) -> SparseVector:
+        return lexical.query_vector(text)
+
+
+async def _time_pair(
+    before: Searcher, after: Searcher, texts: Sequence[str], warmup: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both searchers on every text, alternating, so load on the shared cores hits both alike."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    hits = [0, 0]
+    for i, text in enumerate(texts):
+        query = SearchQuery.build([text], room_ids=[ROOM], limit=5)
+        for side, searcher in enumerate((before, after)):
+            start = time.perf_counter()
+            result = await searcher.search(query)
+            elapsed = time.perf_counter() - start
+            if i >= warmup:
+                samples[side].append(elapsed)
+                hits[side] += len(result.hits)
+    out = []
+    for side in (0, 1):
+        row: dict[str, Any] = dict(stats(samples[side]))
+        row["mean_hits"] = round(hits[side] / max(len(samples[side]), 1), 2)
+        out.append(row)
+    return out[0], out[1]
+
+
 async def in_process(
     data: Path,
     size: int,
@@ -278,6 +315,10 @@ async def in_process(
             "hybrid": await _time_search(hybrid, queries, warmup),
             "lexical": await _time_search(lexical, queries, warmup),
         }
+        # The same queries again, the read path before issue 13 and today's, interleaved.
+        before, after = await _time_pair(BeforeSearcher(store, embedder), hybrid, queries, warmup)
+        result["hybrid_before_ranker_interleaved"] = before
+        result["hybrid_interleaved"] = after
         embed_samples = []
         for text in queries[warmup:]:
             t = time.perf_counter()

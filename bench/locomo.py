@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ingest.rank import STOP_WORDS
+
 __all__ = [
     "BUDGETS",
     "CATEGORIES",
@@ -49,20 +51,6 @@ TURN_SPACING_MS = 30_000  # turns of one session are this far apart
 _SESSION = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D\d+:\d+")
 _WORD = re.compile(r"[a-z0-9]+")
-
-# Words that carry no topic: question words, auxiliaries, pronouns, determiners, prepositions.
-_STOP_TEXT = """
-    a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing done down during each else
-    ever every few for from further get got had has have having he her here hers herself him
-    himself his how i if in into is it its itself just kind like likely many may me might more
-    most much must my myself no nor not now of off on once one only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they thing things this those through to too type under until
-    up us very was way we well were what when where whether which while who whom whose why
-    will with would yet you your yours yourself yourselves s t ve ll re d m
-"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 @dataclass(frozen=True)

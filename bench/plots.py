@@ -27,7 +27,7 @@ _STYLE = {
     "muninn-hybrid": ("tab:blue", "-", "o"),
     "muninn-dense": ("tab:green", "--", "s"),
     "muninn-lexical": ("tab:orange", "--", "^"),
-    "muninn-hybrid-proposed": ("tab:purple", ":", "D"),
+    "muninn-hybrid-rrf-only": ("tab:purple", ":", "D"),
     "synapse-sqlite": ("tab:red", "-", "x"),
     "synapse-sqlite-keywords": ("tab:red", ":", "v"),
     "synapse-postgres": ("tab:brown", "-", "+"),

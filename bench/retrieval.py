@@ -40,7 +40,6 @@ from typing import Any
 from bench.locomo import (
     BUDGETS,
     HIT_CUTOFFS,
-    STOP_WORDS,
     Conversation,
     Hit,
     Scores,
@@ -55,11 +54,11 @@ from bench.synapse_run import (
     seed_conversation,
     synapse_search,
 )
-from ingest import lexical
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
 from ingest.refresh import RefreshReport, Writer
+from ingest.search import CANDIDATES as SEARCH_CANDIDATES
 from ingest.search import (
     MAX_LIMIT,
     Searcher,
@@ -67,7 +66,6 @@ from ingest.search import (
 )
 from ingest.search import Hit as MuninnHit
 from ingest.store import Store, open_store
-from ingest.types import SparseVector
 from tests.homeserver import Homeserver, MatrixUser
 
 LIMIT = MAX_LIMIT  # hits asked of every system
@@ -75,13 +73,9 @@ LIMIT = MAX_LIMIT  # hits asked of every system
 # The settings this benchmark recommends (see bench/RESULTS.md); flags override them.
 MAX_BYTES = 350
 GAP_SECONDS = 1800
-CANDIDATES = 20
+CANDIDATES = SEARCH_CANDIDATES
 DENSE_WEIGHT = 1.0
 LEXICAL_WEIGHT = 1.0
-# `--proposed`: one more row, `ProposedSearcher` (changes to ingest.search, not yet the product).
-PROPOSED_K = 10
-PROPOSED_CANDIDATES = 20
-PROPOSED_LEXICAL_WEIGHT = 1.25
 
 
 def log(msg: str) -> None:
@@ -199,41 +193,6 @@ async def ask_synapse(
     return refused
 
 
-class ProposedSearcher(Searcher):
-    """Searcher with the changes this benchmark proposes for `ingest.search` (not the product).
-
-    1. RRF's k other than DESIGN §5's 60 (`rrf_k`);
-    2. the lexical query drops stop words, so "when did … the …" no longer fetches windows
-       for their function words (the store's IDF damps them, but they still fill the list).
-    Everything else is the product's read path unchanged (lexical floor, revalidation, hits).
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        embedder: Embedder | None,
-        *,
-        server_name: str,
-        candidates: int,
-        weights: Mapping[str, float],
-        k: int,
-        stop_words: frozenset[str] = frozenset(),
-    ) -> None:
-        super().__init__(
-            store,
-            embedder,
-            server_name=server_name,
-            candidates=candidates,
-            weights=weights,
-            rrf_k=k,
-        )
-        self.stop_words = stop_words
-
-    def lexical_query(self, text: str) -> SparseVector:
-        kept = [t for t in dict.fromkeys(lexical.tokens(text)) if t not in self.stop_words]
-        return lexical.query_vector(" ".join(kept) if kept else text)
-
-
 def searchers(
     store: Store, embedder: Embedder, server_name: str, s: Settings
 ) -> dict[str, Searcher]:
@@ -247,15 +206,14 @@ def searchers(
         "muninn-dense": make({"dense": 1.0, "lexical": 0.0}),
         "muninn-lexical": make({"dense": 0.0, "lexical": 1.0}),
     }
-    if s.proposed:
-        rows["muninn-hybrid-proposed"] = ProposedSearcher(
+    if s.proposed:  # the product without its second stage: what the ranker adds
+        rows["muninn-hybrid-rrf-only"] = Searcher(
             store,
             embedder,
             server_name=server_name,
-            candidates=PROPOSED_CANDIDATES,
-            weights={"dense": 1.0, "lexical": PROPOSED_LEXICAL_WEIGHT},
-            k=PROPOSED_K,
-            stop_words=STOP_WORDS,
+            candidates=s.candidates,
+            weights={"dense": s.dense_weight, "lexical": s.lexical_weight},
+            ranker=False,
         )
     return rows
 
@@ -431,7 +389,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT)
     p.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT)
     p.add_argument(
-        "--proposed", action="store_true", help="add the row of the proposed ingest.search changes"
+        "--proposed", action="store_true", help="add a row: the product without its ranker"
+    )
+    p.add_argument(
+        "--folds",
+        action="store_true",
+        help="leave one conversation out: collect deep candidate lists, then `bench.loco`",
+    )
+    p.add_argument(
+        "--candidates-cache",
+        type=Path,
+        default=Path("bench/out/candidates.json"),
+        help="--folds: the candidate lists (collected here unless the file exists)",
     )
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
@@ -449,6 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         proposed=args.proposed,
     )
     exit_on_sigterm()
+    if args.folds:
+        from bench import candidates, loco
+
+        if not args.candidates_cache.is_file():
+            asyncio.run(candidates.main_async(args.data, args.candidates_cache))
+        extra = ["--out", str(args.out)] if args.out else []
+        return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))
     print(table(result["systems"]))
     print("\nR@2000ch by category (LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)")

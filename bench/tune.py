@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.locomo import STOP_WORDS, Hit, Scores, load
+from bench.locomo import Hit, Scores, load
 from bench.retrieval import build_index, exit_on_sigterm, log, seed_all, writer_config
 from bench.synapse_run import SeededRoom, SynapseBench
 from ingest import lexical
 from ingest.embed import Embedder, make_embedder
 from ingest.fusion import rrf
+from ingest.rank import STOP_WORDS
 from ingest.search import COMPAT_KEY
 from ingest.store import PointFilter, Store
 from ingest.types import SparseVector

@@ -526,4 +526,5 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         warnings=list(doc["warnings"]),
         retrievers=list(doc["retrievers"]),
         dropped_stale=int(doc["dropped_stale"]),
+        below_floor=int(doc.get("below_floor", 0)),
     )

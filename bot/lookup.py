@@ -595,6 +595,7 @@ async def fused_search(
         warnings=list(pool.warnings),
         retrievers=[*pool.retrievers, *(["transcript"] if views else [])],
         dropped_stale=len(stale),
+        below_floor=pool.below_floor,
     )
 
 

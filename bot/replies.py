@@ -315,6 +315,8 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
         foot += "; " + scan.sentence()
     if result.dropped_stale:
         foot += f"; {result.dropped_stale} stale hit(s) dropped"
+    if result.below_floor:
+        foot += f"; {result.below_floor} weaker candidate(s) left out"
     warnings = [f"⚠ {w}" for w in result.warnings]
     plain = "\n".join([*warnings, foot])
     html = "".join(f"<p>{safe_html(w)}</p>" for w in warnings)

@@ -2,11 +2,13 @@
 
 Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or read the store.
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
-rank (DESIGN.md §5). Hits are revalidated before they are returned: a hit whose events were
-purged (a tombstone not yet applied), redacted, or whose room left the reader's scope since
-indexing is dropped and counted in `dropped_stale`, never shown. `Searcher.search` does both;
-a caller that fuses the ranking with more (the bot's transcript) takes `Searcher.rank` and has
-`Searcher.confirm` revalidate what it will show.
+rank (DESIGN.md §5); when both retrievers answered, `ingest.rank` re-orders the fused
+candidates and leaves out those under its relevance floor (counted in `below_floor`, never
+shown), so a query nothing matches answers nothing. Hits are revalidated before they are
+returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
+room left the reader's scope since indexing is dropped and counted in `dropped_stale`, never
+shown. `Searcher.search` does both; a caller that fuses the ranking with more (the bot's
+transcript) takes `Searcher.rank` and has `Searcher.confirm` revalidate what it will show.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Se
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ingest import lexical
+from ingest import lexical, rank
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable, QueryError, StoreError
-from ingest.fusion import DEFAULT_K, rrf
+from ingest.fusion import rrf, text_key
 from ingest.permalink import permalink
 from ingest.purges import PurgeLog
 from ingest.store import Collection, PointFilter, Store
@@ -38,7 +40,8 @@ EARLY = 2  # a query of at most this many rooms starts its revalidation while it
 COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
-CANDIDATES = 20  # tuned on locomo-dev: deeper lists let weak double matches win (RESULTS.md)
+CANDIDATES = 30  # per (retriever, text); measured on the locomo-dev folds (RESULTS.md §1b)
+RRF_K = 10  # RRF's k: the folds favour the top ranks more than DESIGN §5's k = 60
 WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
 # A lexical candidate scoring under this fraction of its list's best matched only the query's
 # weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.
@@ -138,6 +141,7 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     retrievers: list[str] = field(default_factory=list)
     dropped_stale: int = 0
+    below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +149,7 @@ class SearchResult:
             "warnings": list(self.warnings),
             "retrievers": list(self.retrievers),
             "dropped_stale": self.dropped_stale,
+            "below_floor": self.below_floor,
         }
 
 
@@ -165,6 +170,7 @@ class Candidates:
     early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
+    below_floor: int = 0  # candidates the ranker judged not to match: never shown
     _built: dict[str, Hit] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
@@ -220,7 +226,9 @@ class Searcher:
         candidates: int = CANDIDATES,
         weights: Mapping[str, float] = WEIGHTS,
         lexical_floor: float = LEXICAL_FLOOR,
-        rrf_k: int = DEFAULT_K,
+        rrf_k: int = RRF_K,
+        ranker: bool = True,
+        relevance_floor: float = rank.FLOOR,
         purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
@@ -231,7 +239,11 @@ class Searcher:
         self.candidates = candidates
         self.weights = dict(weights)
         self.lexical_floor = lexical_floor
-        self.rrf_k = rrf_k  # DESIGN §5's k = 60; a parameter for the benchmark's experiments
+        self.rrf_k = rrf_k
+        # The second stage (`ingest.rank`) re-orders the fused candidates when both retrievers
+        # answered; windows under `relevance_floor` are not shown at all.
+        self.ranker = ranker
+        self.relevance_floor = relevance_floor
         self._collection: Collection | None = None
         self._generation: str | None = None
 
@@ -247,7 +259,9 @@ class Searcher:
     async def search(self, query: SearchQuery) -> SearchResult:
         """The first `query.limit` candidates that pass revalidation, best first."""
         pool = await self.rank(query)
-        result = SearchResult(warnings=pool.warnings, retrievers=pool.retrievers)
+        result = SearchResult(
+            warnings=pool.warnings, retrievers=pool.retrievers, below_floor=pool.below_floor
+        )
         checked: set[str] = set()
         while len(result.hits) < query.limit:
             # As many at once as hits are missing: the candidates a one-by-one walk would
@@ -283,7 +297,7 @@ class Searcher:
             # needs only the cursors, and is used (once) by this query's first `confirm`.
             pool.early = check.early({r: pool.cursors.get(r) for r in query.room_ids})
         flt = query.point_filter()
-        lists: dict[tuple[str, str], list[str]] = {}
+        lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         points: dict[str, StoredPoint] = {}
         dense_vectors = await self._query_vectors(col, query.texts, pool)
         # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
@@ -294,21 +308,51 @@ class Searcher:
             found = await asyncio.to_thread(
                 col.sparse_search, self.lexical_query(text), flt, self.candidates
             )
-            lists[("lexical", text)] = _ids(_above_floor(found, floor), points)
+            lists[("lexical", text)] = _scored(_above_floor(found, floor), points)
             if dense_vectors is not None:
                 found = await asyncio.to_thread(
                     col.dense_search, dense_vectors[i], flt, self.candidates
                 )
-                lists[("dense", text)] = _ids(found, points)
+                lists[("dense", text)] = _scored(found, points)
         pool.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
         pool.stones = await self.tombstones()
         pool.points = points
-        pool.ranked = rrf(lists, k=self.rrf_k, weights=self.weights)
+        fused = rrf(
+            {key: [pid for pid, _ in found] for key, found in lists.items()},
+            k=self.rrf_k,
+            weights=self.weights,
+        )
+        if fusing and self.ranker and self.weights.get("lexical", 1.0) > 0:
+            pool.ranked, pool.below_floor = self._second_stage(fused, lists, points)
+        else:
+            pool.ranked = fused
         return pool
 
+    def _second_stage(
+        self,
+        fused: Sequence[tuple[str, float]],
+        lists: Mapping[tuple[str, str], Sequence[tuple[str, float]]],
+        points: Mapping[str, StoredPoint],
+    ) -> tuple[list[tuple[str, float]], int]:
+        """The fused candidates re-ordered by `ingest.rank`'s model, those under its floor out."""
+        ids = [pid for pid, _ in fused]
+        shown = {
+            pid: [m for m in points[pid].payload.get("messages", []) if _shown(m)] for pid in ids
+        }
+        bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
+        senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
+        per_text: dict[str, tuple[rank.Found, rank.Found]] = {}
+        for retriever, text in lists:
+            if retriever == "dense":  # one entry a text, as the fusion counts it
+                per_text.setdefault(
+                    text_key(text), (lists[("dense", text)], lists[("lexical", text)])
+                )
+        return rank.rerank(ids, bodies, per_text, senders, floor=self.relevance_floor)
+
     def lexical_query(self, text: str) -> SparseVector:
-        """The sparse query vector of one text (a subclass may change it, e.g. stop words)."""
-        return lexical.query_vector(text)
+        """The sparse query vector of one text, without its stop words: "when did … the …"
+        otherwise fills the list with windows that share only function words."""
+        return lexical.query_vector(" ".join(rank.content_terms(text)) or text)
 
     async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
@@ -440,13 +484,15 @@ def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint
     return [p for p in found if p.score >= cut]
 
 
-def _ids(found: Sequence[StoredPoint], points: dict[str, StoredPoint]) -> list[str]:
-    """The candidates' ids, best first, minus windows that say nothing any more: every message
-    in them was edited into what is not indexed text (kept for a redaction's revert)."""
+def _scored(
+    found: Sequence[StoredPoint], points: dict[str, StoredPoint]
+) -> list[tuple[str, float]]:
+    """The candidates' (id, score), best first, minus windows that say nothing any more: every
+    message in them was edited into what is not indexed text (kept for a redaction's revert)."""
     said = [p for p in found if any(_shown(m) for m in p.payload.get("messages", []))]
     for p in said:
         points.setdefault(p.id, p)
-    return [p.id for p in said]
+    return [(p.id, p.score) for p in said]
 
 
 def _shown(message: Mapping[str, Any]) -> bool:

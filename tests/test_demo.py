@@ -91,8 +91,9 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     assert "deploy token for the CI runner" in by_step[7]
     assert "[redacted" in by_step[7] and "syt_" not in by_step[7]
     assert "deploy token" not in by_step[8]
+    assert "No results" in by_step[8]  # nothing else matches it: no noise fills the reply
     for _, reply in replies:
-        assert "https://matrix.to/#/!" in reply or "Pinned" in reply
+        assert "https://matrix.to/#/!" in reply or "Pinned" in reply or "No results" in reply
 
     # how to log in, then a clean stop
     assert re.search(r"homeserver\s+http://127\.0\.0\.1:\d+", out)

@@ -38,7 +38,7 @@ from tests.indexing import (
     write_config,
 )
 
-TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale"}
+TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale", "below_floor"}
 HIT_KEYS = {
     "room_id",
     "room_alias",
@@ -92,6 +92,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert isinstance(doc["retrievers"], list)
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
     assert type(doc["dropped_stale"]) is int
+    assert type(doc["below_floor"]) is int
     for hit in doc["hits"]:
         assert set(hit) == HIT_KEYS
         assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
@@ -122,7 +123,9 @@ async def test_cli_search_json_follows_the_contract(cli: CliCorpus, hs: Homeserv
     assert doc["retrievers"] == ["dense", "lexical"]
     assert doc["warnings"] == []
     assert doc["dropped_stale"] == 0
-    assert len(doc["hits"]) == len(cli.corpus.sent) - 1  # every window, each once
+    # Every window once: shown, or left out under the relevance floor (and counted).
+    assert len(doc["hits"]) + doc["below_floor"] == len(cli.corpus.sent) - 1
+    assert len({h["first_event_id"] for h in doc["hits"]}) == len(doc["hits"])
     keys = cli.keys(doc)
     # Both texts are answered: every budget window and the error code's window lead.
     assert set(keys[:5]) == {"err-target", "budget-1", "budget-2", "budget-3", "budget-ops"}
@@ -140,7 +143,8 @@ async def test_cli_search_repeated_query_prints_the_same_document(cli: CliCorpus
     first, second = await muninn(cli.config, *args), await muninn(cli.config, *args)
     assert first.rc == second.rc == 0
     assert first.out == second.out
-    assert len(first.doc()["hits"]) == 20
+    doc = first.doc()  # every window once: shown, or counted under the relevance floor
+    assert doc["hits"] and len(doc["hits"]) + doc["below_floor"] == len(cli.corpus.sent) - 1
 
 
 @pytest.mark.parametrize("by", ["id", "alias"])
@@ -150,7 +154,7 @@ async def test_cli_search_room_filter_by_id_or_alias(cli: CliCorpus, by: str) ->
     doc = await search_json(cli.config, "budget review", "--room", room, "--limit", "50")
     assert {h["room_id"] for h in doc["hits"]} == {cli.corpus.rooms["ops"]}
     assert cli.keys(doc)[0] == "budget-ops"
-    assert len(doc["hits"]) == 4
+    assert len(doc["hits"]) + doc["below_floor"] == 4  # every ops window: shown or left out
 
 
 async def test_cli_search_sender_and_time_filters(cli: CliCorpus) -> None:

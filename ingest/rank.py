@@ -1,0 +1,228 @@
+"""The second stage of the read path: features of the fused candidates and a learned ranker. Pure.
+
+Rank fusion keeps only ranks. Over the candidates the first stage found (`ingest.search`: the
+top of the dense and lexical lists, fused), this stage looks again at what ranks forget: how
+close a window's cosine is to the best one, how large its lexical score is against the best,
+how much of the question's content (stemmed, IDF-weighted over the candidates) its best message
+holds, whether it was sent by someone the question names, how long it is, and whether a "when"
+question meets a window that says when. A logistic model trained on locomo-dev with numpy
+(`python -m bench.loco --train`; every lever scored leaving one conversation out, bench/
+RESULTS.md) turns them into the order. A second, two-feature model (cosine and words matched,
+both absolute) decides whether a window matches at all: under `FLOOR` it is not shown, so
+made-up words answer nothing instead of the nearest noise. Coefficients are versioned here.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+
+import regex
+
+from ingest import lexical
+
+__all__ = [
+    "COEFFICIENTS",
+    "FEATURES",
+    "FLOOR",
+    "MATCH_COEFFICIENTS",
+    "MATCH_FEATURES",
+    "RANKER_VERSION",
+    "STOP_WORDS",
+    "content_terms",
+    "features",
+    "probability",
+    "rerank",
+]
+
+# Words that carry no topic: question words, auxiliaries, pronouns, determiners, prepositions.
+_STOP_TEXT = """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing done down during each else
+    ever every few for from further get got had has have having he her here hers herself him
+    himself his how i if in into is it its itself just kind like likely many may me might more
+    most much must my myself no nor not now of off on once one only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they thing things this those through to too type under until
+    up us very was way we well were what when where whether which while who whom whose why
+    will with would yet you your yours yourself yourselves s t ve ll re d m
+"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+# dense: cosine; dense_gap: cosine − the list's best; lexical: score / the list's best;
+# *_rr: 10 / (10 + rank) in that list (0 if absent); best_message: the IDF-weighted share of
+# the question's (stemmed) content terms in the window's best message; speaker:
+# the share of its messages sent by someone the question names (by user id); length: the
+# window's characters, log-scaled; time: a "when" question and a window that says when.
+FEATURES = (
+    "dense",
+    "dense_gap",
+    "lexical",
+    "dense_rr",
+    "lexical_rr",
+    "best_message",
+    "speaker",
+    "length",
+    "time",
+)
+RANKER_VERSION = 1
+# Trained by `python -m bench.loco --train` on all of locomo-dev (bench/RESULTS.md §1b).
+# The raw cosine is left to the match model: beside dense_gap it only fitted the dev set.
+COEFFICIENTS: Mapping[str, float] = {
+    "bias": -8.9269,
+    "dense_gap": 3.9673,
+    "lexical": 1.2840,
+    "dense_rr": 2.1940,
+    "lexical_rr": 0.9648,
+    "best_message": 3.0389,
+    "speaker": 1.4892,
+    "length": 1.8390,
+    "time": 0.5879,
+}
+# The relevance floor asks a second model, on absolute evidence only (how near the meaning, how
+# many of the question's words): the ranker's features are mostly relative to the query's own
+# lists, so its best candidate for made-up words looks like the best one for a real question.
+MATCH_FEATURES = ("dense", "best_message")
+MATCH_COEFFICIENTS: Mapping[str, float] = {
+    "bias": -8.3131,
+    "dense": 6.9008,
+    "best_message": 5.2791,
+}
+# The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
+# question needs a cosine of about 0.30 to be shown.
+FLOOR = 0.0020
+# Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
+# "painted" and "paints" meet in "pain"); the store's lexical index itself stays unstemmed.
+# 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).
+STEM = 4
+RR_K = 10  # reciprocal ranks as RRF scores them, k = 10: 10 / (10 + rank)
+
+
+# A question about time ("when", "how long") and a message saying when something happened.
+_ASKS_WHEN = regex.compile(r"\b(when|how long|what (year|month|day|date|time))\b", regex.I)
+_SAYS_WHEN = regex.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|this (week|month|year|weekend)|"
+    r"weekend|morning|evening|night|since|(mon|tues|wednes|thurs|fri|satur|sun)day|"
+    r"january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|week|month|year|years|months|weeks|days|\d{1,2}(st|nd|rd|th)|(19|20)\d\d)\b",
+    regex.I,
+)
+
+
+def content_terms(text: str) -> list[str]:
+    """The query's lexical tokens minus stop words, de-duplicated, in order."""
+    return [t for t in dict.fromkeys(lexical.tokens(text)) if t not in STOP_WORDS]
+
+
+@functools.lru_cache(maxsize=4096)
+def sender_names(user_id: str) -> frozenset[str]:
+    """The words of a Matrix user id's localpart a question may name them by ("@ann-lee:x" →
+    ann, lee): letters only, three or more, no stop word."""
+    local = user_id.removeprefix("@").split(":", 1)[0]
+    return frozenset(
+        t
+        for t in lexical.tokens(regex.sub(r"[-_.=/]", " ", local))
+        if t.isalpha() and len(t) >= 3 and t not in STOP_WORDS
+    )
+
+
+def features(
+    text: str,
+    pool: Sequence[str],
+    bodies: Mapping[str, Sequence[str]],
+    dense: Sequence[tuple[str, float]],
+    lexical_found: Sequence[tuple[str, float]],
+    senders: Mapping[str, Sequence[str]] | None = None,
+    stem: int | None = STEM,
+) -> list[list[float]]:
+    """One row of `FEATURES` per id of `pool`, for one query text.
+
+    `bodies` and `senders` give each pool window's message texts and senders; `dense` and
+    `lexical_found` are that text's lists, (id, score) best first. A window absent from the
+    dense list scores its last entry (the most it could have); absent from the lexical list, 0.
+    `stem=None` matches whole tokens.
+    """
+    words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
+    asks_when = bool(_ASKS_WHEN.search(text))
+    # The share of a window's messages sent by someone the question names.
+    named = {
+        pid: [bool(sender_names(u).intersection(words)) for u in (senders or {}).get(pid, ())]
+        for pid in pool
+    }
+    terms = list(dict.fromkeys(t[:stem] for t in words))
+    msg_tokens = {
+        pid: [{t[:stem] for t in lexical.tokens(b)} for b in bodies[pid]] for pid in pool
+    }
+    win_tokens = {pid: set().union(*msgs) for pid, msgs in msg_tokens.items()}
+    # IDF over the pool: a term every candidate shares says little about which one is meant.
+    n = max(len(pool), 1)
+    idf = {t: math.log(1.0 + n / (1 + sum(t in win_tokens[p] for p in pool))) for t in terms}
+    total = sum(idf.values()) or 1.0
+    d_rank = {pid: (r, s) for r, (pid, s) in enumerate(dense, start=1)}
+    l_rank = {pid: (r, s) for r, (pid, s) in enumerate(lexical_found, start=1)}
+    d_top = dense[0][1] if dense else 0.0
+    d_last = dense[-1][1] if dense else 0.0
+    l_top = lexical_found[0][1] if lexical_found else 0.0
+    rows: list[list[float]] = []
+    for pid in pool:
+        d_r, d_s = d_rank.get(pid, (0, d_last))
+        l_r, l_s = l_rank.get(pid, (0, 0.0))
+        best = max(
+            (sum(idf[t] for t in terms if t in toks) / total for toks in msg_tokens[pid]),
+            default=0.0,
+        )
+        rows.append(
+            [
+                d_s,
+                d_s - d_top,
+                l_s / l_top if l_top > 0 else 0.0,
+                RR_K / (RR_K + d_r) if d_r else 0.0,
+                RR_K / (RR_K + l_r) if l_r else 0.0,
+                best,
+                sum(named[pid]) / len(named[pid]) if named[pid] else 0.0,
+                math.log1p(sum(len(b) for b in bodies[pid]) / 100.0),
+                float(asks_when and any(_SAYS_WHEN.search(b) for b in bodies[pid])),
+            ]
+        )
+    return rows
+
+
+def probability(row: Sequence[float], coefficients: Mapping[str, float]) -> float:
+    """A model's probability that the window of `row` holds what the text asks for (a feature
+    the model does not name weighs 0)."""
+    z = coefficients["bias"] + sum(
+        coefficients.get(f, 0.0) * x for f, x in zip(FEATURES, row, strict=True)
+    )
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+Found = Sequence[tuple[str, float]]  # one retriever's answer to one text: (id, score), best first
+
+
+def rerank(
+    pool: Sequence[str],
+    bodies: Mapping[str, Sequence[str]],
+    per_text: Mapping[str, tuple[Found, Found]],
+    senders: Mapping[str, Sequence[str]] | None = None,
+    *,
+    coefficients: Mapping[str, float] = COEFFICIENTS,
+    match: Mapping[str, float] = MATCH_COEFFICIENTS,
+    floor: float = FLOOR,
+) -> tuple[list[tuple[str, float]], int]:
+    """The pool ordered by the ranker's probability, best first, without the windows whose
+    `match` probability is under `floor`; and how many those were.
+
+    `per_text` maps each query text to its (dense, lexical) lists. A window answers the query
+    as well as it answers its best text. Ties keep the pool's (fused) order.
+    """
+    best = dict.fromkeys(pool, 0.0)
+    matches = dict.fromkeys(pool, 0.0)
+    for text, (dense, lexical_found) in per_text.items():
+        rows = features(text, pool, bodies, dense, lexical_found, senders)
+        for pid, row in zip(pool, rows, strict=True):
+            best[pid] = max(best[pid], probability(row, coefficients))
+            matches[pid] = max(matches[pid], probability(row, match))
+    ranked = sorted(((pid, best[pid]) for pid in pool), key=lambda item: -item[1])
+    shown = [(pid, p) for pid, p in ranked if matches[pid] >= floor]
+    return shown, len(ranked) - len(shown)
