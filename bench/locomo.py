@@ -5,7 +5,7 @@ A LoCoMo file is a JSON list of samples. Each sample has `conversation` (`speake
 strings such as "1:56 pm on 8 May, 2023") and `qa` (questions with `evidence` dia_ids and a
 `category`; 1–4 are answerable from the conversation, 5 is adversarial).
 
-Metrics (DESIGN.md §9, issue 7): a system answers a question with ranked *hits*; a hit is the
+Metrics (issue 7): a system answers a question with ranked *hits*; a hit is the
 messages it returns, each `(turn id, characters of returned text)`. Evidence recall within a
 budget of B characters walks the hits in rank order and their messages in order, counting a
 message's characters once, and stops at the first message that would take the total over B.

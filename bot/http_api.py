@@ -6,11 +6,12 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
 - `GET /healthz`: 200 `{"status": "ok", "checks": {...}}` when every part answers (the service
   loop, the store, the homeserver); 503 `{"status": "failing", "failing": [parts], ...}`.
 - `POST /_muninn/search`: JSON `{texts, room_ids?, senders?, after?, before?, limit?}` (times in
-  ms; rooms by id or alias) → exactly `SearchResult.as_json()` (DESIGN §7), through the service's
-  own read path. A bad request is 400 `{"field", "message", "error"}` naming the field. Only
-  loopback peers are answered, with a loopback `Host` (no DNS rebinding) and a JSON content
-  type (no cross-site "simple" POST): the embedded store is one process per path, and this is
-  how `muninn search` reaches it while `muninn run` holds it (`post_search`, `service_url`).
+  ms; rooms by id or alias) → exactly `SearchResult.as_json()` (docs/ARCHITECTURE.md §4.3),
+  through the service's own read path. A bad request is 400 `{"field", "message", "error"}`
+  naming the field. Only loopback peers are answered, with a loopback `Host` (no DNS
+  rebinding) and a JSON content type (no cross-site "simple" POST): the embedded store is one
+  process per path, and this is how `muninn search` reaches it while `muninn run` holds it
+  (`post_search`, `service_url`).
 - `POST /_muninn/purge`: JSON `{room_id, from_ts, to_ts}` (ms; the room by id or alias) →
   `{room_id, from_ts, to_ts, key}`, the document `muninn purge --json` prints. The service's own
   writer records the tombstone (`Writer.add_tombstone`) and wakes the room's refresh, which

@@ -1,4 +1,4 @@
-"""What the bot says: `m.notice` contents, plain `body` and HTML `formatted_body` (DESIGN §3.16).
+"""What the bot says: `m.notice` contents, plain `body` and HTML `formatted_body` (rule 16).
 
 Pure: records in, event content out. Every piece of user text (bodies, notes, labels, display
 names, room names, the asker's own query) goes through `bot.html` (`safe_plain`, `safe_html`,

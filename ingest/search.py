@@ -2,7 +2,7 @@
 
 Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or read the store.
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
-rank (DESIGN.md §5); when both retrievers answered, `ingest.rank` re-orders the fused
+rank; when both retrievers answered, `ingest.rank` re-orders the fused
 candidates and leaves out those under its relevance floor (counted in `below_floor`, never
 shown), so a query nothing matches answers nothing. Hits are revalidated before they are
 returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
@@ -41,7 +41,7 @@ COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
 CANDIDATES = 30  # per (retriever, text); measured on the locomo-dev folds (RESULTS.md §1b)
-RRF_K = 10  # RRF's k: the folds favour the top ranks more than DESIGN §5's k = 60
+RRF_K = 10  # RRF's k: the folds favour the top ranks more than the k = 60 of Cormack et al.
 WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
 # A lexical candidate scoring under this fraction of its list's best matched only the query's
 # weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.
@@ -158,7 +158,7 @@ class Candidates:
     """`Searcher.rank`: the fused ranking, best first, *before* revalidation.
 
     A caller may trim, fuse and rank these hits, but may show only those `Searcher.confirm`
-    passes (DESIGN.md §3 rule 15). `Searcher.search` is the two in one.
+    passes (docs/ARCHITECTURE.md §3 rule 15). `Searcher.search` is the two in one.
     """
 
     ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)
@@ -466,7 +466,7 @@ def _purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> 
 
 
 def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
-    """Whether a purge of `room_id` covers a message sent at `ts` (DESIGN §3 rule 12)."""
+    """Whether a purge of `room_id` covers a message sent at `ts` (rule 12)."""
     return any(
         s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
     )
