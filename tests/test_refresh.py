@@ -552,6 +552,7 @@ _KILLED_REFRESH = textwrap.dedent(
     import asyncio, os, signal, sys
     from pathlib import Path
     from ingest.config import load_config
+    from ingest.records import CURSOR_PREFIX
     from tests.indexing import Indexer
 
     mode, after = sys.argv[2], int(sys.argv[3])
