@@ -37,7 +37,7 @@ from bench.synapse_run import SeededRoom, SynapseBench
 from ingest import lexical
 from ingest.embed import Embedder, make_embedder
 from ingest.rank import content_terms
-from ingest.search import COMPAT_KEY
+from ingest.records import COMPAT_KEY
 from ingest.store import PointFilter, Store
 
 DEPTH = 100

@@ -33,7 +33,7 @@ from ingest import lexical
 from ingest.embed import Embedder, make_embedder
 from ingest.fusion import rrf
 from ingest.rank import STOP_WORDS
-from ingest.search import COMPAT_KEY
+from ingest.records import COMPAT_KEY
 from ingest.store import PointFilter, Store
 from ingest.types import SparseVector
 

@@ -52,7 +52,7 @@ from aiohttp import web
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.config import Config, MetricsConfig
 from ingest.errors import MuninnError, QueryError, StoreError, StoreUnavailable
-from ingest.refresh import Tombstone
+from ingest.records import Tombstone
 from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
 from ingest.store import Store, embedded_path
 

@@ -25,7 +25,6 @@ from ingest.config import Config
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
 from ingest.export import (
-    EXPORT_PREFIX,
     ExportReader,
     export_check,
     export_record,
@@ -33,16 +32,15 @@ from ingest.export import (
 )
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.refresh import (
+from ingest.records import (
     COMPAT_KEY,
     CURSOR_PREFIX,
+    EXPORT_PREFIX,
     REFUSED_PREFIX,
     RETRY_PREFIX,
     TOMBSTONE_PREFIX,
-    RefreshReport,
-    RoomReport,
-    Writer,
 )
+from ingest.refresh import RefreshReport, RoomReport, Writer
 from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope, decide, puppet_in_events

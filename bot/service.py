@@ -37,7 +37,8 @@ from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.matrix import load_registration
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.refresh import Tombstone, Writer
+from ingest.records import Tombstone
+from ingest.refresh import Writer
 from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope

@@ -21,6 +21,7 @@ from typing import Any
 
 from ingest.errors import MuninnError
 from ingest.matrix import Page, room_state_from
+from ingest.records import EXPORT_PREFIX
 from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
@@ -28,9 +29,6 @@ from ingest.types import RoomID, RoomState, UserID
 
 JSONDict = dict[str, Any]
 _TOKEN_PREFIX = "import:"
-# Meta `export:<room id>` → {"path": …}: the file `muninn import` indexed the room from, the
-# record its hits are revalidated against while no homeserver refresh has replaced it.
-EXPORT_PREFIX = "export:"
 
 
 class ExportError(MuninnError):

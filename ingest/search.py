@@ -25,6 +25,7 @@ from ingest.errors import EmbedError, EmbedUnavailable, QueryError, StoreError
 from ingest.fusion import rrf, text_key
 from ingest.permalink import permalink
 from ingest.purges import PurgeLog
+from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import SparseVector, StoredPoint
 
@@ -34,10 +35,7 @@ MAX_TEXTS = 8
 MAX_TEXT_BYTES = 1000
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
-TOMBSTONE_PREFIX = "tombstone:"
-CURSOR_PREFIX = "cursor:"  # the writer's (`ingest.refresh`), read here for revalidation
 EARLY = 2  # a query of at most this many rooms starts its revalidation while it is ranked
-COMPAT_KEY = "compat"
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
 CANDIDATES = 30  # per (retriever, text); measured on the locomo-dev folds (RESULTS.md §1b)

@@ -20,6 +20,7 @@ from ingest.config import Config, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
+from ingest.records import CURSOR_PREFIX
 from ingest.refresh import RefreshReport, Writer
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
@@ -329,7 +330,7 @@ class FlakyCollection:
         self.upserts = 0
 
     def put_meta(self, key: str, value: Mapping[str, Any]) -> None:
-        if self.fail_cursor_saves and key.startswith("cursor:"):
+        if self.fail_cursor_saves and key.startswith(CURSOR_PREFIX):
             raise StoreError("injected: the store refused the cursor")
         self.inner.put_meta(key, value)
 

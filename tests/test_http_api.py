@@ -37,7 +37,7 @@ from bot.metrics import ServiceMetrics
 from bot.service import Service
 from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
 from ingest.errors import QueryError
-from ingest.refresh import TOMBSTONE_PREFIX
+from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import SearchQuery, SearchResult
 from ingest.store import open_store
 from ingest.types import RoomID

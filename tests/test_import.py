@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ingest.export import EXPORT_PREFIX, ExportError, ExportReader, exported_rooms, load_export
-from ingest.refresh import CURSOR_PREFIX
+from ingest.export import ExportError, ExportReader, exported_rooms, load_export
+from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser, free_port

@@ -27,7 +27,7 @@ from bot.metrics import ServiceMetrics
 from bot.service import Service
 from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
 from ingest.errors import EmbedUnavailable, QueryError
-from ingest.refresh import TOMBSTONE_PREFIX, Tombstone
+from ingest.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID

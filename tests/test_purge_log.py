@@ -12,7 +12,8 @@ from bot.lookup import tombstones
 from ingest.config import IndexConfig, StoreConfig, parse_config
 from ingest.errors import CommandError, StoreError
 from ingest.purges import PurgeLog, PurgesUnreadable, purge_log_path
-from ingest.refresh import TOMBSTONE_PREFIX, RoomSource, Writer
+from ingest.records import TOMBSTONE_PREFIX
+from ingest.refresh import RoomSource, Writer
 from ingest.search import Searcher
 from ingest.store import open_store
 from ingest.types import RoomID

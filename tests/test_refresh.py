@@ -22,7 +22,7 @@ import yaml
 
 from ingest.config import load_config
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.refresh import CURSOR_PREFIX, add_tombstone
+from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, add_tombstone
 from ingest.search import Searcher, SearchQuery
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
@@ -552,6 +552,7 @@ _KILLED_REFRESH = textwrap.dedent(
     import asyncio, os, signal, sys
     from pathlib import Path
     from ingest.config import load_config
+    from ingest.records import CURSOR_PREFIX
     from tests.indexing import Indexer
 
     mode, after = sys.argv[2], int(sys.argv[3])
@@ -574,7 +575,7 @@ _KILLED_REFRESH = textwrap.dedent(
             upsert(points)
 
         def put_meta_between(key, value):
-            if key.startswith("cursor:"):
+            if key.startswith(CURSOR_PREFIX):
                 write("cursor")
             put_meta(key, value)
 
@@ -795,10 +796,10 @@ async def test_refresh_compat_change_builds_new_generation_then_switches(
         assert new.store.active() == new_gen
         assert new.store.generations() == [new_gen]
         col = new.store.open(new_gen, dense_dim=None, create=False)
-        compat = col.get_meta("compat")
+        compat = col.get_meta(COMPAT_KEY)
         assert compat is not None and compat["complete"]
         assert compat["embedder"]["model"] == "minilm-renamed"
-        assert any(k.startswith("tombstone:") for k in col.list_meta(""))
+        assert any(k.startswith(TOMBSTONE_PREFIX) for k in col.list_meta(""))
         assert set(await new.bodies()) == {kept}
         assert purged not in await new.dump()
     finally:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.refresh import CURSOR_PREFIX, REFUSED_PREFIX, RefreshReport, RoomReport, Writer
+from ingest.records import CURSOR_PREFIX, REFUSED_PREFIX
+from ingest.refresh import RefreshReport, RoomReport, Writer
 from ingest.types import EmbedderIdentity, RoomID
 from tests.homeserver import Homeserver, MatrixUser, unique_localpart
 from tests.indexing import (

@@ -18,6 +18,7 @@ from ingest import lexical
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
 from ingest.fusion import text_key
+from ingest.records import COMPAT_KEY, TOMBSTONE_PREFIX
 from ingest.search import (
     MAX_LIMIT,
     MAX_TEXT_BYTES,
@@ -383,7 +384,7 @@ async def test_searcher_empty_store_warns_instead_of_failing(store: Store) -> No
 async def test_searcher_refuses_dense_from_another_embedder(store: Store) -> None:
     """A generation built by another embedder is never queried with these vectors."""
     col = fill(store, corpus())
-    col.put_meta("compat", {"embedder": {"provider": "local", "model": "m", "dimension": DIM}})
+    col.put_meta(COMPAT_KEY, {"embedder": {"provider": "local", "model": "m", "dimension": DIM}})
     result = await Searcher(store, TableEmbedder({}), server_name=SERVER).search(
         SearchQuery.build(["alpha"])
     )
@@ -395,8 +396,12 @@ async def test_searcher_refuses_dense_from_another_embedder(store: Store) -> Non
 async def test_searcher_drops_hits_inside_a_tombstone(store: Store) -> None:
     """A window with a message inside a not yet applied purge is dropped and counted."""
     col = fill(store, corpus())
-    col.put_meta(f"tombstone:{ROOM}:900:1100", {"room_id": ROOM, "from_ts": 900, "to_ts": 1100})
-    col.put_meta("tombstone:!other:0:99999", {"room_id": "!other", "from_ts": 0, "to_ts": 99999})
+    col.put_meta(
+        f"{TOMBSTONE_PREFIX}{ROOM}:900:1100", {"room_id": ROOM, "from_ts": 900, "to_ts": 1100}
+    )
+    col.put_meta(
+        f"{TOMBSTONE_PREFIX}!other:0:99999", {"room_id": "!other", "from_ts": 0, "to_ts": 99999}
+    )
     result = await Searcher(store, None, server_name=SERVER).search(SearchQuery.build(["alpha"]))
     assert names(result.hits) == ["c"]
     assert result.dropped_stale == 1

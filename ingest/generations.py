@@ -1,0 +1,262 @@
+"""`ingest.generations`: the writer's generation of the index, and the switch to it.
+
+Opens (or creates) the generation this process's compatibility record names, builds it beside
+an older active one, carries the records that outlive a rebuild (purges, puppet refusals) over,
+records a purge in every generation a search may read, and switches a complete one in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ingest.embed import Embedder
+from ingest.errors import StoreError
+from ingest.purges import PurgeLog
+from ingest.records import (
+    COMPAT_KEY,
+    REFUSED_PREFIX,
+    TOMBSTONE_PREFIX,
+    Tombstone,
+    add_tombstone,
+    compatibility,
+    puppet_refusal,
+)
+from ingest.store import Collection, Store, generation_name
+from ingest.types import RoomID
+
+log = logging.getLogger("muninn.refresh")
+
+# A rebuilt generation waits this many passes for a failing room before it switches without
+# it (see `Generations.complete`).
+SWITCH_AFTER_FAILED_PASSES = 3
+
+
+class FailedRoom(Protocol):
+    """A room the pass failed (a `RoomReport` with an error)."""
+
+    @property
+    def room_id(self) -> RoomID: ...
+    @property
+    def failed_passes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Switch:
+    """How a full pass ended its generation: switched in now, or why not yet."""
+
+    activated: bool = False
+    held: str | None = None
+
+
+class Generations:
+    """The generation one writer writes, and the active one searches read until the switch."""
+
+    def __init__(
+        self, store: Store, embedder: Embedder, collection: str, purges: PurgeLog | None
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.collection_name = collection
+        # Where readers find the purges without the store (`ingest.purges`); None: store only.
+        self.purges = purges
+        # Known after `open()` probes the embedder (an Ollama model's dimension needs an answer).
+        self.compat: dict[str, Any] = {}
+        self.generation = ""
+        self.collection: Collection | None = None
+        self._previous: str | None = None
+
+    async def open(self) -> Collection:
+        """Open (or create) this process's generation; activate it at once if none is active."""
+        if self.collection is not None:
+            return self.collection
+        identity = await self.embedder.probe()
+        self.compat = compatibility(identity)
+        self.generation = generation_name(self.collection_name, self.compat)
+        active = await asyncio.to_thread(self.store.active)
+        col = await asyncio.to_thread(
+            self.store.open, self.generation, dense_dim=identity.dimension, create=True
+        )
+        if await asyncio.to_thread(col.get_meta, COMPAT_KEY) is None:
+            await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": False})
+        if active is None:
+            await asyncio.to_thread(self.store.activate, self.generation)
+        elif active != self.generation:
+            # Never mix vector spaces: build beside the active one, switch when complete.
+            log.warning(
+                "index %s was built with other versions; building %s beside it",
+                active,
+                self.generation,
+            )
+            self._previous = active
+            await self._carry_records(active, col)
+        await self._copy_purges_to_the_file(col)
+        self.collection = col
+        return col
+
+    async def _copy_purges_to_the_file(self, col: Collection) -> None:
+        """The purge file and the store hold the same purges: those recorded only in the store
+        (before the file existed) join the file, and those only in the file (a store lost or
+        rebuilt from nothing) join the store, so its refresh never re-indexes them."""
+        if self.purges is None:
+            return
+        filed = {
+            Tombstone(RoomID(s["room_id"]), s["from_ts"], s["to_ts"])
+            for s in await asyncio.to_thread(self.purges.read)
+        }
+        stored = {
+            Tombstone(RoomID(v["room_id"]), int(v["from_ts"]), int(v["to_ts"]))
+            for v in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
+        }
+        for stone in sorted(stored - filed, key=lambda s: s.key):
+            await asyncio.to_thread(self.purges.append, stone.record())
+        for stone in sorted(filed - stored, key=lambda s: s.key):
+            await asyncio.to_thread(add_tombstone, col, stone.room_id, stone.from_ts, stone.to_ts)
+
+    async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
+        """Record an operator's purge in every generation a search may read, durably.
+
+        The writer's own generation gets the tombstone its next refresh of the room applies
+        (points deleted, events never re-indexed). While that generation is being built beside
+        an older active one, searches still read the active one, so the tombstone goes there
+        too, at once: search's revalidation drops every hit it covers until the switch drops
+        that generation whole. The active one's points are left as they are: this writer may
+        not embed for it (another embedder identity), and deleting its windows without
+        re-chunking would lose their unpurged neighbours. Its copy stays `applied: False`, so
+        should that generation ever be written again (the rebuild abandoned), its writer
+        applies it like any other.
+        """
+        if to_ts < from_ts:
+            raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
+        if self.purges is not None:
+            # First: from here on every reply hides the range, even with the store down.
+            record = Tombstone(room_id, from_ts, to_ts).record()
+            await asyncio.to_thread(self.purges.append, record)
+        col = await self.open()
+        stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
+        await asyncio.to_thread(col.flush)
+        active = await asyncio.to_thread(self.store.active)
+        if active is not None and active != self.generation:
+            try:
+                await asyncio.to_thread(self._add_tombstone_to, active, stone)
+            except StoreError:
+                if await asyncio.to_thread(self.store.active) == active:
+                    raise
+                return stone  # the build switched meanwhile and dropped `active`: moot
+            log.info(
+                "purge of %s [%d, %d] recorded in %s (building) and %s (active)",
+                room_id,
+                from_ts,
+                to_ts,
+                self.generation,
+                active,
+            )
+        return stone
+
+    def _add_tombstone_to(self, generation: str, stone: Tombstone) -> None:
+        col = self.store.open(generation, dense_dim=None, create=False)
+        add_tombstone(col, stone.room_id, stone.from_ts, stone.to_ts)
+        col.flush()
+
+    async def _carry_records(self, previous: str, col: Collection) -> None:
+        """An operator's purges and the puppet refusals outlive a rebuild: copy them to the new
+        one (purges not yet applied there)."""
+        old = await asyncio.to_thread(self.store.open, previous, dense_dim=None, create=False)
+        for prefix, reset in ((TOMBSTONE_PREFIX, {"applied": False}), (REFUSED_PREFIX, {})):
+            for key, value in (await asyncio.to_thread(old.list_meta, prefix)).items():
+                if await asyncio.to_thread(col.get_meta, key) is None:
+                    await asyncio.to_thread(col.put_meta, key, {**value, **reset})
+
+    async def complete(self, failed: Sequence[FailedRoom]) -> Switch:
+        """End a full pass; switch a rebuilt generation in unless a room failed too recently.
+
+        A room that failed this pass is missing content in a rebuilt generation (its pages
+        after the failure, or all of them). The active one still serves that room, so a fault
+        that clears by the next pass holds the switch. One that persists for
+        `SWITCH_AFTER_FAILED_PASSES` passes does not hold it for ever: every other room would
+        keep being served by rules the rebuild exists to replace (an older scrub leaves
+        secrets searchable). The switch then goes ahead, never silently: the room's `retry:`
+        record moves in with the generation (status shows it, each pass retries it) and the
+        report and the log name it.
+        """
+        col = await self.open()
+        active = await asyncio.to_thread(self.store.active)
+        recent = [r for r in failed if r.failed_passes < SWITCH_AFTER_FAILED_PASSES]
+        if active != self.generation and recent:
+            held = (
+                f"{len(recent)} room(s) failed this pass "
+                f"({', '.join(r.room_id for r in recent)}); "
+                f"{active} serves them until they succeed or fail "
+                f"{SWITCH_AFTER_FAILED_PASSES} passes in a row"
+            )
+            log.warning("not switching to %s yet: %s", self.generation, held)
+            await asyncio.to_thread(col.flush)
+            return Switch(held=held)
+        await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": True})
+        await asyncio.to_thread(col.flush)
+        if active != self.generation:
+            await asyncio.to_thread(self.store.activate, self.generation)
+            if failed:
+                log.warning(
+                    "switched to %s with %d room(s) failing for %d passes, their content "
+                    "incomplete and retried every pass: %s",
+                    self.generation,
+                    len(failed),
+                    SWITCH_AFTER_FAILED_PASSES,
+                    ", ".join(r.room_id for r in failed),
+                )
+            if self._previous is not None:
+                await asyncio.to_thread(self.store.drop, self._previous)
+                self._previous = None
+            return Switch(activated=True)
+        return Switch()
+
+    async def readable(self) -> list[Collection]:
+        """This writer's generation if it is open, and the active one (if another, or if this
+        writer's is not open yet: `open` may be half way)."""
+        cols = [self.collection] if self.collection is not None else []
+        active = await asyncio.to_thread(self.store.active)
+        if active is not None and (self.collection is None or active != self.generation):
+            try:
+                cols.append(
+                    await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
+                )
+            except StoreError:
+                if await asyncio.to_thread(self.store.active) == active:
+                    raise  # a switch meanwhile dropped it: the writer's own holds the record
+        return cols
+
+    async def copy_refusal(self, col: Collection, room_id: RoomID, marker: dict[str, Any]) -> None:
+        """A puppet refusal just recorded in `col` goes to the active generation too, while
+        this one is built beside it: readers ask there. Not at the cost of the purge that
+        follows it, nor of the pass: this one carries it over."""
+        for other in await self.readable():
+            if other is not col:
+                try:
+                    await asyncio.to_thread(other.put_meta, REFUSED_PREFIX + room_id, marker)
+                except StoreError as e:
+                    log.warning("refusal of %s not recorded in %s: %s", room_id, other.name, e)
+
+    async def refused_by_puppet(
+        self, room_id: RoomID, is_puppet: Callable[[str], bool]
+    ) -> str | None:
+        """The bridge puppet whose message got this room refused for good, or None.
+
+        The refusal outlives the puppet's message scrolling out of any bounded read, and the
+        process: the bot asks here so that a restart does not forget it. Asked of the active
+        generation (every marker is recorded there too) and of this writer's if it is open,
+        without opening it: that needs the embedder, and a bot whose embedder is down must
+        still know which rooms it may answer in.
+        """
+        for col in await self.readable():
+            record = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
+            marker = puppet_refusal(record, is_puppet)
+            if marker is not None:
+                return str(marker["user_id"])
+        return None
+
+
+__all__ = ["SWITCH_AFTER_FAILED_PASSES", "FailedRoom", "Generations", "Switch"]

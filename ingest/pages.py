@@ -1,0 +1,157 @@
+"""`ingest.pages`: one page of a room's timeline applied, in order, to the room's windows.
+
+Each event is normalised and scrubbed; messages in a purged range are skipped, edits and
+redactions resolved (a redacted applied edit re-reads the original from the homeserver).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ingest.events import normalize
+from ingest.records import Tombstone
+from ingest.scrub import scrub
+from ingest.types import Edit, EventID, Message, Redaction, RoomID, Skip, SkipReason
+from ingest.windows import EditOutcome, RevertEdit, WindowSet
+
+
+class EventSource(Protocol):
+    """What a page's redactions re-read: the writer's `RoomSource`."""
+
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def relations(
+        self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
+    ) -> list[dict[str, Any]]: ...
+
+
+class PageTally(Protocol):
+    """What applying a page counts (a `RoomReport`)."""
+
+    indexed: int
+    edits_applied: int
+    redactions_applied: int
+    skipped: Counter[str]
+
+
+async def apply_events(
+    ws: WindowSet,
+    events: Sequence[Mapping[str, Any]],
+    stones: Sequence[Tombstone],
+    tally: PageTally,
+    *,
+    reader: EventSource,
+    own_user_ids: frozenset[str],
+    command_prefix: str,
+) -> None:
+    """Apply one page's events in order to `ws`, counting what each did in `tally`."""
+    items = [
+        normalize(e, own_user_ids=own_user_ids, command_prefix=command_prefix) for e in events
+    ]
+    ws.prefetch(_referenced_ids(items))
+    for item in items:
+        if isinstance(item, Skip):
+            tally.skipped[str(item.reason)] += 1
+        elif isinstance(item, Message):
+            if any(s.covers(item.ts) for s in stones):
+                tally.skipped[str(SkipReason.PURGED)] += 1
+            elif ws.add_message(_scrubbed(item)):
+                tally.indexed += 1
+            else:
+                tally.skipped[str(SkipReason.DUPLICATE)] += 1
+        elif isinstance(item, Edit):
+            outcome = ws.apply_edit(item, scrub(item.new_body))
+            if outcome == EditOutcome.APPLIED:
+                tally.edits_applied += 1
+            elif outcome == EditOutcome.UNKNOWN_TARGET and item.withdrawn is not None:
+                # A bot editing its own notice: neither is indexed, neither is invalid.
+                tally.skipped[str(item.withdrawn)] += 1
+            elif outcome != EditOutcome.NOT_NEWER:
+                tally.skipped[str(SkipReason.INVALID_EDIT)] += 1
+        elif isinstance(item, Redaction):
+            result = ws.redact(item)
+            if isinstance(result, RevertEdit):
+                message = await _reread(
+                    ws.room_id,
+                    result,
+                    stones,
+                    reader=reader,
+                    own_user_ids=own_user_ids,
+                    command_prefix=command_prefix,
+                )
+                ws.set_message(result.target, message)
+            if result:
+                tally.redactions_applied += 1
+
+
+async def _reread(
+    room_id: RoomID,
+    revert: RevertEdit,
+    stones: Sequence[Tombstone],
+    *,
+    reader: EventSource,
+    own_user_ids: frozenset[str],
+    command_prefix: str,
+) -> Message | None:
+    """A redacted edit was the applied one: rebuild the message from the homeserver."""
+    original = await reader.get_event(room_id, revert.target)
+    if original is None:
+        return None
+    msg = normalize(original, own_user_ids=own_user_ids, command_prefix=command_prefix)
+    if not isinstance(msg, Message) or any(s.covers(msg.ts) for s in stones):
+        return None
+    best: Edit | None = None
+    for raw in await reader.relations(room_id, revert.target, "m.replace"):
+        edit = normalize(raw, own_user_ids=own_user_ids, command_prefix=command_prefix)
+        if (
+            isinstance(edit, Edit)
+            and edit.sender == msg.sender
+            and (best is None or (edit.ts, edit.event_id) > (best.ts, best.event_id))
+        ):
+            best = edit
+    msg = _scrubbed(msg)
+    if best is None:
+        return msg
+    return Message(
+        event_id=msg.event_id,
+        room_id=msg.room_id,
+        sender=msg.sender,
+        ts=msg.ts,
+        body=scrub(best.new_body),
+        thread_root=msg.thread_root,
+        msgtype=msg.msgtype,
+        edit_event_id=best.event_id,
+        edit_ts=best.ts,
+    )
+
+
+def _scrubbed(message: Message) -> Message:
+    body = scrub(message.body)
+    if body == message.body:
+        return message
+    return Message(
+        event_id=message.event_id,
+        room_id=message.room_id,
+        sender=message.sender,
+        ts=message.ts,
+        body=body,
+        thread_root=message.thread_root,
+        msgtype=message.msgtype,
+    )
+
+
+def _referenced_ids(items: Sequence[object]) -> list[EventID]:
+    """Every event id a page's items look up, so the store is asked once a page."""
+    ids: list[EventID] = []
+    for item in items:
+        if isinstance(item, Message):
+            ids.append(item.event_id)
+        elif isinstance(item, Edit):
+            ids.append(item.target)
+        elif isinstance(item, Redaction):
+            ids.append(item.redacts)
+    return ids
+
+
+__all__ = ["EventSource", "PageTally", "apply_events"]

@@ -1,0 +1,132 @@
+"""`ingest.records`: the typed meta records a collection keeps beside its points.
+
+The one place their keys are spelled: a room's cursor, an operator's purge (tombstone), a
+puppet refusal, a failing room's retry record, an import's export record and the
+compatibility record. The writer writes them; search, status and import read them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.chunker import CHUNKER_VERSION
+from ingest.lexical import LEXICAL_VERSION
+from ingest.scrub import SCRUB_VERSION
+from ingest.store import Collection
+from ingest.types import EmbedderIdentity, RoomID
+
+SCHEMA_VERSION = 1
+CURSOR_PREFIX = "cursor:"  # `cursor:<room id>` → where the writer's walk of the room stands
+TOMBSTONE_PREFIX = "tombstone:"  # `tombstone:<room id>:<from>:<to>` → an operator's purge
+REFUSED_PREFIX = "refused:"  # a room refused by what its timeline showed (a puppet sender)
+RETRY_PREFIX = "retry:"  # a room whose last pass failed: why, and how many passes in a row
+# Meta `export:<room id>` → {"path": …}: the file `muninn import` indexed the room from, the
+# record its hits are revalidated against while no homeserver refresh has replaced it.
+EXPORT_PREFIX = "export:"
+COMPAT_KEY = "compat"  # what the collection's vectors and payloads depend on
+
+
+def compatibility(identity: EmbedderIdentity) -> dict[str, Any]:
+    """What a collection's vectors and payloads depend on; any change builds a new generation."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "embedder": dict(identity.as_record()),
+        "chunker": CHUNKER_VERSION,
+        "scrub": SCRUB_VERSION,
+        "lexical": LEXICAL_VERSION,
+    }
+
+
+def cursor_record(token: str | None, tails: Mapping[str, str]) -> dict[str, Any]:
+    """The value of `cursor:<room id>`: the walk's next token and the open windows' tails."""
+    return {"token": token, "tails": dict(tails), "updated_ms": int(time.time() * 1000)}
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    room_id: RoomID
+    from_ts: int
+    to_ts: int
+
+    @property
+    def key(self) -> str:
+        return f"{TOMBSTONE_PREFIX}{self.room_id}:{self.from_ts}:{self.to_ts}"
+
+    def covers(self, ts: int) -> bool:
+        return self.from_ts <= ts <= self.to_ts
+
+    def record(self) -> dict[str, Any]:
+        return {"room_id": self.room_id, "from_ts": self.from_ts, "to_ts": self.to_ts}
+
+
+def add_tombstone(collection: Collection, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
+    """Record an operator's purge; the next refresh applies it and never re-indexes its events."""
+    if to_ts < from_ts:
+        raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
+    stone = Tombstone(room_id, from_ts, to_ts)
+    collection.put_meta(
+        stone.key, {**stone.record(), "created_ms": int(time.time() * 1000), "applied": False}
+    )
+    return stone
+
+
+def room_tombstones(
+    found: Mapping[str, Mapping[str, Any]], room_id: RoomID
+) -> list[tuple[Tombstone, bool]]:
+    """A room's tombstones among `tombstone:<room id>:` records, and whether each is applied."""
+    return [
+        (Tombstone(room_id, int(v["from_ts"]), int(v["to_ts"])), bool(v.get("applied")))
+        for v in found.values()
+        if v.get("room_id") == room_id
+    ]
+
+
+def retry_record(
+    room_id: RoomID, error: str, before: Mapping[str, Any], *, full: bool
+) -> dict[str, Any]:
+    """The value of `retry:<room id>` after the room failed again (`before`: the last one).
+
+    Only full passes count (they decide a rebuild's switch): the live stream wakes a busy
+    room's own refresh every few seconds, and a blip would otherwise count as persistent.
+    """
+    now = int(time.time() * 1000)
+    failed = int(before.get("failed_passes", 0))
+    failed += 1 if full or failed == 0 else 0
+    return {
+        "room_id": room_id,
+        "error": error,
+        "failed_passes": failed,
+        "since_ms": int(before.get("since_ms", now)),
+        "last_ms": now,
+    }
+
+
+def puppet_refusal(
+    marker: Mapping[str, Any] | None, is_puppet: Callable[[str], bool]
+) -> dict[str, Any] | None:
+    """A `refused:<room id>` record if it still names a bridge puppet (the configured
+    namespaces decide), else None."""
+    if marker is not None and is_puppet(str(marker.get("user_id"))):
+        return dict(marker)
+    return None
+
+
+__all__ = [
+    "COMPAT_KEY",
+    "CURSOR_PREFIX",
+    "EXPORT_PREFIX",
+    "REFUSED_PREFIX",
+    "RETRY_PREFIX",
+    "SCHEMA_VERSION",
+    "TOMBSTONE_PREFIX",
+    "Tombstone",
+    "add_tombstone",
+    "compatibility",
+    "cursor_record",
+    "puppet_refusal",
+    "retry_record",
+    "room_tombstones",
+]
