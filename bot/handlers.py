@@ -38,11 +38,12 @@ from bot.commands import (
     help_text,
     parse,
 )
-from bot.lookup import RecentEvents, RoomLog, RoomView, fused_search, thread_root_of
+from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
+from bot.roomlog import RecentEvents, RoomLog, thread_root_of
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, room_audience
 from ingest.config import Config

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.commands import PinsCommand
-from bot.lookup import RoomLog, within_text
 from bot.pins import BoardReader
 from bot.replies import ReplyTo, pins_reply
+from bot.roomlog import RoomLog, within_text
 from bot.visibility import ANYONE
 from ingest.config import Config
 from ingest.embed import Embedder, make_embedder

@@ -1,7 +1,8 @@
 """`!pin`, `!unpin` and `!pins`: the pinboard commands over the room log (no storage).
 
 A `!pin` changes nothing but the room log (the command event *is* the marker); the reply only
-says what the fold will make of it. `!pins` folds the markers within the scanned bound.
+says what the fold will make of it. `!pins` folds the markers within the scanned bound. The
+markers are read from the room log here (`markers`, `pin_target`); `bot.pinboard` folds them.
 """
 
 from __future__ import annotations
@@ -11,19 +12,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from bot.commands import PinCommand, PinsCommand, UnpinCommand
+from bot.commands import PinCommand, PinsCommand, UnpinCommand, UsageError, parse
 from bot.html import excerpt, safe_html, safe_plain
-from bot.lookup import (
-    RoomLog,
-    TimelineItem,
-    current_body,
-    markers,
-    pin_target,
-    reply_target,
-    tombstones,
-)
-from bot.pinboard import Board, fold, select
+from bot.lookup import tombstones
+from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset, select
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
+from bot.roomlog import RoomLog, TimelineItem, current_body, reply_target
 from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError
 from ingest.events import strip_reply_fallback
@@ -36,7 +30,7 @@ from ingest.types import RoomID
 if TYPE_CHECKING:
     from bot.handlers import CommandHandler, Incoming
 
-__all__ = ["BoardReader", "PinActions"]
+__all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
 
 
 def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
@@ -54,6 +48,52 @@ def _body(item: TimelineItem) -> str:
     """A pinned message's text as a reply may show it: fallback stripped, secrets scrubbed."""
     body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
     return scrub(body)
+
+
+def pin_target(
+    history: Sequence[TimelineItem],
+    index: int,
+    command: PinCommand | UnpinCommand,
+    *,
+    bot_user_id: str,
+    prefix: str,
+) -> str | None:
+    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (pin) itself."""
+    item = history[index]
+    target = reply_target(item.content)
+    if target is not None:
+        return target
+    if command.offset is not None:
+        return resolve_offset(
+            history, index, command.offset, bot_user_id=bot_user_id, prefix=prefix
+        )
+    return item.event_id if isinstance(command, PinCommand) else None
+
+
+def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> list[Marker]:
+    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved."""
+    markers = []
+    for index, item in enumerate(history):
+        body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+        if item.redacted or item.sender == bot_user_id or not body.lstrip().startswith(prefix):
+            continue
+        try:
+            command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+        except UsageError:
+            continue
+        if isinstance(command, PinCommand | UnpinCommand):
+            target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
+            markers.append(
+                marker_from_command(
+                    item.event_id,
+                    item.sender,
+                    item.ts,
+                    command,
+                    target,
+                    thread_root=item.thread_root,
+                )
+            )
+    return markers
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import regex
 
 from bot.html import escape, excerpt, no_mentions, safe_html, safe_plain
 from bot.pinboard import Pin
+from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
 from ingest.scrub import scrub
 from ingest.search import Hit, SearchResult
@@ -30,12 +31,12 @@ __all__ = [
     "Part",
     "PinsView",
     "ReplyTo",
-    "ScanInfo",
     "SearchView",
     "content_size",
     "fit_reply",
     "notice",
     "pins_reply",
+    "scan_sentence",
     "search_reply",
     "shorten",
     "text_reply",
@@ -232,21 +233,13 @@ def when(ts: int) -> str:
 # ---------------------------------------------------------------- search
 
 
-@dataclass(frozen=True)
-class ScanInfo:
-    """How far the transcript fold looked."""
-
-    scanned: int
-    bound: int
-    oldest_ts: int | None
-    cut: bool = False  # stopped by the text bound before `bound` events
-
-    def sentence(self) -> str:
-        if self.scanned < self.bound and not self.cut:
-            return f"scanned the whole room ({self.scanned} events)"
-        back = f", back to {when(self.oldest_ts)} UTC" if self.oldest_ts is not None else ""
-        why = " (as much text as one command reads)" if self.cut else ""
-        return f"scanned the latest {self.scanned} events{back}{why}"
+def scan_sentence(scan: ScanInfo) -> str:
+    """How far the transcript fold looked, as a reply's footer says it."""
+    if scan.scanned < scan.bound and not scan.cut:
+        return f"scanned the whole room ({scan.scanned} events)"
+    back = f", back to {when(scan.oldest_ts)} UTC" if scan.oldest_ts is not None else ""
+    why = " (as much text as one command reads)" if scan.cut else ""
+    return f"scanned the latest {scan.scanned} events{back}{why}"
 
 
 @dataclass(frozen=True)
@@ -312,7 +305,7 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
     items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
     foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
     for scan in view.scans:
-        foot += "; " + scan.sentence()
+        foot += "; " + scan_sentence(scan)
     if result.dropped_stale:
         foot += f"; {result.dropped_stale} stale hit(s) dropped"
     if result.below_floor:
@@ -402,7 +395,7 @@ def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, A
     else:
         head = f"Pinboard of {room}: nothing pinned" + (" matches" if filtered else "")
     items = [Part(*_pin_lines(view, i, pin)) for i, pin in enumerate(view.pins, start=1)]
-    foot = view.scan.sentence()
+    foot = scan_sentence(view.scan)
     return fit_reply(
         reply_to,
         Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),

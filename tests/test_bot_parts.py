@@ -15,23 +15,24 @@ import pytest_asyncio
 from bot.appservice import AppserviceServer, BoundedSeen
 from bot.commands import PinCommand
 from bot.handlers import RateLimit, incoming
-from bot.lookup import RoomLog, TimelineItem, current_body, markers, pin_target
 from bot.pinboard import Pin
+from bot.pins import markers, pin_target
 from bot.replies import (
     NOTE_WIDTH,
     REPLY_BUDGET,
     Part,
     PinsView,
     ReplyTo,
-    ScanInfo,
     SearchView,
     content_size,
     fit_reply,
     matrix_json,
     pins_reply,
+    scan_sentence,
     search_reply,
     text_reply,
 )
+from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.scheduler import RefreshScheduler
 from ingest.search import Hit, SearchResult
 from ingest.types import RoomID
@@ -525,23 +526,23 @@ def test_current_body_of_a_reply_drops_its_fallback() -> None:
 def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
     """Regression: a read kept 2,048 events whatever their size (2,048 × 16 KB cost 6.4 s of
     scrubbing per command). It keeps the newest events within the text bound and says so."""
-    from bot.lookup import within_text
+    from bot.roomlog import within_text
 
     big = [_message(f"$m{i}", "@a:x", "x" * 16_000) for i in range(2048)]
     kept, cut = within_text(big, 100_000)
     assert [e["event_id"] for e in kept] == [f"$m{i}" for i in range(6)] and cut
     assert within_text(big[:6], 100_000) == (big[:6], False)
     log = RoomLog(RoomID("!r"), kept, 2048, cut)
-    assert log.scan().sentence().startswith("scanned the latest 6 events")
-    assert "as much text as one command reads" in log.scan().sentence()
-    assert RoomLog(RoomID("!r"), kept, 2048).scan().sentence() == (
+    assert scan_sentence(log.scan()).startswith("scanned the latest 6 events")
+    assert "as much text as one command reads" in scan_sentence(log.scan())
+    assert scan_sentence(RoomLog(RoomID("!r"), kept, 2048).scan()) == (
         "scanned the whole room (6 events)"
     )
 
 
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
-    from bot.lookup import _merge
+    from bot.roomlog import _merge
 
     cached = [
         {"event_id": "$b", "type": "m.room.message", "content": {"body": "secret plan"}},

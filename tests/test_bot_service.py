@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.lookup import RecentEvents
 from bot.replies import REPLY_BUDGET, content_size
+from bot.roomlog import RecentEvents
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.permalink import permalink

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import pytest
 
 from bot.commands import SearchCommand
-from bot.lookup import RoomLog, RoomView, fused_search
+from bot.lookup import RoomView, fused_search
+from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.search import Searcher, SearchResult
 from ingest.store import Store

@@ -1,0 +1,379 @@
+"""The room log: one bounded read of a room's latest raw events, and what is read from it.
+
+`RecentEvents` keeps each room's latest raw events between commands (derived state, never the
+record); `RoomLog` is one read of them (`reader.latest`), bounded by events and by `SCAN_TEXT`.
+The transcript fold, the pinboard fold and the "did the bot already answer?" check are all
+computed from a `RoomLog`, through `without_purged` once the purges are known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ingest.events import normalize, strip_reply_fallback
+from ingest.scrub import scrub
+from ingest.search import purged
+from ingest.types import Edit, Message, RoomID
+
+__all__ = [
+    "SCAN_TEXT",
+    "RecentEvents",
+    "RoomLog",
+    "ScanInfo",
+    "TimelineItem",
+    "current_body",
+    "reply_target",
+    "thread_root_of",
+    "within_text",
+]
+
+JSONDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TimelineItem:
+    """An `m.room.message` as the pinboard reads it; a redacted one keeps its place, body ''."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str
+    thread_root: str | None
+    content: Mapping[str, Any]
+    redacted: bool
+
+
+def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    c = event.get("content")
+    return c if isinstance(c, dict) else {}
+
+
+def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
+    rel = content.get("m.relates_to")
+    return rel if isinstance(rel, dict) else {}
+
+
+def reply_target(content: Mapping[str, Any]) -> str | None:
+    """The event a message replies to; a thread's `is_falling_back` reply is no reply."""
+    rel = _relates(content)
+    reply = rel.get("m.in_reply_to")
+    if not isinstance(reply, dict) or not isinstance(reply.get("event_id"), str):
+        return None
+    if rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True:
+        return None
+    return str(reply["event_id"])
+
+
+def thread_root_of(content: Mapping[str, Any]) -> str | None:
+    rel = _relates(content)
+    root = rel.get("event_id")
+    return root if rel.get("rel_type") == "m.thread" and isinstance(root, str) else None
+
+
+def _item(event: Mapping[str, Any]) -> TimelineItem | None:
+    if event.get("type") != "m.room.message" or "state_key" in event:
+        return None
+    content = _content(event)
+    if _relates(content).get("rel_type") == "m.replace":
+        return None  # an edit is not a message of its own
+    unsigned = event.get("unsigned")
+    redacted = not content or (isinstance(unsigned, dict) and "redacted_because" in unsigned)
+    body = content.get("body")
+    ts = event.get("origin_server_ts")
+    return TimelineItem(
+        str(event.get("event_id", "")),
+        str(event.get("sender", "")),
+        ts if isinstance(ts, int) else 0,
+        "" if redacted or not isinstance(body, str) else body,
+        thread_root_of(content),
+        content,
+        bool(redacted),
+    )
+
+
+SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
+EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
+
+
+def _text_size(event: Mapping[str, Any]) -> int:
+    """The text the folds work through in an event: its body and HTML, and an edit's."""
+    content = _content(event)
+    new = content.get("m.new_content")
+    parts = [content.get("body"), content.get("formatted_body")]
+    if isinstance(new, dict):
+        parts += [new.get("body"), new.get("formatted_body")]
+    return sum(len(p) for p in parts if isinstance(p, str))
+
+
+def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
+    """The newest events whose text adds up to at most `limit` characters, and whether that
+    left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    total = 0
+    for index, event in enumerate(events):
+        total += _text_size(event)
+        if total > limit:
+            return list(events[:index]), True
+    return list(events), False
+
+
+@dataclass
+class _Copy:
+    kept: int  # the event bound the copy was read with
+    events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
+    cut: bool  # `SCAN_TEXT` left older events out
+    size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
+
+
+class RecentEvents:
+    """Each room's latest raw events, kept between commands and extended from the newest end.
+
+    Derived state, never the record: a command reads only what is newer than the copy (one
+    short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
+    new events empties its target here as the homeserver does. A copy that cannot be extended
+    (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
+    text at most, and all copies together about `max_size` characters (least recently used
+    rooms go first). Commands answered at once in one room take turns per room, so each extends
+    the copy the one before it left instead of all reading the whole bound afresh; a read
+    outlives a command cut off by its deadline, so its copy still serves the next command
+    instead of every one starting over.
+    """
+
+    MAX_ROOMS = 256
+    MAX_SIZE = 64_000_000
+
+    def __init__(self, max_size: int = MAX_SIZE) -> None:
+        self._rooms: dict[str, _Copy] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
+        self._max_size = max_size
+        self.size = 0
+        self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
+
+    async def latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
+        """The room's latest `bound` events, newest first, as `client.latest` would return
+        them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        turn = self._turns.setdefault(room_id, asyncio.Lock())
+        async with turn:
+            earlier = self._reads.get(room_id)
+            if earlier is not None and not earlier.done():
+                await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            read = asyncio.ensure_future(self._latest(client, room_id, bound))
+            read.add_done_callback(_retrieved)
+            self._reads[room_id] = read
+            return await asyncio.shield(read)
+
+    async def _latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
+        cached = self._rooms.pop(room_id, None)
+        if cached is not None:
+            self.size -= cached.size
+        older = False  # events beyond the copy's tail that the text bound left out
+        if cached is None or cached.kept < bound:
+            kept, events = bound, list(await client.latest(room_id, bound))
+        else:
+            # Keep the larger bound a copy was read with: `!help` reading 64 events must not
+            # shrink the copy `!search` extends.
+            kept, old = cached.kept, cached.events
+            known = {str(e.get("event_id")) for e in old}
+            new, met = await client.newer_than(room_id, known, kept)
+            # Not met: more than `kept` new events arrived, and they are the latest `kept`.
+            events = _merge(new, old)[:kept] if met else list(new)
+            older = met and cached.cut
+        events, cut = within_text(events)
+        copy = _Copy(kept, events, cut or older, 0)
+        copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
+        if raced is not None:
+            self.size -= raced.size
+        self._rooms[room_id] = copy
+        self.size += copy.size
+        while len(self._rooms) > self.MAX_ROOMS or (
+            self.size > self._max_size and len(self._rooms) > 1
+        ):
+            gone = next(iter(self._rooms))  # the least recently used room
+            self.size -= self._rooms.pop(gone).size
+            if gone in self._turns and not self._turns[gone].locked():
+                del self._turns[gone]
+                self._reads.pop(gone, None)
+        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
+
+
+def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
+    """A read nobody awaits any more (its command was cut off) fails quietly."""
+    if not read.cancelled():
+        read.exception()
+
+
+def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
+    redacted = {
+        str(_content(e).get("redacts") or e.get("redacts"))
+        for e in new
+        if e.get("type") == "m.room.redaction"
+    }
+    out = list(new)
+    for event in cached:
+        out.append(_emptied(event) if str(event.get("event_id")) in redacted else event)
+    return out
+
+
+def _emptied(event: JSONDict) -> JSONDict:
+    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
+    unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
+    return {**event, "content": {}, "unsigned": unsigned}
+
+
+class _ScrubCache:
+    """`scrub` remembered by body, bounded by characters rather than entries (bodies run to
+    64 KB); shared by the threads the folds run in."""
+
+    def __init__(self, max_chars: int) -> None:
+        self._max = max_chars
+        self._chars = 0
+        self._done: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: str) -> str:
+        with self._lock:
+            clean = self._done.get(body)
+            if clean is not None:
+                self._done.move_to_end(body)
+                return clean
+        clean = scrub(body)
+        with self._lock:
+            if body not in self._done:
+                self._done[body] = clean
+                self._chars += len(body) + len(clean)
+            while self._chars > self._max:
+                old, old_clean = self._done.popitem(last=False)
+                self._chars -= len(old) + len(old_clean)
+        return clean
+
+
+# Every `!search` folds the same recent events again, and the scrub is most of that fold.
+_scrubbed = _ScrubCache(16_000_000)
+
+
+@dataclass(frozen=True)
+class ScanInfo:
+    """How far the transcript fold looked."""
+
+    scanned: int
+    bound: int
+    oldest_ts: int | None
+    cut: bool = False  # stopped by the text bound before `bound` events
+
+
+@dataclass(frozen=True)
+class RoomLog:
+    """The latest `bound` raw events of a room, newest first (as `reader.latest` returns them)."""
+
+    room_id: RoomID
+    raw: Sequence[JSONDict]
+    bound: int
+    cut: bool = False  # the read stopped at `SCAN_TEXT`, short of `bound` and of the room
+
+    def scan(self) -> ScanInfo:
+        stamps = [
+            e["origin_server_ts"] for e in self.raw if isinstance(e.get("origin_server_ts"), int)
+        ]
+        return ScanInfo(len(self.raw), self.bound, min(stamps, default=None), self.cut)
+
+    def answered(self, event_id: str, bot_user_id: str) -> bool:
+        """Whether the bot's own notice already replies to `event_id` within this read."""
+        for event in self.raw:
+            if event.get("sender") == bot_user_id:
+                rel = _relates(_content(event)).get("m.in_reply_to")
+                if isinstance(rel, dict) and rel.get("event_id") == event_id:
+                    return True
+        return False
+
+    def messages(self, bot_user_id: str, prefix: str) -> list[Message]:
+        """Searchable messages, newest first, with valid edits applied (same sender)."""
+        own = frozenset({bot_user_id})
+        items = [normalize(e, own_user_ids=own, command_prefix=prefix) for e in self.raw]
+        authors = {i.event_id: i.sender for i in items if isinstance(i, Message)}
+        latest_edit: dict[str, Edit] = {}
+        for item in items:  # newest first: the first valid edit seen per target is the latest
+            if not isinstance(item, Edit):
+                continue
+            # Another sender's edit is void; an edit of an edit has no Message as its target.
+            if item.sender == authors.get(item.target):
+                latest_edit.setdefault(item.target, item)
+        out: list[Message] = []
+        for item in items:
+            if isinstance(item, Message):
+                edit = latest_edit.get(item.event_id)
+                body = edit.new_body if edit is not None else item.body
+                # The transcript sees messages the writer has not scrubbed yet: a secret must
+                # never reach a reply either (rule 8).
+                clean = _scrubbed(body)
+                out.append(item if clean == item.body else replace(item, body=clean))
+        return out
+
+    def without_purged(self, stones: Sequence[Mapping[str, Any]]) -> RoomLog:
+        """This read with every message a purge covers emptied, as a redaction empties it.
+
+        The one place the room log meets the purges (`purged`, rule 12): the
+        transcript, the pinboard and `!pin` read the log only through it, so a purge hides a
+        message (and a `!pin` marker, with its note) before any refresh applied it. Edits keep
+        their text: the writer applies an edit whatever its time, and emptying it would bring
+        back the words it replaced.
+        """
+        if not any(s.get("room_id") == self.room_id for s in stones):
+            return self
+        raw = [
+            _emptied(e)
+            if isinstance(ts := e.get("origin_server_ts"), int)
+            and e.get("type") == "m.room.message"
+            and _relates(_content(e)).get("rel_type") != "m.replace"
+            and purged(stones, self.room_id, ts)
+            else e
+            for e in self.raw
+        ]
+        return replace(self, raw=raw)
+
+    def timeline(self) -> list[TimelineItem]:
+        """Every message of the read, oldest first (redacted ones as placeholders)."""
+        return [i for e in reversed(self.raw) if (i := _item(e)) is not None]
+
+
+def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str | None:
+    """A fetched event's text as it reads now (scrubbed), or None when it cannot be told.
+
+    Beyond the scanned bound the bot has no log to fold edits from, but the homeserver bundles
+    the latest edit in `unsigned.m.relations.m.replace` (spec v1.7; Synapse picks it by
+    sender, type and room, and leaves out redacted ones). It counts only by the writer's
+    rules: the author's own edit of this event, with a usable `m.new_content`. A latest edit
+    that fails them hides an unknown number of earlier, valid ones, so the text is not told
+    (None) rather than the original shown with words an edit took back. An edit event itself
+    is not a message: its `* fallback` body is never shown.
+    """
+    content = _content(event)
+    body = content.get("body")
+    if not isinstance(body, str) or _relates(content).get("rel_type") == "m.replace":
+        return None
+    unsigned = event.get("unsigned")
+    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
+    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    if bundled is None:
+        return _scrubbed(strip_reply_fallback(body) if reply_target(content) else body)
+    edit = (
+        normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        if isinstance(bundled, Mapping)
+        else None
+    )
+    if (
+        isinstance(edit, Edit)
+        and edit.target == event.get("event_id")
+        and edit.sender == event.get("sender")
+        and edit.room_id == event.get("room_id", edit.room_id)
+    ):
+        return _scrubbed(edit.new_body)
+    return None
