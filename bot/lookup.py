@@ -26,7 +26,7 @@ from bot.replies import ScanInfo
 from bot.transcript import TranscriptHit, fold_search
 from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError, StoreError
-from ingest.events import normalize, strip_reply_fallback
+from ingest.events import is_command, normalize, strip_reply_fallback
 from ingest.fusion import rrf
 from ingest.permalink import permalink
 from ingest.scrub import scrub
@@ -424,7 +424,7 @@ def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> l
     markers = []
     for index, item in enumerate(history):
         body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
-        if item.redacted or item.sender == bot_user_id or not body.lstrip().startswith(prefix):
+        if item.redacted or item.sender == bot_user_id or not is_command(body, prefix):
             continue
         try:
             command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)
