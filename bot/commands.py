@@ -7,23 +7,20 @@ command may *do* (visibility, allow-lists, the reply relation of `!pin`) is the 
 
 from __future__ import annotations
 
-import calendar
 import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from bot.html import safe_plain
-from bot.patterns import pattern_problem
+from bot import arguments
+from bot.arguments import MAX_OFFSET, ArgumentError, echo
+from bot.dates import DATE_HELP, period
 from ingest.errors import CommandError
+from ingest.search import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS
 
 __all__ = [
     "COMMANDS",
-    "MAX_LIMIT",
-    "MAX_OFFSET",
     "MAX_ROOMS",
-    "MAX_TEXTS",
     "ArgSpec",
     "Command",
     "CommandSpec",
@@ -39,14 +36,7 @@ __all__ = [
     "parse",
 ]
 
-DEFAULT_LIMIT = 5
-MAX_LIMIT = 50
-MAX_TEXTS = 8
 MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
-MAX_TEXT_BYTES = 1000  # docs/ARCHITECTURE.md §3 rule 22
-MAX_OFFSET = 50  # ^N reaches at most this far up
-_MAX_RELATIVE_DAYS = 36_500
-_MINUTE_MS, _HOUR_MS, _DAY_MS = 60_000, 3_600_000, 86_400_000
 
 
 # ---------------------------------------------------------------- errors
@@ -67,13 +57,7 @@ class UnknownCommand(UsageError):
 
     def __init__(self, word: str, prefix: str) -> None:
         self.word = word
-        super().__init__(f"unknown command {prefix}{_q(word)}; try {prefix}help")
-
-
-def _q(text: str, limit: int = 40) -> str:
-    """User text echoed in an error: short and unable to ping (the reply layer escapes HTML)."""
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return safe_plain(text)
+        super().__init__(f"unknown command {prefix}{echo(word)}; try {prefix}help")
 
 
 # ---------------------------------------------------------------- commands
@@ -206,7 +190,7 @@ def _scan_regex(args: str, i: int, ctx: _Context) -> tuple[_Token, int]:
     while k < len(args) and args[k].isalpha():
         k += 1
     if k < len(args) and not (args[k].isspace() or args[k] == "|"):
-        raise ctx.error(f"unexpected {_q(args[j + 1 : k + 1])} after /regex/")
+        raise ctx.error(f"unexpected {echo(args[j + 1 : k + 1])} after /regex/")
     return _Token(_Kind.REGEX, args[i + 1 : j], args[j + 1 : k]), k
 
 
@@ -247,131 +231,6 @@ def _key_value(token: _Token, keys: frozenset[str]) -> tuple[str, str] | None:
     return (key, value) if sep and key in keys else None
 
 
-# ---------------------------------------------------------------- argument types
-
-
-_DATE_FORMATS = (
-    (re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2})"), "minute"),
-    (re.compile(r"(\d{4})-(\d{2})-(\d{2})"), "day"),
-    (re.compile(r"(\d{4})-(\d{2})"), "month"),
-    (re.compile(r"(\d{4})"), "year"),
-)
-_RELATIVE = re.compile(r"(\d{1,6})([hdw])", re.IGNORECASE)
-_UNIT_MS = {"h": _HOUR_MS, "d": _DAY_MS, "w": 7 * _DAY_MS}
-_DATE_HELP = "YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, today or yesterday (UTC)"
-
-
-@dataclass(frozen=True)
-class _Period:
-    """A time span [start, end). An instant (a minute, `7d`) is `after` from its start."""
-
-    start: int
-    end: int
-    instant: bool
-
-
-def _ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
-
-
-def _calendar_period(match: re.Match[str], unit: str) -> _Period:
-    parts = [int(g) for g in match.groups()]
-    year, month, day, hour, minute = parts + [0, 1, 1, 0, 0][len(parts) :]
-    start = datetime(year, month, day, hour, minute, tzinfo=UTC)  # ValueError if impossible
-    if unit == "minute":
-        return _Period(_ms(start), _ms(start) + _MINUTE_MS, instant=True)
-    if unit == "day":
-        return _Period(_ms(start), _ms(start) + _DAY_MS, instant=False)
-    if unit == "month":
-        days = calendar.monthrange(year, month)[1]
-        return _Period(_ms(start), _ms(start) + days * _DAY_MS, instant=False)
-    return _Period(_ms(start), _ms(start.replace(year=year + 1)), instant=False)
-
-
-def _period(value: str, ctx: _Context) -> _Period:
-    """A DATE argument; relative forms count back from `now_ms`, calendar forms are UTC."""
-    word = value.casefold()
-    today = ctx.now_ms - ctx.now_ms % _DAY_MS
-    if word in ("today", "yesterday"):
-        start = today if word == "today" else today - _DAY_MS
-        return _Period(start, start + _DAY_MS, instant=False)
-    if relative := _RELATIVE.fullmatch(value):
-        span = int(relative.group(1)) * _UNIT_MS[relative.group(2).lower()]
-        if span > _MAX_RELATIVE_DAYS * _DAY_MS:
-            raise ctx.error(f"{_q(value)} reaches back too far")
-        return _Period(ctx.now_ms - span, ctx.now_ms + 1, instant=True)
-    for pattern, unit in _DATE_FORMATS:
-        if match := pattern.fullmatch(value):
-            try:
-                return _calendar_period(match, unit)
-            except (ValueError, OverflowError):
-                break
-    raise ctx.error(f"not a date: {_q(value)} (use {_DATE_HELP})")
-
-
-_USER = re.compile(r"@?([^\s:@]+)(?::([A-Za-z0-9.\-]+(?::\d{1,5})?|\[[0-9A-Fa-f:.]+\](?::\d+)?))?")
-_ROOM = re.compile(r"([#!])([^\s:]+)(?::(\S+))?")
-
-
-def _user(value: str, ctx: _Context) -> str:
-    """`@alice:example.org`, or `@alice` / `alice` on this homeserver."""
-    match = _USER.fullmatch(value)
-    if match is None:
-        raise ctx.error(f"from: takes @user:server or @user, not {_q(value)}")
-    localpart, server = match.group(1), match.group(2) or ctx.server_name
-    return f"@{localpart}:{server}" if server else f"@{localpart}"
-
-
-def _room(value: str, ctx: _Context) -> str:
-    """`#alias:server`, `#alias` (this homeserver), `!id:server` or a v12 `!id`."""
-    if not ctx.in_command_room:
-        raise ctx.error("cross-room search (in:) is only available in the command room")
-    match = _ROOM.fullmatch(value)
-    if match is None:
-        raise ctx.error(f"in: takes #alias or !roomid, not {_q(value)}")
-    sigil, local, server = match.groups()
-    if sigil == "#" and server is None and ctx.server_name:
-        server = ctx.server_name
-    return f"{sigil}{local}:{server}" if server else f"{sigil}{local}"
-
-
-def _limit(value: str, ctx: _Context) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
-        raise ctx.error(f"limit: takes a number from 1 to {MAX_LIMIT}, not {_q(value)}")
-    return int(value)
-
-
-_LABEL = re.compile(r"#([\w-]{1,32})")
-
-
-def _label(word: str, ctx: _Context) -> str:
-    match = _LABEL.fullmatch(word)
-    if match is None:
-        raise ctx.error(f"a label is #word (letters, digits, _ or -, at most 32), not {_q(word)}")
-    return match.group(1).casefold()
-
-
-def _offset(word: str, ctx: _Context) -> int:
-    digits = word[1:] or "1"  # a bare ^ is the message just above
-    if not digits.isdigit() or not 1 <= int(digits) <= MAX_OFFSET:
-        raise ctx.error(f"^N counts messages up, N from 1 to {MAX_OFFSET}, not {_q(word)}")
-    return int(digits)
-
-
-def _pattern(token: _Token, ctx: _Context) -> str:
-    """Check a /regex/'s flags and size bounds; it is compiled only when the search runs
-    (`compile_pattern`), so parsing a poison pattern costs nothing."""
-    if not token.text:
-        raise ctx.error("empty /regex/")
-    if set(token.flags) - {"i"}:
-        raise ctx.error(f"unknown /regex/ flag {_q(token.flags)} (only i is supported)")
-    pattern = "(?i)" + token.text if "i" in token.flags else token.text
-    problem = pattern_problem(pattern)  # what `compile_pattern` will check again
-    if problem is not None:
-        raise ctx.error(problem)
-    return pattern
-
-
 # ---------------------------------------------------------------- builders
 
 
@@ -397,21 +256,21 @@ def _search_filter(draft: _SearchDraft, key: str, value: str, ctx: _Context) -> 
     if key == "from":
         if draft.sender is not None:
             raise ctx.error("only one from: per search")
-        draft.sender = _user(value, ctx)
+        draft.sender = arguments.user(value, ctx.server_name)
     elif key == "in":
-        room = _room(value, ctx)
+        room = arguments.room(value, ctx.server_name, in_command_room=ctx.in_command_room)
         if room not in draft.rooms:
             if len(draft.rooms) == MAX_ROOMS:
                 raise ctx.error(f"at most {MAX_ROOMS} in: rooms per search")
             draft.rooms.append(room)
     elif key == "limit":
-        draft.limit = _limit(value, ctx)
+        draft.limit = arguments.limit(value)
     else:
-        period = _period(value, ctx)
+        span = period(value, ctx.now_ms)
         if key in ("after", "during"):
-            draft.afters.append(period.start if key == "during" or period.instant else period.end)
+            draft.afters.append(span.start if key == "during" or span.instant else span.end)
         if key in ("before", "during"):
-            draft.befores.append(period.end if key == "during" else period.start)
+            draft.befores.append(span.end if key == "during" else span.start)
 
 
 def _search_texts(draft: _SearchDraft, ctx: _Context) -> tuple[str, ...]:
@@ -439,7 +298,7 @@ def _build_search(ctx: _Context, args: str) -> Command:
         elif token.kind is _Kind.REGEX:
             if draft.regex is not None:
                 raise ctx.error("only one /regex/ per search")
-            draft.regex = _pattern(token, ctx)
+            draft.regex = arguments.pattern(token.text, token.flags)
         elif kv := _key_value(token, _SEARCH_KEYS):
             _search_filter(draft, kv[0], kv[1], ctx)
         elif token.text:
@@ -467,11 +326,11 @@ def _build_pin(ctx: _Context, args: str) -> Command:
         if head[0] == "^":
             if offset is not None:
                 raise ctx.error("only one ^N")
-            offset = _offset(head, ctx)
+            offset = arguments.offset(head)
         else:
             if label is not None:
                 break  # a second #word starts the note (hashtags in free text)
-            label = _label(head, ctx)
+            label = arguments.label(head)
         rest = tail[0] if tail else ""
     return PinCommand(offset, label, rest.strip())
 
@@ -482,7 +341,7 @@ def _build_unpin(ctx: _Context, args: str) -> Command:
         return UnpinCommand(None)
     if len(words) > 1 or not words[0].startswith("^"):
         raise ctx.error("unpin takes only ^N, or reply to the pinned message")
-    return UnpinCommand(_offset(words[0], ctx))
+    return UnpinCommand(arguments.offset(words[0]))
 
 
 def _build_pins(ctx: _Context, args: str) -> Command:
@@ -495,9 +354,9 @@ def _build_pins(ctx: _Context, args: str) -> Command:
                 raise ctx.error("in: (another room's board) is only available in the command room")
             if room is not None:
                 raise ctx.error("only one in: room")
-            room = _room(kv[1], ctx)
+            room = arguments.room(kv[1], ctx.server_name, in_command_room=ctx.in_command_room)
         elif token.kind is _Kind.WORD and token.text.startswith("#") and label is None:
-            label = _label(token.text, ctx)
+            label = arguments.label(token.text)
         elif token.kind is not _Kind.PIPE and token.text:
             words.append(token.text)
     return PinsCommand(label, " ".join(words) or None, room)
@@ -510,7 +369,7 @@ def _build_help(ctx: _Context, args: str) -> Command:
     topic = words[0].removeprefix(ctx.prefix).casefold()
     spec = _LOOKUP.get(topic)
     if spec is None or len(words) > 1:
-        raise ctx.error(f"no command {_q(words[0])}")
+        raise ctx.error(f"no command {echo(words[0])}")
     return HelpCommand(spec.name)
 
 
@@ -520,7 +379,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "search this room's history (every indexed room, in the command room)",
         (
             ArgSpec("[from:@user]", "only messages from this user (@user means this server)"),
-            ArgSpec("[before:DATE]", f"before DATE; DATE is {_DATE_HELP}"),
+            ArgSpec("[before:DATE]", f"before DATE; DATE is {DATE_HELP}"),
             ArgSpec(
                 "[after:DATE]", "after DATE (after:2026-11-01 is from 11-02; 7d: last 7 days)"
             ),
@@ -641,7 +500,11 @@ def parse(
     spec = _LOOKUP.get(word.casefold())
     if spec is None:
         raise UnknownCommand(word, prefix)
-    return spec.build(_Context(prefix, now_ms, in_command_room, server_name, spec), args)
+    ctx = _Context(prefix, now_ms, in_command_room, server_name, spec)
+    try:
+        return spec.build(ctx, args)
+    except ArgumentError as e:
+        raise ctx.error(e.problem) from None
 
 
 def help_text(prefix: str = "!", in_command_room: bool = False) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "neutralise_mentions",
     "no_mentions",
     "permalink",
+    "quoted",
     "safe_html",
     "safe_plain",
 ]
@@ -56,6 +57,12 @@ def neutralise_mentions(text: str) -> str:
 def safe_plain(text: str) -> str:
     """User text for a reply's plain `body`."""
     return neutralise_mentions(text)
+
+
+def quoted(text: str, limit: int) -> str:
+    """User text echoed in an error: at most `limit` characters and unable to ping (the reply
+    layer escapes HTML)."""
+    return safe_plain(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def safe_html(text: str) -> str:

@@ -13,7 +13,7 @@ import re
 
 import regex
 
-from bot.html import safe_plain
+from bot.html import quoted
 from ingest.errors import CommandError
 
 __all__ = [
@@ -34,11 +34,6 @@ MAX_PATTERN_SIZE = 10_000  # the pattern's length with every counted repeat writ
 
 class PatternError(CommandError):
     """A /regex/ that does not compile, or matches empty text; found when the search runs."""
-
-
-def _short(text: str, limit: int = 80) -> str:
-    """An error quoted in a reply: short and unable to ping."""
-    return safe_plain(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 _BRACES = re.compile(r"\{([^{}]*)\}")
@@ -138,7 +133,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     try:
         compiled = regex.compile(pattern, cache_pattern=False)
     except (regex.error, OverflowError, ValueError, RecursionError, MemoryError) as e:
-        raise PatternError(f"the /regex/ does not compile: {_short(str(e))}") from e
+        raise PatternError(f"the /regex/ does not compile: {quoted(str(e), 80)}") from e
     try:
         matches_empty = compiled.search("", timeout=0.05) is not None
     except TimeoutError:

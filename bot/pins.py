@@ -20,7 +20,7 @@ from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.roomlog import RoomLog, TimelineItem, current_body, reply_target
 from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError
-from ingest.events import strip_reply_fallback
+from ingest.events import is_command, strip_reply_fallback
 from ingest.permalink import permalink
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
@@ -75,7 +75,7 @@ def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> l
     markers = []
     for index, item in enumerate(history):
         body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
-        if item.redacted or item.sender == bot_user_id or not body.lstrip().startswith(prefix):
+        if item.redacted or item.sender == bot_user_id or not is_command(body, prefix):
             continue
         try:
             command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)

@@ -62,7 +62,7 @@ from ingest.types import (
     UserID,
 )
 
-__all__ = ["normalize", "strip_mx_reply", "strip_reply_fallback"]
+__all__ = ["is_command", "normalize", "strip_mx_reply", "strip_reply_fallback"]
 
 INDEXED_MSGTYPES = frozenset({"m.text", "m.emote"})
 NOTICE_MSGTYPES = frozenset({"m.notice", "m.server_notice"})
@@ -115,7 +115,9 @@ def _is_reply(rel: Mapping[str, Any]) -> bool:
     return not (rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True)
 
 
-def _is_command(body: str, prefix: str) -> bool:
+def is_command(body: str, prefix: str) -> bool:
+    """The body is shaped like any bot's command: the prefix, then a letter (`!search`, `!foo`),
+    after leading whitespace. Call it on a body whose reply fallback is already stripped."""
     text = body.lstrip()
     return (
         bool(prefix)
@@ -232,7 +234,7 @@ def _read_text(
         return _skip(event_id, SkipReason.OTHER, f"msgtype {msgtype}")
     if not isinstance(body, str):
         return _skip(event_id, bad, "body is missing or not a string")
-    if _is_command(body, prefix):
+    if is_command(body, prefix):
         return _skip(event_id, SkipReason.COMMAND, "a bot command")
     return msgtype, body
 
@@ -255,7 +257,7 @@ def _message(
     if _is_reply(rel):
         body = strip_reply_fallback(body)
         # A command sent as a reply (`!pin` answering a message) starts with the quote.
-        if _is_command(body, prefix):
+        if is_command(body, prefix):
             return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
@@ -300,7 +302,7 @@ def _edit(
     body = "" if isinstance(text, Skip) else text[1]
     if _edit_has_fallback(new):
         body = strip_reply_fallback(body)
-        if _is_command(body, prefix):
+        if is_command(body, prefix):
             body, withdrawn = "", SkipReason.COMMAND
     # An edit to an empty body (or to what is not indexed text) still replaces: the old words
     # must stop being findable.

@@ -11,7 +11,6 @@ import pytest
 
 from bot.commands import (
     COMMANDS,
-    MAX_TEXT_BYTES,
     Command,
     HelpCommand,
     PinCommand,
@@ -26,6 +25,7 @@ from bot.commands import (
 )
 from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.errors import CommandError
+from ingest.search import MAX_TEXT_BYTES
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
 HOUR, DAY = 3_600_000, 86_400_000

@@ -1,0 +1,106 @@
+"""The typed values of command arguments: users, rooms, limits, labels, ^N offsets, /regex/.
+
+Each is a pure function from the argument's text to its value; a bad value raises
+`ArgumentError` with a short problem, to which `bot.commands.parse` adds the command's usage.
+Dates are `bot.dates`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.html import quoted
+from bot.patterns import pattern_problem
+from ingest.search import MAX_LIMIT
+
+__all__ = [
+    "MAX_OFFSET",
+    "ArgumentError",
+    "echo",
+    "label",
+    "limit",
+    "offset",
+    "pattern",
+    "room",
+    "user",
+]
+
+MAX_OFFSET = 50  # ^N reaches at most this far up
+
+
+class ArgumentError(ValueError):
+    """A malformed argument; `parse` turns it into a `UsageError` with the usage line."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
+def echo(text: str) -> str:
+    """User text echoed in an error: short and unable to ping (the reply layer escapes HTML)."""
+    return quoted(text, 40)
+
+
+_USER = re.compile(r"@?([^\s:@]+)(?::([A-Za-z0-9.\-]+(?::\d{1,5})?|\[[0-9A-Fa-f:.]+\](?::\d+)?))?")
+_ROOM = re.compile(r"([#!])([^\s:]+)(?::(\S+))?")
+
+
+def user(value: str, server_name: str | None) -> str:
+    """`@alice:example.org`, or `@alice` / `alice` on this homeserver."""
+    match = _USER.fullmatch(value)
+    if match is None:
+        raise ArgumentError(f"from: takes @user:server or @user, not {echo(value)}")
+    localpart, server = match.group(1), match.group(2) or server_name
+    return f"@{localpart}:{server}" if server else f"@{localpart}"
+
+
+def room(value: str, server_name: str | None, *, in_command_room: bool) -> str:
+    """`#alias:server`, `#alias` (this homeserver), `!id:server` or a v12 `!id`."""
+    if not in_command_room:
+        raise ArgumentError("cross-room search (in:) is only available in the command room")
+    match = _ROOM.fullmatch(value)
+    if match is None:
+        raise ArgumentError(f"in: takes #alias or !roomid, not {echo(value)}")
+    sigil, local, server = match.groups()
+    if sigil == "#" and server is None and server_name:
+        server = server_name
+    return f"{sigil}{local}:{server}" if server else f"{sigil}{local}"
+
+
+def limit(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+        raise ArgumentError(f"limit: takes a number from 1 to {MAX_LIMIT}, not {echo(value)}")
+    return int(value)
+
+
+_LABEL = re.compile(r"#([\w-]{1,32})")
+
+
+def label(word: str) -> str:
+    match = _LABEL.fullmatch(word)
+    if match is None:
+        raise ArgumentError(
+            f"a label is #word (letters, digits, _ or -, at most 32), not {echo(word)}"
+        )
+    return match.group(1).casefold()
+
+
+def offset(word: str) -> int:
+    digits = word[1:] or "1"  # a bare ^ is the message just above
+    if not digits.isdigit() or not 1 <= int(digits) <= MAX_OFFSET:
+        raise ArgumentError(f"^N counts messages up, N from 1 to {MAX_OFFSET}, not {echo(word)}")
+    return int(digits)
+
+
+def pattern(text: str, flags: str) -> str:
+    """Check a /regex/'s flags and size bounds; it is compiled only when the search runs
+    (`compile_pattern`), so parsing a poison pattern costs nothing."""
+    if not text:
+        raise ArgumentError("empty /regex/")
+    if set(flags) - {"i"}:
+        raise ArgumentError(f"unknown /regex/ flag {echo(flags)} (only i is supported)")
+    full = "(?i)" + text if "i" in flags else text
+    problem = pattern_problem(full)  # what `compile_pattern` will check again
+    if problem is not None:
+        raise ArgumentError(problem)
+    return full
