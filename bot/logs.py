@@ -2,7 +2,7 @@
 
 JSON lines (`--log-format json`) carry `ts`, `level`, `logger`, `message` and any `extra=`
 fields a call site gives, so a log shipper can index refusals by room and reason. No secret is
-ever passed to a log call (tests/test_metrics.py greps the service's debug log for the tokens).
+ever passed to a log call (tests/bot/test_metrics.py greps the service's debug log for the tokens).
 """
 
 from __future__ import annotations

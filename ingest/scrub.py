@@ -11,7 +11,7 @@ new version re-indexes, so text scrubbed by an older rule set does not linger.
 
 Every body passes here, including hostile ones: each pattern is linear (no two quantifiers can
 share the same text), and a rule runs only when a literal its matches need is in the text, so a
-1 MB message costs a fraction of a second (`tests/test_scrub.py` keeps that bound).
+1 MB message costs a fraction of a second (`tests/ingest/test_scrub.py` keeps that bound).
 """
 
 from __future__ import annotations

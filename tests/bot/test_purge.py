@@ -31,6 +31,7 @@ from ingest.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
+from tests.bot.test_http_api import FAR_PEER, from_afar, post
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
 from tests.indexing import (
     Indexer,
@@ -40,7 +41,6 @@ from tests.indexing import (
     shared_embedder,
     write_config,
 )
-from tests.test_http_api import FAR_PEER, from_afar, post
 
 BASE = 1_700_000_000_000
 HOUR = 3_600_000

@@ -515,7 +515,7 @@ def test_edge_store_directory_is_the_owners_only(tmp_path: Path) -> None:
 
 
 def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=cwd,

@@ -16,7 +16,7 @@ from bot.demo import run as demo_run
 from bot.demo.community import load
 from ingest.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO_TIMEOUT = 240.0
 PROMPT = re.compile(r"^  (\w+)> (.*)$")
 REPLY = "  muninn> "

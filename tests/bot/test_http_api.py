@@ -41,11 +41,11 @@ from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import SearchQuery, SearchResult
 from ingest.store import open_store
 from ingest.types import RoomID
+from tests.bot.test_metrics import parse_exposition, value
+from tests.bot.test_search_cli import check_contract
 from tests.botkit import service_config
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port, unique_localpart
 from tests.indexing import muninn, shared_embedder, write_config
-from tests.test_metrics import parse_exposition, value
-from tests.test_search_cli import check_contract
 
 
 @dataclass

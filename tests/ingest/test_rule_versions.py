@@ -9,7 +9,7 @@ the version it was recorded at. Change the rules' output without a bump and its 
 After a deliberate change (and the version bump that goes with it), re-record every golden
 value in place and commit the diff with the change:
 
-    python -m tests.test_rule_versions
+    python -m tests.ingest.test_rule_versions
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ingest.lexical import LEXICAL_VERSION, document_vector, query_vector, token
 from ingest.scrub import SCRUB_VERSION, scrub
 from ingest.types import EventID, Message, RoomID, UserID
 
-# golden: begin (rewritten by `python -m tests.test_rule_versions`)
+# golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
     "chunker": (1, "54077f2a5b19812f57babd0c6873ec3364bfcfa4185c9db4b1db31e2198b97e4"),
     "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
@@ -150,19 +150,22 @@ def test_rule_version_changes_with_its_output(rule: str) -> None:
     """A change of the rule set's output on the fixed corpus comes with a version bump."""
     version, output = RULES[rule]
     name = VERSION_NAMES[rule]
-    assert rule in GOLDEN, f"no golden value for {rule}: run `python -m tests.test_rule_versions`"
+    assert rule in GOLDEN, (
+        f"no golden value for {rule}: run `python -m tests.ingest.test_rule_versions`"
+    )
     recorded_version, recorded = GOLDEN[rule]
     now = fingerprint(output())
     if version == recorded_version:
         assert now == recorded, (
             f"the {rule}'s output changed but {name} is still {version}: bump {name} (a new "
             "generation re-indexes every room under the new rules), then re-record with "
-            "`python -m tests.test_rule_versions`"
+            "`python -m tests.ingest.test_rule_versions`"
         )
     else:
         pytest.fail(
             f"{name} is {version}, the golden value was recorded at {recorded_version}: "
-            "re-record with `python -m tests.test_rule_versions` and commit it with the bump"
+            "re-record with `python -m tests.ingest.test_rule_versions` and commit it with "
+            "the bump"
         )
 
 

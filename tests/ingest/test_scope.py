@@ -374,7 +374,7 @@ def test_example_configs_escape_the_allow_list() -> None:
 
     import yaml
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for name in ("config.example.yaml", "deploy/config.compose.yaml"):
         askers = yaml.safe_load((root / name).read_text())["bot"]["command_room_askers"]
         scope = RoomScope.from_config(SCOPE, SERVER, askers)

@@ -10,7 +10,7 @@ in it; the command room is told it is not indexed), remember the refusal after t
 message has scrolled out of the scanned bound, and never quote the puppet's text.
 
 The puppet is an ordinary user in the default `@discord_.*` namespace (`scope` is not set in the
-module's config), as in the writer's tests (`tests/test_scope_synapse.py`).
+module's config), as in the writer's tests (`tests/ingest/test_scope_synapse.py`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from ingest.types import Refusal, RoomID, RoomState
+from tests.bot.test_bot_service import TRANSCRIPT_LIMIT, Env, body_of
+from tests.bot.test_bot_service import env as env  # the module's `muninn run` (a fixture)
 from tests.botkit import ask, replies
 from tests.homeserver import MatrixUser, unique_localpart
 from tests.indexing import without_past_members
-from tests.test_bot_service import TRANSCRIPT_LIMIT, Env, body_of
-from tests.test_bot_service import env as env  # the module's `muninn run` (a fixture)
 
 RELAYED = "relayed from discord: the marmalade cellar door code is 4711"
 # Any of these in a reply leaks the puppet (the queries below never contain them: a search
@@ -77,7 +77,8 @@ async def puppet_room(env: Env, owner: MatrixUser, *, pin: bool = False) -> tupl
     assert env.bot_id in members and puppet.user_id not in members
     chunk = (await owner.messages(room, direction="b", limit=100))["chunk"]
     assert relayed in {e["event_id"] for e in chunk}
-    await env.settle(room)  # the writer has seen it (and refused it: tests/test_scope_synapse.py)
+    # the writer has seen it (and refused it: tests/ingest/test_scope_synapse.py)
+    await env.settle(room)
     assert await env.service.writer.refused_by_puppet(RoomID(room)) == puppet.user_id
     # The bot's state cache may still hold the state from while the puppet was a member (it
     # expires after 60 s). Drop it once nothing is in flight, as if it had expired: from here

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ingest.events import normalize, strip_mx_reply, strip_reply_fallback
 from ingest.types import Edit, Message, Redaction, Skip, SkipReason
 
-FIXTURES = Path(__file__).parent / "fixtures" / "events"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "events"
 OWN = frozenset({"@muninn:example.org", "@muninn-bot:example.org"})
 ROOM = "!jEsUZKDJdhlrceRyVU:example.org"
 

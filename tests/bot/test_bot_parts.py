@@ -36,7 +36,7 @@ from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.scheduler import RefreshScheduler
 from ingest.search import Hit, SearchResult
 from ingest.types import RoomID
-from tests.test_http_api import raw_request
+from tests.bot.test_http_api import raw_request
 
 TOKEN = "hs-secret"
 BOT = "@muninn:x"

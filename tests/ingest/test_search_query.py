@@ -324,7 +324,7 @@ async def test_searcher_exact_term_beats_weak_partial_matches(store: Store) -> N
     fill(store, [target, *weak])
     embedder = TableEmbedder({"ERR_7731X": E1})  # dense ranks every weak window first
     # The first stage's own guard (the second stage reads bodies; these hold no query term, and
-    # `tests/test_search.py` asks the same of the whole read path over real messages).
+    # `tests/ingest/test_search.py` asks the same of the whole read path over real messages).
     searcher = Searcher(store, embedder, server_name=SERVER, ranker=False)
     result = await searcher.search(SearchQuery.build(["ERR_7731X"]))
     assert names(result.hits)[0] == "target"

@@ -126,7 +126,7 @@ def test_generate_registration_force_keeps_the_localpart_of_a_placeholder_file(
     tmp_path: Path,
 ) -> None:
     """A registration the start check refuses (CHANGE_ME tokens) still gives up its localpart."""
-    example = Path(__file__).resolve().parent.parent / "registration.example.yaml"
+    example = Path(__file__).resolve().parents[2] / "registration.example.yaml"
     text = example.read_text(encoding="utf-8").replace(
         "sender_localpart: muninn", "sender_localpart: raven"
     )
@@ -273,7 +273,7 @@ def test_check_registration_names_the_broken_file(tmp_path: Path, text: str, pro
 
 def test_check_registration_refuses_the_shipped_example(tmp_path: Path) -> None:
     """registration.example.yaml as shipped (CHANGE_ME tokens) never starts."""
-    example = Path(__file__).resolve().parent.parent / "registration.example.yaml"
+    example = Path(__file__).resolve().parents[2] / "registration.example.yaml"
     (tmp_path / "registration.yaml").write_text(example.read_text(encoding="utf-8"))
     cfg = parse_config(
         {"homeserver": {"server_name": SERVER}, "appservice": {}}, base_dir=tmp_path

@@ -19,8 +19,8 @@ from bot.visibility import ANYONE
 from ingest.search import Searcher, SearchResult
 from ingest.store import Store
 from ingest.types import Message, RoomID
-from tests.test_search_query import ROOM, SERVER, fill, point
-from tests.test_search_query import store as store  # the embedded store (a fixture)
+from tests.ingest.test_search_query import ROOM, SERVER, fill, point
+from tests.ingest.test_search_query import store as store  # the embedded store (a fixture)
 
 BOT = "@muninn:example.org"
 
