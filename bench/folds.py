@@ -11,7 +11,6 @@ synthetic generator. The pinboard log mixes 1 marker in 20 events (pins, re-pins
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.output import emit
 from bot import pinboard, transcript
 from bot.pinboard import Marker, MarkerKind
 
@@ -117,11 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     bodies = _bodies(args.data, max(sizes))
     results = {"sizes": [bench_size(bodies, n, args.repeat) for n in sizes]}
-    doc = json.dumps(results, indent=2)
-    print(doc)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc + "\n")
+    emit(results, args.out)
     return 0
 
 

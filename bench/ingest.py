@@ -31,8 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.output import emit
 from ingest.config import Config, parse_config
-from ingest.embed import Embedder
+from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
@@ -151,21 +152,14 @@ def _hash_vector(text: str) -> list[float]:
     return [x / norm for x in raw]
 
 
-class _Recording:
+class _Recording(DelegatingEmbedder):
     """The real embedder, keeping the texts it was given and the time it spent."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.texts: list[str] = []
         self.seconds = 0.0
         self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return await self.inner.probe()
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.texts.extend(texts)
@@ -176,12 +170,6 @@ class _Recording:
             self.seconds += time.perf_counter() - start
             if self.rss_after_first is None:
                 self.rss_after_first = vm("VmRSS")
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_queries(texts)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def vm(key: str) -> float:
@@ -345,11 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if args.synapse_read:
         results["synapse_read"] = asyncio.run(synapse_read(args.synapse_read, 500))
-    doc = json.dumps(results, indent=2)
-    print(doc)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc + "\n")
+    emit(results, args.out)
     return 0
 
 

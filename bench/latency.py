@@ -54,14 +54,15 @@ from typing import Any
 import numpy as np
 
 from bench.ingest import irc_events
+from bench.output import emit
 from ingest import lexical
 from ingest.config import Config, parse_config
-from ingest.embed import Embedder, make_embedder
+from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.search import Searcher, SearchQuery
 from ingest.store import Store, open_store
-from ingest.types import EmbedderIdentity, RoomID, SparseVector
+from ingest.types import RoomID, SparseVector
 
 ROOM = "!irc-ubuntu:bench.local"
 SERVER_NAME = "bench.local"
@@ -155,24 +156,17 @@ def stats(samples_s: Sequence[float]) -> dict[str, float | int]:
 # ---------------------------------------------------------------- in process
 
 
-class SampledEmbedder:
+class SampledEmbedder(DelegatingEmbedder):
     """The real model for the first `sample` document texts, perturbed copies of them after."""
 
     def __init__(self, inner: Embedder, sample: int, seed: int = 3) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.sample = sample
         self.pool: list[np.ndarray[Any, np.dtype[np.float32]]] = []
         self.real = 0
         self.synthetic = 0
         self.embed_seconds = 0.0
         self._rng = np.random.default_rng(seed)
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return await self.inner.probe()
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         room = max(0, self.sample - self.real)
@@ -192,12 +186,6 @@ class SampledEmbedder:
             out.append((vec / float(np.linalg.norm(vec))).tolist())
             self.synthetic += 1
         return out
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_queries(texts)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def _config(workdir: Path) -> Config:
@@ -611,8 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))
-    doc = json.dumps(results, indent=2)
-    print(doc)
+    emit(results, args.out)
     e2e = results.get("end_to_end")
     if e2e is not None:
         print(
@@ -623,9 +610,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{e2e['synapse_search']['p50_ms']} ms",
             file=sys.stderr,
         )
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc + "\n")
     return 0
 
 

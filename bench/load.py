@@ -33,6 +33,7 @@ from typing import Any
 
 from bench.ingest import irc_events, vm
 from bench.latency import machine, phrases, seed_room, stats
+from bench.output import emit
 from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
 
@@ -223,11 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))
-    doc = json.dumps(results, indent=2)
-    print(doc)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(doc + "\n")
+    emit(results, args.out)
     return 0
 
 

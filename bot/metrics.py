@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ingest.embed import Embedder
+from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.errors import EmbedError, StoreError
 from ingest.refresh import RefreshReport
 from ingest.store import Store
@@ -192,16 +192,12 @@ def counting_store(store: Store, errors: Counter) -> Store:
     return cast(Store, _CountingProxy(store, errors))
 
 
-class CountingEmbedder:
+class CountingEmbedder(DelegatingEmbedder):
     """An `Embedder` whose `EmbedError`s are counted (by operation) and re-raised."""
 
     def __init__(self, inner: Embedder, errors: Counter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._errors = errors
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
 
     async def probe(self) -> EmbedderIdentity:
         try:
@@ -223,6 +219,3 @@ class CountingEmbedder:
         except EmbedError:
             self._errors.labels(op="queries").inc()
             raise
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -247,6 +247,22 @@ async def revalidation(cfg: Config, reader: MatrixReader, store: Store) -> Sourc
     return SourcedCheck(live, {room: loader(path) for room, path in exports.items()})
 
 
+def _service_token(cfg: Config, held: StoreUnavailable, verb: str) -> str:
+    """The running service's listener token, for `muninn search`/`purge` while it holds the
+    embedded store; the error names how to reach it when it has no listener."""
+    from bot.http_api import read_token, token_path
+
+    if cfg.metrics.port is None:
+        raise StoreUnavailable(
+            f"{held}. To {verb} while `muninn run` holds the store, give the service a "
+            "loopback port (metrics: {port: 9464} in the config) and restart it: "
+            f"`muninn {verb}` then asks it"
+        ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    return read_token(path)
+
+
 async def _search_the_service(
     cfg: Config,
     held: StoreUnavailable,
@@ -255,17 +271,9 @@ async def _search_the_service(
     **body: Any,
 ) -> SearchResult:
     """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
-    from bot.http_api import post_search, read_token, result_from_json, service_url, token_path
+    from bot.http_api import post_search, result_from_json, service_url
 
-    if cfg.metrics.port is None:
-        raise StoreUnavailable(
-            f"{held}. To search while `muninn run` holds the store, give the service a "
-            "loopback port (metrics: {port: 9464} in the config) and restart it: "
-            "`muninn search` then asks it"
-        ) from None
-    path = token_path(cfg)
-    assert path is not None  # only the embedded store is ever held
-    token = read_token(path)
+    token = _service_token(cfg, held, "search")
     reader = MatrixReader.from_config(cfg)
     try:
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
@@ -410,17 +418,9 @@ async def _purge_through_the_service(
     cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
 ) -> dict[str, Any]:
     """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
-    from bot.http_api import post_purge, read_token, service_url, token_path
+    from bot.http_api import post_purge, service_url
 
-    if cfg.metrics.port is None:
-        raise StoreUnavailable(
-            f"{held}. To purge while `muninn run` holds the store, give the service a "
-            "loopback port (metrics: {port: 9464} in the config) and restart it: "
-            "`muninn purge` then asks it"
-        ) from None
-    path = token_path(cfg)
-    assert path is not None  # only the embedded store is ever held
-    token = read_token(path)
+    token = _service_token(cfg, held, "purge")
     reader = MatrixReader.from_config(cfg)
     try:
         room_id = await resolve_room(reader, room)

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
@@ -72,6 +72,8 @@ class TailSource(Protocol):
 
 
 log = logging.getLogger("muninn.revalidate")
+
+_K = TypeVar("_K")
 
 # What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
 # an `m.room.message` with the type of what it edits; only messages are indexed).
@@ -273,20 +275,14 @@ class LiveCheck:
         early: dict[str, asyncio.Future[Any]] | None = None,
     ) -> list[bool]:
         early = early if early is not None else {}
-        rooms: dict[str, list[int]] = {}
-        for i, p in enumerate(payloads):
-            rooms.setdefault(str(p.get("room_id")), []).append(i)
-        verdicts = [False] * len(payloads)
+        rooms = _grouped(payloads, lambda room: room)
         answers = await asyncio.gather(
             *(
                 self._room(r, cursors.get(r), [payloads[i] for i in idx], early.pop(r, None))
                 for r, idx in rooms.items()
             )
         )
-        for idx, answer in zip(rooms.values(), answers, strict=True):
-            for i, ok in zip(idx, answer, strict=True):
-                verdicts[i] = ok
-        return verdicts
+        return _scattered(len(payloads), rooms.values(), answers)
 
 
 class SourcedCheck:
@@ -328,11 +324,8 @@ class SourcedCheck:
         early: dict[str, asyncio.Future[Any]] | None = None,
     ) -> list[bool]:
         # Homeserver rooms in one call (their tails are read in parallel), each export apart.
-        groups: dict[str | None, list[int]] = {}
-        for i, p in enumerate(payloads):
-            room = str(p.get("room_id"))
-            groups.setdefault(room if room in self.exports else None, []).append(i)
-        verdicts = [False] * len(payloads)
+        groups = _grouped(payloads, lambda room: room if room in self.exports else None)
+        answered: list[Sequence[bool]] = []
         for room_id, idx in groups.items():
             check = self.homeserver if room_id is None else await self._check(room_id)
             asked = [payloads[i] for i in idx]
@@ -345,6 +338,26 @@ class SourcedCheck:
                     "unconfirmed; rooms indexed by `muninn import` are checked against their "
                     "export instead"
                 ) from None
-            for i, ok in zip(idx, answers, strict=True):
-                verdicts[i] = ok
-        return verdicts
+            answered.append(answers)
+        return _scattered(len(payloads), groups.values(), answered)
+
+
+def _grouped(
+    payloads: Sequence[Mapping[str, Any]], key: Callable[[str], _K]
+) -> dict[_K, list[int]]:
+    """The payloads' positions, grouped by `key` of their room."""
+    groups: dict[_K, list[int]] = {}
+    for i, p in enumerate(payloads):
+        groups.setdefault(key(str(p.get("room_id"))), []).append(i)
+    return groups
+
+
+def _scattered(
+    n: int, groups: Iterable[Sequence[int]], answers: Iterable[Sequence[bool]]
+) -> list[bool]:
+    """Each group's answers put back at its payloads' positions."""
+    verdicts = [False] * n
+    for idx, answer in zip(groups, answers, strict=True):
+        for i, ok in zip(idx, answer, strict=True):
+            verdicts[i] = ok
+    return verdicts

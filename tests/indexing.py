@@ -17,7 +17,7 @@ from urllib.parse import quote
 import yaml
 
 from ingest.config import Config, parse_config
-from ingest.embed import Embedder, make_embedder
+from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
 from ingest.records import CURSOR_PREFIX
@@ -37,20 +37,13 @@ def shared_embedder() -> Embedder:
     return _EMBEDDER
 
 
-class RecordingEmbedder:
+class RecordingEmbedder(DelegatingEmbedder):
     """The real embedder, remembering every text it was given (to prove what never reached it)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.documents: list[str] = []
         self.queries: list[str] = []
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return await self.inner.probe()
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.documents.extend(texts)

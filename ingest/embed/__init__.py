@@ -14,7 +14,13 @@ from ingest.config import EmbedderConfig
 from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.types import EmbedderIdentity
 
-__all__ = ["EmbedError", "EmbedUnavailable", "Embedder", "make_embedder"]
+__all__ = [
+    "DelegatingEmbedder",
+    "EmbedError",
+    "EmbedUnavailable",
+    "Embedder",
+    "make_embedder",
+]
 
 
 @runtime_checkable
@@ -42,6 +48,30 @@ class Embedder(Protocol):
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
 
     async def close(self) -> None: ...
+
+
+class DelegatingEmbedder:
+    """An `Embedder` passing every call to `inner`: a wrapper (counting errors, recording
+    texts, holding queries) overrides only the calls it changes."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self.inner.identity
+
+    async def probe(self) -> EmbedderIdentity:
+        return await self.inner.probe()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_documents(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.inner.embed_queries(texts)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None) -> Embedder:

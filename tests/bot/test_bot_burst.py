@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 
 from bot.service import Service
-from ingest.embed import Embedder
-from ingest.types import EmbedderIdentity, RoomID
+from ingest.embed import DelegatingEmbedder, Embedder
+from ingest.types import RoomID
 from tests.botkit import REPLY_TIMEOUT, ask, replies, service_config, wait_reply
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer
 from tests.indexing import shared_embedder
@@ -26,24 +26,14 @@ from tests.indexing import shared_embedder
 SLOW = "glacier"
 
 
-class HeldEmbedder:
+class HeldEmbedder(DelegatingEmbedder):
     """The real embedder; a query naming `SLOW` waits for `release` (and counts how many wait)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.release = asyncio.Event()
         self.held = 0
         self.most_held = 0
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return await self.inner.probe()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_documents(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         if any(SLOW in t for t in texts):
