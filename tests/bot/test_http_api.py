@@ -472,29 +472,42 @@ async def from_afar(request: web.Request, handler: Any) -> web.StreamResponse:
     return await handler(request.clone(remote=FAR_PEER))
 
 
-async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
-    caplog: pytest.LogCaptureFixture, tmp_path: Path
-) -> None:
-    """A wildcard bind is warned about; /metrics answers a non-loopback peer, search does not,
-    even with the right token."""
+async def _never_search(query: SearchQuery) -> Any:
+    raise AssertionError("a remote peer reached the read path")
 
-    async def never(query: SearchQuery) -> Any:
-        raise AssertionError("a remote peer reached the read path")
 
-    async def same(room: str) -> str:
-        return room
+async def _never_purge(request: PurgeRequest) -> Any:
+    raise AssertionError("a remote peer reached the writer")
 
-    caplog.set_level(logging.WARNING, logger="muninn.http")
+
+async def _same_room(room: str) -> str:
+    return room
+
+
+def from_afar_on_every_address(tmp_path: Path) -> tuple[HttpApi, int]:
+    """A listener bound to every address whose every request seems to come from FAR_PEER; its
+    search and purge fail the test if such a peer ever reaches them."""
     port = free_port()
     server = HttpApi(
         MetricsConfig(host="0.0.0.0", port=port),
         ServiceMetrics(),
         checks={},
-        search=never,
-        resolve_room=same,
+        search=_never_search,
+        resolve_room=_same_room,
+        purge=_never_purge,
         token_file=tmp_path / TOKEN_FILE,
     )
     server.app.middlewares.append(from_afar)
+    return server, port
+
+
+async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """A wildcard bind is warned about; /metrics answers a non-loopback peer, search does not,
+    even with the right token."""
+    caplog.set_level(logging.WARNING, logger="muninn.http")
+    server, port = from_afar_on_every_address(tmp_path)
     await server.start()
     try:
         assert "not a loopback address" in caplog.text

@@ -22,16 +22,15 @@ import pytest
 import pytest_asyncio
 
 from bot.cli import parse_time
-from bot.http_api import PURGE_PATH, TOKEN_FILE, HttpApi, PurgeRequest, read_token
-from bot.metrics import ServiceMetrics
+from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
 from bot.service import Service
-from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
+from ingest.config import IndexConfig, StoreConfig, parse_config
 from ingest.errors import EmbedUnavailable, QueryError
-from ingest.records import TOMBSTONE_PREFIX, Tombstone
+from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
-from tests.bot.test_http_api import FAR_PEER, from_afar, post
+from tests.bot.test_http_api import FAR_PEER, from_afar_on_every_address, post
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
 from tests.indexing import (
     Indexer,
@@ -270,28 +269,8 @@ async def test_purge_endpoint_refuses_non_loopback_peers(
 ) -> None:
     """On a wildcard bind, a peer that is not loopback never reaches the writer, even holding
     the token."""
-
-    async def never_search(query: SearchQuery) -> Any:
-        raise AssertionError("a remote peer reached the read path")
-
-    async def never_purge(request: PurgeRequest) -> Tombstone:
-        raise AssertionError("a remote peer reached the writer")
-
-    async def same(room: str) -> str:
-        return room
-
     caplog.set_level(logging.WARNING, logger="muninn.http")
-    port = free_port()
-    server = HttpApi(
-        MetricsConfig(host="0.0.0.0", port=port),
-        ServiceMetrics(),
-        checks={},
-        search=never_search,
-        resolve_room=same,
-        purge=never_purge,
-        token_file=tmp_path / TOKEN_FILE,
-    )
-    server.app.middlewares.append(from_afar)
+    server, port = from_afar_on_every_address(tmp_path)
     await server.start()
     try:
         body = {"room_id": "!r", "from_ts": 1, "to_ts": 2}
