@@ -394,6 +394,13 @@ class CommandHandler:
         matcher = None
         if command.regex is not None:
             matcher = await asyncio.to_thread(compile_pattern, command.regex)
+        if in_command_room and command.regex is not None and not command.rooms:
+            # A /regex/ reads rooms' latest messages, never the index: across every room it
+            # would always answer nothing, which reads as "no such message".
+            raise CommandError(
+                "A /regex/ searches a room's latest messages, not the index: name the room "
+                "with in:#room (up to 8)."
+            )
         if in_command_room:
             rooms: list[RoomID] | None = await self.resolve_rooms(command.rooms) or None
             views = [await self._view(r) for r in rooms or ()]

@@ -411,6 +411,21 @@ async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUse
     assert "dense" in results["retrievers"]
 
 
+async def test_bot_command_room_regex_needs_a_room(env: Env, alice: MatrixUser) -> None:
+    """Regression: a /regex/ reads rooms' latest messages, never the index, so in the command
+    room without `in:` it always answered "no results" for text that is there. It now says
+    to name the room, and with `in:` it finds the message."""
+    room = await env.room(alice, alias_localpart=unique_localpart("regex"))
+    found = await alice.send_text(room, "the capybara escaped again")
+    _, reply = await ask(env.persona, env.command_room, "!search /capy.ara/", env.bot_id)
+    assert "in:#room" in body_of(reply) and "no results" not in body_of(reply).lower()
+    alias = (await env.service.rooms.get(room)).state
+    assert alias is not None and alias.canonical_alias is not None
+    command = f"!search /capy.ara/ in:{alias.canonical_alias}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert found in str(reply["content"]["org.muninn.results"])
+
+
 async def test_bot_command_room_reads_a_room_named_twice_once(env: Env, alice: MatrixUser) -> None:
     """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
     one scan in the reply, one hit."""
