@@ -298,7 +298,7 @@ class CommandHandler:
             log.info("rate limit: %s (%s)", msg.sender, verdict)
         return verdict
 
-    async def _gate(self, msg: Incoming, room_log: RoomLog) -> bool:
+    async def may_answer(self, msg: Incoming, room_log: RoomLog) -> bool:
         """Not answered yet and within the asker's rate; sends the one rate notice itself."""
         if room_log.answered(msg.event_id, self.bot_user_id):
             log.info("%s was already answered in the room", msg.event_id)
@@ -321,7 +321,7 @@ class CommandHandler:
     async def _answer_small(
         self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"
     ) -> None:
-        if await self._gate(msg, await self.read_log(msg.room_id, SMALL_LOG)):
+        if await self.may_answer(msg, await self.read_log(msg.room_id, SMALL_LOG)):
             await self.say(msg, text, kind)
 
     # ------------------------------------------------------------ commands
@@ -387,7 +387,7 @@ class CommandHandler:
 
     async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
         own_log = await self.read_log(msg.room_id)
-        if not await self._gate(msg, own_log):
+        if not await self.may_answer(msg, own_log):
             return
         # Compiled only now, past the rate limit and off the loop: a bounded pattern still
         # costs up to ~10 ms of CPU (`compile_pattern`).

@@ -201,7 +201,7 @@ class PinActions:
     async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
         h = self.h
         room_log = await h.read_log(msg.room_id)
-        if not await h._gate(msg, room_log):
+        if not await h.may_answer(msg, room_log):
             return
         room_log, _ = await self._readable(room_log)
         history = room_log.timeline()
@@ -250,7 +250,7 @@ class PinActions:
     async def show(self, msg: Incoming, command: PinsCommand, in_command_room: bool) -> None:
         h = self.h
         own_log = await h.read_log(msg.room_id)
-        if not await h._gate(msg, own_log):
+        if not await h.may_answer(msg, own_log):
             return
         room_id, room_log, cut = msg.room_id, own_log, ANYONE
         if command.room is not None:
