@@ -1,8 +1,9 @@
 """A small raw client for the people talking to the private Synapse of `bot.devserver`.
 
 Used by `muninn demo` and, through `tests/homeserver.py`, by the test suite and the benchmarks.
-`Homeserver` and `MatrixUser` talk to it with plain aiohttp (not mautrix: they stand for other
-people's clients, not for Muninn). The facts about Synapse this leans on are listed in
+`Homeserver` and `MatrixUser` talk to it with plain aiohttp over the request paths of
+`ingest.matrix` (not through Muninn's reader and its retries: they stand for other people's
+clients, not for Muninn). The facts about Synapse this leans on are listed in
 `bot.devserver`.
 """
 
@@ -18,12 +19,13 @@ import secrets
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from html import escape as html_escape
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import quote
 
 import aiohttp
 
 from bot.devserver import APPSERVICE_ID, JSON, SEED_PREFIX, SynapseServer
+from ingest.matrix import Path, endpoint
 
 __all__ = [
     "BaseHomeserver",
@@ -64,10 +66,6 @@ _names = itertools.count(1)
 def unique_localpart(prefix: str = "user") -> str:
     """A localpart no other caller in this process uses."""
     return f"{prefix}{next(_names)}-{secrets.token_hex(3)}"
-
-
-def _q(segment: str) -> str:
-    return quote(segment, safe="")
 
 
 def _txn() -> str:
@@ -162,37 +160,35 @@ class MatrixUser:
             body["room_version"] = room_version
         if creation_content is not None:
             body["creation_content"] = creation_content  # e.g. {"type": "m.space"}
-        resp = await self.call("POST", "/_matrix/client/v3/createRoom", body)
+        resp = await self.call("POST", endpoint(Path.v3.createRoom), body)
         return str(resp["room_id"])
 
     async def join(self, room_id_or_alias: str) -> str:
-        resp = await self.call("POST", f"/_matrix/client/v3/join/{_q(room_id_or_alias)}", {})
+        resp = await self.call("POST", endpoint(Path.v3.join[room_id_or_alias]), {})
         return str(resp["room_id"])
 
     async def leave(self, room_id: str) -> None:
-        await self.call("POST", f"/_matrix/client/v3/rooms/{_q(room_id)}/leave", {})
+        await self.call("POST", endpoint(Path.v3.rooms[room_id].leave), {})
 
     async def invite(self, room_id: str, user_id: str) -> None:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/invite"
+        path = endpoint(Path.v3.rooms[room_id].invite)
         await self.call("POST", path, {"user_id": user_id})
 
     async def create_alias(self, alias: str, room_id: str) -> None:
-        await self.call(
-            "PUT", f"/_matrix/client/v3/directory/room/{_q(alias)}", {"room_id": room_id}
-        )
+        await self.call("PUT", endpoint(Path.v3.directory.room[alias]), {"room_id": room_id})
 
     # ------------------------------------------------------------ profile and account data
 
     async def set_displayname(self, name: str) -> None:
-        path = f"/_matrix/client/v3/profile/{_q(self.user_id)}/displayname"
+        path = endpoint(Path.v3.profile[self.user_id].displayname)
         await self.call("PUT", path, {"displayname": name})
 
     async def set_account_data(self, event_type: str, content: JSON) -> None:
-        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
+        path = endpoint(Path.v3.user[self.user_id].account_data[event_type])
         await self.call("PUT", path, content)
 
     async def get_account_data(self, event_type: str) -> JSON | None:
-        path = f"/_matrix/client/v3/user/{_q(self.user_id)}/account_data/{_q(event_type)}"
+        path = endpoint(Path.v3.user[self.user_id].account_data[event_type])
         try:
             return await self.call("GET", path)
         except HarnessError as e:
@@ -214,7 +210,7 @@ class MatrixUser:
     async def send_state(
         self, room_id: str, event_type: str, content: JSON, state_key: str = ""
     ) -> str:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/state/{_q(event_type)}/{_q(state_key)}"
+        path = endpoint(Path.v3.rooms[room_id].state[event_type][state_key])
         resp = await self.call("PUT", path, content)
         return str(resp["event_id"])
 
@@ -244,7 +240,7 @@ class MatrixUser:
         self, room_id: str, event_type: str, content: JSON, *, ts: int | None = None
     ) -> str:
         """Send a message event; `ts` backdates it (honoured for appservice users only)."""
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/send/{_q(event_type)}/{_txn()}"
+        path = endpoint(Path.v3.rooms[room_id].send[event_type][_txn()])
         query: dict[str, str | int] = {"ts": ts} if ts is not None else {}
         resp = await self.call("PUT", path, content, query=query)
         return str(resp["event_id"])
@@ -283,16 +279,14 @@ class MatrixUser:
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
     async def redact(self, room_id: str, event_id: str, reason: str | None = None) -> str:
-        path = f"/_matrix/client/v3/rooms/{_q(room_id)}/redact/{_q(event_id)}/{_txn()}"
+        path = endpoint(Path.v3.rooms[room_id].redact[event_id][_txn()])
         resp = await self.call("PUT", path, {"reason": reason} if reason else {})
         return str(resp["event_id"])
 
     # ------------------------------------------------------------ reading
 
     async def get_event(self, room_id: str, event_id: str) -> JSON:
-        return await self.call(
-            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/event/{_q(event_id)}"
-        )
+        return await self.call("GET", endpoint(Path.v3.rooms[room_id].event[event_id]))
 
     async def messages(
         self,
@@ -305,15 +299,13 @@ class MatrixUser:
         query: dict[str, str | int] = {"dir": direction, "limit": limit}
         if from_token is not None:
             query["from"] = from_token
-        return await self.call(
-            "GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/messages", query=query
-        )
+        return await self.call("GET", endpoint(Path.v3.rooms[room_id].messages), query=query)
 
     async def joined_rooms(self) -> list[str]:
-        return list((await self.call("GET", "/_matrix/client/v3/joined_rooms"))["joined_rooms"])
+        return list((await self.call("GET", endpoint(Path.v3.joined_rooms)))["joined_rooms"])
 
     async def state(self, room_id: str) -> list[JSON]:
-        resp = await self.call("GET", f"/_matrix/client/v3/rooms/{_q(room_id)}/state")
+        resp = await self.call("GET", endpoint(Path.v3.rooms[room_id].state))
         return list(resp["value"])
 
 
@@ -349,12 +341,8 @@ def reply_content(room_id: str, parent: JSON, body: str) -> JSON:
 
 
 def _escape(text: str) -> str:
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\n", "<br />")
-    )
+    # As a client renders plain text: quotes stay as typed, line breaks become <br />.
+    return html_escape(text, quote=False).replace("\n", "<br />")
 
 
 UserT = TypeVar("UserT", bound=MatrixUser)
@@ -437,7 +425,7 @@ class BaseHomeserver(Generic[UserT]):
             "identifier": {"type": "m.id.user", "user": localpart},
             "password": password,
         }
-        resp = await self._post("/_matrix/client/v3/login", body)
+        resp = await self._post(endpoint(Path.v3.login), body)
         return self._user(str(resp["user_id"]), str(resp["access_token"]), password=password)
 
     def bot(self) -> UserT:
@@ -474,7 +462,7 @@ class BaseHomeserver(Generic[UserT]):
         `PING_ATTEMPTS` pings, the backlog `patience` seconds; any other answer than a 502
         M_CONNECTION_FAILED is raised at once.
         """
-        path = f"/_matrix/client/v1/appservice/{APPSERVICE_ID}/ping"
+        path = endpoint(Path.v1.appservice[APPSERVICE_ID].ping)
         deadline = time.monotonic() + patience
         refused = 0
         while True:

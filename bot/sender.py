@@ -13,13 +13,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mautrix.types import EventType
+
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
-from ingest.matrix import MatrixReader, _q
+from ingest.matrix import MatrixReader, Path, endpoint
 from ingest.types import EventID, RoomID
 
 __all__ = ["BotClient", "txn_id_for"]
 
-_CS = "/_matrix/client/v3"
 JSONDict = dict[str, Any]
 
 
@@ -39,20 +40,20 @@ class BotClient(MatrixReader):
         """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id."""
         if content.get("msgtype") != "m.notice":
             raise ValueError("the bot only ever sends m.notice")
-        path = f"{_CS}/rooms/{_q(room_id)}/send/m.room.message/{_q(txn_id)}"
+        path = endpoint(Path.v3.rooms[room_id].send[EventType.ROOM_MESSAGE.t][txn_id])
         resp = await self._request("PUT", path, body=dict(content))
         return EventID(str(resp["event_id"]))
 
     async def state_events(self, room_id: RoomID | str) -> list[JSONDict]:
         """The room's current state as full events (with `origin_server_ts`, `unsigned`)."""
-        events = await self._request("GET", f"{_CS}/rooms/{_q(room_id)}/state")
+        events = await self._request("GET", endpoint(Path.v3.rooms[room_id].state))
         if not isinstance(events, list):
             raise MatrixError(f"state of {room_id}: expected a JSON list")
         return [e for e in events if isinstance(e, dict)]
 
     async def membership(self, room_id: RoomID | str, user_id: str) -> str | None:
         """`join`, `invite`, `leave`, … for `user_id`, or None when there is no member event."""
-        path = f"{_CS}/rooms/{_q(room_id)}/state/m.room.member/{_q(user_id)}"
+        path = endpoint(Path.v3.rooms[room_id].state[EventType.ROOM_MEMBER.t][user_id])
         try:
             content = await self._get_object(path)
         except (MatrixNotFound, MatrixForbidden):  # an invitee may not read the state yet
@@ -70,4 +71,4 @@ class BotClient(MatrixReader):
         }
         if since is not None:
             query["since"] = since
-        return await self._get_object(f"{_CS}/sync", query)
+        return await self._get_object(endpoint(Path.v3.sync), query)

@@ -1,0 +1,43 @@
+"""The one Matrix layer: every request Muninn (and its demo) makes to a homeserver.
+
+- `http` — `endpoint` (a `mautrix.api.Path` as a quoted request path), `MatrixHTTP` (auth,
+  Muninn's retry and 429 policy, errors mapped onto `ingest.errors`), `Retry`, `ReaderMode`;
+- `timeline` — `Page` and the `/messages`, event and relation reads;
+- `reader` — `MatrixReader`: whoami, joined rooms, `m.direct`, room state, aliases, join/leave;
+- `state` — `room_state_from`, the pure state parser;
+- `registration` — the appservice registration file.
+
+Muninn's appservice listener (`bot.appservice`) and its event normalisation (`ingest.events`)
+stay its own rather than mautrix's: the listener acknowledges a transaction only once its events
+are queued (503 when full) and de-duplicates on the transaction id plus its events (Synapse on
+SQLite restarts ids at 1), and normalisation skips what must never be indexed (rules 5–9 of
+docs/ARCHITECTURE.md §3), where mautrix's parse whatever arrives.
+"""
+
+from ingest.matrix.http import JSONDict, MatrixHTTP, Path, ReaderMode, Retry, endpoint
+from ingest.matrix.reader import MatrixReader
+from ingest.matrix.registration import (
+    USER_LOCALPART,
+    Registration,
+    load_registration,
+    read_registration,
+)
+from ingest.matrix.state import room_state_from
+from ingest.matrix.timeline import Page, TimelineReader
+
+__all__ = [
+    "USER_LOCALPART",
+    "JSONDict",
+    "MatrixHTTP",
+    "MatrixReader",
+    "Page",
+    "Path",
+    "ReaderMode",
+    "Registration",
+    "Retry",
+    "TimelineReader",
+    "endpoint",
+    "load_registration",
+    "read_registration",
+    "room_state_from",
+]

@@ -1,0 +1,242 @@
+"""The one request layer to the client-server API: paths, auth, retries, errors.
+
+`endpoint` turns a `mautrix.api.Path` into the quoted path every client of the homeserver in
+this project uses (Muninn's reader and bot, and the demo's people). `MatrixHTTP` sends it:
+it authenticates (adding `?user_id=` in appservice mode), retries 429 (for as long as the
+server asks, capped) and 5xx or connection errors (backing off), and maps every other failure
+onto `ingest.errors`.
+
+Why not mautrix's `HTTPAPI`: its retry policy is not this one (it sleeps a 429's full
+`retry_after_ms`, retries a fixed count on any `ClientError`) and its errors are keyed by
+errcode, while every caller of Muninn's reader catches `ingest.errors` by HTTP status and
+reads a message that names the refused token. The paths, errcodes and event types are
+mautrix's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from mautrix.api import Path, PathBuilder
+from mautrix.errors import MMissingToken, MUnknownToken
+from yarl import URL
+
+from ingest.errors import (
+    MatrixAuthError,
+    MatrixError,
+    MatrixForbidden,
+    MatrixNotFound,
+    MatrixUnavailable,
+)
+from ingest.types import UserID
+
+__all__ = [
+    "JSONDict",
+    "MatrixHTTP",
+    "Path",
+    "Query",
+    "ReaderMode",
+    "Retry",
+    "endpoint",
+]
+
+log = logging.getLogger(__name__)
+
+JSONDict = dict[str, Any]
+Query = Mapping[str, str | int]
+
+_TOKEN_ERRCODES = {MUnknownToken.errcode, MMissingToken.errcode}
+
+
+def endpoint(path: PathBuilder) -> str:
+    """The request path of a `mautrix.api.Path`, e.g. `endpoint(Path.v3.rooms[room_id].state)`.
+
+    Every `[segment]` is quoted whole: room ids, event ids and aliases carry '!', '$', '#' and
+    ':', and none may pass unquoted.
+    """
+    return f"/{path}"
+
+
+class ReaderMode(enum.StrEnum):
+    CLIENT = "client"
+    APPSERVICE = "appservice"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How hard one request tries before it raises `MatrixUnavailable`."""
+
+    attempts: int = 5  # tries per request, the first included; 429, 5xx and connection errors
+    backoff: float = 0.5  # seconds before the second try, doubling each time
+    max_backoff: float = 30.0  # seconds, the cap of that doubling
+    max_retry_after: float = 120.0  # seconds; a longer 429 retry_after_ms is waited only this long
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"Retry.attempts must be at least 1, got {self.attempts}")
+        if min(self.backoff, self.max_backoff, self.max_retry_after) < 0:
+            raise ValueError("Retry delays must not be negative")
+
+
+@dataclass(frozen=True)
+class _Retryable:
+    """A failed attempt worth another try: why, and how long the server asked us to wait."""
+
+    reason: str
+    wait: float | None = None
+
+
+class MatrixHTTP:
+    """One identity's requests to the homeserver.
+
+    Args:
+        homeserver: client-server API base URL, e.g. `http://127.0.0.1:8008`.
+        token: the access token (client mode) or the as_token (appservice mode).
+        user_id: whom the token acts as (in appservice mode, the bot user).
+        mode: `client` or `appservice`.
+        token_name: how errors name the token, e.g. `as_token in registration.yaml`.
+        retry: the retry bound for 429, 5xx and connection errors.
+        timeout: seconds for one HTTP attempt, connect to last byte.
+    """
+
+    def __init__(
+        self,
+        homeserver: str,
+        token: str,
+        user_id: str,
+        mode: ReaderMode | str = ReaderMode.CLIENT,
+        *,
+        token_name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        self.homeserver = homeserver.rstrip("/")
+        self.user_id = UserID(user_id)
+        self.mode = ReaderMode(mode)
+        self.retry = retry or Retry()
+        self.timeout = timeout
+        self.connect_timeout: float | None = None  # seconds to connect; None: within timeout
+        self._token = token
+        default_name = (
+            "reader.access_token"
+            if self.mode is ReaderMode.CLIENT
+            else "as_token in the appservice registration"
+        )
+        self.token_name = token_name or default_name
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _request(
+        self, method: str, path: str, *, query: Query | None = None, body: Any = None
+    ) -> Any:
+        """One API call with retries; returns the decoded JSON body of a 200.
+
+        `path` is already quoted (build it with `endpoint`). 429 waits `retry_after_ms`; 5xx and
+        connection errors back off exponentially; both count against `retry.attempts`.
+        """
+        params = {k: str(v) for k, v in (query or {}).items()}
+        if self.mode is ReaderMode.APPSERVICE:
+            params["user_id"] = self.user_id
+        last = "no attempt made"
+        for attempt in range(1, self.retry.attempts + 1):
+            outcome = await self._attempt(method, path, params, body)
+            if not isinstance(outcome, _Retryable):
+                return outcome
+            last = outcome.reason
+            if attempt == self.retry.attempts:
+                break
+            delay = outcome.wait if outcome.wait is not None else self._backoff(attempt)
+            log.warning("%s %s: %s; retry %d in %.2fs", method, path, last, attempt, delay)
+            await asyncio.sleep(delay)
+        raise MatrixUnavailable(
+            f"{method} {path} failed {self.retry.attempts} time(s) on {self.homeserver}: {last}"
+        )
+
+    async def _attempt(
+        self, method: str, path: str, params: dict[str, str], body: Any
+    ) -> Any | _Retryable:
+        """One HTTP exchange: the JSON of a 200, a `_Retryable`, or a raised `MatrixError`."""
+        url = URL(self.homeserver + path, encoded=True)
+        headers = {"Authorization": f"Bearer {self._token}"}
+        try:
+            async with self._client().request(
+                method, url, params=params, json=body, headers=headers
+            ) as resp:
+                raw = await resp.read()
+                status, retry_after = resp.status, resp.headers.get("Retry-After")
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as e:
+            return _Retryable(f"connection error: {type(e).__name__}: {e}")
+        payload = _decode(raw)
+        if status == 200:
+            return payload
+        if status == 429:
+            return _Retryable("429 rate limited", self._retry_after(payload, retry_after))
+        if status >= 500:
+            return _Retryable(f"{status} {_describe(payload)}")
+        raise self._error(method, path, status, payload)
+
+    def _client(self) -> aiohttp.ClientSession:
+        # Created on first use: a ClientSession belongs to the running event loop.
+        if self._session is None or self._session.closed:
+            timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        return self._session
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.retry.backoff * 2 ** (attempt - 1), self.retry.max_backoff))
+
+    def _retry_after(self, payload: Any, header: str | None) -> float | None:
+        """Seconds the server asked for: body `retry_after_ms`, else a `Retry-After` header."""
+        wait: float | None = None
+        ms = payload.get("retry_after_ms") if isinstance(payload, dict) else None
+        if isinstance(ms, int | float) and ms >= 0:
+            wait = ms / 1000
+        elif header is not None and header.strip().isdigit():
+            wait = float(header.strip())
+        return None if wait is None else min(wait, self.retry.max_retry_after)
+
+    def _error(self, method: str, path: str, status: int, payload: Any) -> MatrixError:
+        errcode = payload.get("errcode") if isinstance(payload, dict) else None
+        where = f"{method} {path} -> {status} {_describe(payload)}"
+        if status == 401 or (status == 403 and errcode in _TOKEN_ERRCODES):
+            return MatrixAuthError(
+                f"the homeserver {self.homeserver} refused {self.token_name} "
+                f"(acting as {self.user_id}): {where}",
+                status=status,
+                errcode=errcode,
+            )
+        kind = {403: MatrixForbidden, 404: MatrixNotFound}.get(status, MatrixError)
+        return kind(where, status=status, errcode=errcode)
+
+    async def _get_object(self, path: str, query: Query | None = None) -> JSONDict:
+        payload = await self._request("GET", path, query=query)
+        if not isinstance(payload, dict):
+            raise MatrixError(f"GET {path}: expected a JSON object, got {type(payload).__name__}")
+        return payload
+
+
+def _decode(raw: bytes) -> Any:
+    """JSON if it is JSON; a proxy's HTML error page becomes {"error": <its start>}."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return {"error": raw[:200].decode("utf-8", "replace")}
+
+
+def _describe(payload: Any) -> str:
+    if isinstance(payload, dict) and ("errcode" in payload or "error" in payload):
+        return f"{payload.get('errcode', '?')}: {payload.get('error', '')}".strip()
+    return ""
