@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.devserver import file_tail, free_port
+from bot.demo.synapse import file_tail, free_port
 
 __all__ = ["PostgresCluster", "PostgresError", "find_bindir", "start_postgres"]
 

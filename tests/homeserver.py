@@ -1,9 +1,9 @@
 """A real Synapse for the test suite, and a raw client-server client for the "real user" side.
 
-The server process and the client live in `bot.devserver` and `bot.devclient` (the demo needs
-them too); this module re-exports them under the names the tests and benchmarks use, and adds
-the client calls only tests make (notices, threads, fake ciphertext, media, encryption and
-visibility state).
+The server process and the client live in `bot.demo` (`synapse`, `synapse_config`, `client`,
+`homeserver`: the demo needs them too); this module re-exports them under the names the tests
+and benchmarks use, and adds the client calls only tests make (notices, threads, fake
+ciphertext, media, encryption and visibility state).
 
 Facts the tests lean on (Synapse 1.163):
 - the appservice bot user (`@muninn:muninn.test`) cannot `/sync` (500); it reads with `/messages`;
@@ -18,26 +18,29 @@ from __future__ import annotations
 
 import secrets
 
-from bot import devclient
-from bot.devclient import (
+from bot.demo import client as demo_client
+from bot.demo import homeserver as demo_homeserver
+from bot.demo.client import (
     HarnessError,
     Preset,
     bridge_content,
-    registration_mac,
     reply_content,
     unique_localpart,
 )
-from bot.devserver import (
-    APPSERVICE_ID,
-    BOT_LOCALPART,
-    JSON,
-    SEED_PREFIX,
-    SERVER_NAME,
+from bot.demo.homeserver import registration_mac
+from bot.demo.synapse import (
     START_TIMEOUT,
     SynapseServer,
     SynapseStartError,
     free_port,
     start_synapse,
+)
+from bot.demo.synapse_config import (
+    APPSERVICE_ID,
+    BOT_LOCALPART,
+    JSON,
+    SEED_PREFIX,
+    SERVER_NAME,
 )
 
 __all__ = [
@@ -68,8 +71,8 @@ _PNG = bytes.fromhex(
 )
 
 
-class MatrixUser(devclient.MatrixUser):
-    """`bot.devclient.MatrixUser` plus the calls only tests make."""
+class MatrixUser(demo_client.MatrixUser):
+    """`bot.demo.client.MatrixUser` plus the calls only tests make."""
 
     async def set_history_visibility(self, room_id: str, visibility: str) -> str:
         content = {"history_visibility": visibility}
@@ -132,7 +135,7 @@ class MatrixUser(devclient.MatrixUser):
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
 
-class Homeserver(devclient.BaseHomeserver[MatrixUser]):
+class Homeserver(demo_homeserver.BaseHomeserver[MatrixUser]):
     """The test Synapse seen from outside; every user it hands out is a test `MatrixUser`."""
 
     user_class = MatrixUser

@@ -16,7 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot.devclient import BaseHomeserver, MatrixUser
+from bot.demo.client import MatrixUser
+from bot.demo.homeserver import BaseHomeserver
 from ingest.errors import ConfigError
 
 __all__ = ["Community", "Line", "RoomSpec", "Seeded", "SeededRoom", "Step", "load", "seed"]

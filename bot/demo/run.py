@@ -28,10 +28,11 @@ from pathlib import Path
 
 import aiohttp
 
+from bot.demo.client import HarnessError
 from bot.demo.community import Community, Seeded, load, seed
+from bot.demo.homeserver import Homeserver
 from bot.demo.script import Exchange, play
-from bot.devclient import HarnessError, Homeserver
-from bot.devserver import (
+from bot.demo.synapse import (
     SynapseServer,
     SynapseStartError,
     free_port,

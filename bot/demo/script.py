@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.demo.client import MatrixUser
 from bot.demo.community import Community, Seeded, Step
-from bot.devclient import MatrixUser
 
 __all__ = ["REPLY_TIMEOUT", "Exchange", "play"]
 

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.devclient import PING_ATTEMPTS
+from bot.demo.homeserver import PING_ATTEMPTS
 from tests.homeserver import (
     HarnessError,
     Homeserver,

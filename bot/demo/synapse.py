@@ -1,9 +1,9 @@
-"""A private Synapse on loopback (its clients: `bot.devclient`).
+"""A private Synapse on loopback (its clients: `bot.demo.client`, `bot.demo.homeserver`).
 
 Used by `muninn demo` and, through `tests/homeserver.py`, by the test suite and the benchmarks.
 `start_synapse` writes a loopback-only config (SQLite unless told otherwise, no outbound
-traffic, rate limits relaxed, one appservice registration) into a directory, starts
-`python -m synapse.app.homeserver` from this interpreter and waits until
+traffic, rate limits relaxed, one appservice registration: `bot.demo.synapse_config`) into a
+directory, starts `python -m synapse.app.homeserver` from this interpreter and waits until
 `/_matrix/client/versions` answers; `SynapseServer.stop` ends it by pid.
 
 Facts this leans on (Synapse 1.163):
@@ -33,10 +33,20 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+
+from bot.demo.synapse_config import (
+    APPSERVICE_ID,
+    BOT_LOCALPART,
+    JSON,
+    SEED_PREFIX,
+    SERVER_NAME,
+    homeserver_config,
+    registration_document,
+    write_signing_key,
+)
 
 __all__ = [
     "APPSERVICE_ID",
@@ -53,13 +63,8 @@ __all__ = [
     "synapse_available",
 ]
 
-SERVER_NAME = "muninn.test"
-APPSERVICE_ID = "muninn"
-BOT_LOCALPART = "muninn"
-SEED_PREFIX = "seed-"
 START_TIMEOUT = 90.0  # a cold start took 35 s with the 2 cores shared by ~7 test runs
 
-JSON = dict[str, Any]
 
 # ---------------------------------------------------------------- the server process
 
@@ -150,123 +155,12 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def _relaxed(per_second: float = 1000.0, burst: int = 10000) -> dict[str, float]:
-    return {"per_second": per_second, "burst_count": burst}
-
-
-def _rate_limits() -> JSON:
-    """Every client-facing limiter wide open: the defaults 429 after ~9 messages."""
-    rl = _relaxed()
-    simple = [
-        "rc_message",
-        "rc_registration",
-        "rc_registration_token_validity",
-        "rc_room_creation",
-        "rc_joins_per_room",
-        "rc_3pid_validation",
-        "rc_admin_redaction",
-        "rc_key_requests",
-        "rc_third_party_invite",
-        "rc_media_create",
-        "rc_delayed_event_mgmt",
-        "rc_reports",
-        "rc_user_directory",
-        "rc_profile",
-    ]
-    limits: JSON = {name: rl for name in simple}
-    limits["rc_login"] = {"address": rl, "account": rl, "failed_attempts": rl}
-    limits["rc_joins"] = {"local": rl, "remote": rl}
-    limits["rc_invites"] = {"per_room": rl, "per_user": rl, "per_issuer": rl}
-    limits["rc_presence"] = {"per_user": rl}
-    return limits
-
-
-def _registration(
-    as_token: str,
-    hs_token: str,
-    as_port: int,
-    server_name: str,
-    extra_users: Sequence[JSON] = (),
-) -> JSON:
-    """The bot's and the `@seed-*` namespaces (exclusive), plus any the caller adds."""
-    domain = server_name.replace(".", r"\.")
-    return {
-        "id": APPSERVICE_ID,
-        "url": f"http://127.0.0.1:{as_port}",
-        "as_token": as_token,
-        "hs_token": hs_token,
-        "sender_localpart": BOT_LOCALPART,
-        "rate_limited": False,
-        "namespaces": {
-            "users": [
-                {"exclusive": True, "regex": f"@{BOT_LOCALPART}.*:{domain}"},
-                {"exclusive": True, "regex": f"@{SEED_PREFIX}.*:{domain}"},
-                *extra_users,
-            ],
-            "aliases": [],
-            "rooms": [],
-        },
-    }
-
-
 def _scratch_dir() -> Path | None:
     """A tmpfs directory if there is one: SQLite fsyncs every commit, which halves send speed."""
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
         return Path(tempfile.mkdtemp(prefix="muninn-synapse-", dir=shm))
     return None
-
-
-def _homeserver_config(
-    workdir: Path,
-    port: int,
-    shared_secret: str,
-    registration: Path,
-    database: JSON,
-    server_name: str,
-) -> JSON:
-    data = workdir / "data"
-    return {
-        "server_name": server_name,
-        "public_baseurl": f"http://127.0.0.1:{port}/",
-        "pid_file": str(workdir / "homeserver.pid"),
-        "listeners": [
-            {
-                "port": port,
-                "bind_addresses": ["127.0.0.1"],
-                "type": "http",
-                "tls": False,
-                "x_forwarded": False,
-                "resources": [{"names": ["client"], "compress": False}],
-            }
-        ],
-        "database": database,
-        "media_store_path": str(data / "media_store"),
-        "signing_key_path": str(workdir / f"{server_name}.signing.key"),
-        "registration_shared_secret": shared_secret,
-        "macaroon_secret_key": secrets.token_hex(16),
-        "form_secret": secrets.token_hex(16),
-        "enable_registration": False,
-        "bcrypt_rounds": 4,
-        "report_stats": False,
-        "enable_metrics": False,
-        # No outbound traffic of any kind.
-        "trusted_key_servers": [],
-        "suppress_key_server_warning": True,
-        "federation_domain_whitelist": [],
-        "url_preview_enabled": False,
-        "presence": {"enabled": False},
-        "app_service_config_files": [str(registration)],
-        **_rate_limits(),
-    }
-
-
-def _write_signing_key(path: Path) -> None:
-    # What `--generate-keys` does, without paying for a second interpreter start-up.
-    from signedjson.key import generate_signing_key, write_signing_keys
-
-    with path.open("w", encoding="utf-8") as f:
-        write_signing_keys(f, [generate_signing_key("a_" + secrets.token_hex(2))])
 
 
 def _answers(url: str) -> bool:
@@ -328,7 +222,9 @@ def start_synapse(
     port = port or free_port()
     if registration is None:
         as_token, hs_token = secrets.token_hex(24), secrets.token_hex(24)
-        reg = _registration(as_token, hs_token, free_port(), server_name, extra_user_namespaces)
+        reg = registration_document(
+            as_token, hs_token, free_port(), server_name, extra_user_namespaces
+        )
     else:
         reg = registration
     as_port = urlsplit(str(reg["url"])).port or 80
@@ -341,9 +237,9 @@ def start_synapse(
     sqlite_path = None if database is not None else (scratch or workdir / "data") / "homeserver.db"
     if database is None:
         database = {"name": "sqlite3", "args": {"database": str(sqlite_path)}}
-    cfg = _homeserver_config(workdir, port, shared_secret, reg_path, database, server_name)
+    cfg = homeserver_config(workdir, port, shared_secret, reg_path, database, server_name)
     config.write_text(yaml.safe_dump(cfg))
-    _write_signing_key(Path(cfg["signing_key_path"]))
+    write_signing_key(Path(cfg["signing_key_path"]))
     log_path = workdir / "homeserver.log"
     server = SynapseServer(
         base_url=f"http://127.0.0.1:{port}",
