@@ -1,0 +1,237 @@
+"""The service's loopback listener (see `bot.http_api`): `/metrics`, `/healthz`, and the
+token-guarded `POST /_muninn/search` and `/_muninn/purge`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from bot.http_api.token import write_token
+from bot.http_api.wire import (
+    PURGE_PATH,
+    SEARCH_PATH,
+    PurgeRequest,
+    ResolveRoom,
+    SearchRequest,
+    purge_document,
+)
+from bot.metrics import CONTENT_TYPE, ServiceMetrics
+from ingest.config import MetricsConfig
+from ingest.errors import MuninnError, QueryError
+from ingest.records import Tombstone
+from ingest.search import SearchQuery, SearchResult
+from ingest.store import Store
+
+__all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]
+
+log = logging.getLogger("muninn.http")
+
+HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
+MAX_BODY = 256 * 1024
+
+# A health check returns a short detail when the part is healthy and raises when it is not.
+HealthCheck = Callable[[], Awaitable[str]]
+Search = Callable[[SearchQuery], Awaitable[SearchResult]]
+Purge = Callable[[PurgeRequest], Awaitable[Tombstone]]
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for `localhost` and loopback addresses (IPv4, IPv6, IPv4-mapped IPv6)."""
+    if not host:
+        return False
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def store_check(store: Store) -> HealthCheck:
+    """Read the active generation and count its points: the store answers, or says why not."""
+
+    def probe() -> str:
+        active = store.active()
+        if active is None:
+            return "empty (no active generation yet)"
+        points = store.open(active, dense_dim=None, create=False).count()
+        return f"{active}: {points} points"
+
+    async def check() -> str:
+        return await asyncio.to_thread(probe)
+
+    return check
+
+
+def _query_error(e: QueryError) -> web.Response:
+    message = str(e).removeprefix(f"{e.field}: ")
+    return web.json_response({"field": e.field, "message": message, "error": str(e)}, status=400)
+
+
+class HttpApi:
+    """The loopback listener. `start()` binds, `stop()` releases."""
+
+    def __init__(
+        self,
+        cfg: MetricsConfig,
+        metrics: ServiceMetrics,
+        *,
+        checks: Mapping[str, HealthCheck],
+        search: Search,
+        resolve_room: ResolveRoom,
+        purge: Purge | None = None,
+        token_file: Path | None = None,
+    ) -> None:
+        """Without `token_file`, only `/metrics` and `/healthz` are served: nobody could prove
+        they may search or purge."""
+        if cfg.port is None:
+            raise ValueError("the metrics listener needs metrics.port")
+        self.host, self.port = cfg.host, cfg.port
+        self.metrics = metrics
+        self.checks = dict(checks)
+        self._search = search
+        self._resolve_room = resolve_room
+        self._purge = purge
+        self.token_file = token_file
+        self._token = b""
+        self.app = web.Application(client_max_size=MAX_BODY)
+        self.app.add_routes(
+            [web.get("/metrics", self._metrics), web.get("/healthz", self._healthz)]
+        )
+        if token_file is not None:
+            self.app.add_routes([web.post(SEARCH_PATH, self._search_handler)])
+            if purge is not None:
+                self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        if not is_loopback(self.host):
+            log.warning(
+                "metrics.host %s is not a loopback address: /metrics and /healthz are reachable "
+                "from the network (%s and %s answer loopback peers only)",
+                self.host,
+                SEARCH_PATH,
+                PURGE_PATH,
+            )
+        if self.token_file is not None:
+            token = await asyncio.to_thread(write_token, self.token_file)
+            self._token = token.encode()
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        log.info(
+            "metrics and health on http://%s:%d%s",
+            self.host,
+            self.port,
+            f"; search and purge for holders of {self.token_file}" if self.token_file else "",
+        )
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.token_file is not None and self._token:
+            self.token_file.unlink(missing_ok=True)  # nothing answers it any more
+            self._token = b""
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        names = list(self.checks)
+        outcomes = await asyncio.gather(*(self._check(self.checks[n]) for n in names))
+        checks = dict(zip(names, outcomes, strict=True))
+        failing = [n for n, c in checks.items() if not c["ok"]]
+        doc: dict[str, Any] = {"status": "failing" if failing else "ok", "checks": checks}
+        if failing:
+            doc["failing"] = failing
+            log.warning(
+                "health: failing %s", ", ".join(f"{n} ({checks[n]['detail']})" for n in failing)
+            )
+        return web.json_response(doc, status=503 if failing else 200)
+
+    @staticmethod
+    async def _check(check: HealthCheck) -> dict[str, Any]:
+        try:
+            detail = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
+        except TimeoutError:
+            return {"ok": False, "detail": f"no answer within {HEALTH_TIMEOUT:g} s"}
+        except Exception as e:  # any failure of a part is that part's health, not ours
+            return {"ok": False, "detail": str(e) or type(e).__name__}
+        return {"ok": True, "detail": detail}
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        if not is_loopback(request.remote):
+            log.warning("%s from a non-loopback peer %s refused", request.path, request.remote)
+            what = "purge" if request.path == PURGE_PATH else "search"
+            return web.json_response({"error": f"only loopback peers may {what}"}, status=403)
+        if not is_loopback(request.url.host):
+            return web.json_response({"error": "the Host must be a loopback name"}, status=403)
+        header = request.headers.get("Authorization", "")
+        given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        if not given:
+            return web.json_response(
+                {"error": f"send Authorization: Bearer <the token in {self.token_file}>"},
+                status=401,
+            )
+        if not self._token or not hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), self._token
+        ):
+            log.warning("%s with a wrong token refused", request.path)
+            return web.json_response({"error": f"not the token in {self.token_file}"}, status=403)
+        if request.content_type != "application/json":
+            return web.json_response({"error": "send Content-Type: application/json"}, status=415)
+        return None
+
+    async def _search_handler(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        started = time.monotonic()
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return _query_error(QueryError("body", "is not JSON"))
+        try:
+            query = await SearchRequest.parse(body).query(self._resolve_room)
+            result = await self._search(query)
+        except QueryError as e:
+            return _query_error(e)
+        except MuninnError as e:
+            log.warning("search over %s failed: %s", SEARCH_PATH, e)
+            return web.json_response({"error": str(e)}, status=503)
+        elapsed = time.monotonic() - started
+        self.metrics.search_latency.labels(source="api").observe(elapsed)
+        log.debug("%s answered %d hits in %.0f ms", SEARCH_PATH, len(result.hits), elapsed * 1e3)
+        return web.json_response(result.as_json())
+
+    async def _purge_handler(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        assert self._purge is not None  # the route exists only with a purge
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return _query_error(QueryError("body", "is not JSON"))
+        try:
+            stone = await self._purge(PurgeRequest.parse(body))
+        except QueryError as e:
+            return _query_error(e)
+        except MuninnError as e:
+            log.warning("purge over %s failed: %s", PURGE_PATH, e)
+            return web.json_response({"error": str(e)}, status=503)
+        return web.json_response(purge_document(stone))

@@ -1,0 +1,183 @@
+"""The listener's documents: the search and purge requests it accepts and what it answers.
+
+Pure: both sides decode the same way (the service parses requests, `muninn search` turns the
+answer back into a `SearchResult`). A bad field is a `QueryError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.errors import QueryError
+from ingest.records import Tombstone
+from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
+
+__all__ = [
+    "MAX_IDS",
+    "MAX_TS",
+    "PURGE_PATH",
+    "SEARCH_PATH",
+    "PurgeRequest",
+    "ResolveRoom",
+    "SearchRequest",
+    "purge_document",
+    "result_from_json",
+]
+
+SEARCH_PATH = "/_muninn/search"
+PURGE_PATH = "/_muninn/purge"
+MAX_IDS = 100  # room_ids or senders in one search
+# Times are ms in [0, 2^53): a larger int is stored as a float, and a tombstone keyed by it
+# would never match its own key again (re-applied on every pass).
+MAX_TS = 2**53
+
+ResolveRoom = Callable[[str], Awaitable[str]]
+
+
+def _known_fields(body: Any, fields: Sequence[str]) -> None:
+    """A JSON object of only these fields, or a QueryError naming the first stranger."""
+    if not isinstance(body, dict):
+        raise QueryError("body", "must be a JSON object")
+    for key in body:
+        if key not in fields:
+            raise QueryError(str(key), f"is not a known field (known: {', '.join(fields)})")
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The JSON body of `POST /_muninn/search`, type-checked; `build` validates the rest."""
+
+    texts: list[str]
+    room_ids: list[str] | None
+    senders: list[str] | None
+    after: int | None
+    before: int | None
+    limit: int
+
+    FIELDS = ("texts", "room_ids", "senders", "after", "before", "limit")
+
+    @classmethod
+    def parse(cls, body: Any) -> SearchRequest:
+        _known_fields(body, cls.FIELDS)
+        limit = body.get("limit", DEFAULT_LIMIT)
+        if not _is_int(limit):
+            raise QueryError("limit", "must be an integer")
+        return cls(
+            texts=_strings(body, "texts", required=True) or [],
+            room_ids=_strings(body, "room_ids", most=MAX_IDS),
+            senders=_strings(body, "senders", most=MAX_IDS),
+            after=_time(body, "after"),
+            before=_time(body, "before"),
+            limit=limit,
+        )
+
+    async def query(self, resolve_room: ResolveRoom) -> SearchQuery:
+        rooms = [await resolve_room(r) for r in self.room_ids] if self.room_ids else None
+        return SearchQuery.build(
+            self.texts,
+            room_ids=rooms,
+            senders=self.senders,
+            after_ts=self.after,
+            before_ts=self.before,
+            limit=self.limit,
+        )
+
+
+@dataclass(frozen=True)
+class PurgeRequest:
+    """The JSON body of `POST /_muninn/purge`: a room (id or alias) and a range in ms."""
+
+    room_id: str
+    from_ts: int
+    to_ts: int
+
+    FIELDS = ("room_id", "from_ts", "to_ts")
+
+    @classmethod
+    def parse(cls, body: Any) -> PurgeRequest:
+        _known_fields(body, cls.FIELDS)
+        room = body.get("room_id")
+        if room is None:
+            raise QueryError("room_id", "is required")
+        if not isinstance(room, str) or not room.startswith(("!", "#")):
+            raise QueryError("room_id", "must be a room id (!…) or an alias (#…)")
+        stamps: list[int] = []
+        for key in ("from_ts", "to_ts"):
+            value = _time(body, key)
+            if value is None:
+                raise QueryError(key, "is required")
+            stamps.append(value)
+        from_ts, to_ts = stamps
+        if to_ts < from_ts:
+            raise QueryError("to_ts", "is before from_ts")
+        return cls(room_id=room, from_ts=from_ts, to_ts=to_ts)
+
+
+def purge_document(stone: Tombstone) -> dict[str, Any]:
+    """What `muninn purge --json` prints, and what `POST /_muninn/purge` answers."""
+    return {
+        "room_id": stone.room_id,
+        "from_ts": stone.from_ts,
+        "to_ts": stone.to_ts,
+        "key": stone.key,
+    }
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _strings(
+    body: Mapping[str, Any], key: str, *, required: bool = False, most: int | None = None
+) -> list[str] | None:
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise QueryError(key, "is required")
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise QueryError(key, "must be a list of strings")
+    if most is not None and len(value) > most:
+        raise QueryError(key, f"give at most {most}, got {len(value)}")
+    return list(value)
+
+
+def _time(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise QueryError(key, "must be a time in milliseconds since the epoch (an integer)")
+    if not 0 <= value < MAX_TS:
+        raise QueryError(key, f"must be in [0, 2^53) milliseconds, got {value}")
+    return int(value)
+
+
+def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
+    """A `SearchResult` from its document (docs/ARCHITECTURE.md §4.3; the inverse of `as_json`,
+    bar point ids)."""
+    hits = [
+        Hit(
+            point_id="",
+            room_id=h["room_id"],
+            room_alias=h["room_alias"],
+            thread_root=h["thread_root"],
+            first_event_id=h["first_event_id"],
+            last_event_id=h["last_event_id"],
+            event_ids=tuple(h["event_ids"]),
+            messages=tuple(h["messages"]),
+            score=float(h["score"]),
+            permalink=h["permalink"],
+            best_event_id=h["best_event_id"],
+        )
+        for h in doc["hits"]
+    ]
+    return SearchResult(
+        hits=hits,
+        warnings=list(doc["warnings"]),
+        retrievers=list(doc["retrievers"]),
+        dropped_stale=int(doc["dropped_stale"]),
+        below_floor=int(doc.get("below_floor", 0)),
+    )
