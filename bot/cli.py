@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from bot import operations
 from bot.logs import setup_logging
@@ -164,11 +162,6 @@ async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
             return await roster_plan(cfg, args.roster, as_json=args.json)
         return await roster_apply(cfg, args.roster, as_json=args.json)
     raise AssertionError(args.command)
-
-
-def print_json(doc: Any) -> None:
-    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,11 +3,11 @@ whether everything was done."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from bot.operations.common import print_json
 from bot.roster.apply import RosterReader, apply_plan, build_plan, scope_checker
 from bot.roster.file import load_roster
 from bot.roster.plan import ActionKind, RosterPlan
@@ -53,8 +53,7 @@ def render(result: RosterPlan, *, applied: bool) -> str:
 
 def _emit(result: RosterPlan, *, as_json: bool, applied: bool) -> None:
     if as_json:
-        json.dump(result.as_json(), sys.stdout, ensure_ascii=False, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.as_json())
     else:
         print(render(result, applied=applied))
 

@@ -1,0 +1,87 @@
+"""What every CLI command shares: its adapters, room arguments, progress and JSON output.
+
+Adapters are built here (the imperative shell); policy lives in `ingest.refresh` (the one
+writer) and `ingest.search` (the one read path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ingest.config import Config
+from ingest.embed import Embedder, make_embedder
+from ingest.errors import QueryError, StoreUnavailable
+from ingest.matrix import MatrixReader
+from ingest.store import Store, open_store
+from ingest.types import RoomID
+
+__all__ = ["HELD", "adapters", "print_json", "progress_bar", "resolve_room", "service_token"]
+
+# How the embedded store says another process (a running `muninn run`) holds it.
+HELD = "held by another process"
+
+
+def print_json(doc: Any) -> None:
+    """The one JSON output of the CLI (`--json`): one document on stdout."""
+    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+@asynccontextmanager
+async def adapters(
+    cfg: Config, *, embed: bool = True
+) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
+    reader = MatrixReader.from_config(cfg)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    embedder = make_embedder(cfg.embedder) if embed else None
+    try:
+        yield reader, store, embedder
+    finally:
+        if embedder is not None:
+            await embedder.close()
+        await asyncio.to_thread(store.close)
+        await reader.close()
+
+
+async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
+    """A room id as given, or an alias resolved by the homeserver (an error names it)."""
+    if room.startswith("!"):
+        return RoomID(room)
+    if room.startswith("#"):
+        found = await reader.resolve_alias(room)
+        if found is None:
+            raise QueryError("room", f"no room has the alias {room}")
+        return found
+    raise QueryError("room", f"{room!r} is neither a room id (!…) nor an alias (#…)")
+
+
+def progress_bar() -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(room_id: RoomID, events: int) -> None:
+        sys.stderr.write(f"\r\x1b[K{room_id}: {events} events read")
+        sys.stderr.flush()
+
+    return show
+
+
+def service_token(cfg: Config, held: StoreUnavailable, verb: str) -> str:
+    """The running service's listener token, for `muninn search`/`purge` while it holds the
+    embedded store; the error names how to reach it when it has no listener."""
+    from bot.http_api import read_token, token_path
+
+    if cfg.metrics.port is None:
+        raise StoreUnavailable(
+            f"{held}. To {verb} while `muninn run` holds the store, give the service a "
+            "loopback port (metrics: {port: 9464} in the config) and restart it: "
+            f"`muninn {verb}` then asks it"
+        ) from None
+    path = token_path(cfg)
+    assert path is not None  # only the embedded store is ever held
+    return read_token(path)

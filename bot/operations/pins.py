@@ -1,0 +1,84 @@
+"""`muninn pins ROOM`: a room's board as the bot folds it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from bot.commands import PinsCommand
+from bot.operations.common import (
+    print_json,
+    resolve_room,
+)
+from bot.pins import BoardReader
+from bot.replies import ReplyTo, pins_reply
+from bot.roomlog import RoomLog, within_text
+from bot.visibility import ANYONE
+from ingest.config import Config
+from ingest.errors import QueryError, StoreUnavailable
+from ingest.matrix import MatrixReader
+from ingest.purges import PurgeLog, purge_log_path
+from ingest.records import (
+    TOMBSTONE_PREFIX,
+)
+from ingest.rooms import RoomCache
+from ingest.scope import RoomScope, puppet_in_events
+from ingest.store import open_store
+
+
+async def pins(cfg: Config, *, room: str, as_json: bool) -> int:
+    """`muninn pins ROOM`: the room's board as the bot folds it (its `!pins` in the command
+    room), from the homeserver's log; purged messages stay hidden. Needs no embedder, and reads
+    the purges from their file, so it works beside a running service."""
+    reader = MatrixReader.from_config(cfg)
+    try:
+        room_id = await resolve_room(reader, room)
+        scope = RoomScope.from_config(
+            cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
+        )
+        info = await RoomCache(reader, scope).get(room_id)
+        if not info.verdict.eligible:
+            raise QueryError(
+                "room", f"{room} is refused ({info.verdict.reason}: {info.verdict.detail})"
+            )
+        bound = cfg.bot.transcript_limit
+        raw, cut = within_text(await reader.latest(room_id, bound))
+        if (puppet := puppet_in_events(raw, scope)) is not None:
+            raise QueryError("room", f"{room} is refused (bridged: {puppet} is a bridge puppet)")
+        stones = await _recorded_purges(cfg)
+        room_log = RoomLog(room_id, raw, bound, cut).without_purged(stones)
+        boards = BoardReader(
+            reader.get_event,
+            str(await reader.whoami()),
+            cfg.bot.prefix,
+            cfg.homeserver.server_name,
+        )
+        view = await boards.view(room_log, stones, info, PinsCommand(), ANYONE, True)
+    finally:
+        await reader.close()
+    if as_json:
+        print_json(view.as_json())
+    else:
+        print(pins_reply(ReplyTo(room_id, "", None), view, filtered=False)["body"])
+    return 0
+
+
+async def _recorded_purges(cfg: Config) -> list[Mapping[str, Any]]:
+    """The purge file's records, and the store's when no service holds it (a running service
+    has synced the file with the store when it opened it)."""
+    stones: list[Mapping[str, Any]] = list(
+        await asyncio.to_thread(PurgeLog(purge_log_path(cfg.index, cfg.base_dir)).read)
+    )
+    try:
+        store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    except StoreUnavailable:
+        return stones
+    try:
+        active = await asyncio.to_thread(store.active)
+        if active is not None:
+            col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
+            stones += (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
+    finally:
+        await asyncio.to_thread(store.close)
+    return stones

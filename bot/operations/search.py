@@ -1,0 +1,162 @@
+"""`muninn search`: the one read path from the shell, or through the running service."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.operations.common import (
+    HELD,
+    adapters,
+    print_json,
+    resolve_room,
+    service_token,
+)
+from ingest.config import Config
+from ingest.errors import StoreUnavailable
+from ingest.export import (
+    export_check,
+    exported_rooms,
+)
+from ingest.matrix import MatrixReader, Retry
+from ingest.purges import PurgeLog, purge_log_path
+from ingest.records import (
+    CURSOR_PREFIX,
+    EXPORT_PREFIX,
+)
+from ingest.revalidate import LiveCheck, SourcedCheck
+from ingest.rooms import RoomCache
+from ingest.scope import RoomScope
+from ingest.search import Searcher, SearchQuery, SearchResult
+from ingest.store import Store
+from ingest.types import RoomID
+
+# `muninn search` revalidates every hit; a homeserver that cannot be reached fails the search
+# within ~3 s, naming it (two tries 0.5 s apart, 1 s to connect), instead of ~8 s of retries.
+# A homeserver that accepts the connection but hangs is given REVALIDATE_TIMEOUT a request.
+REVALIDATE_RETRY = Retry(attempts=2, backoff=0.5, max_backoff=0.5)
+REVALIDATE_CONNECT = 1.0
+REVALIDATE_TIMEOUT = 10.0
+
+
+async def search(
+    cfg: Config,
+    *,
+    texts: Sequence[str],
+    rooms: Sequence[str] | None,
+    senders: Sequence[str] | None,
+    after: int | None,
+    before: int | None,
+    limit: int,
+    as_json: bool,
+) -> int:
+    # Refuse a malformed query before taking the store (one process per path) or loading the
+    # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
+    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit)
+    filters: dict[str, Any] = {"senders": senders, "after": after, "before": before}
+    try:
+        async with adapters(cfg) as (reader, store, embedder):
+            fail_fast(reader)
+            room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+            query = SearchQuery.build(
+                texts,
+                room_ids=room_ids,
+                senders=senders,
+                after_ts=after,
+                before_ts=before,
+                limit=limit,
+            )
+            searcher = Searcher(
+                store,
+                embedder,
+                server_name=cfg.homeserver.server_name,
+                live_check=await revalidation(cfg, reader, store),
+                purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
+            )
+            result = await searcher.search(query)
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
+    if as_json:
+        print_json(result.as_json())
+        return 0
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not result.hits:
+        print("no hits")
+    for hit in result.hits:
+        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
+        when = datetime.fromtimestamp(int(best["ts"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        body = " ".join(str(best["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        print(
+            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
+            f"  {hit.permalink}"
+        )
+    print(
+        f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def fail_fast(reader: MatrixReader) -> None:
+    """The CLI's search asks the homeserver only to revalidate: fail soon, naming it."""
+    reader.retry = REVALIDATE_RETRY
+    reader.connect_timeout = REVALIDATE_CONNECT
+    reader.timeout = REVALIDATE_TIMEOUT
+
+
+async def revalidation(cfg: Config, reader: MatrixReader, store: Store) -> SourcedCheck:
+    """Each room's hits checked against what it was built from: rooms `muninn import` indexed
+    (and no refresh has since read from the homeserver) against their export, the rest against
+    the homeserver. An operator can index and search an old room's export with no homeserver."""
+    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+
+    def records() -> dict[RoomID, Path]:
+        active = store.active()
+        if active is None:
+            return {}
+        col = store.open(active, dense_dim=None, create=False)
+        exports = col.list_meta(EXPORT_PREFIX)
+        if not exports:
+            return {}
+        cursors = col.list_meta(CURSOR_PREFIX)
+        return exported_rooms(exports, cursors, cursor_prefix=CURSOR_PREFIX)
+
+    def loader(path: Path) -> Callable[[], Awaitable[LiveCheck]]:
+        return lambda: export_check(path, user_id=reader.user_id, scope=scope)
+
+    exports = await asyncio.to_thread(records)
+    live = LiveCheck(reader, RoomCache(reader, scope))
+    return SourcedCheck(live, {room: loader(path) for room, path in exports.items()})
+
+
+async def _search_the_service(
+    cfg: Config,
+    held: StoreUnavailable,
+    texts: Sequence[str],
+    rooms: Sequence[str] | None,
+    **body: Any,
+) -> SearchResult:
+    """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
+    from bot.http_api import post_search, result_from_json, service_url
+
+    token = service_token(cfg, held, "search")
+    reader = MatrixReader.from_config(cfg)
+    try:
+        room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+    finally:
+        await reader.close()
+    try:
+        doc = await post_search(
+            service_url(cfg.metrics), token, {"texts": list(texts), "room_ids": room_ids, **body}
+        )
+    except StoreUnavailable as e:
+        raise StoreUnavailable(f"{held}; {e}") from None
+    return result_from_json(doc)

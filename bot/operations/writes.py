@@ -1,0 +1,151 @@
+"""`muninn refresh`, `muninn purge` and `muninn import`: the commands that run the one writer."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bot.operations.common import (
+    HELD,
+    adapters,
+    print_json,
+    progress_bar,
+    resolve_room,
+    service_token,
+)
+from ingest.config import Config
+from ingest.embed import make_embedder
+from ingest.errors import QueryError, StoreUnavailable
+from ingest.export import (
+    ExportReader,
+    export_record,
+)
+from ingest.matrix import MatrixReader
+from ingest.purges import PurgeLog, purge_log_path
+from ingest.records import (
+    EXPORT_PREFIX,
+)
+from ingest.refresh import RefreshReport, RoomReport, Writer
+from ingest.store import open_store
+
+# `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
+EXIT_REFUSED = 3
+
+
+async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) -> int:
+    async with adapters(cfg) as (reader, store, embedder):
+        assert embedder is not None
+        only = [await resolve_room(reader, r) for r in rooms] if rooms else None
+        purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
+        writer = Writer(cfg, reader, store, embedder, purges=purges)
+        report = await writer.refresh(only=only, progress=progress_bar())
+    _print_report(report, as_json=as_json)
+    if report.failed:
+        # The other rooms are done; exit non-zero so that a cron job notices the rest.
+        names = ", ".join(r.room_id for r in report.failed)
+        print(
+            f"muninn: {len(report.failed)} room(s) failed, retried next pass: {names}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _print_report(report: RefreshReport, *, as_json: bool) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")  # end the progress line
+    if as_json:
+        print_json(report.as_json())
+    else:
+        for r in report.rooms:
+            print(_room_line(r))
+        if report.switch_held:
+            print(f"generation {report.generation} not switched in yet: {report.switch_held}")
+
+
+def _room_line(r: RoomReport) -> str:
+    name = r.room_alias or r.room_id
+    if r.error is not None:
+        return (
+            f"{name}: FAILED ({r.failed_passes} pass(es) in a row), retried next pass: {r.error}"
+        )
+    if r.verdict != "eligible":
+        purged = " (purged from the index)" if r.purged_room else ""
+        return f"{name}: refused, {r.verdict}: {r.detail}{purged}"
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
+    return (
+        f"{name}: read {r.events_read}, indexed {r.indexed}, edits {r.edits_applied}, "
+        f"redactions {r.redactions_applied}, windows +{r.windows_written}/-{r.windows_deleted}, "
+        f"skipped: {skipped}"
+    )
+
+
+async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
+    from bot.http_api import purge_document
+
+    if to_ts < from_ts:
+        raise QueryError("to", "is before --from")
+    try:
+        async with adapters(cfg) as (reader, store, embedder):
+            assert embedder is not None
+            room_id = await resolve_room(reader, room)
+            purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
+            writer = Writer(cfg, reader, store, embedder, purges=purges)
+            doc = purge_document(await writer.add_tombstone(room_id, from_ts, to_ts))
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        doc = await _purge_through_the_service(cfg, held, room, from_ts, to_ts)
+    if as_json:
+        print_json(doc)
+    else:
+        print(
+            f"purge tombstone written for {doc['room_id']} [{doc['from_ts']}, {doc['to_ts']}]; "
+            "the next refresh applies it"
+        )
+    return 0
+
+
+async def _purge_through_the_service(
+    cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
+) -> dict[str, Any]:
+    """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
+    from bot.http_api import post_purge, service_url
+
+    token = service_token(cfg, held, "purge")
+    reader = MatrixReader.from_config(cfg)
+    try:
+        room_id = await resolve_room(reader, room)
+    finally:
+        await reader.close()
+    body = {"room_id": room_id, "from_ts": from_ts, "to_ts": to_ts}
+    try:
+        return await post_purge(service_url(cfg.metrics), token, body)
+    except StoreUnavailable as e:
+        raise StoreUnavailable(f"{held}; {e}") from None
+
+
+async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:
+    """Index a room export through the same pipeline and rules as a refresh."""
+    user_id = cfg.reader.user_id if cfg.reader else f"@muninn:{cfg.homeserver.server_name}"
+    source = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
+    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    embedder = make_embedder(cfg.embedder)
+    try:
+        writer = Writer(cfg, source, store, embedder)
+        report = await writer.refresh(only=[source.room_id], progress=progress_bar())
+        if all(r.verdict == "eligible" for r in report.rooms):
+            # What `muninn search` revalidates this room's hits against (not the homeserver,
+            # where the reader may never have been in the room).
+            col = await writer.open()
+            key, record = EXPORT_PREFIX + source.room_id, export_record(path)
+            await asyncio.to_thread(col.put_meta, key, record)
+    finally:
+        await embedder.close()
+        await asyncio.to_thread(store.close)
+    _print_report(report, as_json=as_json)
+    refused = [r for r in report.rooms if r.verdict != "eligible"]
+    return EXIT_REFUSED if refused else 0
