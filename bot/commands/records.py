@@ -1,0 +1,87 @@
+"""The typed commands `parse` returns, and its usage errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.arguments import echo
+from ingest.errors import CommandError
+from ingest.search import DEFAULT_LIMIT
+
+__all__ = [
+    "MAX_ROOMS",
+    "Command",
+    "HelpCommand",
+    "PinCommand",
+    "PinsCommand",
+    "SearchCommand",
+    "UnknownCommand",
+    "UnpinCommand",
+    "UsageError",
+]
+
+MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
+
+
+class UsageError(CommandError):
+    """A malformed command: a short problem plus the command's generated usage line."""
+
+    def __init__(self, problem: str, usage: str | None = None) -> None:
+        self.problem = problem
+        self.usage = usage
+        super().__init__(problem if usage is None else f"{problem}\nUsage: {usage}")
+
+
+class UnknownCommand(UsageError):
+    """`!word` where `word` is no Muninn command. Outside the command room the handler may stay
+    silent instead, since other bots in the room use the same prefix."""
+
+    def __init__(self, word: str, prefix: str) -> None:
+        self.word = word
+        super().__init__(f"unknown command {prefix}{echo(word)}; try {prefix}help")
+
+
+@dataclass(frozen=True)
+class SearchCommand:
+    """`!search`. Keep events with `after_ms <= ts < before_ms` (either bound may be absent)."""
+
+    texts: tuple[str, ...] = ()  # 1–8 texts, or () when `regex` is given
+    regex: str | None = None  # within the size bounds, not compiled; `i` is a leading `(?i)`
+    sender: str | None = None  # a full mxid, or `@localpart` when no server name was known
+    before_ms: int | None = None
+    after_ms: int | None = None
+    rooms: tuple[str, ...] = ()  # aliases or room ids; only ever non-empty in the command room
+    limit: int = DEFAULT_LIMIT
+
+
+@dataclass(frozen=True)
+class PinCommand:
+    """`!pin`: target is the replied-to event, else `^offset`, else the command itself."""
+
+    offset: int | None = None
+    label: str | None = None  # without `#`, case-folded
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class UnpinCommand:
+    """`!unpin`: a target is required; the handler checks for a reply when `offset` is None."""
+
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class PinsCommand:
+    """`!pins`: show the board, filtered by label and/or text."""
+
+    label: str | None = None
+    text: str | None = None
+    room: str | None = None  # `in:` — the command room only
+
+
+@dataclass(frozen=True)
+class HelpCommand:
+    topic: str | None = None  # a command's canonical name
+
+
+Command = SearchCommand | PinCommand | UnpinCommand | PinsCommand | HelpCommand
