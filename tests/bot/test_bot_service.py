@@ -466,7 +466,7 @@ async def test_bot_a_refused_reply_is_followed_by_a_short_error(
 ) -> None:
     """A reply the homeserver still refuses (here: the budget lifted, so Synapse answers
     413 M_TOO_LARGE) is followed by a short notice naming why, never by silence."""
-    monkeypatch.setattr("bot.replies.REPLY_BUDGET", 10_000_000)
+    monkeypatch.setattr("bot.replies.budget.REPLY_BUDGET", 10_000_000)
     room, alias = await aliased_room(env, alice)
     for n in range(2):  # the command room's JSON carries each note whole: 72 KB
         await ask(alice, room, f"!pin #n{n} " + "a long note " * 3000, env.bot_id)

@@ -1,45 +1,33 @@
-"""What the bot says: `m.notice` contents, plain `body` and HTML `formatted_body` (rule 16).
-
-Pure: records in, event content out. Every piece of user text (bodies, notes, labels, display
-names, room names, the asker's own query) goes through `bot.html` (`safe_plain`, `safe_html`,
-`excerpt`), so quoted text can neither inject HTML nor ping; every content carries an empty
-`m.mentions`. A reply is threaded under the command when the command came from a thread
-(`rel_type: m.thread`, `is_falling_back: true`), and a rich reply to it otherwise.
-"""
+"""A reply's content and its size: the `m.notice`, its relation to the command, and
+`fit_reply`, the one owner of the reply budget (docs/ARCHITECTURE.md §3 rule 16)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import regex
-
-from bot.html import escape, excerpt, no_mentions, safe_html, safe_plain
-from bot.pinboard import Pin
+from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
-from ingest.chunker import display_name
-from ingest.scrub import scrub
-from ingest.search import Hit, SearchResult
-from ingest.types import UserID
 
 __all__ = [
+    "EXCERPT_WIDTH",
     "NOTE_WIDTH",
     "REPLY_BUDGET",
+    "RESULTS_KEY",
     "Part",
-    "PinsView",
     "ReplyTo",
-    "SearchView",
     "content_size",
     "fit_reply",
+    "matrix_json",
     "notice",
-    "pins_reply",
+    "relation",
     "scan_sentence",
-    "search_reply",
     "shorten",
     "text_reply",
+    "when",
 ]
 
 RESULTS_KEY = "org.muninn.results"
@@ -230,9 +218,6 @@ def when(ts: int) -> str:
     return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
 
-# ---------------------------------------------------------------- search
-
-
 def scan_sentence(scan: ScanInfo) -> str:
     """How far the transcript fold looked, as a reply's footer says it."""
     if scan.scanned < scan.bound and not scan.cut:
@@ -240,167 +225,3 @@ def scan_sentence(scan: ScanInfo) -> str:
     back = f", back to {when(scan.oldest_ts)} UTC" if scan.oldest_ts is not None else ""
     why = " (as much text as one command reads)" if scan.cut else ""
     return f"scanned the latest {scan.scanned} events{back}{why}"
-
-
-@dataclass(frozen=True)
-class SearchView:
-    """Everything a search reply shows."""
-
-    result: SearchResult
-    texts: tuple[str, ...]
-    pattern: str | None = None
-    matcher: regex.Pattern[str] | None = None  # `pattern` compiled, to mark its match
-    scans: Sequence[ScanInfo] = ()
-    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
-    room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
-    show_rooms: bool = False  # the command room: every hit says its room
-    results_json: bool = False  # the command room: `org.muninn.results`
-
-
-def _best(hit: Hit) -> Mapping[str, Any]:
-    return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
-
-
-def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
-    if matcher is None:
-        return None
-    try:
-        found = matcher.search(body, timeout=0.05)
-    except TimeoutError:
-        return None
-    return found.span() if found and found.start() < found.end() else None
-
-
-def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
-    best = _best(hit)
-    body, sender = str(best["body"]), str(best["sender"])
-    names = view.names.get(hit.room_id, {})
-    name = display_name(UserID(sender), names)
-    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
-    stamp = when(int(best["ts"]))
-    room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
-    room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
-    room_html = f"{safe_html(room)} · " if view.show_rooms else ""
-    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {hit.permalink}"
-    html = (
-        f'<li>{room_html}<a href="{escape(hit.permalink)}">{stamp}</a> · '
-        f"<b>{safe_html(name)}</b>: {cut.html}</li>"
-    )
-    return plain, html
-
-
-def _query_label(view: SearchView) -> str:
-    # The query is echoed back to the whole room: a pasted token is scrubbed like any body.
-    if view.pattern is not None:
-        return f"/{scrub(view.pattern)}/"
-    return " | ".join(f"“{scrub(t)}”" for t in view.texts)
-
-
-def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
-    result = view.result
-    label = _query_label(view)
-    count = len(result.hits)
-    head = f"{count} result{'s' if count != 1 else ''} for {label}" if count else ""
-    head = head or f"No results for {label}"
-    items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
-    foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
-    for scan in view.scans:
-        foot += "; " + scan_sentence(scan)
-    if result.dropped_stale:
-        foot += f"; {result.dropped_stale} stale hit(s) dropped"
-    if result.below_floor:
-        foot += f"; {result.below_floor} weaker candidate(s) left out"
-    warnings = [f"⚠ {w}" for w in result.warnings]
-    plain = "\n".join([*warnings, foot])
-    html = "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
-    html += f"<p><small>{safe_html(foot)}</small></p>"
-    return fit_reply(
-        reply_to,
-        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
-        items,
-        Part(plain, html),
-        results=result.as_json() if view.results_json else None,
-        results_items="hits",
-    )
-
-
-# ---------------------------------------------------------------- pins
-
-
-@dataclass(frozen=True)
-class PinsView:
-    room_id: str
-    room_label: str
-    pins: Sequence[Pin]
-    bodies: Mapping[str, str]  # target event id → body
-    senders: Mapping[str, str]  # target event id → sender
-    names: Mapping[str, str]  # user → display name
-    permalinks: Mapping[str, str]  # target event id → permalink
-    scan: ScanInfo
-    board_size: int
-    results_json: bool = False
-    times: Mapping[str, int] = field(default_factory=dict)  # target event id → its ts (ms)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "room_id": self.room_id,
-            "room_label": self.room_label,
-            "board_size": self.board_size,
-            "scanned": self.scan.scanned,
-            "bound": self.scan.bound,
-            "pins": [
-                {
-                    "target": p.target,
-                    "label": p.label,
-                    "note": p.note,
-                    "pinned_by": p.pinned_by,
-                    "pinned_ts": p.pinned_ts,
-                    "marker_id": p.marker_id,
-                    "sender": self.senders.get(p.target),
-                    "ts": self.times.get(p.target),
-                    "body": self.bodies.get(p.target),
-                    "permalink": self.permalinks.get(p.target),
-                }
-                for p in self.pins
-            ],
-        }
-
-
-def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
-    body = view.bodies.get(pin.target, "")
-    sender = view.senders.get(pin.target)
-    cut = excerpt(body, (), 120) if body else None
-    label = f"#{pin.label} " if pin.label else ""
-    by = display_name(UserID(sender), view.names) if sender else "?"
-    link = view.permalinks.get(pin.target, "")
-    note = f" — {shorten(pin.note, NOTE_WIDTH)}" if pin.note else ""
-    text_plain = cut.plain if cut else "(message not in view)"
-    text_html = cut.html if cut else "<i>(message not in view)</i>"
-    plain = (
-        f"{index}. {safe_plain(label)}{safe_plain(by)}: {text_plain}{safe_plain(note)}\n   {link}"
-    )
-    html = (
-        f'<li>{safe_html(label)}<a href="{escape(link)}">{when(pin.pinned_ts)}</a> · '
-        f"<b>{safe_html(by)}</b>: {text_html}{safe_html(note)}</li>"
-    )
-    return plain, html
-
-
-def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, Any]:
-    room = view.room_label
-    if view.pins:
-        head = f"Pinboard of {room}: {len(view.pins)} pin(s)"
-        if filtered:
-            head += f" matching (of {view.board_size})"
-    else:
-        head = f"Pinboard of {room}: nothing pinned" + (" matches" if filtered else "")
-    items = [Part(*_pin_lines(view, i, pin)) for i, pin in enumerate(view.pins, start=1)]
-    foot = scan_sentence(view.scan)
-    return fit_reply(
-        reply_to,
-        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
-        items,
-        Part(foot, f"<p><small>{safe_html(foot)}</small></p>"),
-        results=view.as_json() if view.results_json else None,
-        results_items="pins",
-    )

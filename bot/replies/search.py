@@ -1,0 +1,108 @@
+"""The reply to `!search`: its hits, each with an excerpt, its room and its link."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from bot.html import escape, excerpt, safe_html, safe_plain
+from bot.replies.budget import (
+    EXCERPT_WIDTH,
+    Part,
+    ReplyTo,
+    fit_reply,
+    scan_sentence,
+    when,
+)
+from bot.roomlog import ScanInfo
+from ingest.chunker import display_name
+from ingest.scrub import scrub
+from ingest.search import Hit, SearchResult
+from ingest.types import UserID
+
+__all__ = ["SearchView", "search_reply"]
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """Everything a search reply shows."""
+
+    result: SearchResult
+    texts: tuple[str, ...]
+    pattern: str | None = None
+    matcher: regex.Pattern[str] | None = None  # `pattern` compiled, to mark its match
+    scans: Sequence[ScanInfo] = ()
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
+    room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
+    show_rooms: bool = False  # the command room: every hit says its room
+    results_json: bool = False  # the command room: `org.muninn.results`
+
+
+def _best(hit: Hit) -> Mapping[str, Any]:
+    return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
+
+
+def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
+    if matcher is None:
+        return None
+    try:
+        found = matcher.search(body, timeout=0.05)
+    except TimeoutError:
+        return None
+    return found.span() if found and found.start() < found.end() else None
+
+
+def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
+    best = _best(hit)
+    body, sender = str(best["body"]), str(best["sender"])
+    names = view.names.get(hit.room_id, {})
+    name = display_name(UserID(sender), names)
+    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
+    stamp = when(int(best["ts"]))
+    room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
+    room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
+    room_html = f"{safe_html(room)} · " if view.show_rooms else ""
+    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {hit.permalink}"
+    html = (
+        f'<li>{room_html}<a href="{escape(hit.permalink)}">{stamp}</a> · '
+        f"<b>{safe_html(name)}</b>: {cut.html}</li>"
+    )
+    return plain, html
+
+
+def _query_label(view: SearchView) -> str:
+    # The query is echoed back to the whole room: a pasted token is scrubbed like any body.
+    if view.pattern is not None:
+        return f"/{scrub(view.pattern)}/"
+    return " | ".join(f"“{scrub(t)}”" for t in view.texts)
+
+
+def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
+    result = view.result
+    label = _query_label(view)
+    count = len(result.hits)
+    head = f"{count} result{'s' if count != 1 else ''} for {label}" if count else ""
+    head = head or f"No results for {label}"
+    items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
+    foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
+    for scan in view.scans:
+        foot += "; " + scan_sentence(scan)
+    if result.dropped_stale:
+        foot += f"; {result.dropped_stale} stale hit(s) dropped"
+    if result.below_floor:
+        foot += f"; {result.below_floor} weaker candidate(s) left out"
+    warnings = [f"⚠ {w}" for w in result.warnings]
+    plain = "\n".join([*warnings, foot])
+    html = "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
+    html += f"<p><small>{safe_html(foot)}</small></p>"
+    return fit_reply(
+        reply_to,
+        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
+        items,
+        Part(plain, html),
+        results=result.as_json() if view.results_json else None,
+        results_items="hits",
+    )
