@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest.config import IndexConfig
-from ingest.store.base import (
+from ingest.store.contract import (
     DENSE,
     LEXICAL,
     Collection,

@@ -31,18 +31,17 @@ from typing import IO, Any
 import qdrant_edge as qe
 
 from ingest.errors import StoreError, StoreUnavailable
-from ingest.store.base import (
+from ingest.store.base import CollectionBase, StoreBase
+from ingest.store.contract import (
     CHAT,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
-    CollectionBase,
     IntRange,
     PointRecord,
     Raw,
     Scored,
-    StoreBase,
     Term,
 )
 

@@ -18,18 +18,17 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ingest.errors import CompatibilityError, StoreError, StoreUnavailable
-from ingest.store.base import (
+from ingest.store.base import CollectionBase, StoreBase
+from ingest.store.contract import (
     CHAT,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
-    CollectionBase,
     IntRange,
     PointRecord,
     Raw,
     Scored,
-    StoreBase,
     Term,
 )
 
