@@ -41,6 +41,17 @@ def is_placeholder(value: str) -> bool:
     return bool(_PLACEHOLDER.match(value.strip()))
 
 
+def _regexes(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """The patterns as given, once each compiles; else a ValueError naming the first that does
+    not (scope's puppet patterns and the command room's askers)."""
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {p!r} ({e})") from e
+    return patterns
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -134,12 +145,7 @@ class ScopeConfig(_Section):
     @field_validator("bridge_puppet_patterns")
     @classmethod
     def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as e:
-                raise ValueError(f"not a regular expression: {p!r} ({e})") from e
-        return v
+        return _regexes(v)
 
 
 class ChunkerConfig(_Section):
@@ -171,12 +177,7 @@ class BotConfig(_Section):
     @field_validator("command_room_askers")
     @classmethod
     def _askers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for p in v:
-            try:
-                re.compile(p)
-            except re.error as e:
-                raise ValueError(f"not a regular expression: {p!r} ({e})") from e
-        return v
+        return _regexes(v)
 
 
 class MetricsConfig(_Section):

@@ -155,6 +155,13 @@ def test_parse_config_bad_regex_named(regex: str) -> None:
     assert "not a regular expression" in found[0] and regex in found[0]
 
 
+def test_parse_config_bad_asker_regex_named() -> None:
+    """The command room's askers are regexes too: one that does not compile is named alike."""
+    found = problems(raw(bot={"command_room_askers": ["@ok:.*", "@bad:("]}))
+    assert len(found) == 1
+    assert "not a regular expression" in found[0] and "@bad:(" in found[0]
+
+
 def test_parse_config_all_problems_at_once() -> None:
     """Every problem is reported in one error, not the first one only."""
     data = raw(
