@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -43,7 +42,7 @@ from bot.metrics import ServiceMetrics
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.replies import ReplyTo, SearchView, search_reply, text_reply
-from bot.roomlog import RecentEvents, RoomLog, thread_root_of
+from bot.roomlog import RecentEvents, RoomLog
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, room_audience
 from ingest.config import Config
@@ -54,6 +53,7 @@ from ingest.errors import (
     MatrixForbidden,
     MatrixUnavailable,
 )
+from ingest.events import is_command, thread_root, typed_text
 from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
 from ingest.scrub import scrub
@@ -75,7 +75,6 @@ log = logging.getLogger("muninn.bot")
 
 MAX_COMMAND_AGE_MS = 15 * 60_000  # an older command is history, not a question
 SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
-_SHAPE = re.compile(r"[A-Za-z]")
 
 
 class RateLimit:
@@ -132,13 +131,13 @@ class Incoming:
     event_id: str
     sender: str
     ts: int
-    body: str
+    body: str  # what the sender typed: a reply's fallback quote removed (`typed_text`)
     content: Mapping[str, Any]
     received: float = field(default_factory=time.monotonic)
 
     @property
     def reply_to(self) -> ReplyTo:
-        return ReplyTo(self.room_id, self.event_id, thread_root_of(self.content))
+        return ReplyTo(self.room_id, self.event_id, thread_root(self.content))
 
 
 def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incoming | None:
@@ -149,11 +148,8 @@ def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incomin
     body, sender = content.get("body"), event.get("sender")
     if not isinstance(body, str) or sender == bot_user_id or content.get("msgtype") != "m.text":
         return None  # m.notice (other bots) and media are never commands
-    text = body
-    if text.startswith("> <"):
-        text = text.split("\n\n", 1)[-1]  # a reply fallback before the command
-    text = text.lstrip()
-    if not text.startswith(prefix) or not _SHAPE.match(text[len(prefix) : len(prefix) + 1]):
+    text = typed_text(body, content)
+    if not is_command(text, prefix):
         return None
     ts = event.get("origin_server_ts")
     return Incoming(
@@ -161,7 +157,7 @@ def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incomin
         str(event.get("event_id")),
         str(sender),
         ts if isinstance(ts, int) else 0,
-        body,
+        text,
         content,
     )
 

@@ -17,10 +17,10 @@ from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import tombstones
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset, select
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
-from bot.roomlog import RoomLog, TimelineItem, current_body, reply_target
+from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.errors import CommandError
-from ingest.events import is_command, strip_reply_fallback
+from ingest.events import is_command, reply_target
 from ingest.permalink import permalink
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
@@ -46,8 +46,7 @@ def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
 
 def _body(item: TimelineItem) -> str:
     """A pinned message's text as a reply may show it: fallback stripped, secrets scrubbed."""
-    body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
-    return scrub(body)
+    return scrub(item.body)
 
 
 def pin_target(
@@ -74,7 +73,7 @@ def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> l
     """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved."""
     markers = []
     for index, item in enumerate(history):
-        body = strip_reply_fallback(item.body) if reply_target(item.content) else item.body
+        body = item.body
         if item.redacted or item.sender == bot_user_id or not is_command(body, prefix):
             continue
         try:

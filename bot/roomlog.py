@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ingest.events import normalize, strip_reply_fallback
+from ingest.events import normalize, thread_root, typed_text
 from ingest.scrub import scrub
 from ingest.search import purged
 from ingest.types import Edit, Message, RoomID
@@ -27,8 +27,6 @@ __all__ = [
     "ScanInfo",
     "TimelineItem",
     "current_body",
-    "reply_target",
-    "thread_root_of",
     "within_text",
 ]
 
@@ -37,7 +35,10 @@ JSONDict = dict[str, Any]
 
 @dataclass(frozen=True)
 class TimelineItem:
-    """An `m.room.message` as the pinboard reads it; a redacted one keeps its place, body ''."""
+    """An `m.room.message` as the pinboard reads it; a redacted one keeps its place, body ''.
+
+    `body` is what the sender typed (`typed_text`: a reply's fallback quote removed), the text
+    the command grammar and `^N` read, as `ingest.types.Message.body` is."""
 
     event_id: str
     sender: str
@@ -58,23 +59,6 @@ def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
     return rel if isinstance(rel, dict) else {}
 
 
-def reply_target(content: Mapping[str, Any]) -> str | None:
-    """The event a message replies to; a thread's `is_falling_back` reply is no reply."""
-    rel = _relates(content)
-    reply = rel.get("m.in_reply_to")
-    if not isinstance(reply, dict) or not isinstance(reply.get("event_id"), str):
-        return None
-    if rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True:
-        return None
-    return str(reply["event_id"])
-
-
-def thread_root_of(content: Mapping[str, Any]) -> str | None:
-    rel = _relates(content)
-    root = rel.get("event_id")
-    return root if rel.get("rel_type") == "m.thread" and isinstance(root, str) else None
-
-
 def _item(event: Mapping[str, Any]) -> TimelineItem | None:
     if event.get("type") != "m.room.message" or "state_key" in event:
         return None
@@ -89,8 +73,8 @@ def _item(event: Mapping[str, Any]) -> TimelineItem | None:
         str(event.get("event_id", "")),
         str(event.get("sender", "")),
         ts if isinstance(ts, int) else 0,
-        "" if redacted or not isinstance(body, str) else body,
-        thread_root_of(content),
+        "" if redacted or not isinstance(body, str) else typed_text(body, content),
+        thread_root(content),
         content,
         bool(redacted),
     )
@@ -363,7 +347,7 @@ def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
     bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
     if bundled is None:
-        return _scrubbed(strip_reply_fallback(body) if reply_target(content) else body)
+        return _scrubbed(typed_text(body, content))
     edit = (
         normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
         if isinstance(bundled, Mapping)

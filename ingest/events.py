@@ -62,7 +62,15 @@ from ingest.types import (
     UserID,
 )
 
-__all__ = ["is_command", "normalize", "strip_mx_reply", "strip_reply_fallback"]
+__all__ = [
+    "is_command",
+    "normalize",
+    "reply_target",
+    "strip_mx_reply",
+    "strip_reply_fallback",
+    "thread_root",
+    "typed_text",
+]
 
 INDEXED_MSGTYPES = frozenset({"m.text", "m.emote"})
 NOTICE_MSGTYPES = frozenset({"m.notice", "m.server_notice"})
@@ -76,9 +84,11 @@ _FALLBACK_HEADER = re.compile(r"^> (?:\* )?<@[^\s>:]+:[^\s>]+> ")
 def strip_reply_fallback(body: str) -> str:
     """Remove a leading reply-fallback quote block (`> ` lines) and the blank line after it.
 
-    The spec's algorithm: drop lines starting with `> ` until the first line without it. A bare
-    `>` counts too, since some clients trim the trailing space of an empty quoted line. Call it
-    only for events that are replies; a `> ` in an ordinary message is the user's own quote.
+    The spec's rule (client-server API, "Fallbacks for rich replies"; deprecated in v1.13 but
+    still sent): the fallback is the leading lines starting with `> `, up to the first line
+    without it. A bare `>` counts too, since some clients trim the trailing space of an empty
+    quoted line. Only a reply carries one: callers go through `typed_text`, which applies it to
+    replies alone, since a `> ` in an ordinary message is the user's own quote.
     """
     lines = body.split("\n")
     i = 0
@@ -89,6 +99,13 @@ def strip_reply_fallback(body: str) -> str:
     if i < len(lines) and lines[i] == "":
         i += 1
     return "\n".join(lines[i:])
+
+
+def typed_text(body: str, content: Mapping[str, Any]) -> str:
+    """What the sender typed: `body` without its reply fallback when `content` is a reply, as it
+    is (a leading `> ` quote included) otherwise. The text every command and search rule reads.
+    """
+    return strip_reply_fallback(body) if reply_target(content) is not None else body
 
 
 def strip_mx_reply(formatted_body: str) -> str:
@@ -105,14 +122,30 @@ def _relation(content: Mapping[str, Any]) -> Mapping[str, Any]:
     return rel if isinstance(rel, Mapping) else {}
 
 
-def _is_reply(rel: Mapping[str, Any]) -> bool:
-    """A real rich reply: `m.in_reply_to`, unless it is only a thread's fallback for old clients.
+def reply_target(content: Mapping[str, Any]) -> EventID | None:
+    """The event a rich reply answers (`m.in_reply_to`), or None when `content` is no reply.
 
-    `is_falling_back` defaults to false, so a thread event without it is a reply in the thread.
+    A thread event's `m.in_reply_to` with `is_falling_back: true` is only the fallback for
+    clients without threads, so no reply; `is_falling_back` defaults to false, so a thread event
+    without it is a reply in the thread.
     """
-    if not isinstance(rel.get("m.in_reply_to"), Mapping):
-        return False
-    return not (rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True)
+    rel = _relation(content)
+    reply = rel.get("m.in_reply_to")
+    if not isinstance(reply, Mapping):
+        return None
+    if rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True:
+        return None
+    target = reply.get("event_id")
+    return EventID(target) if isinstance(target, str) and target else None
+
+
+def thread_root(content: Mapping[str, Any]) -> EventID | None:
+    """The root of the thread `content` belongs to (`rel_type: m.thread`), or None."""
+    rel = _relation(content)
+    root = rel.get("event_id")
+    if rel.get("rel_type") == "m.thread" and isinstance(root, str) and root:
+        return EventID(root)
+    return None
 
 
 def is_command(body: str, prefix: str) -> bool:
@@ -247,21 +280,17 @@ def _message(
     )
     if isinstance(text, Skip):
         return text
-    msgtype, body = text
-    thread_root: EventID | None = None
-    if rel.get("rel_type") == "m.thread":
-        root = rel.get("event_id")
-        if not isinstance(root, str) or not root:
-            return _skip(env.event_id, SkipReason.MALFORMED, "m.thread without an event_id")
-        thread_root = EventID(root)
-    if _is_reply(rel):
-        body = strip_reply_fallback(body)
-        # A command sent as a reply (`!pin` answering a message) starts with the quote.
-        if is_command(body, prefix):
-            return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
+    msgtype, raw = text
+    root = thread_root(content)
+    if rel.get("rel_type") == "m.thread" and root is None:
+        return _skip(env.event_id, SkipReason.MALFORMED, "m.thread without an event_id")
+    body = typed_text(raw, content)
+    # A command sent as a reply (`!pin` answering a message) starts with the quote.
+    if is_command(body, prefix):
+        return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
-    return Message(**_fields(env), body=body, thread_root=thread_root, msgtype=msgtype)
+    return Message(**_fields(env), body=body, thread_root=root, msgtype=msgtype)
 
 
 def _edit_has_fallback(new: Mapping[str, Any]) -> bool:
@@ -271,7 +300,7 @@ def _edit_has_fallback(new: Mapping[str, Any]) -> bool:
     absent (the spec forbids it since v1.13). Older clients still copied the fallback into
     `m.new_content`; trust the signals that only a generated fallback produces.
     """
-    if _is_reply(_relation(new)):
+    if reply_target(new) is not None:
         return True
     formatted = new.get("formatted_body")
     if isinstance(formatted, str) and _MX_REPLY.match(formatted):

@@ -10,6 +10,7 @@ from bot.commands.builders import build_pin, build_pins, build_search, build_unp
 from bot.commands.records import MAX_ROOMS, Command, HelpCommand, UnknownCommand
 from bot.commands.spec import ArgSpec, CommandSpec, Context
 from bot.dates import DATE_HELP
+from ingest.events import is_command
 from ingest.search import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
 
 __all__ = ["COMMANDS", "command_name", "help_text", "parse"]
@@ -92,22 +93,12 @@ _LOOKUP: dict[str, CommandSpec] = {
 _COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
-def _strip_reply_fallback(body: str) -> str:
-    """Drop a `> <@user:server> …` reply fallback: `!pin` is sent as a reply, and clients that
-    still write fallbacks put the quote before the command."""
-    if not body.startswith("> <"):
-        return body
-    lines = body.split("\n")
-    i = next((n for n, line in enumerate(lines) if not line.startswith(">")), len(lines))
-    return "\n".join(lines[i + 1 :]) if i < len(lines) and lines[i] == "" else body
-
-
 def _split_head(body: str, prefix: str) -> tuple[str, str] | None:
     """(command word, arguments) when the body is shaped like a command at all."""
     if not prefix:
         raise ValueError("the command prefix must not be empty")
-    text = _strip_reply_fallback(body).strip()
-    if not text.startswith(prefix):
+    text = body.strip()
+    if not is_command(text, prefix):
         return None
     match = _COMMAND_WORD.match(text, len(prefix))
     if match is None or (match.end() < len(text) and not text[match.end()].isspace()):
@@ -116,7 +107,7 @@ def _split_head(body: str, prefix: str) -> tuple[str, str] | None:
 
 
 def command_name(body: str, prefix: str = "!") -> str | None:
-    """The canonical name of the Muninn command in `body`, if any; never raises."""
+    """The canonical name of the Muninn command in `body` (typed text), if any; never raises."""
     head = _split_head(body, prefix)
     spec = _LOOKUP.get(head[0].casefold()) if head else None
     return spec.name if spec else None
@@ -133,7 +124,7 @@ def parse(
     """Parse a message body into a command.
 
     Args:
-        body: the event's plain `body` (a reply fallback is stripped here).
+        body: what the sender typed (`ingest.events.typed_text`: a reply's fallback removed).
         prefix: the configured command prefix.
         now_ms: the clock relative dates count back from (the event's `origin_server_ts`).
         in_command_room: whether `in:` (cross-room) is allowed.

@@ -34,6 +34,7 @@ from bot.replies import (
 )
 from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.scheduler import RefreshScheduler
+from ingest.events import typed_text
 from ingest.search import Hit, SearchResult
 from ingest.types import RoomID
 from tests.bot.test_http_api import raw_request
@@ -256,7 +257,17 @@ def test_rate_limit_remembers_a_bounded_number_of_askers() -> None:
         ({"msgtype": "m.text", "body": "!search x"}, BOT, False),
         ({"msgtype": "m.text", "body": "hello !search"}, "@a:x", False),
         ({"msgtype": "m.text", "body": "! wow"}, "@a:x", False),
-        ({"msgtype": "m.text", "body": "> <@b:x> hi\n\n!pin"}, "@a:x", True),
+        (
+            {
+                "msgtype": "m.text",
+                "body": "> <@b:x> hi\n\n!pin",
+                "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}},
+            },
+            "@a:x",
+            True,
+        ),
+        # The fallback is stripped only in a reply: here the quote is the sender's own.
+        ({"msgtype": "m.text", "body": "> <@b:x> hi\n\n!pin"}, "@a:x", False),
     ],
 )
 def test_incoming_filters_own_notices_and_non_commands(
@@ -406,7 +417,8 @@ def _item(
     content: dict[str, Any] = {"body": body}
     if reply:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply}}
-    return TimelineItem(event_id, "@a:x", 1, body, None, content, redacted)
+    # The room log keeps what the sender typed, as `bot.roomlog` builds its items.
+    return TimelineItem(event_id, "@a:x", 1, typed_text(body, content), None, content, redacted)
 
 
 def test_markers_skip_redacted_pins_and_resolve_targets() -> None:

@@ -23,6 +23,7 @@ from bot.commands import (
     help_text,
     parse,
 )
+from bot.handlers import incoming
 from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.errors import CommandError
 from ingest.search import MAX_TEXT_BYTES
@@ -74,12 +75,49 @@ def test_parse_unknown_command_is_a_usage_error(body: str) -> None:
         ("!Pins", PinsCommand),
         ("!board", PinsCommand),
         ("  !help  ", HelpCommand),
-        ("> <@bob:example.org> quoted text\n> more\n\n!pin keep this", PinCommand),
     ],
 )
-def test_parse_names_aliases_case_and_reply_fallback(body: str, kind: type) -> None:
-    """Command names are case-insensitive, aliases work, and a reply fallback is skipped."""
+def test_parse_names_aliases_and_case(body: str, kind: type) -> None:
+    """Command names are case-insensitive and aliases work."""
     assert isinstance(run(body), kind)
+
+
+def _event(body: str, reply_to: str | None) -> dict[str, object]:
+    content: dict[str, object] = {"msgtype": "m.text", "body": body}
+    if reply_to is not None:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return {
+        "type": "m.room.message",
+        "event_id": "$cmd",
+        "sender": "@alice:example.org",
+        "origin_server_ts": NOW,
+        "room_id": "!r:example.org",
+        "content": content,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "reply_to", "kind"),
+    [
+        # A reply whose client still writes the spec's fallback quote before the command.
+        ("> <@bob:example.org> quoted text\n> more\n\n!pin keep this", "$p", PinCommand),
+        ("> * <@bob:example.org> waves\n\n!pin", "$p", PinCommand),  # an emote's fallback
+        ("> <@bob:example.org> no blank line\n!pin", "$p", PinCommand),
+        ("!pin #deploy", "$p", PinCommand),  # a reply without a fallback (spec v1.13)
+        # Not a reply: a leading quote is the sender's own, and the message is no command.
+        ("> <@bob:example.org> quoted text\n\n!search x", None, None),
+        ("> as the runbook says\n\n!search x", None, None),
+    ],
+)
+def test_command_sent_as_a_reply(body: str, reply_to: str | None, kind: type | None) -> None:
+    """The bot reads what the sender typed: a reply's fallback quote (whatever its shape) is
+    skipped, and only in a reply; a plain message starting with `> ` is not a command."""
+    msg = incoming(_event(body, reply_to), "@muninn:example.org", "!")
+    if kind is None:
+        assert msg is None
+        return
+    assert msg is not None
+    assert isinstance(run(msg.body), kind)
 
 
 def test_parse_custom_prefix() -> None:
