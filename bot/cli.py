@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot import operations
+from bot.config import ServiceConfig, load_config
 from bot.logs import setup_logging
 from bot.registration import check_registration, generate_registration
 from bot.roster.cli import roster_apply, roster_plan
-from ingest.config import Config, config_path, load_config
+from ingest.config import config_path
 from ingest.errors import MuninnError
 
 EXIT_ERROR = 1
@@ -129,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
+async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
     if args.command == "run":
         from bot.service import run
 

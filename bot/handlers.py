@@ -37,6 +37,8 @@ from bot.commands import (
     help_text,
     parse,
 )
+from bot.config import ServiceConfig
+from bot.errors import CommandError
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
 from bot.patterns import compile_pattern
@@ -45,9 +47,7 @@ from bot.replies import ReplyTo, SearchView, search_reply, text_reply
 from bot.roomlog import RecentEvents, RoomLog
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, room_audience
-from ingest.config import Config
 from ingest.errors import (
-    CommandError,
     MatrixAuthError,
     MatrixError,
     MatrixForbidden,
@@ -165,7 +165,7 @@ def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incomin
 class CommandHandler:
     def __init__(
         self,
-        cfg: Config,
+        cfg: ServiceConfig,
         client: BotClient,
         searcher: Searcher,
         rooms: RoomCache,

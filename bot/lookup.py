@@ -17,10 +17,11 @@ from typing import Any
 import regex
 
 from bot.commands import SearchCommand
+from bot.errors import CommandError
 from bot.roomlog import RoomLog
 from bot.transcript import TranscriptHit, fold_search
 from bot.visibility import ANYONE, Audience
-from ingest.errors import CommandError, StoreError
+from ingest.errors import StoreError
 from ingest.fusion import rrf
 from ingest.permalink import permalink
 from ingest.search import (

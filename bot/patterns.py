@@ -13,8 +13,8 @@ import re
 
 import regex
 
+from bot.errors import CommandError
 from bot.html import quoted
-from ingest.errors import CommandError
 
 __all__ = [
     "MAX_PATTERN_BYTES",

@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.commands import PinCommand, PinsCommand, UnpinCommand, UsageError, parse
+from bot.errors import CommandError
 from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import tombstones
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset, select
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
-from ingest.errors import CommandError
 from ingest.events import is_command, reply_target
 from ingest.permalink import permalink
 from ingest.rooms import RoomInfo

@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from ingest.config import Config, parse_config, registration_path
+from bot.config import ServiceConfig, parse_config
+from ingest.config import registration_path
 from ingest.errors import ConfigError
 from ingest.matrix import USER_LOCALPART, load_registration, read_registration
 
@@ -43,7 +44,7 @@ _PLAIN_SCALAR = re.compile(r"^[A-Za-z0-9_./\-]+$")
 # ---------------------------------------------------------------- the check at start
 
 
-def check_registration(cfg: Config) -> None:
+def check_registration(cfg: ServiceConfig) -> None:
     """Refuse to start on a registration with missing, placeholder or shared tokens.
 
     Client mode (no `appservice`) has nothing to check; the checks are `load_registration`'s,
@@ -93,7 +94,7 @@ def _registration_text(reg: dict[str, Any], path: Path) -> str:
     return header + yaml.safe_dump(reg, sort_keys=False, default_flow_style=False)
 
 
-def _appservice_url(cfg: Config) -> str:
+def _appservice_url(cfg: ServiceConfig) -> str:
     assert cfg.appservice is not None
     host = cfg.appservice.host
     if host in _WILDCARD_HOSTS:
@@ -227,7 +228,7 @@ def _config_value(target: Path, config_dir: Path) -> str:
         return str(target.resolve())
 
 
-def _target(cfg: Config, cfg_path: Path, configured: Any, out: Path | None) -> Path:
+def _target(cfg: ServiceConfig, cfg_path: Path, configured: Any, out: Path | None) -> Path:
     """`--out`, else the configured path, else registration.yaml beside the config."""
     if configured is None:
         return out or cfg.base_dir / "registration.yaml"

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.appservice import AppserviceServer
+from bot.config import ServiceConfig
 from bot.handlers import CommandHandler, incoming
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.inflight import CommandPool, Countdown
@@ -31,7 +32,7 @@ from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
 from bot.sync import SyncLoop
-from ingest.config import Config, registration_path
+from ingest.config import registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
@@ -59,7 +60,7 @@ class Service:
 
     def __init__(
         self,
-        cfg: Config,
+        cfg: ServiceConfig,
         *,
         embedder: Embedder | None = None,
         store: Store | None = None,
@@ -93,7 +94,14 @@ class Service:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
         self.store: Store = counting_store(self._store, self.metrics.store_errors)
         purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-        self.writer = Writer(cfg, self.client, self.store, self.embedder, purges=purges)
+        self.writer = Writer(
+            cfg,
+            self.client,
+            self.store,
+            self.embedder,
+            purges=purges,
+            command_prefix=cfg.bot.prefix,
+        )
         scope = RoomScope.from_config(
             cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
         )
@@ -377,7 +385,7 @@ class Service:
         await self.client.leave(room_id)
 
 
-async def run(cfg: Config) -> int:
+async def run(cfg: ServiceConfig) -> int:
     """`muninn run`."""
     await Service(cfg).run_until_signal()
     return 0

@@ -21,8 +21,8 @@ from typing import Protocol
 import regex
 
 from bot.commands import SearchCommand
+from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
-from ingest.errors import CommandError
 
 __all__ = [
     "DEFAULT_BOUND",

@@ -1,5 +1,10 @@
 """The configuration of docs/ARCHITECTURE.md §4.2, validated once at start into typed objects.
 
+`Config` holds the sections `ingest` reads; `bot.config.ServiceConfig` extends it with the bot's
+own (`bot`, `metrics`), so the operator writes one file and `ingest` names no bot concept.
+`parse_as`/`load_as` validate a document into any such extension with the same checks, secret
+handling and operator-worded errors.
+
 Every secret may be given inline, as `<key>_file` (a path; a relative path is looked up in
 `$CREDENTIALS_DIRECTORY` first, so systemd's `LoadCredential=` works), or only as a file named
 `<key>` in `$CREDENTIALS_DIRECTORY`. A missing or placeholder secret is an error naming the key.
@@ -11,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -41,7 +46,7 @@ def is_placeholder(value: str) -> bool:
     return bool(_PLACEHOLDER.match(value.strip()))
 
 
-def _regexes(patterns: tuple[str, ...]) -> tuple[str, ...]:
+def regexes(patterns: tuple[str, ...]) -> tuple[str, ...]:
     """The patterns as given, once each compiles; else a ValueError naming the first that does
     not (scope's puppet patterns and the command room's askers)."""
     for p in patterns:
@@ -52,11 +57,13 @@ def _regexes(patterns: tuple[str, ...]) -> tuple[str, ...]:
     return patterns
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values frozen once read."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HomeserverConfig(_Section):
+class HomeserverConfig(Section):
     url: str = "http://127.0.0.1:8008"  # client-server API base URL
     server_name: str  # the homeserver's server_name, the part after ':' in user ids
 
@@ -68,7 +75,7 @@ class HomeserverConfig(_Section):
         return v.rstrip("/")
 
 
-class ReaderConfig(_Section):
+class ReaderConfig(Section):
     """Client mode: a plain user with an access token."""
 
     user_id: str
@@ -82,7 +89,7 @@ class ReaderConfig(_Section):
         return v
 
 
-class AppserviceConfig(_Section):
+class AppserviceConfig(Section):
     """Appservice mode: tokens come from the registration file."""
 
     registration: Path = Path("registration.yaml")
@@ -90,7 +97,7 @@ class AppserviceConfig(_Section):
     port: Annotated[int, Field(ge=1, le=65535)] = 29333
 
 
-class StoreConfig(_Section):
+class StoreConfig(Section):
     path: Path | None = None  # embedded qdrant-edge shard directory
     url: str | None = None  # a Qdrant server or cluster, e.g. http://qdrant:6333
     api_key: str | None = None
@@ -106,14 +113,14 @@ class StoreConfig(_Section):
         return self.url is None
 
 
-class IndexConfig(_Section):
+class IndexConfig(Section):
     store: StoreConfig = StoreConfig(path=Path("./data/qdrant"))
     collection: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]+$")] = "muninn_chat"
     # The purge records every reply reads (`ingest.purges`); default: beside the store
     purges: Path | None = None
 
 
-class EmbedderConfig(_Section):
+class EmbedderConfig(Section):
     kind: Literal["local", "ollama"] = "local"
     url: str = "http://127.0.0.1:11434"  # ollama only
     model: str = "nomic-embed-text"  # ollama only; local is always all-MiniLM-L6-v2 int8
@@ -121,7 +128,7 @@ class EmbedderConfig(_Section):
     timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
 
 
-class ScopeConfig(_Section):
+class ScopeConfig(Section):
     exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons")
     exclude_room_ids: tuple[str, ...] = ()
     bridge_puppet_patterns: tuple[str, ...] = ("@_discord_.*", "@discord_.*")
@@ -145,10 +152,10 @@ class ScopeConfig(_Section):
     @field_validator("bridge_puppet_patterns")
     @classmethod
     def _patterns(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _regexes(v)
+        return regexes(v)
 
 
-class ChunkerConfig(_Section):
+class ChunkerConfig(Section):
     gap_seconds: Annotated[int, Field(ge=1)] = 1800  # a longer silence starts a new window
     # UTF-8 bytes of a window's embedded text
     # 350, not the ~1,000 MiniLM can read: measured on locomo-dev (bench/RESULTS.md), small
@@ -156,36 +163,13 @@ class ChunkerConfig(_Section):
     max_bytes: Annotated[int, Field(ge=100, le=100_000)] = 350
 
 
-class RefreshConfig(_Section):
+class RefreshConfig(Section):
     interval_seconds: Annotated[float, Field(gt=0)] = 300.0  # full pass period in `muninn run`
     page_size: Annotated[int, Field(ge=1, le=1000)] = 200  # events per /messages request
     debounce_seconds: Annotated[float, Field(ge=0)] = 1.0  # wake-up coalescing for live events
 
 
-class BotConfig(_Section):
-    prefix: str = "!"
-    command_room: str | None = None  # alias or id; cross-room search only here
-    command_room_askers: tuple[str, ...] = ()  # regexes over user ids
-    # raw events the transcript fold scans
-    transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
-    rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
-    # commands answered at once: mostly homeserver round trips, so more than the 2 cores
-    max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 8
-    # a command still running after this gets a short error reply instead of its answer
-    command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
-
-    @field_validator("command_room_askers")
-    @classmethod
-    def _askers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return _regexes(v)
-
-
-class MetricsConfig(_Section):
-    host: str = "127.0.0.1"
-    port: Annotated[int | None, Field(ge=1, le=65535)] = None  # None: no metrics endpoint
-
-
-class Config(_Section):
+class Config(Section):
     homeserver: HomeserverConfig
     reader: ReaderConfig | None = None
     appservice: AppserviceConfig | None = None
@@ -194,8 +178,6 @@ class Config(_Section):
     scope: ScopeConfig = ScopeConfig()
     chunker: ChunkerConfig = ChunkerConfig()
     refresh: RefreshConfig = RefreshConfig()
-    bot: BotConfig = BotConfig()
-    metrics: MetricsConfig = MetricsConfig()
     # Where the file was read from; relative paths in it are resolved against its folder.
     base_dir: Path = Path(".")
 
@@ -315,8 +297,17 @@ def _format_error(err: Any) -> str:
     return f"{loc}: {operator_message(err)}"
 
 
+C = TypeVar("C", bound=Config)
+
+
 def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -> Config:
-    """Validate a parsed YAML document; raise ConfigError listing every problem at once."""
+    """Validate a parsed YAML document of `ingest`'s sections (see `parse_as`)."""
+    return parse_as(Config, raw, base_dir, source)
+
+
+def parse_as(model: type[C], raw: Any, base_dir: Path = Path("."), source: str = "config") -> C:
+    """Validate a parsed YAML document into `model` (`Config` or an extension of it); raise
+    ConfigError listing every problem at once."""
     if not isinstance(raw, dict):
         raise ConfigError(["the file must be a YAML mapping of sections"], source)
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
@@ -326,7 +317,7 @@ def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -
     _inline_secrets(raw, base_dir, problems)
     raw["base_dir"] = base_dir
     try:
-        cfg = Config.model_validate(raw)
+        cfg = model.model_validate(raw)
     except ValidationError as e:
         problems.extend(_format_error(err) for err in e.errors())
         raise ConfigError(problems, source) from None
@@ -341,6 +332,12 @@ def config_path(explicit: str | Path | None = None) -> Path:
 
 
 def load_config(explicit: str | Path | None = None) -> Config:
+    """Read and validate the file of `ingest`'s sections (see `load_as`)."""
+    return load_as(Config, explicit)
+
+
+def load_as(model: type[C], explicit: str | Path | None = None) -> C:
+    """Read the config file (`config_path`) and validate it into `model`."""
     path = config_path(explicit)
     try:
         text = path.read_text(encoding="utf-8")
@@ -353,7 +350,7 @@ def load_config(explicit: str | Path | None = None) -> Config:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError([f"not valid YAML: {e}"], str(path)) from None
-    return parse_config(raw, path.parent.resolve(), str(path))
+    return parse_as(model, raw, path.parent.resolve(), str(path))
 
 
 def registration_path(cfg: Config) -> Path:

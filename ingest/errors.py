@@ -1,4 +1,5 @@
-"""One error tree. Only a `CommandError`'s own message is ever posted to a room."""
+"""One error tree, rooted at `MuninnError`. The bot adds its `CommandError` (`bot.errors`), the
+only error whose own message is ever posted to a room."""
 
 from __future__ import annotations
 
@@ -68,7 +69,3 @@ class QueryError(MuninnError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
-
-
-class CommandError(MuninnError):
-    """A user's command is malformed or refused; its message is safe to post to the room."""

@@ -154,8 +154,11 @@ class Writer:
         embedder: Embedder,
         *,
         purges: PurgeLog | None = None,
+        command_prefix: str = "!",
     ) -> None:
+        """`command_prefix`: the bot's, whose commands are never indexed (rule 9)."""
         self.cfg = cfg
+        self.command_prefix = command_prefix
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -360,7 +363,7 @@ class Writer:
                 report,
                 reader=self.reader,
                 own_user_ids=self._own,
-                command_prefix=self.cfg.bot.prefix,
+                command_prefix=self.command_prefix,
             )
             await self._commit(col, ws, state, names, report)
             token, tails = page.end or token, ws.tails

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ingest.config import Config, parse_config
+from bot.config import ServiceConfig, parse_config
 from tests.homeserver import MatrixUser, SynapseServer
 
 REPLY_TIMEOUT = 15.0
@@ -19,7 +19,7 @@ def service_config(
     *,
     client: MatrixUser | None = None,
     **sections: dict[str, Any],
-) -> Config:
+) -> ServiceConfig:
     """Appservice mode on the test Synapse's registration, or client mode as `client`."""
     doc: dict[str, Any] = {
         "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},

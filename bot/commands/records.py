@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.arguments import echo
-from ingest.errors import CommandError
+from bot.errors import CommandError
 from ingest.search import DEFAULT_LIMIT
 
 __all__ = [

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import aiohttp
 
+from bot.config import ServiceConfig, parse_config
 from bot.demo.client import HarnessError
 from bot.demo.community import Community, Seeded, load, seed
 from bot.demo.homeserver import Homeserver
@@ -43,7 +44,6 @@ from bot.demo.synapse import (
 )
 from bot.registration import new_registration
 from bot.service import Service
-from ingest.config import Config, parse_config
 from ingest.errors import MuninnError
 from ingest.store import PointFilter
 from ingest.types import RoomID
@@ -136,7 +136,7 @@ def demo_registration(server_name: str, people: list[str]) -> dict[str, object]:
     return reg
 
 
-def demo_config(server: SynapseServer, data_dir: Path) -> Config:
+def demo_config(server: SynapseServer, data_dir: Path) -> ServiceConfig:
     """The config `muninn run` would read, on the embedded defaults (store and embedder)."""
     return parse_config(
         {

@@ -12,8 +12,8 @@ from typing import Any
 
 import aiohttp
 
+from bot.config import MetricsConfig
 from bot.http_api.wire import PURGE_PATH, SEARCH_PATH
-from ingest.config import MetricsConfig
 from ingest.errors import QueryError, StoreError, StoreUnavailable
 
 __all__ = ["post_purge", "post_search", "service_url"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.config import MetricsConfig
 from bot.http_api.token import write_token
 from bot.http_api.wire import (
     PURGE_PATH,
@@ -26,7 +27,6 @@ from bot.http_api.wire import (
     purge_document,
 )
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
-from ingest.config import MetricsConfig
 from ingest.errors import MuninnError, QueryError
 from ingest.records import Tombstone
 from ingest.search import SearchQuery, SearchResult

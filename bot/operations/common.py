@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ingest.config import Config
+from bot.config import ServiceConfig
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.matrix import MatrixReader
@@ -34,7 +34,7 @@ def print_json(doc: Any) -> None:
 
 @asynccontextmanager
 async def adapters(
-    cfg: Config, *, embed: bool = True
+    cfg: ServiceConfig, *, embed: bool = True
 ) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
     reader = MatrixReader.from_config(cfg)
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
@@ -71,7 +71,7 @@ def progress_bar() -> Any:
     return show
 
 
-def service_token(cfg: Config, held: StoreUnavailable, verb: str) -> str:
+def service_token(cfg: ServiceConfig, held: StoreUnavailable, verb: str) -> str:
     """The running service's listener token, for `muninn search`/`purge` while it holds the
     embedded store; the error names how to reach it when it has no listener."""
     from bot.http_api import read_token, token_path

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.commands import PinsCommand
+from bot.config import ServiceConfig
 from bot.operations.common import (
     print_json,
     resolve_room,
@@ -15,7 +16,6 @@ from bot.pins import BoardReader
 from bot.replies import ReplyTo, pins_reply
 from bot.roomlog import RoomLog, within_text
 from bot.visibility import ANYONE
-from ingest.config import Config
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.matrix import MatrixReader
 from ingest.purges import PurgeLog, purge_log_path
@@ -27,7 +27,7 @@ from ingest.scope import RoomScope, puppet_in_events
 from ingest.store import open_store
 
 
-async def pins(cfg: Config, *, room: str, as_json: bool) -> int:
+async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
     """`muninn pins ROOM`: the room's board as the bot folds it (its `!pins` in the command
     room), from the homeserver's log; purged messages stay hidden. Needs no embedder, and reads
     the purges from their file, so it works beside a running service."""
@@ -64,7 +64,7 @@ async def pins(cfg: Config, *, room: str, as_json: bool) -> int:
     return 0
 
 
-async def _recorded_purges(cfg: Config) -> list[Mapping[str, Any]]:
+async def _recorded_purges(cfg: ServiceConfig) -> list[Mapping[str, Any]]:
     """The purge file's records, and the store's when no service holds it (a running service
     has synced the file with the store when it opened it)."""
     stones: list[Mapping[str, Any]] = list(

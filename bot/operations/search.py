@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.config import ServiceConfig
 from bot.operations.common import (
     HELD,
     adapters,
@@ -16,7 +17,6 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
-from ingest.config import Config
 from ingest.errors import StoreUnavailable
 from ingest.export import (
     export_check,
@@ -44,7 +44,7 @@ REVALIDATE_TIMEOUT = 10.0
 
 
 async def search(
-    cfg: Config,
+    cfg: ServiceConfig,
     *,
     texts: Sequence[str],
     rooms: Sequence[str] | None,
@@ -112,7 +112,7 @@ def fail_fast(reader: MatrixReader) -> None:
     reader.timeout = REVALIDATE_TIMEOUT
 
 
-async def revalidation(cfg: Config, reader: MatrixReader, store: Store) -> SourcedCheck:
+async def revalidation(cfg: ServiceConfig, reader: MatrixReader, store: Store) -> SourcedCheck:
     """Each room's hits checked against what it was built from: rooms `muninn import` indexed
     (and no refresh has since read from the homeserver) against their export, the rest against
     the homeserver. An operator can index and search an old room's export with no homeserver."""
@@ -138,7 +138,7 @@ async def revalidation(cfg: Config, reader: MatrixReader, store: Store) -> Sourc
 
 
 async def _search_the_service(
-    cfg: Config,
+    cfg: ServiceConfig,
     held: StoreUnavailable,
     texts: Sequence[str],
     rooms: Sequence[str] | None,

@@ -6,12 +6,12 @@ import asyncio
 import time
 from typing import Any
 
+from bot.config import ServiceConfig
 from bot.operations.common import (
     adapters,
     print_json,
     resolve_room,
 )
-from ingest.config import Config
 from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError
 from ingest.matrix import MatrixReader
 from ingest.records import (
@@ -25,7 +25,7 @@ from ingest.store import PointFilter
 from ingest.types import Refusal, RoomID, Verdict
 
 
-async def status(cfg: Config, *, as_json: bool) -> int:
+async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     async with adapters(cfg, embed=False) as (reader, store, _):
         me = await reader.whoami()
         joined = await reader.joined_rooms()
@@ -98,7 +98,7 @@ async def status(cfg: Config, *, as_json: bool) -> int:
 
 
 async def _command_room(
-    cfg: Config, reader: MatrixReader, me: str, direct: set[RoomID]
+    cfg: ServiceConfig, reader: MatrixReader, me: str, direct: set[RoomID]
 ) -> dict[str, Any] | None:
     """Whether `bot.command_room` would be served (`RoomScope.serves_commands`), and why not."""
     room = cfg.bot.command_room

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.config import ServiceConfig
 from bot.operations.common import (
     HELD,
     adapters,
@@ -16,7 +17,6 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
-from ingest.config import Config
 from ingest.embed import make_embedder
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.export import (
@@ -35,12 +35,12 @@ from ingest.store import open_store
 EXIT_REFUSED = 3
 
 
-async def refresh(cfg: Config, *, rooms: Sequence[str] | None, as_json: bool) -> int:
+async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: bool) -> int:
     async with adapters(cfg) as (reader, store, embedder):
         assert embedder is not None
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
         purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-        writer = Writer(cfg, reader, store, embedder, purges=purges)
+        writer = Writer(cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix)
         report = await writer.refresh(only=only, progress=progress_bar())
     _print_report(report, as_json=as_json)
     if report.failed:
@@ -83,7 +83,7 @@ def _room_line(r: RoomReport) -> str:
     )
 
 
-async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
+async def purge(cfg: ServiceConfig, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
     from bot.http_api import purge_document
 
     if to_ts < from_ts:
@@ -93,7 +93,9 @@ async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bo
             assert embedder is not None
             room_id = await resolve_room(reader, room)
             purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-            writer = Writer(cfg, reader, store, embedder, purges=purges)
+            writer = Writer(
+                cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix
+            )
             doc = purge_document(await writer.add_tombstone(room_id, from_ts, to_ts))
     except StoreUnavailable as held:
         if HELD not in str(held):
@@ -110,7 +112,7 @@ async def purge(cfg: Config, *, room: str, from_ts: int, to_ts: int, as_json: bo
 
 
 async def _purge_through_the_service(
-    cfg: Config, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
+    cfg: ServiceConfig, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
 ) -> dict[str, Any]:
     """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
     from bot.http_api import post_purge, service_url
@@ -128,14 +130,14 @@ async def _purge_through_the_service(
         raise StoreUnavailable(f"{held}; {e}") from None
 
 
-async def import_export(cfg: Config, *, path: Path, as_json: bool) -> int:
+async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int:
     """Index a room export through the same pipeline and rules as a refresh."""
     user_id = cfg.reader.user_id if cfg.reader else f"@muninn:{cfg.homeserver.server_name}"
     source = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
     embedder = make_embedder(cfg.embedder)
     try:
-        writer = Writer(cfg, source, store, embedder)
+        writer = Writer(cfg, source, store, embedder, command_prefix=cfg.bot.prefix)
         report = await writer.refresh(only=[source.room_id], progress=progress_bar())
         if all(r.verdict == "eligible" for r in report.rooms):
             # What `muninn search` revalidates this room's hits against (not the homeserver,

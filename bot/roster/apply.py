@@ -10,6 +10,7 @@ from typing import Any
 
 from mautrix.api import ClientPath
 
+from bot.config import ServiceConfig
 from bot.roster.file import Roster, normal_room
 from bot.roster.plan import (
     COMMAND_ROOM_NOTE,
@@ -25,7 +26,6 @@ from bot.roster.plan import (
     recorded_refusal,
     refusal_text,
 )
-from ingest.config import Config
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope
@@ -88,7 +88,7 @@ async def _target(reader: RosterReader, ctx: _Context, room: str, note: str) -> 
 
 
 async def build_plan(
-    reader: RosterReader, roster: Roster, cfg: Config
+    reader: RosterReader, roster: Roster, cfg: ServiceConfig
 ) -> tuple[RosterPlan, _Context]:
     """Resolve the roster against the homeserver and plan (reads only; joins nothing)."""
     server = cfg.homeserver.server_name

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from bot.config import ServiceConfig
 from bot.operations.common import print_json
 from bot.roster.apply import RosterReader, apply_plan, build_plan, scope_checker
 from bot.roster.file import load_roster
 from bot.roster.plan import ActionKind, RosterPlan
-from ingest.config import Config
 
 __all__ = ["render", "roster_apply", "roster_plan"]
 
@@ -66,13 +66,13 @@ def _incomplete(result: RosterPlan) -> Iterable[str]:
             yield f"unresolved {a.room}: no room has this alias"
 
 
-def _reader(cfg: Config) -> RosterReader:
+def _reader(cfg: ServiceConfig) -> RosterReader:
     reader = RosterReader.from_config(cfg)
     assert isinstance(reader, RosterReader)  # from_config builds `cls`
     return reader
 
 
-async def roster_plan(cfg: Config, roster_path: Path, *, as_json: bool) -> int:
+async def roster_plan(cfg: ServiceConfig, roster_path: Path, *, as_json: bool) -> int:
     """`muninn roster plan`: print what `apply` would do; joins and leaves nothing."""
     roster = load_roster(roster_path, cfg.homeserver.server_name)
     reader = _reader(cfg)
@@ -84,7 +84,7 @@ async def roster_plan(cfg: Config, roster_path: Path, *, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def roster_apply(cfg: Config, roster_path: Path, *, as_json: bool) -> int:
+async def roster_apply(cfg: ServiceConfig, roster_path: Path, *, as_json: bool) -> int:
     """`muninn roster apply`: join and leave until the reader's rooms match the roster.
 
     Idempotent: a second apply finds every room kept or refused and changes nothing. Exits 1

@@ -8,8 +8,8 @@ import signal
 import pytest
 import yaml
 
+from bot.config import parse_config
 from bot.service import Service
-from ingest.config import parse_config
 from ingest.store import open_store
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer

@@ -23,9 +23,9 @@ from bot.commands import (
     help_text,
     parse,
 )
+from bot.errors import CommandError
 from bot.handlers import incoming
 from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
-from ingest.errors import CommandError
 from ingest.search import MAX_TEXT_BYTES
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)

@@ -22,6 +22,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from bot.config import MetricsConfig, parse_config
 from bot.http_api import (
     PURGE_PATH,
     SEARCH_PATH,
@@ -35,7 +36,7 @@ from bot.http_api import (
 )
 from bot.metrics import ServiceMetrics
 from bot.service import Service
-from ingest.config import IndexConfig, MetricsConfig, StoreConfig, parse_config
+from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import SearchQuery, SearchResult

@@ -19,9 +19,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from bot.config import ServiceConfig
 from bot.metrics import ServiceMetrics
 from bot.service import Service
-from ingest.config import Config
 from ingest.refresh import RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.botkit import ask, service_config
@@ -171,7 +171,7 @@ def test_service_metrics_fold_refresh_reports() -> None:
 
 
 @asynccontextmanager
-async def running(cfg: Config, hs: Homeserver) -> AsyncIterator[Service]:
+async def running(cfg: ServiceConfig, hs: Homeserver) -> AsyncIterator[Service]:
     service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
     await service.start()
     try:

@@ -22,9 +22,10 @@ import pytest
 import pytest_asyncio
 
 from bot.cli import parse_time
+from bot.config import parse_config
 from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
 from bot.service import Service
-from ingest.config import IndexConfig, StoreConfig, parse_config
+from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import EmbedUnavailable, QueryError
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import Searcher, SearchQuery

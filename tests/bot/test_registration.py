@@ -10,13 +10,13 @@ import pytest
 import yaml
 from synapse.config.appservice import load_appservices
 
+from bot.config import load_config, parse_config
 from bot.registration import (
     check_registration,
     config_with_registration,
     generate_registration,
     registration_path,
 )
-from ingest.config import load_config, parse_config
 from ingest.errors import ConfigError
 
 SERVER = "chat.example.org"

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.config import ServiceConfig, parse_config
 from bot.roster.cli import roster_apply, roster_plan
 from bot.roster.file import RosterError, load_roster
 from bot.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
-from ingest.config import Config, ScopeConfig, parse_config
+from ingest.config import ScopeConfig
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
 from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
@@ -29,7 +30,7 @@ def make_cfg(
     *,
     exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons"),
     command_room: str | None = None,
-) -> Config:
+) -> ServiceConfig:
     """Client mode as `reader`: a fresh user per test, since leaving is what the roster does."""
     raw: dict[str, Any] = {
         "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
@@ -49,7 +50,7 @@ def write_roster(tmp_path: Path, *rooms: str, name: str = "roster.yaml") -> Path
 
 
 async def run_json(
-    command: Any, cfg: Config, roster: Path, capsys: pytest.CaptureFixture[str]
+    command: Any, cfg: ServiceConfig, roster: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, dict[str, dict[str, Any]]]:
     """Run plan or apply with --json; the actions keyed by room id (or room, if unresolved)."""
     code = await command(cfg, roster, as_json=True)

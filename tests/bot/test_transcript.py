@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.commands import SearchCommand, parse
+from bot.errors import CommandError
 from bot.transcript import (
     DENSITY_MAX,
     PatternError,
@@ -22,7 +23,6 @@ from bot.transcript import (
     match_literal,
     match_regex,
 )
-from ingest.errors import CommandError
 from ingest.types import EventID, Message, RoomID, UserID
 
 ROOM = RoomID("!room:example.org")

@@ -9,14 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ingest.config import (
-    CONFIG_ENV,
-    Config,
-    config_path,
-    is_placeholder,
-    load_config,
-    parse_config,
-)
+# The operator's file is `ingest`'s sections and the bot's: its contract is read through the
+# service's loader, which validates with `ingest.config`'s checks and words.
+from bot.config import ServiceConfig, load_config, parse_config
+from ingest import config as ingest_config
+from ingest.config import CONFIG_ENV, config_path, is_placeholder
 from ingest.errors import ConfigError
 
 TOKEN = "syt_bXVuaW5u_AbCdEfGhIjKlMnOpQrSt_1a2B3c"
@@ -352,7 +349,7 @@ def test_load_config_explicit_path(tmp_path: Path) -> None:
     """An explicit path is read, and its folder becomes base_dir."""
     path = write_config(tmp_path / "muninn.yaml", raw())
     cfg = load_config(path)
-    assert isinstance(cfg, Config)
+    assert isinstance(cfg, ServiceConfig)
     assert cfg.base_dir == tmp_path.resolve()
 
 
@@ -440,3 +437,13 @@ def test_parse_config_problems_are_worded_for_an_operator(
     found = problems(raw(**sections))
     assert any(p.startswith(expected) and "got " in p for p in found), found
     assert not any("Input should" in p or "instance of" in p for p in found), found
+
+
+def test_ingest_config_reads_its_own_sections_only() -> None:
+    """`ingest` names no bot concept: its own model reads the file's other sections, and the
+    bot's (`bot`, `metrics`) come from the service's extension, with the same errors."""
+    cfg = ingest_config.parse_config(MINIMAL)
+    assert cfg.homeserver.server_name == "example.org" and not hasattr(cfg, "bot")
+    with pytest.raises(ConfigError, match="bot: is not a known key"):
+        ingest_config.parse_config({**MINIMAL, "bot": {"prefix": "?"}})
+    assert parse_config({**MINIMAL, "bot": {"prefix": "?"}}).bot.prefix == "?"

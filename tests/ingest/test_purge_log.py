@@ -8,9 +8,10 @@ from typing import cast
 
 import pytest
 
+from bot.errors import CommandError
 from bot.lookup import tombstones
 from ingest.config import IndexConfig, StoreConfig, parse_config
-from ingest.errors import CommandError, StoreError
+from ingest.errors import StoreError
 from ingest.purges import PurgeLog, PurgesUnreadable, purge_log_path
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.refresh import RoomSource, Writer

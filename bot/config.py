@@ -1,0 +1,58 @@
+"""The service's configuration: `ingest`'s sections plus the bot's own, one file
+(docs/ARCHITECTURE.md §4.2).
+
+`ServiceConfig` extends `ingest.config.Config` with `bot` and `metrics`; `parse_config` and
+`load_config` validate the operator's file into it with `ingest`'s checks, secret handling and
+errors, so the keys and the messages naming them are the same as ever.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+
+from ingest.config import Config, Section, load_as, parse_as, regexes
+
+__all__ = ["BotConfig", "MetricsConfig", "ServiceConfig", "load_config", "parse_config"]
+
+
+class BotConfig(Section):
+    prefix: str = "!"
+    command_room: str | None = None  # alias or id; cross-room search only here
+    command_room_askers: tuple[str, ...] = ()  # regexes over user ids
+    # raw events the transcript fold scans
+    transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
+    rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
+    # commands answered at once: mostly homeserver round trips, so more than the 2 cores
+    max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 8
+    # a command still running after this gets a short error reply instead of its answer
+    command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+
+    @field_validator("command_room_askers")
+    @classmethod
+    def _askers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return regexes(v)
+
+
+class MetricsConfig(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int | None, Field(ge=1, le=65535)] = None  # None: no metrics endpoint
+
+
+class ServiceConfig(Config):
+    """The whole file: what `ingest` reads, and the bot's command and listener settings."""
+
+    bot: BotConfig = BotConfig()
+    metrics: MetricsConfig = MetricsConfig()
+
+
+def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -> ServiceConfig:
+    """Validate a parsed YAML document; raise ConfigError listing every problem at once."""
+    return parse_as(ServiceConfig, raw, base_dir, source)
+
+
+def load_config(explicit: str | Path | None = None) -> ServiceConfig:
+    """`--config`, else $MUNINN_CONFIG, else ./config.yaml, validated."""
+    return load_as(ServiceConfig, explicit)
