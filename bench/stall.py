@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bot.commands import SearchCommand
+from bot.commands.records import SearchCommand
 from bot.lookup import RoomView, _transcript_finds
 from bot.roomlog import RoomLog, within_text
 from bot.visibility import ANYONE

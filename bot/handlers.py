@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.appservice import BoundedSeen
-from bot.commands import (
-    COMMANDS,
+from bot.commands.grammar import COMMANDS, command_name, help_text, parse
+from bot.commands.records import (
     Command,
     HelpCommand,
     PinCommand,
@@ -33,9 +33,6 @@ from bot.commands import (
     UnknownCommand,
     UnpinCommand,
     UsageError,
-    command_name,
-    help_text,
-    parse,
 )
 from bot.config import ServiceConfig
 from bot.errors import CommandError

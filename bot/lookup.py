@@ -16,7 +16,7 @@ from typing import Any
 
 import regex
 
-from bot.commands import SearchCommand
+from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.roomlog import RoomLog
 from bot.transcript import TranscriptHit, fold_search

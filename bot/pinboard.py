@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from bot.commands import PinCommand, UnpinCommand, command_name
+from bot.commands.grammar import command_name
+from bot.commands.records import PinCommand, UnpinCommand
 from bot.transcript import fold_text
 
 __all__ = [

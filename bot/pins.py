@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from bot.commands import PinCommand, PinsCommand, UnpinCommand, UsageError, parse
+from bot.commands.grammar import parse
+from bot.commands.records import PinCommand, PinsCommand, UnpinCommand, UsageError
 from bot.errors import CommandError
 from bot.html import excerpt, safe_html, safe_plain
 from bot.lookup import tombstones

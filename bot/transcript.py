@@ -20,7 +20,7 @@ from typing import Protocol
 
 import regex
 
-from bot.commands import SearchCommand
+from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
 

@@ -6,37 +6,5 @@ command may *do* (visibility, allow-lists, the reply relation of `!pin`) is the 
 
 By job: `records` (the typed commands and usage errors), `spec` (a command's declaration),
 `tokens` (arguments as tokens), `builders` (tokens into commands), `grammar` (`COMMANDS` and
-the entry points).
+the entry points). Import each name from the module that owns it.
 """
-
-from bot.commands.grammar import COMMANDS, command_name, help_text, parse
-from bot.commands.records import (
-    MAX_ROOMS,
-    Command,
-    HelpCommand,
-    PinCommand,
-    PinsCommand,
-    SearchCommand,
-    UnknownCommand,
-    UnpinCommand,
-    UsageError,
-)
-from bot.commands.spec import ArgSpec, CommandSpec
-
-__all__ = [
-    "COMMANDS",
-    "MAX_ROOMS",
-    "ArgSpec",
-    "Command",
-    "CommandSpec",
-    "HelpCommand",
-    "PinCommand",
-    "PinsCommand",
-    "SearchCommand",
-    "UnknownCommand",
-    "UnpinCommand",
-    "UsageError",
-    "command_name",
-    "help_text",
-    "parse",
-]

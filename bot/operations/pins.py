@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from bot.commands import PinsCommand
+from bot.commands.records import PinsCommand
 from bot.config import ServiceConfig
 from bot.operations.common import (
     print_json,

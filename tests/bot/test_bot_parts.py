@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from bot.appservice import AppserviceServer, BoundedSeen
-from bot.commands import PinCommand
+from bot.commands.records import PinCommand
 from bot.handlers import RateLimit, incoming
 from bot.pinboard import Pin
 from bot.pins import markers, pin_target

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands import (
-    COMMANDS,
+from bot.commands.grammar import COMMANDS, command_name, help_text, parse
+from bot.commands.records import (
     Command,
     HelpCommand,
     PinCommand,
@@ -19,9 +19,6 @@ from bot.commands import (
     UnknownCommand,
     UnpinCommand,
     UsageError,
-    command_name,
-    help_text,
-    parse,
 )
 from bot.errors import CommandError
 from bot.handlers import incoming

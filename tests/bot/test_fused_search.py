@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.commands import SearchCommand
+from bot.commands.records import SearchCommand
 from bot.lookup import RoomView, fused_search
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE

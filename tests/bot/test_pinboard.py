@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands import PinCommand, UnpinCommand
+from bot.commands.records import PinCommand, UnpinCommand
 from bot.pinboard import (
     CAPACITY,
     Board,

@@ -10,7 +10,8 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands import SearchCommand, parse
+from bot.commands.grammar import parse
+from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.transcript import (
     DENSITY_MAX,
