@@ -265,8 +265,9 @@ async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
     """Seed a `count`-event room into a real Synapse and time the reader's forward walk."""
     import aiohttp
 
+    from bot.demo.synapse import start_synapse
     from ingest.matrix import MatrixReader
-    from tests.homeserver import Homeserver, start_synapse
+    from tests.homeserver import Homeserver
 
     with tempfile.TemporaryDirectory(prefix="muninn-bench-read-") as tmp:
         server = await asyncio.to_thread(start_synapse, Path(tmp))

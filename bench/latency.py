@@ -23,7 +23,7 @@ those dense vectors are not the model's. Store latency depends on point count, p
 the vectors' spread, which the noise keeps inside the model's cone.
 Above 207k messages (the whole data set) the logs are replayed again with new event ids.
 
-End to end (`--no-e2e` skips it): a real Synapse (`tests.homeserver.start_synapse`), one
+End to end (`--no-e2e` skips it): a real Synapse (`bot.demo.synapse.start_synapse`), one
 public room of `--room-messages` IRC messages sent by seed users (backdated, 20 s apart), and
 the real service (`bot.service.Service`, appservice mode, the real embedder) refreshing it.
 An ordinary user then sends `--searches` `!search` commands (two-word phrases of the room's
@@ -359,7 +359,7 @@ async def seed_room(
     """Send `bodies` into `room`, each as a seed user standing in for its IRC sender, backdated
     20 s apart from `base_ts`, `at_once` sends in flight (1: strictly in order); returns how
     many seed users spoke."""
-    from tests.homeserver import SEED_PREFIX
+    from bot.demo.synapse_config import SEED_PREFIX
 
     seats: dict[str, Any] = {}
     for sender in senders:
@@ -381,9 +381,10 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
     import aiohttp
 
     from bench.synapse_run import synapse_search
+    from bot.demo.synapse import start_synapse
     from bot.service import Service
     from tests.botkit import service_config
-    from tests.homeserver import Homeserver, start_synapse
+    from tests.homeserver import Homeserver
 
     bodies = [
         str(e["content"]["body"]).split("\n\n")[-1]

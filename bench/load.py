@@ -141,9 +141,10 @@ async def burst(
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     import aiohttp
 
+    from bot.demo.synapse import start_synapse
     from bot.service import Service
     from tests.botkit import service_config
-    from tests.homeserver import Homeserver, start_synapse
+    from tests.homeserver import Homeserver
 
     events = [
         e for e in irc_events(args.data, args.room_messages) if e["type"] == "m.room.message"

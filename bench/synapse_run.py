@@ -1,6 +1,6 @@
 """A throwaway Synapse for benchmarks: start it, seed LoCoMo conversations, ask its `/search`.
 
-The server is the test suite's launcher (`tests.homeserver.start_synapse`: loopback only, no
+The server is the test suite's launcher (`bot.demo.synapse.start_synapse`: loopback only, no
 outbound traffic, rate limits relaxed, one appservice whose `@seed-*` users may backdate with
 `?ts=`), on SQLite or on PostgreSQL in a throwaway cluster of `bench.postgres`. Each
 conversation becomes one public room: its two speakers are seed users with the speakers' names
@@ -21,14 +21,10 @@ import aiohttp
 
 from bench.locomo import Conversation
 from bench.postgres import PostgresCluster, start_postgres
-from tests.homeserver import (
-    SEED_PREFIX,
-    HarnessError,
-    Homeserver,
-    MatrixUser,
-    SynapseServer,
-    start_synapse,
-)
+from bot.demo.client import HarnessError
+from bot.demo.synapse import SynapseServer, start_synapse
+from bot.demo.synapse_config import SEED_PREFIX
+from tests.homeserver import Homeserver, MatrixUser
 
 __all__ = [
     "SYNAPSE_DBS",

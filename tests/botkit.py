@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ServiceConfig, parse_config
-from tests.homeserver import MatrixUser, SynapseServer
+from bot.demo.synapse import SynapseServer
+from tests.homeserver import MatrixUser
 
 REPLY_TIMEOUT = 15.0
 

@@ -8,7 +8,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, start_synapse
+from bot.demo.synapse import SynapseServer, start_synapse
+from tests.homeserver import Homeserver, MatrixUser
 
 # Fixtures that mean "this test talks to the real homeserver" (for the `synapse` marker).
 _SYNAPSE_FIXTURES = {"synapse", "hs"}

@@ -1,9 +1,9 @@
 """A real Synapse for the test suite, and a raw client-server client for the "real user" side.
 
 The server process and the client live in `bot.demo` (`synapse`, `synapse_config`, `client`,
-`homeserver`: the demo needs them too); this module re-exports them under the names the tests
-and benchmarks use, and adds the client calls only tests make (notices, threads, fake
-ciphertext, media, encryption and visibility state).
+`homeserver`: the demo needs them too), and tests import them from there; this module adds the
+client calls only tests make (notices, threads, fake ciphertext, media, encryption and
+visibility state), as the `MatrixUser` and `Homeserver` the tests use.
 
 Facts the tests lean on (Synapse 1.163):
 - the appservice bot user (`@muninn:muninn.test`) cannot `/sync` (500); it reads with `/messages`;
@@ -20,49 +20,8 @@ import secrets
 
 from bot.demo import client as demo_client
 from bot.demo import homeserver as demo_homeserver
-from bot.demo.client import (
-    HarnessError,
-    Preset,
-    bridge_content,
-    reply_content,
-    unique_localpart,
-)
-from bot.demo.homeserver import registration_mac
-from bot.demo.synapse import (
-    START_TIMEOUT,
-    SynapseServer,
-    SynapseStartError,
-    free_port,
-    start_synapse,
-)
-from bot.demo.synapse_config import (
-    APPSERVICE_ID,
-    BOT_LOCALPART,
-    JSON,
-    SEED_PREFIX,
-    SERVER_NAME,
-)
 
-__all__ = [
-    "APPSERVICE_ID",
-    "BOT_LOCALPART",
-    "JSON",
-    "SEED_PREFIX",
-    "SERVER_NAME",
-    "START_TIMEOUT",
-    "HarnessError",
-    "Homeserver",
-    "MatrixUser",
-    "Preset",
-    "SynapseServer",
-    "SynapseStartError",
-    "bridge_content",
-    "free_port",
-    "registration_mac",
-    "reply_content",
-    "start_synapse",
-    "unique_localpart",
-]
+__all__ = ["Homeserver", "MatrixUser"]
 
 # A 1x1 transparent PNG, so media events point at real uploaded content.
 _PNG = bytes.fromhex(

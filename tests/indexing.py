@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import yaml
 
+from bot.demo.client import unique_localpart
 from ingest.config import Config, parse_config
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
@@ -24,7 +25,7 @@ from ingest.records import CURSOR_PREFIX
 from ingest.refresh import RefreshReport, Writer
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
-from tests.homeserver import Homeserver, MatrixUser, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 
 _EMBEDDER: Embedder | None = None
 

@@ -16,11 +16,12 @@ from typing import Any
 
 import aiohttp
 
+from bot.demo.synapse import SynapseServer
 from bot.service import Service
 from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.types import RoomID
 from tests.botkit import REPLY_TIMEOUT, ask, replies, service_config, wait_reply
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import shared_embedder
 
 SLOW = "glacier"

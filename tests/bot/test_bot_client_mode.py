@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from bot.config import parse_config
+from bot.demo.synapse import SynapseServer
 from bot.service import Service
 from ingest.store import open_store
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import shared_embedder, spawn_muninn
 
 RUN_START_TIMEOUT = 60.0  # seconds for `muninn run` in a child process to say it is running

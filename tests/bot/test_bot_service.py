@@ -18,6 +18,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer, free_port
 from bot.replies import REPLY_BUDGET, content_size
 from bot.roomlog import RecentEvents
 from bot.service import Service
@@ -26,7 +28,7 @@ from ingest.permalink import permalink
 from ingest.store import PointFilter, open_store
 from ingest.types import RoomID
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import shared_embedder
 
 TRANSCRIPT_LIMIT = 50

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from tests.homeserver import Homeserver, MatrixUser, unique_localpart
+from bot.demo.client import unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, muninn, reader_config
 
 

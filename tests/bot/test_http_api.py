@@ -23,6 +23,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from bot.config import MetricsConfig, parse_config
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer, free_port
 from bot.http_api import (
     PURGE_PATH,
     SEARCH_PATH,
@@ -45,7 +47,7 @@ from ingest.types import RoomID
 from tests.bot.test_metrics import parse_exposition, value
 from tests.bot.test_search_cli import check_contract
 from tests.botkit import service_config
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import muninn, shared_embedder, write_config
 
 

@@ -20,12 +20,13 @@ import aiohttp
 import pytest
 
 from bot.config import ServiceConfig
+from bot.demo.synapse import SynapseServer, free_port
 from bot.metrics import ServiceMetrics
 from bot.service import Service
 from ingest.refresh import RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.botkit import ask, service_config
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import shared_embedder
 
 # ---------------------------------------------------------------- a tiny text-format parser

@@ -23,6 +23,7 @@ import pytest_asyncio
 
 from bot.cli import parse_time
 from bot.config import parse_config
+from bot.demo.synapse import SynapseServer, free_port
 from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
@@ -32,7 +33,7 @@ from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_http_api import FAR_PEER, from_afar_on_every_address, post
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, free_port
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     Indexer,
     RenamedEmbedder,

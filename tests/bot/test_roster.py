@@ -10,13 +10,15 @@ import pytest
 import yaml
 
 from bot.config import ServiceConfig, parse_config
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer
 from bot.roster.cli import roster_apply, roster_plan
 from bot.roster.file import RosterError, load_roster
 from bot.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
 from ingest.config import ScopeConfig
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 
 SERVER = "muninn.test"
 

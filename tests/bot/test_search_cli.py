@@ -19,13 +19,14 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
+from bot.demo.synapse import free_port
 from bot.operations import fail_fast, revalidation
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import MatrixUnavailable
 from ingest.matrix import MatrixReader
 from ingest.permalink import MATRIX_TO
 from ingest.store import open_store
-from tests.homeserver import Homeserver, MatrixUser, free_port
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     PROJECT,
     Corpus,

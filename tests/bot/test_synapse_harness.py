@@ -11,14 +11,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.demo.homeserver import PING_ATTEMPTS
-from tests.homeserver import (
-    HarnessError,
-    Homeserver,
-    MatrixUser,
-    SynapseServer,
-    registration_mac,
-)
+from bot.demo.client import HarnessError
+from bot.demo.homeserver import PING_ATTEMPTS, registration_mac
+from bot.demo.synapse import SynapseServer
+from tests.homeserver import Homeserver, MatrixUser
 from tests.transport import MockedTransport, calls
 
 PUSH_TIMEOUT = 60.0  # seconds for a pushed event to arrive behind Synapse's stored backlog

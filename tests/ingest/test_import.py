@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.demo.synapse import free_port
 from ingest.export import ExportError, ExportReader, exported_rooms, load_export
 from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.search import Searcher, SearchQuery
 from ingest.store import open_store
-from tests.homeserver import Homeserver, MatrixUser, free_port
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, muninn, reader_config, shared_embedder
 
 COLLECTION = "muninn_test"  # the collection tests.indexing writes

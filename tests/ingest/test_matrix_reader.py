@@ -14,6 +14,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer
 from ingest.config import parse_config
 from ingest.errors import (
     ConfigError,
@@ -24,7 +26,7 @@ from ingest.errors import (
 )
 from ingest.matrix import MatrixReader, Page, ReaderMode, Retry, room_state_from
 from ingest.types import RoomID, UserID
-from tests.homeserver import Homeserver, MatrixUser, SynapseServer, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 from tests.transport import MockedTransport, calls
 
 FAST = Retry(attempts=3, backoff=0.01, max_backoff=0.05)

@@ -8,6 +8,7 @@ from typing import cast
 
 import pytest
 
+from bot.demo.synapse import free_port
 from bot.errors import CommandError
 from bot.lookup import tombstones
 from ingest.config import IndexConfig, StoreConfig, parse_config
@@ -18,7 +19,6 @@ from ingest.refresh import RoomSource, Writer
 from ingest.search import Searcher
 from ingest.store import open_store
 from ingest.types import RoomID
-from tests.homeserver import free_port
 from tests.indexing import shared_embedder
 
 STONE = {"room_id": "!r:x", "from_ts": 10, "to_ts": 20}

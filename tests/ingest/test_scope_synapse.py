@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.demo.client import unique_localpart
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.records import CURSOR_PREFIX, REFUSED_PREFIX
 from ingest.refresh import RefreshReport, RoomReport, Writer
 from ingest.types import EmbedderIdentity, RoomID
-from tests.homeserver import Homeserver, MatrixUser, unique_localpart
+from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     CountingReader,
     FlakyCollection,

@@ -15,12 +15,13 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
+from bot.demo.synapse import free_port
 from ingest import lexical
 from ingest.config import EmbedderConfig
 from ingest.embed import make_embedder
 from ingest.permalink import MATRIX_TO
 from ingest.search import Hit, Searcher, SearchQuery
-from tests.homeserver import Homeserver, free_port
+from tests.homeserver import Homeserver
 from tests.indexing import Corpus, Indexer, reader_config, seed_corpus, utc_ms
 
 PARAPHRASE = "sign-in screen stopped working after schema change"
