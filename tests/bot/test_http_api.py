@@ -333,6 +333,27 @@ async def test_http_api_search_and_purge_need_the_service_token(api: Api, path: 
     assert (await get(api.base + "/healthz"))[0] == 200
 
 
+def bare_api(
+    port: int,
+    *,
+    search: Any = None,
+    token_file: Path | None = None,
+    host: str = "127.0.0.1",
+    purge: Any = None,
+) -> HttpApi:
+    """A listener with no service behind it: its read path (unless `search`) and its writer
+    fail the test if reached."""
+    return HttpApi(
+        MetricsConfig(host=host, port=port),
+        ServiceMetrics(),
+        checks={},
+        search=search or _never_search,
+        resolve_room=_same_room,
+        purge=purge,
+        token_file=token_file,
+    )
+
+
 async def test_http_api_token_file_is_private_fresh_and_retired(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,9 +363,6 @@ async def test_http_api_token_file_is_private_fresh_and_retired(
     async def found(query: SearchQuery) -> Any:
         return SearchResult()
 
-    async def same(room: str) -> str:
-        return room
-
     port = free_port()
     url = f"http://127.0.0.1:{port}{SEARCH_PATH}"
     token_file = tmp_path / TOKEN_FILE
@@ -352,14 +370,7 @@ async def test_http_api_token_file_is_private_fresh_and_retired(
     try:
         tokens: list[str] = []
         for _ in range(2):
-            server = HttpApi(
-                MetricsConfig(port=port),
-                ServiceMetrics(),
-                checks={},
-                search=found,
-                resolve_room=same,
-                token_file=token_file,
-            )
+            server = bare_api(port, search=found, token_file=token_file)
             await server.start()
             try:
                 assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
@@ -380,16 +391,8 @@ async def test_http_api_token_file_is_private_fresh_and_retired(
 async def test_http_api_without_a_token_file_serves_no_search() -> None:
     """A service with no place for a token (a Qdrant server store) serves /metrics only."""
 
-    async def never(query: SearchQuery) -> Any:
-        raise AssertionError("reached the read path")
-
-    async def same(room: str) -> str:
-        return room
-
     port = free_port()
-    server = HttpApi(
-        MetricsConfig(port=port), ServiceMetrics(), checks={}, search=never, resolve_room=same
-    )
+    server = bare_api(port)
     await server.start()
     try:
         base = f"http://127.0.0.1:{port}"
@@ -442,21 +445,8 @@ async def raw_request(port: int, head: bytes, body: bytes = b"{}") -> bytes:
 async def test_http_api_token_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path) -> None:
     """Hostile bytes in the Authorization header get a 403, not a 500 from an encoding error."""
 
-    async def never(query: SearchQuery) -> Any:
-        raise AssertionError("reached the read path")
-
-    async def same(room: str) -> str:
-        return room
-
     port = free_port()
-    server = HttpApi(
-        MetricsConfig(port=port),
-        ServiceMetrics(),
-        checks={},
-        search=never,
-        resolve_room=same,
-        token_file=tmp_path / TOKEN_FILE,
-    )
+    server = bare_api(port, token_file=tmp_path / TOKEN_FILE)
     await server.start()
     try:
         head = b"POST " + SEARCH_PATH.encode() + b" HTTP/1.1\r\nAuthorization: Bearer \xff\xfe\xc3"
@@ -476,11 +466,11 @@ async def from_afar(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 async def _never_search(query: SearchQuery) -> Any:
-    raise AssertionError("a remote peer reached the read path")
+    raise AssertionError("reached the read path")
 
 
 async def _never_purge(request: PurgeRequest) -> Any:
-    raise AssertionError("a remote peer reached the writer")
+    raise AssertionError("reached the writer")
 
 
 async def _same_room(room: str) -> str:
@@ -491,15 +481,7 @@ def from_afar_on_every_address(tmp_path: Path) -> tuple[HttpApi, int]:
     """A listener bound to every address whose every request seems to come from FAR_PEER; its
     search and purge fail the test if such a peer ever reaches them."""
     port = free_port()
-    server = HttpApi(
-        MetricsConfig(host="0.0.0.0", port=port),
-        ServiceMetrics(),
-        checks={},
-        search=_never_search,
-        resolve_room=_same_room,
-        purge=_never_purge,
-        token_file=tmp_path / TOKEN_FILE,
-    )
+    server = bare_api(port, host="0.0.0.0", purge=_never_purge, token_file=tmp_path / TOKEN_FILE)
     server.app.middlewares.append(from_afar)
     return server, port
 
