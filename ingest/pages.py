@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ingest.events import normalize
@@ -113,32 +114,12 @@ async def _reread(
     msg = _scrubbed(msg)
     if best is None:
         return msg
-    return Message(
-        event_id=msg.event_id,
-        room_id=msg.room_id,
-        sender=msg.sender,
-        ts=msg.ts,
-        body=scrub(best.new_body),
-        thread_root=msg.thread_root,
-        msgtype=msg.msgtype,
-        edit_event_id=best.event_id,
-        edit_ts=best.ts,
-    )
+    return replace(msg, body=scrub(best.new_body), edit_event_id=best.event_id, edit_ts=best.ts)
 
 
 def _scrubbed(message: Message) -> Message:
     body = scrub(message.body)
-    if body == message.body:
-        return message
-    return Message(
-        event_id=message.event_id,
-        room_id=message.room_id,
-        sender=message.sender,
-        ts=message.ts,
-        body=body,
-        thread_root=message.thread_root,
-        msgtype=message.msgtype,
-    )
+    return message if body == message.body else replace(message, body=body)
 
 
 def _referenced_ids(items: Sequence[object]) -> list[EventID]:
