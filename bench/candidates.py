@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +29,11 @@ from bench.retrieval import (
     build_index,
     exit_on_sigterm,
     log,
-    seed_all,
-    writer_config,
+    seeded_synapse,
 )
-from bench.synapse_run import SeededRoom, SynapseBench
+from bench.synapse_run import SeededRoom
 from ingest import lexical
-from ingest.embed import Embedder, make_embedder
+from ingest.embed import Embedder
 from ingest.rank import content_terms
 from ingest.records import COMPAT_KEY
 from ingest.store import PointFilter, Store
@@ -90,28 +88,17 @@ async def collect(
 
 async def main_async(data: Path, out: Path) -> None:
     conversations = load(data)
-    with tempfile.TemporaryDirectory(prefix="muninn-cand-") as tmp:
-        work = Path(tmp)
-        async with SynapseBench(work / "synapse") as sb:
-            hs = sb.homeserver
-            rooms, reader = await seed_all(hs, conversations)
-            log("seeded")
-            embedder = make_embedder(writer_config(hs, reader, work / "q", 600, 1).embedder)
-            t = time.monotonic()
-            store, _report = await build_index(
-                hs,
-                reader,
-                work / "qdrant",
-                embedder,
-                max_bytes=MAX_BYTES,
-                gap_seconds=GAP_SECONDS,
-            )
-            log(f"indexed in {time.monotonic() - t:.0f}s")
-            try:
-                convs = await collect(store, embedder, rooms)
-            finally:
-                await asyncio.to_thread(store.close)
-                await embedder.close()
+    async with seeded_synapse(conversations, "muninn-cand-") as seeded:
+        work, hs, rooms, reader, embedder = seeded
+        t = time.monotonic()
+        store, _report = await build_index(
+            hs, reader, work / "qdrant", embedder, max_bytes=MAX_BYTES, gap_seconds=GAP_SECONDS
+        )
+        log(f"indexed in {time.monotonic() - t:.0f}s")
+        try:
+            convs = await collect(store, embedder, rooms)
+        finally:
+            await asyncio.to_thread(store.close)
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {"data": str(data), "max_bytes": MAX_BYTES, "gap_seconds": GAP_SECONDS, "depth": DEPTH}
     text = json.dumps({**doc, "conversations": convs}) + "\n"

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from bench.synapse_run import (
     seed_conversation,
     synapse_search,
 )
-from ingest.config import Config, parse_config
+from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
 from ingest.refresh import RefreshReport, Writer
@@ -111,6 +112,24 @@ async def seed_all(
     reader = await hs.register("bench-reader", displayname="bench reader")
     seeded = await asyncio.gather(*(seed_conversation(hs, c, [reader]) for c in conversations))
     return list(seeded), reader
+
+
+@contextlib.asynccontextmanager
+async def seeded_synapse(
+    conversations: Sequence[Conversation], prefix: str
+) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
+    """A work folder, a Synapse seeded with `conversations`, the reader and the product's
+    embedder (closed on the way out): what `candidates` and `tune` start from."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        work = Path(tmp)
+        async with SynapseBench(work / "synapse") as sb:
+            rooms, reader = await seed_all(sb.homeserver, conversations)
+            log("seeded")
+            embedder = make_embedder(EmbedderConfig())
+            try:
+                yield work, sb.homeserver, rooms, reader, embedder
+            finally:
+                await embedder.close()
 
 
 def writer_config(
@@ -260,7 +279,7 @@ async def run(
         async with SynapseBench(work / "synapse") as sb:
             hs = sb.homeserver
             rooms, reader, seed_seconds["sqlite"] = await seed(hs, conversations, "sqlite")
-            embedder = make_embedder(writer_config(hs, reader, work / "q", 600, 1).embedder)
+            embedder = make_embedder(EmbedderConfig())
             t = time.monotonic()
             store, report = await build_index(
                 hs,

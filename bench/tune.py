@@ -18,7 +18,6 @@ import itertools
 import json
 import math
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -27,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import Hit, Scores, load
-from bench.retrieval import build_index, exit_on_sigterm, log, seed_all, writer_config
-from bench.synapse_run import SeededRoom, SynapseBench
+from bench.retrieval import build_index, exit_on_sigterm, log, seeded_synapse
+from bench.synapse_run import SeededRoom
 from ingest import lexical
-from ingest.embed import Embedder, make_embedder
+from ingest.embed import Embedder
 from ingest.fusion import rrf
 from ingest.rank import STOP_WORDS
 from ingest.records import COMPAT_KEY
@@ -234,41 +233,35 @@ async def main_async(
 ) -> None:
     conversations = load(data_path)
     results: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="muninn-tune-") as tmp:
-        work = Path(tmp)
-        async with SynapseBench(work / "synapse") as sb:
-            hs = sb.homeserver
-            rooms, reader = await seed_all(hs, conversations)
-            log("seeded")
-            embedder = make_embedder(writer_config(hs, reader, work / "q", 600, 1).embedder)
-            for max_bytes, gap in configs:
-                t = time.monotonic()
-                store, report = await build_index(
-                    hs,
-                    reader,
-                    work / f"qdrant-{max_bytes}-{gap}",
-                    embedder,
-                    max_bytes=max_bytes,
-                    gap_seconds=gap,
-                )
-                windows = sum(r.windows_written for r in report.rooms)
-                qdata = await collect(store, embedder, rooms)
-                await asyncio.to_thread(store.close)
-                took = time.monotonic() - t
-                log(f"max_bytes={max_bytes} gap={gap}: {windows} windows, {took:.0f}s")
-                t = time.monotonic()
-                rows = fine_grid(qdata) if fine else grid(qdata)
-                log(f"  grid: {len(rows)} rows in {time.monotonic() - t:.0f}s")
-                key = f"max_bytes={max_bytes} gap={gap} windows={windows}"
-                results[key] = rows
-                top = sorted(rows, key=lambda r: -float(r["recall@2000"]))[:5]
-                for r in top:
-                    log(f"  {r['recall@2000']:.3f} {r['mrr']:.3f} {r['fusion']} | {r['unit']}")
-                if out is not None:
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    text = json.dumps(results, indent=1) + "\n"
-                    await asyncio.to_thread(out.write_text, text, encoding="utf-8")
-            await embedder.close()
+    async with seeded_synapse(conversations, "muninn-tune-") as seeded:
+        work, hs, rooms, reader, embedder = seeded
+        for max_bytes, gap in configs:
+            t = time.monotonic()
+            store, report = await build_index(
+                hs,
+                reader,
+                work / f"qdrant-{max_bytes}-{gap}",
+                embedder,
+                max_bytes=max_bytes,
+                gap_seconds=gap,
+            )
+            windows = sum(r.windows_written for r in report.rooms)
+            qdata = await collect(store, embedder, rooms)
+            await asyncio.to_thread(store.close)
+            took = time.monotonic() - t
+            log(f"max_bytes={max_bytes} gap={gap}: {windows} windows, {took:.0f}s")
+            t = time.monotonic()
+            rows = fine_grid(qdata) if fine else grid(qdata)
+            log(f"  grid: {len(rows)} rows in {time.monotonic() - t:.0f}s")
+            key = f"max_bytes={max_bytes} gap={gap} windows={windows}"
+            results[key] = rows
+            top = sorted(rows, key=lambda r: -float(r["recall@2000"]))[:5]
+            for r in top:
+                log(f"  {r['recall@2000']:.3f} {r['mrr']:.3f} {r['fusion']} | {r['unit']}")
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                text = json.dumps(results, indent=1) + "\n"
+                await asyncio.to_thread(out.write_text, text, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
