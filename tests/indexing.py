@@ -140,12 +140,15 @@ class Indexer:
         *,
         embedder: RecordingEmbedder | None = None,
         reader: MatrixReader | None = None,
+        command_prefix: str = "!",
     ) -> None:
         self.cfg = cfg
         self.embedder = embedder or RecordingEmbedder(shared_embedder())
         self.store: Store = open_store(cfg.index, cfg.base_dir)
         self.reader = reader or MatrixReader.from_config(cfg)
-        self.writer = Writer(cfg, self.reader, self.store, self.embedder)
+        self.writer = Writer(
+            cfg, self.reader, self.store, self.embedder, command_prefix=command_prefix
+        )
 
     async def refresh(self, rooms: Sequence[RoomID] | None = None) -> RefreshReport:
         return await self.writer.refresh(only=rooms)

@@ -392,6 +392,23 @@ async def test_refresh_skips_notices_commands_and_own_messages(
         await ix.close()
 
 
+async def test_refresh_skips_the_commands_of_the_prefix_it_is_given(
+    hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
+) -> None:
+    """The writer reads no bot setting: it skips commands by the prefix the bot hands it, so
+    with `?` a `?search` stays out and a message that starts with `!` is chat like any other."""
+    reader = await _reader_in(hs, alice, room)
+    kept = await alice.send_text(room, "!important: the deploy moved to noon")
+    await alice.send_text(room, "?search wombatcommand")
+    ix = Indexer(reader_config(hs, reader, tmp_path), command_prefix="?")
+    try:
+        report = _room_report(await ix.refresh(), room)
+        assert await ix.bodies() == {kept: "!important: the deploy moved to noon"}
+        assert report.skipped["command"] == 1
+    finally:
+        await ix.close()
+
+
 async def test_refresh_thread_replies_chunk_with_their_root(
     hs: Homeserver, alice: MatrixUser, bob: MatrixUser, room: str, tmp_path: Path
 ) -> None:
