@@ -21,7 +21,8 @@ Synapse; and the process's RSS before the burst and its peak during it (VmHWM re
 burst; the service runs in this process, Synapse in its own). The replies are read forward from
 a token taken before the burst, each event once.
 
-`--profile N` replaces the bursts: one person asks N commands one after another (each waiting
+`--profile N` comes first, on the same room and index (`--concurrency ''` skips the bursts after
+it): one person asks N commands one after another (each waiting
 for its reply; after 3 not profiled, which warm the room's copy) while `py-spy record` (the
 `bench` extra) samples this process and Synapse; reported are both processes' CPU a command
 and their functions by inclusive CPU ms a command (idle threads left out).
@@ -342,7 +343,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         warmup=PROFILE_WARMUP,
                         out=out,
                     )
-                    return result
                 texts = phrases(bodies, total * len(args.concurrency))
                 for i, concurrency in enumerate(args.concurrency):
                     row = await burst(
@@ -376,9 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-person", type=int, default=5)
     p.add_argument(
         "--concurrency",
-        type=lambda s: [int(x) for x in s.split(",")],
+        type=lambda s: [int(x) for x in s.split(",") if x],
         default=[1, 8],
-        help="bot.max_concurrent_commands of each run, comma-separated (1: one at a time)",
+        help="bot.max_concurrent_commands of each run, comma-separated (1: one at a time; "
+        "'': no burst)",
     )
     p.add_argument("--patience", type=float, default=900.0, help="seconds to wait for replies")
     p.add_argument(
@@ -386,8 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="instead of the bursts: N commands one after another under py-spy (pip install "
-        "py-spy), reporting where a command's CPU goes",
+        help="before the bursts: N commands one after another under py-spy (the bench extra), "
+        "reporting where a command's CPU goes",
     )
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw stacks in this file")
     p.add_argument("--out", type=Path)
