@@ -113,12 +113,20 @@ def _text_size(event: Mapping[str, Any]) -> int:
 def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
     """The newest events whose text adds up to at most `limit` characters, and whether that
     left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    kept, cut, _ = _within(events, limit)
+    return kept, cut
+
+
+def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], bool, int]:
+    """`within_text`, and the text the kept events hold (the copy's size, without a second
+    pass over them)."""
     total = 0
     for index, event in enumerate(events):
-        total += _text_size(event)
-        if total > limit:
-            return list(events[:index]), True
-    return list(events), False
+        size = _text_size(event)
+        if total + size > limit:
+            return list(events[:index]), True, total
+        total += size
+    return list(events), False, total
 
 
 @dataclass
@@ -186,9 +194,8 @@ class RecentEvents:
             # Not met: more than `kept` new events arrived, and they are the latest `kept`.
             events = _merge(new, old)[:kept] if met else list(new)
             older = met and cached.cut
-        events, cut = within_text(events)
-        copy = _Copy(kept, events, cut or older, 0)
-        copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        events, cut, text = _within(events, SCAN_TEXT)
+        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events))
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size
