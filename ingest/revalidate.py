@@ -18,7 +18,9 @@ after the page's points are written; the read path takes the cursors before the 
 can have made a hit stale since is in the room's timeline after that cursor — a redaction, or
 a newer valid edit. So a reply reads that tail once a room, filtered to redactions and
 messages (`/messages?dir=f&from=<cursor>&filter={"types": …}`: one request when the writer is
-caught up, two when a few events are new), instead of one `GET /event` per cited event. Only
+caught up, two when a few events are new), instead of one `GET /event` per cited event; while
+the cursor has not moved (a burst of replies between two refreshes) each read goes on from the
+room's last one instead of reading the whole tail again. Only
 when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
 it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
 `unsigned.m.relations.m.replace`, shows an edit).
