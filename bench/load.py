@@ -2,6 +2,7 @@
 
     python -m bench.load [--data ../shared/data/irc-ubuntu] [--room-messages 3000]
         [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
+    python -m bench.load --profile 20 [--profile-out FILE]
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
 `--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
@@ -14,9 +15,17 @@ messages), all at once, and the run waits until every command has its reply.
 
 Reported per run, on the server clock (`origin_server_ts`): replies/s (commands answered over
 the span from the first command to the last reply) and reply latency p50/p99 (reply minus
-command); unanswered commands; the service's timed-out commands and most in flight; and the
-process's RSS before the burst and its peak during it (VmHWM reset before the burst; the
-service runs in this process, Synapse in its own).
+command); unanswered commands; the service's timed-out commands and most in flight; the CPU
+seconds a command of this process (the service, and the benchmark's own sends and reads) and of
+Synapse; and the process's RSS before the burst and its peak during it (VmHWM reset before the
+burst; the service runs in this process, Synapse in its own). The replies are read forward from
+a token taken before the burst, each event once.
+
+`--profile N` comes first, on the same room and index (`--concurrency ''` skips the bursts after
+it): one person asks N commands one after another (each waiting
+for its reply; after 3 not profiled, which warm the room's copy) while `py-spy record` (the
+`bench` extra) samples this process and Synapse; reported are both processes' CPU a command
+and their functions by inclusive CPU ms a command (idle threads left out).
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -40,6 +51,12 @@ from ingest.types import RoomID
 POLL_SECONDS = 1.0
 
 
+def _cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU seconds so far (`/proc/PID/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _reset_peak() -> None:
     """Start VmHWM again from the current RSS (Linux: write 5 to clear_refs)."""
     Path("/proc/self/clear_refs").write_text("5")
@@ -49,6 +66,37 @@ def _in_reply_to(event: dict[str, Any]) -> str | None:
     rel = event.get("content", {}).get("m.relates_to", {})
     reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
     return reply.get("event_id") if isinstance(reply, dict) else None
+
+
+async def _now_token(user: Any, room: str) -> str:
+    """A `/messages` token at the room's present, to read forward from."""
+    return str((await user.messages(room, direction="b", limit=1))["start"])
+
+
+async def _read_new(
+    user: Any,
+    room: str,
+    token: str,
+    bot_id: str,
+    wanted: set[str],
+    seen: dict[str, dict[str, Any]],
+    answer: dict[str, dict[str, Any]],
+) -> str:
+    """Read the room forward from `token` (each event once: a poll of the latest 1,000 events
+    cost Synapse and this process, which hosts the service, more than the replies did);
+    record the events in `seen` and the bot's replies to `wanted` commands in `answer`; the token
+    to go on from."""
+    while True:
+        page = await user.messages(room, direction="f", from_token=token, limit=500)
+        for event in page["chunk"]:
+            seen[event["event_id"]] = event
+            target = _in_reply_to(event)
+            if event["sender"] == bot_id and target in wanted and target not in answer:
+                answer[target] = event
+        end = page.get("end")
+        if not page["chunk"] or not isinstance(end, str) or end == token:
+            return token if not isinstance(end, str) else end
+        token = end
 
 
 async def burst(
@@ -85,6 +133,8 @@ async def burst(
             sends = (user.send_text(room, f"!search {text}") for text in mine)
             return list(await asyncio.gather(*sends))
 
+        token = await _now_token(people[0], room)
+        cpu_at, synapse_at = time.process_time(), _cpu_seconds(server.pid)
         sent_at = time.perf_counter()
         asked = await asyncio.gather(*(ask(n, user) for n, user in enumerate(people)))
         sent = [event_id for ids in asked for event_id in ids]
@@ -92,22 +142,16 @@ async def burst(
         wanted = set(sent)
         seen: dict[str, dict[str, Any]] = {}
         answer: dict[str, dict[str, Any]] = {}
-        bot_id = server.bot_user_id
         deadline = time.perf_counter() + patience
         while len(answer) < len(wanted) and time.perf_counter() < deadline:
             await asyncio.sleep(POLL_SECONDS)
-            chunk = (await people[0].messages(room, direction="b", limit=1000))["chunk"]
-            for event in chunk:
-                seen[event["event_id"]] = event
-                target = _in_reply_to(event)
-                if event["sender"] == bot_id and target in wanted and target not in answer:
-                    answer[target] = event
+            token = await _read_new(
+                people[0], room, token, server.bot_user_id, wanted, seen, answer
+            )
         wall_s = time.perf_counter() - sent_at
+        cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
         peak = vm("VmHWM")
         rss_after = vm("VmRSS")
-        missing = [e for e in sent if e not in seen]
-        for event_id in missing:  # pushed out of the polled window before it was read
-            seen[event_id] = await people[0].get_event(room, event_id)
         sent_ts = {e: int(seen[e]["origin_server_ts"]) for e in sent}
         latencies = [
             (int(reply["origin_server_ts"]) - sent_ts[cmd]) / 1000 for cmd, reply in answer.items()
@@ -130,12 +174,114 @@ async def burst(
             "wall_seconds": round(wall_s, 1),
             "service_timeouts": service.commands.timeouts,
             "most_in_flight": service.commands.peak,
+            "service_cpu_ms_per_command": round(cpu_s * 1000 / max(len(sent), 1), 1),
+            "synapse_cpu_ms_per_command": round(synapse_s * 1000 / max(len(sent), 1), 1),
             "rss_before_mib": rss_before,
             "peak_rss_during_mib": peak,
             "rss_after_mib": rss_after,
         }
     finally:
         await service.stop()
+
+
+PROFILE_RATE = 200  # py-spy samples a second
+PROFILE_WARMUP = 3  # commands before the profile starts: the room's copy is then warm
+
+
+def top_costs(raw: str, commands: int, rate: int = PROFILE_RATE, top: int = 30) -> list[Any]:
+    """py-spy's `raw` (collapsed) stacks as rows of (function, inclusive ms a command, self ms
+    a command), by inclusive time: a function counts once per sample that has it anywhere on
+    its stack, so nested rows overlap and do not add up."""
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + int(count)
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+    ms = 1000 / rate / max(commands, 1)
+    rows = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
+    return [(frame, round(n * ms, 1), round(own.get(frame, 0) * ms, 1)) for frame, n in rows]
+
+
+async def profile(
+    server: Any,
+    workdir: Path,
+    embedder: Embedder,
+    hs: Any,
+    room: str,
+    person: Any,
+    texts: Sequence[str],
+    *,
+    warmup: int,
+    out: Path,
+) -> dict[str, Any]:
+    """`texts` asked one after another by one person, each waiting for its reply, under
+    `py-spy record` of this process (every thread, idle ones left out) after `warmup` of
+    them: where a command's CPU goes once the room's copy is warm, as in a burst."""
+    from bot.service import Service
+    from tests.botkit import service_config
+
+    # One asker for every command: the rate limit would otherwise drop them after 10.
+    cfg = service_config(server, workdir, bot={"rate_per_minute": 10_000})
+    service = Service(cfg, embedder=embedder, full_at_start=False)
+    await service.start()
+    spies: list[asyncio.subprocess.Process] = []
+    try:
+        await hs.ping_appservice()
+        token = await _now_token(person, room)
+        seen: dict[str, dict[str, Any]] = {}
+        answer: dict[str, dict[str, Any]] = {}
+        cpu_at = synapse_at = 0.0
+        for n, text in enumerate(texts):
+            if n == warmup:
+                spies = [await _spy(os.getpid(), out), await _spy(server.pid, _synapse(out))]
+                await asyncio.sleep(1.0)  # attached
+                cpu_at, synapse_at = time.process_time(), _cpu_seconds(server.pid)
+            wanted = {await person.send_text(room, f"!search {text}")}
+            while not wanted <= answer.keys():
+                await asyncio.sleep(0.05)
+                token = await _read_new(
+                    person, room, token, server.bot_user_id, wanted, seen, answer
+                )
+        profiled = len(texts) - warmup
+        cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
+    finally:
+        for spy in spies:
+            if spy.returncode is None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+            await spy.wait()
+        await service.stop()
+    return {
+        "profiled_commands": profiled,
+        "service_cpu_ms_per_command": round(cpu_s * 1000 / profiled, 1),
+        "synapse_cpu_ms_per_command": round(synapse_s * 1000 / profiled, 1),
+        "profile_file": str(out),
+        "top_inclusive_ms_per_command": _costs_in(out, profiled),
+        "synapse_top_inclusive_ms_per_command": _costs_in(_synapse(out), profiled),
+    }
+
+
+async def _spy(pid: int, out: Path) -> asyncio.subprocess.Process:
+    """`py-spy record` of a process (every thread, idle ones left out) into `out`."""
+    return await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("py-spy")),
+        *("record", "--pid", str(pid), "--rate", str(PROFILE_RATE), "--format", "raw"),
+        *("--function", "--nonblocking", "-o", str(out)),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+def _synapse(out: Path) -> Path:
+    return out.with_name(out.stem + "-synapse" + out.suffix)
+
+
+def _costs_in(path: Path, commands: int) -> list[Any]:
+    return top_costs(path.read_text(), commands) if path.exists() else []
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -184,6 +330,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     await indexer.stop()
                 result["index_seconds"] = round(time.perf_counter() - start, 1)
                 result["room_messages"] = len(bodies)
+                if args.profile:
+                    asked = phrases(bodies, args.profile + PROFILE_WARMUP, seed=7)
+                    out = args.profile_out or workdir / "profile.txt"
+                    result["profile"] = await profile(
+                        server,
+                        workdir,
+                        embedder,
+                        hs,
+                        room,
+                        people[0],
+                        asked,
+                        warmup=PROFILE_WARMUP,
+                        out=out,
+                    )
                 texts = phrases(bodies, total * len(args.concurrency))
                 for i, concurrency in enumerate(args.concurrency):
                     row = await burst(
@@ -217,11 +377,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-person", type=int, default=5)
     p.add_argument(
         "--concurrency",
-        type=lambda s: [int(x) for x in s.split(",")],
+        type=lambda s: [int(x) for x in s.split(",") if x],
         default=[1, 8],
-        help="bot.max_concurrent_commands of each run, comma-separated (1: one at a time)",
+        help="bot.max_concurrent_commands of each run, comma-separated (1: one at a time; "
+        "'': no burst)",
     )
     p.add_argument("--patience", type=float, default=900.0, help="seconds to wait for replies")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="before the bursts: N commands one after another under py-spy (the bench extra), "
+        "reporting where a command's CPU goes",
+    )
+    p.add_argument("--profile-out", type=Path, help="keep py-spy's raw stacks in this file")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ingest.events import normalize, thread_root, typed_text
 from ingest.scrub import scrub
 from ingest.search import purged
-from ingest.types import Edit, Message, RoomID
+from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
     "SCAN_TEXT",
     "RecentEvents",
     "RoomLog",
     "ScanInfo",
+    "TextMemo",
     "TimelineItem",
     "current_body",
     "within_text",
@@ -97,12 +97,20 @@ def _text_size(event: Mapping[str, Any]) -> int:
 def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
     """The newest events whose text adds up to at most `limit` characters, and whether that
     left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    kept, cut, _ = _within(events, limit)
+    return kept, cut
+
+
+def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], bool, int]:
+    """`within_text`, and the text the kept events hold (the copy's size, without a second
+    pass over them)."""
     total = 0
     for index, event in enumerate(events):
-        total += _text_size(event)
-        if total > limit:
-            return list(events[:index]), True
-    return list(events), False
+        size = _text_size(event)
+        if total + size > limit:
+            return list(events[:index]), True, total
+        total += size
+    return list(events), False, total
 
 
 @dataclass
@@ -170,9 +178,8 @@ class RecentEvents:
             # Not met: more than `kept` new events arrived, and they are the latest `kept`.
             events = _merge(new, old)[:kept] if met else list(new)
             older = met and cached.cut
-        events, cut = within_text(events)
-        copy = _Copy(kept, events, cut or older, 0)
-        copy.size = sum(_text_size(e) + EVENT_OVERHEAD for e in events)
+        events, cut, text = _within(events, SCAN_TEXT)
+        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events))
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size
@@ -213,35 +220,75 @@ def _emptied(event: JSONDict) -> JSONDict:
     return {**event, "content": {}, "unsigned": unsigned}
 
 
-class _ScrubCache:
-    """`scrub` remembered by body, bounded by characters rather than entries (bodies run to
-    64 KB); shared by the threads the folds run in."""
+class TextMemo:
+    """A pure function of a string remembered by its argument, bounded by characters rather
+    than entries (bodies run to 64 KB); shared by the threads the folds run in. The oldest
+    entries go first; a hit is a plain dict read (atomic), only a miss takes the lock."""
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, fn: Callable[[str], str], max_chars: int) -> None:
+        self._fn = fn
         self._max = max_chars
         self._chars = 0
-        self._done: OrderedDict[str, str] = OrderedDict()
+        self._done: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, body: str) -> str:
+    def __call__(self, text: str) -> str:
+        out = self._done.get(text)
+        if out is not None:
+            return out
+        out = self._fn(text)
         with self._lock:
-            clean = self._done.get(body)
-            if clean is not None:
-                self._done.move_to_end(body)
-                return clean
-        clean = scrub(body)
-        with self._lock:
-            if body not in self._done:
-                self._done[body] = clean
-                self._chars += len(body) + len(clean)
+            if text not in self._done:
+                self._done[text] = out
+                self._chars += len(text) + len(out)
             while self._chars > self._max:
-                old, old_clean = self._done.popitem(last=False)
-                self._chars -= len(old) + len(old_clean)
-        return clean
+                old = next(iter(self._done))
+                self._chars -= len(old) + len(self._done.pop(old))
+        return out
 
 
 # Every `!search` folds the same recent events again, and the scrub is most of that fold.
-_scrubbed = _ScrubCache(16_000_000)
+_scrubbed = TextMemo(scrub, 16_000_000)
+
+
+class _NormalizedMemo:
+    """`normalize` remembered per event *object*, bounded like the copies (text plus
+    `EVENT_OVERHEAD` an event), the oldest entries going first.
+
+    A room's copy (`RecentEvents`) hands the same event objects to command after command, and
+    nothing changes an event in place: a redaction or a purge replaces it with a new, emptied
+    object (`_emptied`), which misses here and is read afresh. The entry holds the event
+    itself, so its `id` cannot be reused while remembered, and a hit is checked by identity.
+    """
+
+    def __init__(self, max_size: int) -> None:
+        self._max = max_size
+        self.size = 0
+        self._done: dict[tuple[int, frozenset[str], str], tuple[JSONDict, Normalized]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: JSONDict, own: frozenset[str], prefix: str) -> Normalized:
+        key = (id(event), own, prefix)
+        hit = self._done.get(key)
+        if hit is not None and hit[0] is event:
+            return hit[1]
+        item = normalize(event, own_user_ids=own, command_prefix=prefix)
+        if not _content(event):
+            return item  # redacted or purged: read at once, and a fresh object every command
+        with self._lock:
+            gone = self._done.pop(key, None)
+            if gone is not None:
+                self.size -= _text_size(gone[0]) + EVENT_OVERHEAD
+            self._done[key] = (event, item)
+            self.size += _text_size(event) + EVENT_OVERHEAD
+            while self.size > self._max:
+                old = self._done.pop(next(iter(self._done)))[0]
+                self.size -= _text_size(old) + EVENT_OVERHEAD
+        return item
+
+
+# Each command in a room normalizes its latest events again: as many as a copy holds.
+_normalized = _NormalizedMemo(4 * SCAN_TEXT)
 
 
 @dataclass(frozen=True)
@@ -281,7 +328,7 @@ class RoomLog:
     def messages(self, bot_user_id: str, prefix: str) -> list[Message]:
         """Searchable messages, newest first, with valid edits applied (same sender)."""
         own = frozenset({bot_user_id})
-        items = [normalize(e, own_user_ids=own, command_prefix=prefix) for e in self.raw]
+        items = [_normalized(e, own, prefix) for e in self.raw]
         authors = {i.event_id: i.sender for i in items if isinstance(i, Message)}
         latest_edit: dict[str, Edit] = {}
         for item in items:  # newest first: the first valid edit seen per target is the latest

@@ -23,6 +23,7 @@ import regex
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
+from bot.roomlog import TextMemo
 
 __all__ = [
     "DEFAULT_BOUND",
@@ -108,6 +109,10 @@ def fold_text(text: str) -> str:
     """Caseless comparison form: NFKC case folding, whitespace runs collapsed."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     return " ".join(folded.split())
+
+
+# A burst of commands in one room folds the same bodies again and again.
+_folded = TextMemo(fold_text, 16_000_000)
 
 
 def _is_word_start(text: str, index: int) -> bool:
@@ -204,7 +209,7 @@ class _Query:
                 raise PatternTimeout("the /regex/ took too long; try a simpler pattern")
             found = match_regex(body, self.pattern, timeout=remaining)
             return (found, None) if found else None
-        folded = fold_text(body)
+        folded = _folded(body)
         scored = [(m, text) for text, f in self.texts if (m := match_literal(folded, f))]
         # max() keeps the first of equal scores: the earlier text wins a tie.
         return max(scored, key=lambda item: item[0].score, default=None)

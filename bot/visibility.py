@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from bot.sender import BotClient
@@ -88,15 +89,27 @@ class Audience:
         start = self.joined_from if visibility == "joined" else self.invited_from
         return start is None or ts >= start
 
-    def _spans(self) -> list[tuple[Period, int | None]]:
+    @cached_property
+    def _spans(self) -> tuple[tuple[Period, int | None], ...]:
+        """Each period with its end (None: still in force); `sees` asks it for every message."""
         ends: list[int | None] = [p.start for p in self.periods[1:]]
-        return list(zip(self.periods, [*ends, None], strict=True))
+        return tuple(zip(self.periods, [*ends, None], strict=True))
+
+    @cached_property
+    def _open(self) -> bool:
+        """No period restricts by time: every event from the first period's start is seen."""
+        return all(
+            p.visibility not in _RESTRICTED and self._allows(p.visibility, p.start)
+            for p in self.periods
+        )
 
     def sees(self, ts: int) -> bool:
         """Whether every reader of the reply may see an event sent at `ts`."""
+        if self._open and self.periods and ts >= self.periods[0].start:
+            return True  # asked of every message a command folds
         in_force = [
             period.visibility
-            for period, end in self._spans()
+            for period, end in self._spans
             if period.start <= ts and (end is None or ts <= end)
         ]
         return bool(in_force) and all(self._allows(v, ts) for v in in_force)
@@ -105,7 +118,7 @@ class Audience:
     def after(self) -> int | None:
         """A lower bound of what `sees` may pass (for the index's own filter); None: none."""
         firsts = []
-        for period, end in self._spans():
+        for period, end in self._spans:
             first = period.start
             if period.visibility in _RESTRICTED and self.now in _RESTRICTED:
                 start = self.joined_from if period.visibility == "joined" else self.invited_from

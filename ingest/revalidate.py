@@ -18,7 +18,9 @@ after the page's points are written; the read path takes the cursors before the 
 can have made a hit stale since is in the room's timeline after that cursor — a redaction, or
 a newer valid edit. So a reply reads that tail once a room, filtered to redactions and
 messages (`/messages?dir=f&from=<cursor>&filter={"types": …}`: one request when the writer is
-caught up, two when a few events are new), instead of one `GET /event` per cited event. Only
+caught up, two when a few events are new), instead of one `GET /event` per cited event; while
+the cursor has not moved (a burst of replies between two refreshes) each read goes on from the
+room's last one instead of reading the whole tail again. Only
 when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
 it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
 `unsigned.m.relations.m.replace`, shows an edit).
@@ -79,6 +81,7 @@ _K = TypeVar("_K")
 # an `m.room.message` with the type of what it edits; only messages are indexed).
 TAIL_TYPES = ("m.room.redaction", "m.room.message")
 TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
+MAX_TAILS = 256  # rooms whose last tail is kept (each at most `tail_pages` pages of events)
 NO_PREFIX = ""  # edits are judged by sender and order; an edit into a command is text gone too
 
 
@@ -95,6 +98,20 @@ class Tail:
             self.redacted.add(str(item.redacts))
         elif isinstance(item, Edit):  # a redacted edit normalises to a skip: it edits nothing
             self.edits.setdefault(str(item.target), []).append(item)
+
+    def copy(self) -> Tail:
+        return Tail(set(self.redacted), {k: list(v) for k, v in self.edits.items()})
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A room's tail read up to `token`, from `cursor`: the next read of the same cursor goes
+    on from `token` (asked again from it, the homeserver gives exactly the newer events)."""
+
+    cursor: str
+    token: str
+    tail: Tail
+    events: int  # read since the cursor
 
 
 def read_tail(events: Sequence[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
@@ -171,6 +188,9 @@ class LiveCheck:
         # fetches a room's state once.
         self._verdicts = asyncio.Lock()
         self._reported: set[tuple[str, str]] = set()
+        # Each room's last tail, so a burst of replies between two refreshes (the cursor
+        # unmoved) reads only what is new each, not the whole tail since the cursor each.
+        self._reads: dict[str, _Read] = {}
 
     async def _room_ok(self, room_id: str) -> bool:
         async with self._verdicts:
@@ -189,17 +209,33 @@ class LiveCheck:
         return False
 
     async def tail(self, room_id: str, cursor: str | None) -> Tail | None:
-        """The room's redactions and edits after `cursor`; None if they cannot be told whole."""
+        """The room's redactions and edits after `cursor`; None if they cannot be told whole.
+
+        Goes on from the room's last read of the same cursor: what it held is still after the
+        cursor, and anything since (a redaction, an edit, also of what it held) is read now.
+        It can only hold more than a read from the cursor would (an edit since redacted), so
+        a hit is at worst hidden until the writer moves the cursor, never shown stale.
+        """
         if cursor is None or not isinstance(self.reader, TailSource):
             return None
-        tail, token = Tail(), cursor
+        known = self._reads.get(room_id)
+        if known is not None and known.cursor == cursor:
+            tail, token, read = known.tail.copy(), known.token, known.events
+        else:
+            tail, token, read = Tail(), cursor, 0
+        limit = self.tail_pages * TAIL_PAGE
         try:
             for _ in range(self.tail_pages):
                 page = await self.reader.page_after(
                     room_id, token, types=TAIL_TYPES, limit=TAIL_PAGE
                 )
                 read_tail(page.events, tail)
+                read += len(page.events)
+                if read > limit:
+                    break
                 if page.end is None or page.end == token:
+                    if not page.events:  # else they would be served again from `token`
+                        self._remember(room_id, _Read(cursor, token, tail, read))
                     return tail
                 token = page.end
         except MatrixError as e:
@@ -207,12 +243,19 @@ class LiveCheck:
                 "cannot read %s since its cursor, checking events one by one: %s", room_id, e
             )
             return None
+        self._reads.pop(room_id, None)
         log.info(
             "%s has more than %d pages unindexed: checking events one by one",
             room_id,
             self.tail_pages,
         )
         return None
+
+    def _remember(self, room_id: str, read: _Read) -> None:
+        self._reads.pop(room_id, None)
+        self._reads[room_id] = read
+        while len(self._reads) > MAX_TAILS:
+            del self._reads[next(iter(self._reads))]  # the least recently read room
 
     async def _fetch(self, room_id: str, event_id: str) -> Mapping[str, Any] | None:
         async with self._gate:

@@ -283,6 +283,7 @@ class CountingReader(MatrixReader):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.paths: list[str] = []
+        self.queries: list[Any] = []  # each request's query, in the order of `paths`
 
     @classmethod
     def counting(cls, cfg: Config) -> CountingReader:
@@ -293,6 +294,7 @@ class CountingReader(MatrixReader):
         self, method: str, path: str, *, query: Any = None, body: Any = None
     ) -> Any:
         self.paths.append(path)
+        self.queries.append(query)
         return await super()._request(method, path, query=query, body=body)
 
     def touched(self, room_id: str) -> list[str]:

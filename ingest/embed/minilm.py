@@ -80,6 +80,9 @@ def _load_session(path: Path) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = _cores()
     options.inter_op_num_threads = 1
+    # Idle intra-op threads spin by default, burning a core after every run: on a small host
+    # shared with the homeserver that is CPU a burst of commands needs (bench/RESULTS.md §7).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # warnings about unused initialisers are noise here
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

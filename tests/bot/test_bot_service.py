@@ -565,6 +565,37 @@ async def test_bot_search_hides_a_purged_message_from_the_transcript_too(
     assert "enclosure code" not in str(after["content"])
 
 
+async def test_bot_search_hides_a_message_redacted_after_an_earlier_search(
+    env: Env, alice: MatrixUser
+) -> None:
+    """The room's log, and what was read from it, are kept between commands: a redaction
+    after a `!search` that showed the message hides it from the next one (rule 7)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the wombat burrow key is under the blue mat")
+    await alice.send_text(room, "a wombat dug all night")
+    _, before = await ask(alice, room, "!search wombat", env.bot_id)
+    assert "blue mat" in body_of(before)
+    await alice.redact(room, doomed)
+    _, after = await ask(alice, room, "!search wombat", env.bot_id)
+    assert "dug all night" in body_of(after)
+    assert "blue mat" not in str(after["content"]) and link(room, doomed) not in body_of(after)
+
+
+async def test_bot_search_shows_an_edit_made_after_an_earlier_search(
+    env: Env, alice: MatrixUser
+) -> None:
+    """An edit after a `!search` that showed the original: the next one shows the new text
+    only, never the words the edit took back."""
+    room = await env.room(alice)
+    target = await alice.send_text(room, "the quokka ate the spare sandwich")
+    _, before = await ask(alice, room, "!search quokka", env.bot_id)
+    assert "spare sandwich" in body_of(before)
+    await alice.send_edit(room, target, "the quokka took a long nap")
+    _, after = await ask(alice, room, "!search quokka", env.bot_id)
+    assert "long nap" in body_of(after)
+    assert "sandwich" not in str(after["content"])
+
+
 async def test_bot_search_with_the_store_down_still_hides_a_purged_message(
     env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
 ) -> None:

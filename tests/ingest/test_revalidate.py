@@ -148,6 +148,32 @@ async def test_a_reply_is_revalidated_in_one_or_two_requests(room: Room) -> None
     assert events == [] and 1 <= len(messages) <= 2, room.reader.paths
 
 
+async def test_a_check_kept_between_replies_goes_on_from_its_last_read(
+    room: Room, seeder: MatrixUser
+) -> None:
+    """One `LiveCheck` for every reply, as the service keeps it, and no refresh between: the
+    next reply reads the tail on from where the last one stopped, not again from the cursor,
+    and a redaction and an edit made in between still drop their windows."""
+    check = searcher(room, "tail")
+    query = SearchQuery.build(["heron"], room_ids=[room.room_id], limit=5)
+    await seeder.send_text(room.room_id, "unindexed chatter after the cursor")
+    assert len((await check.search(query)).hits) == 5
+    stopped = _tail_tokens(room.reader)[-1]  # the read that found nothing newer
+    await seeder.redact(room.room_id, room.messages[2])
+    await seeder.send_edit(room.room_id, room.messages[0], "the heron nest is private now")
+    room.reader.paths.clear()
+    room.reader.queries.clear()
+    result = await check.search(query)
+    assert "mill" not in shown(result) and "5521" not in shown(result)
+    assert result.dropped_stale == 2 and len(result.hits) == 3
+    assert _tail_tokens(room.reader)[0] == stopped
+
+
+def _tail_tokens(reader: CountingReader) -> list[str]:
+    """The `from` of each tail read (`/messages` with a filter), in order."""
+    return [str(q["from"]) for q in reader.queries if isinstance(q, dict) and "filter" in q]
+
+
 def _tail(events: Sequence[dict[str, object]]) -> Tail:
     return read_tail(events)
 
