@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -31,9 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.dense_text import DENSE_TEXTS, add_flag
 from bench.output import emit
+from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.config import Config, parse_config
-from ingest.embed import DelegatingEmbedder, Embedder
+from ingest.embed import DelegatingEmbedder, Embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
@@ -201,6 +204,7 @@ async def run_import(
     writer_only: bool = False,
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     raw: bool = True,
+    dense_line: LineFormat = DENSE_LINE,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -219,7 +223,7 @@ async def run_import(
         embedder = _Recording(inner)
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         store = open_store(cfg.index, cfg.base_dir)
-        writer = Writer(cfg, source, store, embedder)
+        writer = Writer(cfg, source, store, embedder, dense_line=dense_line)
         await embedder.probe()  # model load is not ingest time
         rss_loaded = vm("VmRSS")
         start = time.perf_counter()
@@ -236,12 +240,16 @@ async def run_import(
         raw_elapsed = time.perf_counter() - raw_start if raw else 0.0
     room = report.rooms[0]
     texts = len(embedder.texts)
+    tokens = 0 if writer_only else sum(minilm._token_counts(embedder.texts))
     return {
         "messages": n,
         "indexed": room.indexed,
         "skipped": dict(room.skipped),
         "points": points,
         "windows_embedded": texts,
+        "dense_line": dataclasses.asdict(dense_line),
+        "embedded_bytes_per_window": round(sum(len(t.encode()) for t in embedder.texts) / texts),
+        "embedded_tokens_per_window": round(tokens / texts, 1),
         "seconds": round(elapsed, 2),
         "messages_per_second": round(n / elapsed, 1),
         "embed_seconds_in_ingest": round(embedder.seconds, 2),
@@ -317,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--no-raw", action="store_true", help="skip embedding the texts again alone")
     p.add_argument("--out", type=Path, help="write the JSON results here")
+    add_flag(p)
     args = p.parse_args(argv)
     results: dict[str, Any] = {
         "import": asyncio.run(
@@ -328,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.writer_only,
                 args.max_batch_tokens,
                 not args.no_raw,
+                DENSE_TEXTS[args.dense_text],
             )
         )
     }

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest.chunker import Names
+from ingest.chunker import DENSE_LINE, LineFormat, Names
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.errors import (
@@ -154,8 +154,10 @@ class Writer:
         embedder: Embedder,
         *,
         purges: PurgeLog | None = None,
+        dense_line: LineFormat = DENSE_LINE,
     ) -> None:
         self.cfg = cfg
+        self.dense_line = dense_line  # the embedded text's line format (benchmarks vary it)
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -403,6 +405,7 @@ class Writer:
             embedder=self.embedder,
             compat=self.compat,
             max_bytes=self.cfg.chunker.max_bytes,
+            dense=self.dense_line,
         )
 
     # ------------------------------------------------------------ purge tombstones
