@@ -13,6 +13,8 @@ loads, after the first page's windows are embedded, at the end of the ingest, th
 peak, and the process's peak (which includes the raw re-embedding). `--max-batch-tokens` sets
 the embedder's padded-token cut of a batch (a huge value: the count-only batching of before).
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
+`--dense-text` sets the embedded text's line format (`bench.dense_text`); `--idle-seconds N`
+then measures an idle service's memory on the index built (`bench.idle`, a fresh process).
 """
 
 from __future__ import annotations
@@ -158,14 +160,26 @@ def _hash_vector(text: str) -> list[float]:
 class _Recording(DelegatingEmbedder):
     """The real embedder, keeping the texts it was given and the time it spent."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, keep: bool) -> None:
         super().__init__(inner)
+        self.keep = keep  # the texts themselves, for the raw pass (else their sizes only)
         self.texts: list[str] = []
+        self.count = 0
+        self.bytes = 0
+        self.tokens = 0
         self.seconds = 0.0
+        self.overhead = 0.0
         self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts.extend(texts)
+        if self.keep:
+            self.texts.extend(texts)
+        self.count += len(texts)
+        self.bytes += sum(len(t.encode("utf-8")) for t in texts)
+        if isinstance(self.inner, MiniLMEmbedder):
+            counted = time.perf_counter()
+            self.tokens += sum(await asyncio.to_thread(minilm._token_counts, list(texts)))
+            self.overhead += time.perf_counter() - counted  # the benchmark's, not the ingest's
         start = time.perf_counter()
         try:
             return await self.inner.embed_documents(texts)
@@ -205,6 +219,7 @@ async def run_import(
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     raw: bool = True,
     dense_line: LineFormat = DENSE_LINE,
+    idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -220,7 +235,7 @@ async def run_import(
             if writer_only
             else MiniLMEmbedder(batch_size=batch, max_batch_tokens=max_batch_tokens)
         )
-        embedder = _Recording(inner)
+        embedder = _Recording(inner, keep=raw)
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         store = open_store(cfg.index, cfg.base_dir)
         writer = Writer(cfg, source, store, embedder, dense_line=dense_line)
@@ -228,19 +243,19 @@ async def run_import(
         rss_loaded = vm("VmRSS")
         start = time.perf_counter()
         report = await writer.refresh(only=[source.room_id])
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start - embedder.overhead
         col = await writer.open()
         points = await asyncio.to_thread(col.count)
         rss_end, peak_ingest = vm("VmRSS"), vm("VmHWM")
         store.close()
+        idle = await _idle(cfg, idle_seconds) if idle_seconds else None
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
         for i in range(0, len(embedder.texts), batch) if raw else ():
             await embedder.inner.embed_documents(embedder.texts[i : i + batch])
         raw_elapsed = time.perf_counter() - raw_start if raw else 0.0
     room = report.rooms[0]
-    texts = len(embedder.texts)
-    tokens = 0 if writer_only else sum(minilm._token_counts(embedder.texts))
+    texts = embedder.count
     return {
         "messages": n,
         "indexed": room.indexed,
@@ -248,8 +263,8 @@ async def run_import(
         "points": points,
         "windows_embedded": texts,
         "dense_line": dataclasses.asdict(dense_line),
-        "embedded_bytes_per_window": round(sum(len(t.encode()) for t in embedder.texts) / texts),
-        "embedded_tokens_per_window": round(tokens / texts, 1),
+        "embedded_bytes_per_window": round(embedder.bytes / texts, 1),
+        "embedded_tokens_per_window": round(embedder.tokens / texts, 1),
         "seconds": round(elapsed, 2),
         "messages_per_second": round(n / elapsed, 1),
         "embed_seconds_in_ingest": round(embedder.seconds, 2),
@@ -266,7 +281,29 @@ async def run_import(
         "batch_size": batch,
         "max_batch_tokens": max_batch_tokens,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
+        "idle": idle,
     }
+
+
+async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
+    """`bench.idle` on the index just built, in a fresh process (this one's heap is not its)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.idle",
+        "--store",
+        str(cfg.index.store.path),
+        "--collection",
+        cfg.index.collection,
+        "--seconds",
+        str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.idle failed ({proc.returncode})")
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
@@ -324,6 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="hash vectors instead of the model: the writer's own rate and memory at scale",
     )
     p.add_argument("--no-raw", action="store_true", help="skip embedding the texts again alone")
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="then measure an idle service on the index built (`bench.idle`), this long",
+    )
     p.add_argument("--out", type=Path, help="write the JSON results here")
     add_flag(p)
     args = p.parse_args(argv)
@@ -338,6 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.max_batch_tokens,
                 not args.no_raw,
                 DENSE_TEXTS[args.dense_text],
+                args.idle_seconds,
             )
         )
     }
