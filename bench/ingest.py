@@ -229,6 +229,7 @@ async def run_import(
             for event in irc_events(data, messages):
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
+        export_size = export.stat().st_size
         cfg = _config(workdir, max_bytes)
         inner: Embedder = (
             HashingEmbedder()
@@ -236,7 +237,9 @@ async def run_import(
             else MiniLMEmbedder(batch_size=batch, max_batch_tokens=max_batch_tokens)
         )
         embedder = _Recording(inner, keep=raw)
+        rss_before_export = vm("VmRSS")
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
+        export_mib = round(vm("VmRSS") - rss_before_export, 1)  # what the reader holds
         store = open_store(cfg.index, cfg.base_dir)
         writer = Writer(cfg, source, store, embedder, dense_line=dense_line)
         await embedder.probe()  # model load is not ingest time
@@ -272,6 +275,8 @@ async def run_import(
         "raw_windows_per_second": round(texts / raw_elapsed, 1) if raw_elapsed else None,
         "ingest_windows_per_second": round(texts / elapsed, 1),
         "embedder_share_of_ingest": round(embedder.seconds / elapsed, 3),
+        "export_file_mib": round(export_size / 2**20, 1),
+        "rss_of_export_reader_mib": export_mib,
         "rss_after_model_load_mib": rss_loaded,
         "rss_after_first_page_mib": embedder.rss_after_first,
         "rss_at_end_mib": rss_end,
