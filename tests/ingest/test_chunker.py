@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ingest.chunker import (
     CHUNKER_VERSION,
+    DENSE_LINE,
     FULL_LINE,
     LineFormat,
     chunk,
@@ -337,7 +338,7 @@ def test_window_payload_fields() -> None:
         "ts": T0 + 1000,
         "body": "a\nb",
     }
-    assert p["text"] == window_text(w, {ALICE: "Alice"})
+    assert p["text"] == window_text(w, {ALICE: "Alice"}, fmt=DENSE_LINE)  # no minute
     assert p["content_hash"] == content_hash(p["text"], VERSIONS)
     assert p["versions"] == VERSIONS
 
