@@ -364,10 +364,16 @@ class Writer:
                 own_user_ids=self._own,
                 command_prefix=self.cfg.bot.prefix,
             )
+            written = report.windows_written
             await self._commit(col, ws, state, names, report)
             token, tails = page.end or token, ws.tails
             # Only now, with the page's points acknowledged, does the cursor move past it.
             await self._save_cursor(col, room_id, token, tails)
+            if report.windows_written > written:
+                # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
+                # segment takes memory in proportion, so a backfill flushes as it goes
+                # (bench/RESULTS.md §10).
+                await asyncio.to_thread(col.flush)
             if progress is not None:
                 progress(room_id, report.events_read)
         return report
