@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.dense_text import DENSE_TEXTS, add_flag
 from bench.locomo import load
 from bench.retrieval import (
     GAP_SECONDS,
@@ -33,6 +35,7 @@ from bench.retrieval import (
 )
 from bench.synapse_run import SeededRoom
 from ingest import lexical
+from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.embed import Embedder
 from ingest.rank import content_terms
 from ingest.records import COMPAT_KEY
@@ -86,13 +89,19 @@ async def collect(
     return out
 
 
-async def main_async(data: Path, out: Path) -> None:
+async def main_async(data: Path, out: Path, dense_line: LineFormat = DENSE_LINE) -> None:
     conversations = load(data)
     async with seeded_synapse(conversations, "muninn-cand-") as seeded:
         work, hs, rooms, reader, embedder = seeded
         t = time.monotonic()
         store, _report = await build_index(
-            hs, reader, work / "qdrant", embedder, max_bytes=MAX_BYTES, gap_seconds=GAP_SECONDS
+            hs,
+            reader,
+            work / "qdrant",
+            embedder,
+            max_bytes=MAX_BYTES,
+            gap_seconds=GAP_SECONDS,
+            dense_line=dense_line,
         )
         log(f"indexed in {time.monotonic() - t:.0f}s")
         try:
@@ -100,7 +109,13 @@ async def main_async(data: Path, out: Path) -> None:
         finally:
             await asyncio.to_thread(store.close)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"data": str(data), "max_bytes": MAX_BYTES, "gap_seconds": GAP_SECONDS, "depth": DEPTH}
+    doc = {
+        "data": str(data),
+        "max_bytes": MAX_BYTES,
+        "gap_seconds": GAP_SECONDS,
+        "depth": DEPTH,
+        "dense_line": dataclasses.asdict(dense_line),
+    }
     text = json.dumps({**doc, "conversations": convs}) + "\n"
     await asyncio.to_thread(out.write_text, text, encoding="utf-8")
     log(f"wrote {out}")
@@ -110,9 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.candidates", description=__doc__)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, default=Path("bench/out/candidates.json"))
+    add_flag(p)
     args = p.parse_args(argv)
     exit_on_sigterm()
-    asyncio.run(main_async(args.data, args.out))
+    asyncio.run(main_async(args.data, args.out, DENSE_TEXTS[args.dense_text]))
     return 0
 
 

@@ -13,12 +13,15 @@ loads, after the first page's windows are embedded, at the end of the ingest, th
 peak, and the process's peak (which includes the raw re-embedding). `--max-batch-tokens` sets
 the embedder's padded-token cut of a batch (a huge value: the count-only batching of before).
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
+`--dense-text` sets the embedded text's line format (`bench.dense_text`); `--idle-seconds N`
+then measures an idle service's memory on the index built (`bench.idle`, a fresh process).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -31,9 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.dense_text import DENSE_TEXTS, add_flag
 from bench.output import emit
+from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.config import Config, parse_config
-from ingest.embed import DelegatingEmbedder, Embedder
+from ingest.embed import DelegatingEmbedder, Embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
@@ -155,14 +160,26 @@ def _hash_vector(text: str) -> list[float]:
 class _Recording(DelegatingEmbedder):
     """The real embedder, keeping the texts it was given and the time it spent."""
 
-    def __init__(self, inner: Embedder) -> None:
+    def __init__(self, inner: Embedder, keep: bool) -> None:
         super().__init__(inner)
+        self.keep = keep  # the texts themselves, for the raw pass (else their sizes only)
         self.texts: list[str] = []
+        self.count = 0
+        self.bytes = 0
+        self.tokens = 0
         self.seconds = 0.0
+        self.overhead = 0.0
         self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        self.texts.extend(texts)
+        if self.keep:
+            self.texts.extend(texts)
+        self.count += len(texts)
+        self.bytes += sum(len(t.encode("utf-8")) for t in texts)
+        if isinstance(self.inner, MiniLMEmbedder):
+            counted = time.perf_counter()
+            self.tokens += sum(await asyncio.to_thread(minilm._token_counts, list(texts)))
+            self.overhead += time.perf_counter() - counted  # the benchmark's, not the ingest's
         start = time.perf_counter()
         try:
             return await self.inner.embed_documents(texts)
@@ -201,6 +218,8 @@ async def run_import(
     writer_only: bool = False,
     max_batch_tokens: int = MAX_BATCH_TOKENS,
     raw: bool = True,
+    dense_line: LineFormat = DENSE_LINE,
+    idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -210,38 +229,45 @@ async def run_import(
             for event in irc_events(data, messages):
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
+        export_size = export.stat().st_size
         cfg = _config(workdir, max_bytes)
         inner: Embedder = (
             HashingEmbedder()
             if writer_only
             else MiniLMEmbedder(batch_size=batch, max_batch_tokens=max_batch_tokens)
         )
-        embedder = _Recording(inner)
+        embedder = _Recording(inner, keep=raw)
+        rss_before_export = vm("VmRSS")
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
+        export_mib = round(vm("VmRSS") - rss_before_export, 1)  # what the reader holds
         store = open_store(cfg.index, cfg.base_dir)
-        writer = Writer(cfg, source, store, embedder)
+        writer = Writer(cfg, source, store, embedder, dense_line=dense_line)
         await embedder.probe()  # model load is not ingest time
         rss_loaded = vm("VmRSS")
         start = time.perf_counter()
         report = await writer.refresh(only=[source.room_id])
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start - embedder.overhead
         col = await writer.open()
         points = await asyncio.to_thread(col.count)
         rss_end, peak_ingest = vm("VmRSS"), vm("VmHWM")
         store.close()
+        idle = await _idle(cfg, idle_seconds) if idle_seconds else None
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
         for i in range(0, len(embedder.texts), batch) if raw else ():
             await embedder.inner.embed_documents(embedder.texts[i : i + batch])
         raw_elapsed = time.perf_counter() - raw_start if raw else 0.0
     room = report.rooms[0]
-    texts = len(embedder.texts)
+    texts = embedder.count
     return {
         "messages": n,
         "indexed": room.indexed,
         "skipped": dict(room.skipped),
         "points": points,
         "windows_embedded": texts,
+        "dense_line": dataclasses.asdict(dense_line),
+        "embedded_bytes_per_window": round(embedder.bytes / texts, 1),
+        "embedded_tokens_per_window": round(embedder.tokens / texts, 1),
         "seconds": round(elapsed, 2),
         "messages_per_second": round(n / elapsed, 1),
         "embed_seconds_in_ingest": round(embedder.seconds, 2),
@@ -249,6 +275,8 @@ async def run_import(
         "raw_windows_per_second": round(texts / raw_elapsed, 1) if raw_elapsed else None,
         "ingest_windows_per_second": round(texts / elapsed, 1),
         "embedder_share_of_ingest": round(embedder.seconds / elapsed, 3),
+        "export_file_mib": round(export_size / 2**20, 1),
+        "rss_of_export_reader_mib": export_mib,
         "rss_after_model_load_mib": rss_loaded,
         "rss_after_first_page_mib": embedder.rss_after_first,
         "rss_at_end_mib": rss_end,
@@ -258,7 +286,29 @@ async def run_import(
         "batch_size": batch,
         "max_batch_tokens": max_batch_tokens,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
+        "idle": idle,
     }
+
+
+async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
+    """`bench.idle` on the index just built, in a fresh process (this one's heap is not its)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.idle",
+        "--store",
+        str(cfg.index.store.path),
+        "--collection",
+        cfg.index.collection,
+        "--seconds",
+        str(seconds),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.idle failed ({proc.returncode})")
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
@@ -317,7 +367,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="hash vectors instead of the model: the writer's own rate and memory at scale",
     )
     p.add_argument("--no-raw", action="store_true", help="skip embedding the texts again alone")
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=0.0,
+        help="then measure an idle service on the index built (`bench.idle`), this long",
+    )
     p.add_argument("--out", type=Path, help="write the JSON results here")
+    add_flag(p)
     args = p.parse_args(argv)
     results: dict[str, Any] = {
         "import": asyncio.run(
@@ -329,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.writer_only,
                 args.max_batch_tokens,
                 not args.no_raw,
+                DENSE_TEXTS[args.dense_text],
+                args.idle_seconds,
             )
         )
     }

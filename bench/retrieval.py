@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.dense_text import DENSE_TEXTS, add_flag
 from bench.locomo import (
     BUDGETS,
     HIT_CUTOFFS,
@@ -55,6 +56,7 @@ from bench.synapse_run import (
     seed_conversation,
     synapse_search,
 )
+from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
@@ -152,13 +154,14 @@ async def build_index(
     *,
     max_bytes: int,
     gap_seconds: int,
+    dense_line: LineFormat = DENSE_LINE,
 ) -> tuple[Store, RefreshReport]:
     """One full writer pass into a new embedded store; the store is returned open."""
     cfg = writer_config(hs, reader, store_dir, max_bytes, gap_seconds)
     store = open_store(cfg.index, cfg.base_dir)
     matrix = MatrixReader.from_config(cfg)
     try:
-        report = await Writer(cfg, matrix, store, embedder).refresh()
+        report = await Writer(cfg, matrix, store, embedder, dense_line=dense_line).refresh()
     finally:
         await matrix.close()
     return store, report
@@ -421,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path("bench/out/candidates.json"),
         help="--folds: the candidate lists (collected here unless the file exists)",
     )
+    add_flag(p)
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
         print(f"--synapse-db postgres: {problem}", file=sys.stderr)
@@ -441,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import candidates, loco
 
         if not args.candidates_cache.is_file():
-            asyncio.run(candidates.main_async(args.data, args.candidates_cache))
+            dense_line = DENSE_TEXTS[args.dense_text]
+            asyncio.run(candidates.main_async(args.data, args.candidates_cache, dense_line))
         extra = ["--out", str(args.out)] if args.out else []
         return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))

@@ -13,19 +13,24 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from ingest.types import EventID, Message, RoomAlias, RoomID, UserID, Window
 
 __all__ = [
     "CHUNKER_VERSION",
+    "DENSE_LINE",
+    "FULL_LINE",
+    "LineFormat",
     "Names",
     "chunk",
     "content_hash",
     "display_name",
     "message_line",
     "point_id",
+    "short_name",
     "split_timelines",
     "truncate_utf8",
     "window_payload",
@@ -33,7 +38,8 @@ __all__ = [
 ]
 
 # Bump when boundaries, line format or payload shape change: the collection records it (§3.13).
-CHUNKER_VERSION: int = 1
+# 2: the embedded text has no minute on its lines (DENSE_LINE).
+CHUNKER_VERSION: int = 2
 
 # mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
 Names = Mapping[UserID, str] | Mapping[str, str]
@@ -61,15 +67,48 @@ def display_name(sender: UserID, names: Names) -> str:
     return _fold(name)
 
 
+SHORT_NAME_CHARS = 16
+
+
+def short_name(sender: UserID, names: Names) -> str:
+    """The first word of the sender's display name (else of the localpart), at most 16
+    characters: `Alice Smith (she/her)` → `Alice`."""
+    words = display_name(sender, names).split()
+    return (words[0] if words else sender)[:SHORT_NAME_CHARS]
+
+
 def _fold(text: str) -> str:
     # One line a message: any line break inside a body or a name becomes a space.
     return " ".join(text.splitlines())
 
 
-def message_line(message: Message, names: Names) -> str:
-    """`[2026-11-01 16:34] alice: message text`, time in UTC."""
-    when = datetime.fromtimestamp(message.ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
-    return f"[{when}] {display_name(message.sender, names)}: {_fold(message.body)}"
+@dataclass(frozen=True)
+class LineFormat:
+    """What a window's line carries before the body: the minute it was sent, and who sent it
+    (`name`: the display name, else the localpart; `short`: its first word; `none`: nobody)."""
+
+    date: bool = True
+    label: Literal["name", "short", "none"] = "name"
+
+
+# Window boundaries and the lexical vector read every line whole.
+FULL_LINE = LineFormat()
+# The text MiniLM embeds (the payload's `text`): no minute, a third fewer tokens a window at
+# equal recall (bench/RESULTS.md §9). The lexical vector and the payload keep the minute.
+DENSE_LINE = LineFormat(date=False, label="name")
+
+
+def message_line(message: Message, names: Names, fmt: LineFormat = FULL_LINE) -> str:
+    """`[2026-11-01 16:34] alice: message text`, time in UTC; `fmt` drops or shortens parts."""
+    prefix = ""
+    if fmt.date:
+        when = datetime.fromtimestamp(message.ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
+        prefix = f"[{when}] "
+    if fmt.label == "name":
+        prefix += f"{display_name(message.sender, names)}: "
+    elif fmt.label == "short":
+        prefix += f"{short_name(message.sender, names)}: "
+    return prefix + _fold(message.body)
 
 
 def _line_bytes(message: Message, names: Names) -> int:
@@ -129,9 +168,11 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
     return data[:max_bytes].decode("utf-8", errors="ignore")
 
 
-def window_text(window: Window, names: Names, max_bytes: int | None = None) -> str:
-    """The text embedded for a window: one line a message, cut to `max_bytes` if given."""
-    text = "\n".join(message_line(m, names) for m in window.messages)
+def window_text(
+    window: Window, names: Names, max_bytes: int | None = None, fmt: LineFormat = FULL_LINE
+) -> str:
+    """A window's text: one line a message in `fmt`, cut to `max_bytes` if given."""
+    text = "\n".join(message_line(m, names, fmt) for m in window.messages)
     return text if max_bytes is None else truncate_utf8(text, max_bytes)
 
 
@@ -165,6 +206,7 @@ def window_payload(
     versions: Mapping[str, Any],
     max_bytes: int | None = None,
     extra_event_ids: Iterable[EventID] = (),
+    dense: LineFormat = DENSE_LINE,
 ) -> dict[str, Any]:
     """The §4 point payload of a window.
 
@@ -174,8 +216,9 @@ def window_payload(
         max_bytes: the chunker's `max_bytes`; `text` is cut to it, message bodies are not.
         extra_event_ids: more ids whose change must find this window, such as the ids of the
             edits applied to its messages; appended to `event_ids` after the message ids.
+        dense: the line format of `text`, the text embedded (boundaries use `FULL_LINE`).
     """
-    text = window_text(window, names, max_bytes)
+    text = window_text(window, names, max_bytes, dense)
     stamps = [m.ts for m in window.messages]
     return {
         "corpus": "chat",

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ingest import lexical
-from ingest.chunker import Names, content_hash, window_payload, window_text
+from ingest.chunker import DENSE_LINE, LineFormat, Names, content_hash, window_payload, window_text
 from ingest.embed import Embedder
 from ingest.store import Collection, PointFilter, PointRecord
 from ingest.types import EventID, RoomID, RoomState, StoredPoint, Window
@@ -20,7 +20,11 @@ from ingest.windows import StoredWindow, WindowSet, messages_from_payload
 
 
 def build_payload(
-    window: Window, names: Names, compat: Mapping[str, Any], max_bytes: int
+    window: Window,
+    names: Names,
+    compat: Mapping[str, Any],
+    max_bytes: int,
+    dense: LineFormat = DENSE_LINE,
 ) -> dict[str, Any]:
     """The §4 payload of a window, with applied edits recorded so redactions can find them."""
     edit_ids = [m.edit_event_id for m in window.messages if m.edit_event_id is not None]
@@ -31,7 +35,12 @@ def build_payload(
         "embedder": compat["embedder"]["model"],
     }
     payload = window_payload(
-        window, names=names, versions=versions, max_bytes=max_bytes, extra_event_ids=edit_ids
+        window,
+        names=names,
+        versions=versions,
+        max_bytes=max_bytes,
+        extra_event_ids=edit_ids,
+        dense=dense,
     )
     for raw, m in zip(payload["messages"], window.messages, strict=True):
         if m.edit_event_id is not None:
@@ -95,15 +104,17 @@ async def commit_changes(
     embedder: Embedder,
     compat: Mapping[str, Any],
     max_bytes: int,
+    dense: LineFormat = DENSE_LINE,
 ) -> None:
     """Embed what changed, upsert, then delete superseded points (the cursor comes after)."""
     upserts, deletes = ws.changes()
     pending: list[tuple[str, dict[str, Any], str]] = []
     for pid, (thread_root, messages) in upserts.items():
         window = Window(state.room_id, thread_root, messages, state.canonical_alias)
-        payload = build_payload(window, names, compat, max_bytes)
+        payload = build_payload(window, names, compat, max_bytes, dense)
         if payload["content_hash"] != ws.stored_hash(pid):
-            # The dense side reads the (cut) embedded text; the lexical side every word.
+            # The dense side reads the (cut) embedded text; the lexical side every word of
+            # every whole line.
             pending.append((pid, payload, window_text(window, names)))
     if pending:
         vectors = await embedder.embed_documents([p["text"] for _, p, _ in pending])

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ingest.chunker import Names
+from ingest.chunker import DENSE_LINE, LineFormat, Names
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.errors import (
@@ -155,10 +155,12 @@ class Writer:
         *,
         purges: PurgeLog | None = None,
         command_prefix: str = "!",
+        dense_line: LineFormat = DENSE_LINE,
     ) -> None:
         """`command_prefix`: the bot's, whose commands are never indexed (rule 9)."""
         self.cfg = cfg
         self.command_prefix = command_prefix
+        self.dense_line = dense_line  # the embedded text's line format (benchmarks vary it)
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -365,10 +367,16 @@ class Writer:
                 own_user_ids=self._own,
                 command_prefix=self.command_prefix,
             )
+            written = report.windows_written
             await self._commit(col, ws, state, names, report)
             token, tails = page.end or token, ws.tails
             # Only now, with the page's points acknowledged, does the cursor move past it.
             await self._save_cursor(col, room_id, token, tails)
+            if report.windows_written > written:
+                # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
+                # segment takes memory in proportion, so a backfill flushes as it goes
+                # (bench/RESULTS.md §10).
+                await asyncio.to_thread(col.flush)
             if progress is not None:
                 progress(room_id, report.events_read)
         return report
@@ -406,6 +414,7 @@ class Writer:
             embedder=self.embedder,
             compat=self.compat,
             max_bytes=self.cfg.chunker.max_bytes,
+            dense=self.dense_line,
         )
 
     # ------------------------------------------------------------ purge tombstones

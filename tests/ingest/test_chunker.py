@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from ingest.chunker import (
     CHUNKER_VERSION,
+    DENSE_LINE,
+    FULL_LINE,
+    LineFormat,
     chunk,
     content_hash,
     point_id,
@@ -240,6 +243,45 @@ def test_window_text_sender_name(sender: str, names: dict[str, str], shown: str)
 
 
 @pytest.mark.parametrize(
+    ("fmt", "line"),
+    [
+        (LineFormat(date=True, label="name"), "[2026-11-01 16:34] Alice Liddell (she/her): x"),
+        (LineFormat(date=False, label="name"), "Alice Liddell (she/her): x"),
+        (LineFormat(date=True, label="short"), "[2026-11-01 16:34] Alice: x"),
+        (LineFormat(date=False, label="short"), "Alice: x"),
+        (LineFormat(date=False, label="none"), "x"),
+    ],
+)
+def test_window_text_line_formats(fmt: LineFormat, line: str) -> None:
+    """A line format drops the minute, shortens the name to its first word, or drops it."""
+    w = Window(ROOM, None, (msg(0, "x"),))
+    assert window_text(w, {ALICE: "Alice Liddell (she/her)"}, fmt=fmt) == line
+
+
+def test_short_label_without_display_name_is_the_capped_localpart() -> None:
+    """No display name: the localpart, at most 16 characters."""
+    w = Window(ROOM, None, (msg(0, "x", sender=UserID("@a_very_long_localpart_indeed:hs")),))
+    assert window_text(w, {}, fmt=LineFormat(date=False, label="short")) == ("a_very_long_loca: x")
+
+
+def test_payload_text_follows_the_dense_format_and_keeps_the_rest() -> None:
+    """Only the embedded text changes with the dense format: the payload keeps every sender,
+    timestamp and body."""
+    messages = [msg(i, f"message {i} " * 3) for i in range(12)]
+    windows = chunk(messages, gap_seconds=1800, max_bytes=150, names={})
+    short = LineFormat(date=False, label="short")
+    names = {ALICE: "Alice Liddell"}
+    for w in windows:
+        full = window_payload(w, names=names, versions=VERSIONS, max_bytes=150, dense=FULL_LINE)
+        cut = window_payload(w, names=names, versions=VERSIONS, max_bytes=150, dense=short)
+        assert cut["text"] == "\n".join(f"Alice: {m.body}" for m in w.messages)
+        assert full["text"].startswith("[2026-11-01 16:3")
+        assert {k: v for k, v in cut.items() if k not in ("text", "content_hash")} == {
+            k: v for k, v in full.items() if k not in ("text", "content_hash")
+        }
+
+
+@pytest.mark.parametrize(
     ("text", "limit", "expected"),
     [("abc", 10, "abc"), ("abcdef", 3, "abc"), ("aé", 2, "a"), ("aé", 3, "aé"), ("🙂🙂", 5, "🙂")],
 )
@@ -296,7 +338,7 @@ def test_window_payload_fields() -> None:
         "ts": T0 + 1000,
         "body": "a\nb",
     }
-    assert p["text"] == window_text(w, {ALICE: "Alice"})
+    assert p["text"] == window_text(w, {ALICE: "Alice"}, fmt=DENSE_LINE)  # no minute
     assert p["content_hash"] == content_hash(p["text"], VERSIONS)
     assert p["versions"] == VERSIONS
 

@@ -230,3 +230,93 @@ def test_export_load_errors_name_the_cause(tmp_path: Path) -> None:
     two_rooms = [{"room_id": "!a", "event_id": "$1"}, {"room_id": "!b", "event_id": "$2"}]
     with pytest.raises(ExportError, match="one room"):
         ExportReader(two_rooms, user_id="@m:x")
+
+
+def _export_events(n: int) -> list[dict[str, Any]]:
+    """A room's raw events: state, long messages with JSON-looking and non-ASCII text, an edit,
+    a redacted message and a redacted edit."""
+    room = "!stream:x"
+    events: list[dict[str, Any]] = [
+        {"type": "m.room.create", "state_key": "", "sender": "@a:x", "event_id": "$c",
+         "room_id": room, "origin_server_ts": 1, "content": {"room_version": "12"}},
+        {"type": "m.room.member", "state_key": "@a:x", "sender": "@a:x", "event_id": "$m",
+         "room_id": room, "origin_server_ts": 2, "content": {"membership": "join"}},
+    ]  # fmt: skip
+    for i in range(n):
+        body = f'message {i} ünïcode 🙂 "quoted" {{"messages": [1, 2]}} ] }} ' + "x" * 400
+        events.append(
+            {"type": "m.room.message", "sender": f"@u{i % 7}:x", "event_id": f"$e{i}",
+             "room_id": room, "origin_server_ts": 10 + i,
+             "content": {"msgtype": "m.text", "body": body}}
+        )  # fmt: skip
+    for eid, target, body in (("$ed1", "$e3", "edited"), ("$ed2", "$e3", "edited again")):
+        events.append(
+            {"type": "m.room.message", "sender": "@u3:x", "event_id": eid, "room_id": room,
+             "origin_server_ts": 10 + n, "content": {"msgtype": "m.text", "body": f"* {body}",
+             "m.new_content": {"msgtype": "m.text", "body": body},
+             "m.relates_to": {"rel_type": "m.replace", "event_id": target}}}
+        )  # fmt: skip
+    for eid, target in (("$r1", "$e5"), ("$r2", "$ed2")):
+        events.append(
+            {"type": "m.room.redaction", "sender": "@a:x", "event_id": eid, "room_id": room,
+             "origin_server_ts": 20 + n, "redacts": target, "content": {"redacts": target}}
+        )  # fmt: skip
+    return events
+
+
+async def test_export_is_read_from_the_file_with_the_same_pages_tokens_and_events(
+    tmp_path: Path,
+) -> None:
+    """Import reads an export a page at a time from the file (not all of it into memory), and
+    serves what an in-memory read served: every event in file order, `import:N` tokens, a walk
+    resumed from any page's token, redactions applied, edits found by relation. JSONL (with
+    blank and non-event lines) and an Element export larger than one read of the file agree."""
+    events = _export_events(3000)
+    jsonl = tmp_path / "room.jsonl"
+    lines = [json.dumps(e, ensure_ascii=False) for e in events]
+    jsonl.write_text("\n".join([lines[0], "", "[1, 2]", *lines[1:]]) + "\n", encoding="utf-8")
+    element = tmp_path / "export.json"
+    doc = {"room_name": "r", "messages": [events[0], "not an event", *events[1:]], "n": 3}
+    element.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    assert element.stat().st_size > 3 << 19  # more than one of the reader's 1 MiB chunks
+
+    redacted = {"$e5", "$ed2"}
+    served = [
+        {**e, "content": {}, "unsigned": {"redacted_because": {"type": "m.room.redaction"}}}
+        if e["event_id"] in redacted
+        else e
+        for e in events
+    ]
+    for path in (jsonl, element):
+        assert load_export(path) == events
+        reader = ExportReader.from_file(path, user_id="@m:x")
+        assert not isinstance(reader.events, list)  # the file is the store, not a copy
+        pages = [p async for p in reader.walk(reader.room_id, None, page_size=128)]
+        assert [e for p in pages for e in p.events] == served
+        assert [(p.start, p.end) for p in pages] == [
+            (f"import:{i}", f"import:{min(i + 128, len(events))}")
+            for i in range(0, len(events), 128)
+        ]
+        resumed = [p async for p in reader.walk(reader.room_id, pages[10].end, page_size=500)]
+        assert [e for p in resumed for e in p.events] == served[11 * 128 :]
+        assert resumed[0].start == f"import:{11 * 128}"
+        assert await reader.get_event(reader.room_id, "$e5") == served[7]
+        assert await reader.get_event(reader.room_id, "$e2999") == events[3001]
+        assert await reader.get_event(reader.room_id, "$nope") is None
+        edits = await reader.relations(reader.room_id, "$e3", "m.replace")
+        assert [e["event_id"] for e in edits] == ["$ed1"]  # the redacted edit is not offered
+        state = await reader.room_state(reader.room_id)
+        assert {"@a:x", "@u0:x", "@u6:x"} <= set(state.members)
+
+
+def test_export_scan_errors_name_the_cause(tmp_path: Path) -> None:
+    """An Element export cut short or broken mid-list says so, naming the file."""
+    whole = json.dumps({"messages": _export_events(5)})
+    cut = tmp_path / "cut.json"
+    cut.write_text(whole[: len(whole) // 2])
+    with pytest.raises(ExportError, match=r"cut.json: not valid JSON"):
+        ExportReader.from_file(cut, user_id="@m:x")
+    broken = tmp_path / "broken.json"
+    broken.write_text(whole.replace('"type": "m.room.message"', '"type" "m.room.message"', 1))
+    with pytest.raises(ExportError, match=r"broken.json: not valid JSON"):
+        ExportReader.from_file(broken, user_id="@m:x")
