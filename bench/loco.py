@@ -36,6 +36,16 @@ Found = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
+class Part:
+    """One of the texts `bench.split` cut a question into, with its own lists."""
+
+    text: str
+    vector: tuple[float, ...]
+    dense: Found
+    lexical_nostop: Found
+
+
+@dataclass(frozen=True)
 class Question:
     conv: int
     text: str
@@ -44,6 +54,8 @@ class Question:
     dense: Found
     lexical: Found
     lexical_nostop: Found
+    vector: tuple[float, ...] = ()
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,11 @@ class Data:
     questions: tuple[Question, ...]
     windows: tuple[Mapping[str, Sequence[tuple[str, str, str]]], ...]  # per conv: (dia, snd, body)
     names: tuple[str, ...]
+    # Per conv, when the cache holds them (`bench.candidates`): each message's own vector by
+    # turn id, each window's (first_ts, last_ts), what embedding messages costs.
+    message_vectors: tuple[Mapping[str, np.ndarray], ...] = ()
+    spans: tuple[Mapping[str, tuple[int, int]], ...] = ()
+    costs: tuple[Mapping[str, float], ...] = ()
 
 
 def load(path: Path) -> Data:
@@ -58,9 +75,13 @@ def load(path: Path) -> Data:
     qs: list[Question] = []
     windows = []
     names = []
+    vectors, spans, costs = [], [], []
     for c, conv in enumerate(doc["conversations"]):
         names.append(str(conv["sample_id"]))
         windows.append({pid: [tuple(m) for m in msgs] for pid, msgs in conv["windows"].items()})
+        vectors.append({d: np.asarray(v) for d, v in conv.get("message_vectors", {}).items()})
+        spans.append({p: (int(a), int(b)) for p, (a, b) in conv.get("spans", {}).items()})
+        costs.append(conv.get("cost", {}))
         for q in conv["questions"]:
             qs.append(
                 Question(
@@ -68,13 +89,28 @@ def load(path: Path) -> Data:
                     q["text"],
                     int(q["category"]),
                     tuple(q["evidence"]),
-                    *(
-                        tuple((p, float(s)) for p, s in q[k])
-                        for k in ("dense", "lexical", "lexical_nostop")
+                    _found(q["dense"]),
+                    _found(q["lexical"]),
+                    _found(q["lexical_nostop"]),
+                    vector=tuple(q.get("vector", ())),
+                    parts=tuple(
+                        Part(
+                            p["text"],
+                            tuple(p["vector"]),
+                            _found(p["dense"]),
+                            _found(p["lexical_nostop"]),
+                        )
+                        for p in q.get("parts", ())
                     ),
                 )
             )
-    return Data(tuple(qs), tuple(windows), tuple(names))
+    return Data(
+        tuple(qs), tuple(windows), tuple(names), tuple(vectors), tuple(spans), tuple(costs)
+    )
+
+
+def _found(rows: Sequence[Sequence[Any]]) -> Found:
+    return tuple((str(p), float(s)) for p, s in rows)
 
 
 # ---------------------------------------------------------------- the read path, replayed
