@@ -110,7 +110,8 @@ async def collect(
         flt = PointFilter(room_ids=(room.room_id,))
         for q, vec in zip(conv.questions, vectors, strict=True):
             parts = split(q.text)
-            part_vectors = await embedder.embed_queries(parts) if len(parts) > 1 else []
+            parts = parts if len(parts) > 1 else []
+            part_vectors = await embedder.embed_queries(parts) if parts else []
             questions.append(
                 {
                     "text": q.text,

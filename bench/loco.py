@@ -179,11 +179,19 @@ def _pool_features(
     w = data.windows[q.conv]
     bodies = {p: [body for _, _, body in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
-    rows = rank.features(q.text, pool, bodies, d, lx, senders, stem=stem)
+    rows = rank.features(
+        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool)
+    )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
 
 _DATA: dict[int, Data] = {}
+
+
+def spans(data: Data, q: Question, pool: Sequence[str]) -> dict[str, rank.Span]:
+    """The pool's time spans (one timeline a conversation), where the cache holds them."""
+    known = data.spans[q.conv] if data.spans else {}
+    return {p: (data.names[q.conv], *known[p]) for p in pool if p in known}
 
 
 def pool_features(

@@ -12,9 +12,8 @@ question split by `bench.split` with its own lists, every window's time span), a
 - a question split into texts (one per hop), with and without the question itself beside them,
   merged the way `ingest.search` merges a query's texts (one RRF over every list, a window
   scored by its best text);
-- neighbours: a window right after (or before) a candidate that holds the question's words
-  (the answer is often the reply to the turn that matches), or right after one that holds
-  them and ends on a question ("Got any fave styles?" → "contemporary is my top pick").
+- neighbours: a window right after (or before) a candidate that holds the question's words,
+  whatever that one ends on (the product's `after_question` asks that it ends on a "?").
 
 Each row is against the product (`bench.loco.PRODUCT`, the product's features) fitted the same
 way in the same run; it also prints each lever's paired difference per question (mean ± its
@@ -41,8 +40,7 @@ from ingest import rank
 from ingest.fusion import rrf
 from ingest.search import LEXICAL_FLOOR
 
-EXTRAS = ("message_dense", "message_gap", "after_match", "before_match", "after_question")
-NEIGHBOUR_GAP_MS = 120_000  # turns are 30 s apart in the bench's rooms; sessions days apart
+EXTRAS = ("message_dense", "message_gap", "after_match", "before_match")
 BEST = rank.FEATURES.index("best_message")
 Lists = dict[tuple[str, str], loco.Found]
 
@@ -103,6 +101,7 @@ class Config:
     extras: tuple[str, ...] = ()
     source: bool = False  # the per-message list as a third candidate list
     split: str = "none"
+    drop: tuple[str, ...] = ()  # product features left out
     floor_cost: float | None = loco.FLOOR_COST
 
 
@@ -120,26 +119,21 @@ def _rows(data: loco.Data, q: loco.Question, t: Text, pool: list[str], lists: Li
     bodies = {p: [b for _, _, b in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
     d, lx = lists[("dense", t.text)], lists[("lexical", t.text)]
-    base = np.asarray(rank.features(t.text, pool, bodies, d, lx, senders), dtype=float)
+    spans = loco.spans(data, q, pool)
+    base = np.asarray(rank.features(t.text, pool, bodies, d, lx, senders, spans=spans))
     base = base.reshape(len(pool), len(rank.FEATURES))
     md = np.zeros(len(pool))
     if data.message_vectors and t.vector:
         ms = message_scores(data, q.conv, t.vector)
         md = np.asarray([ms.get(p, 0.0) for p in pool])
-    after, before, asked = np.zeros(len(pool)), np.zeros(len(pool)), np.zeros(len(pool))
-    spans = data.spans[q.conv] if data.spans else {}
-    for i, p in enumerate(pool):
-        for j, o in enumerate(pool):
-            if i == j or p not in spans or o not in spans:
-                continue
-            if 0 <= spans[p][0] - spans[o][1] <= NEIGHBOUR_GAP_MS:  # o right before p
-                after[i] = max(after[i], base[j, BEST])
-                if "?" in w[o][-1][2]:  # and o ends on a question: p holds its answer
-                    asked[i] = max(asked[i], base[j, BEST])
-            if 0 <= spans[o][0] - spans[p][1] <= NEIGHBOUR_GAP_MS:  # o right after p
-                before[i] = max(before[i], base[j, BEST])
+    # The product's neighbours (`rank.previous`): the candidate right before, and right after.
+    index = {p: i for i, p in enumerate(pool)}
+    after, before = np.zeros(len(pool)), np.zeros(len(pool))
+    for p, o in rank.previous(pool, spans).items():
+        after[index[p]] = base[index[o], BEST]
+        before[index[o]] = max(before[index[o]], base[index[p], BEST])
     gap = md - (md.max() if len(md) else 0.0)
-    return np.hstack([base, np.column_stack([md, gap, after, before, asked])])
+    return np.hstack([base, np.column_stack([md, gap, after, before])])
 
 
 ALL = (*rank.FEATURES, *EXTRAS)
@@ -171,7 +165,8 @@ def scored(data: loco.Data, qi: int, c: Config) -> tuple[list[str], list[np.ndar
 
 
 def _cols(c: Config) -> list[int]:
-    keep = [*(f for f, k in zip(rank.FEATURES, PRODUCT_MASK, strict=True) if k), *c.extras]
+    mask = zip(rank.FEATURES, PRODUCT_MASK, strict=True)
+    keep = [*(f for f, k in mask if k and f not in c.drop), *c.extras]
     return [ALL.index(f) for f in keep]
 
 
@@ -202,7 +197,7 @@ def order(data: loco.Data, qi: int, c: Config, m: Model, floor: float) -> list[s
 
 def train(data: loco.Data, train_qis: Sequence[int], c: Config) -> Model:
     """Fitted on the question texts alone (a split is a way of asking, not of training)."""
-    single = Config(c.extras, c.source)
+    single = Config(c.extras, c.source, drop=c.drop)
     xs, ys = [], []
     for qi in train_qis:
         pool, rows = scored(data, qi, single)
@@ -268,6 +263,7 @@ def paired(
 def configs() -> dict[str, Config]:
     return {
         "product (ranker + floor), this run": Config(),
+        "product without after_question": Config(drop=("after_question",)),
         "+ message_dense": Config(extras=("message_dense",)),
         "+ message_dense + message_gap": Config(extras=("message_dense", "message_gap")),
         "+ per-message list as a third candidate source": Config(source=True),
@@ -276,9 +272,6 @@ def configs() -> dict[str, Config]:
         ),
         "+ after_match (right after a window with the words)": Config(extras=("after_match",)),
         "+ after_match + before_match": Config(extras=("after_match", "before_match")),
-        "+ after_question (right after a question with the words)": Config(
-            extras=("after_question",)
-        ),
         "split: the parts instead of the question": Config(split="parts"),
         "split: the question and its parts": Config(split="both"),
     }
