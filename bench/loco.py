@@ -376,7 +376,8 @@ def mask(*off: str) -> tuple[bool, ...]:
 
 def levers() -> dict[str, Fit]:
     """Every lever tried, in the order they were added; the last rows are the product."""
-    base = ("speaker", "length", "time")
+    base = ("speaker", "length", "time", "after_question")
+    aq = "after_question"
     out: dict[str, Fit] = {
         "dense only (n=50)": fixed(Stage1(n=50, lexical=0.0)),
         "lexical only (n=50)": fixed(Stage1(n=50, dense=0.0)),
@@ -388,19 +389,25 @@ def levers() -> dict[str, Fit]:
         "RRF k tuned on the folds + stop words out": tuned_k(Stage1(k=10, n=20, nostop=True)),
         "ceiling: perfect order of the n=30 candidates": oracle(PRODUCT),
         "ranker: scores, ranks, best message": ranked(Ranker(PRODUCT, mask(*base), stem=None)),
-        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time"), stem=None)),
-        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time"), stem=None)),
-        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(), stem=None)),
-        "  + stem 4": ranked(Ranker(PRODUCT, mask())),
-        "  + stem 5": ranked(Ranker(PRODUCT, mask(), stem=5)),
-        "  + stem 6": ranked(Ranker(PRODUCT, mask(), stem=6)),
-        "  + stem 4 − raw cosine (the product's ranker)": ranked(Ranker(PRODUCT)),
+        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time", aq), stem=None)),
+        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time", aq), stem=None)),
+        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(aq), stem=None)),
+        "  + stem 4": ranked(Ranker(PRODUCT, mask(aq))),
+        "  + stem 5": ranked(Ranker(PRODUCT, mask(aq), stem=5)),
+        "  + stem 6": ranked(Ranker(PRODUCT, mask(aq), stem=6)),
+        "  + stem 4 − raw cosine (the ranker before after_question)": ranked(
+            Ranker(PRODUCT, mask("dense", aq))
+        ),
+        "  + after_question (the product's ranker)": ranked(Ranker(PRODUCT)),
         "product's ranker, lists n=20": ranked(Ranker(Stage1(10, 20, True))),
         "product's ranker, lists n=50": ranked(Ranker(Stage1(10, 50, True))),
     }
     for f in rank.FEATURES:
         if f != "dense":
             out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask("dense", f)))
+    out["before after_question: ranker + relevance floor"] = ranked(
+        Ranker(PRODUCT, mask("dense", aq)), FLOOR_COST
+    )
     out["product: ranker + relevance floor"] = ranked(Ranker(PRODUCT), FLOOR_COST)
     return out
 
