@@ -5,10 +5,16 @@
 
 Seeds Synapse, builds one index with the real `Writer` at the product's chunker settings, and
 for every question fetches the dense and lexical lists (the question as typed, and without its
-stop words) `DEPTH` deep with their scores, plus every listed window's messages. Fusion, the
-second-stage ranker and the relevance floor are then replayed in numpy (`bench.folds_eval`),
-so a lever costs seconds instead of an embedding run. A list of N candidates is the first N of
-the deep list: the store ranks deterministically.
+stop words) `DEPTH` deep with their scores, plus every window's messages. Fusion, the
+second-stage ranker and the relevance floor are then replayed in numpy (`bench.loco`), so a
+lever costs seconds instead of an embedding run. A list of N candidates is the first N of the
+deep list: the store ranks deterministically.
+
+For the levers that need more than the store holds, it also keeps: every question's query
+vector; the texts `bench.split` cuts a question into, each with its own dense and lexical
+lists; every message's own vector (its line of the embedded window text, as per-message
+vectors would embed it); every window's first and last timestamp; and what embedding the
+messages costs against embedding the windows (`cost`: seconds, back to back, same embedder).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from bench.retrieval import (
     log,
     seeded_synapse,
 )
+from bench.split import split
 from bench.synapse_run import SeededRoom
 from ingest import lexical
 from ingest.chunker import DENSE_LINE, LineFormat
@@ -54,6 +61,39 @@ def _listed(found: Sequence[Any], room: SeededRoom, windows: dict[str, Any]) -> 
     return [[p.id, p.score] for p in found]
 
 
+def _rounded(vector: Sequence[float]) -> list[float]:
+    return [round(float(x), 5) for x in vector]
+
+
+async def _messages(
+    col: Any, embedder: Embedder, room: SeededRoom, flt: PointFilter, windows: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+    """Every window of the room (added to `windows`), its time span, every message's vector,
+    and the seconds embedding the windows' texts and the messages' lines took, back to back."""
+    points = await asyncio.to_thread(lambda: list(col.scroll(flt)))
+    _listed(points, room, windows)
+    span = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
+    texts = [str(p.payload["text"]) for p in points]
+    dias, lines = [], []
+    for p in points:
+        text_lines = str(p.payload["text"]).split("\n")
+        for i, m in enumerate(p.payload["messages"]):
+            dias.append(room.dia_ids.get(str(m["event_id"]), str(m["event_id"])))
+            lines.append(text_lines[i] if i < len(text_lines) else str(m["body"]))
+    t0 = time.monotonic()
+    await embedder.embed_documents(texts)
+    t1 = time.monotonic()
+    vectors = await embedder.embed_documents(lines)
+    t2 = time.monotonic()
+    cost = {
+        "windows": len(texts),
+        "window_s": t1 - t0,
+        "messages": len(lines),
+        "message_s": t2 - t1,
+    }
+    return span, {d: _rounded(v) for d, v in zip(dias, vectors, strict=True)}, cost
+
+
 async def collect(
     store: Store, embedder: Embedder, rooms: Sequence[SeededRoom]
 ) -> list[dict[str, Any]]:
@@ -70,23 +110,51 @@ async def collect(
         questions = []
         flt = PointFilter(room_ids=(room.room_id,))
         for q, vec in zip(conv.questions, vectors, strict=True):
-            nostop = lexical.query_vector(" ".join(content_terms(q.text)) or q.text)
+            parts = split(q.text)
+            parts = parts if len(parts) > 1 else []
+            part_vectors = await embedder.embed_queries(parts) if parts else []
             questions.append(
                 {
                     "text": q.text,
                     "category": q.category,
                     "evidence": list(q.evidence),
+                    "vector": _rounded(vec),
                     "dense": _listed(col.dense_search(vec, flt, DEPTH), room, windows),
                     "lexical": _listed(
                         col.sparse_search(lexical.query_vector(q.text), flt, DEPTH), room, windows
                     ),
                     "lexical_nostop": _listed(
-                        col.sparse_search(nostop, flt, DEPTH), room, windows
+                        col.sparse_search(_nostop(q.text), flt, DEPTH), room, windows
                     ),
+                    "parts": [
+                        {
+                            "text": part,
+                            "vector": _rounded(pv),
+                            "dense": _listed(col.dense_search(pv, flt, DEPTH), room, windows),
+                            "lexical_nostop": _listed(
+                                col.sparse_search(_nostop(part), flt, DEPTH), room, windows
+                            ),
+                        }
+                        for part, pv in zip(parts, part_vectors, strict=True)
+                    ],
                 }
             )
-        out.append({"sample_id": conv.sample_id, "questions": questions, "windows": windows})
+        span, message_vectors, cost = await _messages(col, embedder, room, flt, windows)
+        out.append(
+            {
+                "sample_id": conv.sample_id,
+                "questions": questions,
+                "windows": windows,
+                "spans": span,
+                "message_vectors": message_vectors,
+                "cost": cost,
+            }
+        )
     return out
+
+
+def _nostop(text: str) -> Any:
+    return lexical.query_vector(" ".join(content_terms(text)) or text)
 
 
 async def main_async(data: Path, out: Path, dense_line: LineFormat = DENSE_LINE) -> None:

@@ -36,6 +36,16 @@ Found = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
+class Part:
+    """One of the texts `bench.split` cut a question into, with its own lists."""
+
+    text: str
+    vector: tuple[float, ...]
+    dense: Found
+    lexical_nostop: Found
+
+
+@dataclass(frozen=True)
 class Question:
     conv: int
     text: str
@@ -44,6 +54,8 @@ class Question:
     dense: Found
     lexical: Found
     lexical_nostop: Found
+    vector: tuple[float, ...] = ()
+    parts: tuple[Part, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,11 @@ class Data:
     questions: tuple[Question, ...]
     windows: tuple[Mapping[str, Sequence[tuple[str, str, str]]], ...]  # per conv: (dia, snd, body)
     names: tuple[str, ...]
+    # Per conv, when the cache holds them (`bench.candidates`): each message's own vector by
+    # turn id, each window's (first_ts, last_ts), what embedding messages costs.
+    message_vectors: tuple[Mapping[str, np.ndarray], ...] = ()
+    spans: tuple[Mapping[str, tuple[int, int]], ...] = ()
+    costs: tuple[Mapping[str, float], ...] = ()
 
 
 def load(path: Path) -> Data:
@@ -58,9 +75,13 @@ def load(path: Path) -> Data:
     qs: list[Question] = []
     windows = []
     names = []
+    vectors, spans, costs = [], [], []
     for c, conv in enumerate(doc["conversations"]):
         names.append(str(conv["sample_id"]))
         windows.append({pid: [tuple(m) for m in msgs] for pid, msgs in conv["windows"].items()})
+        vectors.append({d: np.asarray(v) for d, v in conv.get("message_vectors", {}).items()})
+        spans.append({p: (int(a), int(b)) for p, (a, b) in conv.get("spans", {}).items()})
+        costs.append(conv.get("cost", {}))
         for q in conv["questions"]:
             qs.append(
                 Question(
@@ -68,13 +89,28 @@ def load(path: Path) -> Data:
                     q["text"],
                     int(q["category"]),
                     tuple(q["evidence"]),
-                    *(
-                        tuple((p, float(s)) for p, s in q[k])
-                        for k in ("dense", "lexical", "lexical_nostop")
+                    _found(q["dense"]),
+                    _found(q["lexical"]),
+                    _found(q["lexical_nostop"]),
+                    vector=tuple(q.get("vector", ())),
+                    parts=tuple(
+                        Part(
+                            p["text"],
+                            tuple(p["vector"]),
+                            _found(p["dense"]),
+                            _found(p["lexical_nostop"]),
+                        )
+                        for p in q.get("parts", ())
                     ),
                 )
             )
-    return Data(tuple(qs), tuple(windows), tuple(names))
+    return Data(
+        tuple(qs), tuple(windows), tuple(names), tuple(vectors), tuple(spans), tuple(costs)
+    )
+
+
+def _found(rows: Sequence[Sequence[Any]]) -> Found:
+    return tuple((str(p), float(s)) for p, s in rows)
 
 
 # ---------------------------------------------------------------- the read path, replayed
@@ -143,11 +179,19 @@ def _pool_features(
     w = data.windows[q.conv]
     bodies = {p: [body for _, _, body in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
-    rows = rank.features(q.text, pool, bodies, d, lx, senders, stem=stem)
+    rows = rank.features(
+        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool)
+    )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
 
 _DATA: dict[int, Data] = {}
+
+
+def spans(data: Data, q: Question, pool: Sequence[str]) -> dict[str, rank.Span]:
+    """The pool's time spans (one timeline a conversation), where the cache holds them."""
+    known = data.spans[q.conv] if data.spans else {}
+    return {p: (data.names[q.conv], *known[p]) for p in pool if p in known}
 
 
 def pool_features(
@@ -332,7 +376,8 @@ def mask(*off: str) -> tuple[bool, ...]:
 
 def levers() -> dict[str, Fit]:
     """Every lever tried, in the order they were added; the last rows are the product."""
-    base = ("speaker", "length", "time")
+    base = ("speaker", "length", "time", "after_question")
+    aq = "after_question"
     out: dict[str, Fit] = {
         "dense only (n=50)": fixed(Stage1(n=50, lexical=0.0)),
         "lexical only (n=50)": fixed(Stage1(n=50, dense=0.0)),
@@ -344,19 +389,25 @@ def levers() -> dict[str, Fit]:
         "RRF k tuned on the folds + stop words out": tuned_k(Stage1(k=10, n=20, nostop=True)),
         "ceiling: perfect order of the n=30 candidates": oracle(PRODUCT),
         "ranker: scores, ranks, best message": ranked(Ranker(PRODUCT, mask(*base), stem=None)),
-        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time"), stem=None)),
-        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time"), stem=None)),
-        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(), stem=None)),
-        "  + stem 4": ranked(Ranker(PRODUCT, mask())),
-        "  + stem 5": ranked(Ranker(PRODUCT, mask(), stem=5)),
-        "  + stem 6": ranked(Ranker(PRODUCT, mask(), stem=6)),
-        "  + stem 4 − raw cosine (the product's ranker)": ranked(Ranker(PRODUCT)),
+        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time", aq), stem=None)),
+        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time", aq), stem=None)),
+        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(aq), stem=None)),
+        "  + stem 4": ranked(Ranker(PRODUCT, mask(aq))),
+        "  + stem 5": ranked(Ranker(PRODUCT, mask(aq), stem=5)),
+        "  + stem 6": ranked(Ranker(PRODUCT, mask(aq), stem=6)),
+        "  + stem 4 − raw cosine (the ranker before after_question)": ranked(
+            Ranker(PRODUCT, mask("dense", aq))
+        ),
+        "  + after_question (the product's ranker)": ranked(Ranker(PRODUCT)),
         "product's ranker, lists n=20": ranked(Ranker(Stage1(10, 20, True))),
         "product's ranker, lists n=50": ranked(Ranker(Stage1(10, 50, True))),
     }
     for f in rank.FEATURES:
         if f != "dense":
             out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask("dense", f)))
+    out["before after_question: ranker + relevance floor"] = ranked(
+        Ranker(PRODUCT, mask("dense", aq)), FLOOR_COST
+    )
     out["product: ranker + relevance floor"] = ranked(Ranker(PRODUCT), FLOOR_COST)
     return out
 

@@ -4,16 +4,20 @@ Rank fusion keeps only ranks. Over the candidates the first stage found (`ingest
 top of the dense and lexical lists, fused), this stage looks again at what ranks forget: how
 close a window's cosine is to the best one, how large its lexical score is against the best,
 how much of the question's content (stemmed, IDF-weighted over the candidates) its best message
-holds, whether it was sent by someone the question names, how long it is, and whether a "when"
-question meets a window that says when. A logistic model trained on locomo-dev with numpy
-(`python -m bench.loco --train`; every lever scored leaving one conversation out, bench/
-RESULTS.md) turns them into the order. A second, two-feature model (cosine and words matched,
-both absolute) decides whether a window matches at all: under `FLOOR` it is not shown, so
-made-up words answer nothing instead of the nearest noise. Coefficients are versioned here.
+holds, whether it was sent by someone the question names, how long it is, whether a "when"
+question meets a window that says when, and whether it answers a question: it comes right after
+a candidate that holds the question's words and ends on a "?" (the asker's words are in the
+question, the answer in the reply: "Got any fave styles?" → "contemporary is my top pick").
+A logistic model trained on locomo-dev with numpy (`python -m bench.loco --train`; every lever
+scored leaving one conversation out, bench/RESULTS.md) turns them into the order. A second,
+two-feature model (cosine and words matched, both absolute) decides whether a window matches at
+all: under `FLOOR` it is not shown, so made-up words answer nothing instead of the nearest
+noise. Coefficients are versioned here.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -28,8 +32,10 @@ __all__ = [
     "FLOOR",
     "MATCH_COEFFICIENTS",
     "MATCH_FEATURES",
+    "NEIGHBOUR_GAP_MS",
     "RANKER_VERSION",
     "STOP_WORDS",
+    "Span",
     "content_terms",
     "features",
     "probability",
@@ -54,7 +60,9 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 # *_rr: 10 / (10 + rank) in that list (0 if absent); best_message: the IDF-weighted share of
 # the question's (stemmed) content terms in the window's best message; speaker:
 # the share of its messages sent by someone the question names (by user id); length: the
-# window's characters, log-scaled; time: a "when" question and a window that says when.
+# window's characters, log-scaled; time: a "when" question and a window that says when;
+# after_question: the best_message of the candidate right before it in its timeline, when that
+# one ends on a question (0 otherwise).
 FEATURES = (
     "dense",
     "dense_gap",
@@ -65,29 +73,31 @@ FEATURES = (
     "speaker",
     "length",
     "time",
+    "after_question",
 )
-RANKER_VERSION = 1
+RANKER_VERSION = 2
 # Trained by `python -m bench.loco --train` on all of locomo-dev (bench/RESULTS.md §1b).
 # The raw cosine is left to the match model: beside dense_gap it only fitted the dev set.
 COEFFICIENTS: Mapping[str, float] = {
-    "bias": -8.9269,
-    "dense_gap": 3.9673,
-    "lexical": 1.2840,
-    "dense_rr": 2.1940,
-    "lexical_rr": 0.9648,
-    "best_message": 3.0389,
-    "speaker": 1.4892,
-    "length": 1.8390,
-    "time": 0.5879,
+    "bias": -8.9415,
+    "dense_gap": 4.0062,
+    "lexical": 1.3095,
+    "dense_rr": 2.1290,
+    "lexical_rr": 1.0287,
+    "best_message": 2.8682,
+    "speaker": 1.4846,
+    "length": 1.7632,
+    "time": 0.6213,
+    "after_question": 2.0461,
 }
 # The relevance floor asks a second model, on absolute evidence only (how near the meaning, how
 # many of the question's words): the ranker's features are mostly relative to the query's own
 # lists, so its best candidate for made-up words looks like the best one for a real question.
 MATCH_FEATURES = ("dense", "best_message")
 MATCH_COEFFICIENTS: Mapping[str, float] = {
-    "bias": -8.3131,
-    "dense": 6.9008,
-    "best_message": 5.2791,
+    "bias": -8.3108,
+    "dense": 6.8962,
+    "best_message": 5.2795,
 }
 # The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
 # question needs a cosine of about 0.30 to be shown.
@@ -97,6 +107,10 @@ FLOOR = 0.0020
 # 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).
 STEM = 4
 RR_K = 10  # reciprocal ranks as RRF scores them, k = 10: 10 / (10 + rank)
+# Two candidates of one timeline are neighbours when the later starts at most this long after
+# the earlier ends: the chunker's default gap (a longer silence is another conversation).
+NEIGHBOUR_GAP_MS = 1_800_000
+Span = tuple[str, int, int]  # a window's timeline (room and thread), first and last timestamp
 
 
 # A question about time ("when", "how long") and a message saying when something happened.
@@ -135,13 +149,14 @@ def features(
     lexical_found: Sequence[tuple[str, float]],
     senders: Mapping[str, Sequence[str]] | None = None,
     stem: int | None = STEM,
+    spans: Mapping[str, Span] | None = None,
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
-    `bodies` and `senders` give each pool window's message texts and senders; `dense` and
-    `lexical_found` are that text's lists, (id, score) best first. A window absent from the
-    dense list scores its last entry (the most it could have); absent from the lexical list, 0.
-    `stem=None` matches whole tokens.
+    `bodies`, `senders` and `spans` give each pool window's message texts, senders and time
+    span; `dense` and `lexical_found` are that text's lists, (id, score) best first. A window
+    absent from the dense list scores its last entry (the most it could have); absent from the
+    lexical list, 0. `stem=None` matches whole tokens; without `spans`, no window follows another.
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -164,14 +179,20 @@ def features(
     d_top = dense[0][1] if dense else 0.0
     d_last = dense[-1][1] if dense else 0.0
     l_top = lexical_found[0][1] if lexical_found else 0.0
+    best = {
+        pid: max(
+            (sum(idf[t] for t in terms if t in toks) / total for toks in msg_tokens[pid]),
+            default=0.0,
+        )
+        for pid in pool
+    }
+    before = previous(pool, spans or {})
     rows: list[list[float]] = []
     for pid in pool:
         d_r, d_s = d_rank.get(pid, (0, d_last))
         l_r, l_s = l_rank.get(pid, (0, 0.0))
-        best = max(
-            (sum(idf[t] for t in terms if t in toks) / total for toks in msg_tokens[pid]),
-            default=0.0,
-        )
+        prev = before.get(pid)
+        asked = prev is not None and bool(bodies[prev]) and "?" in bodies[prev][-1]
         rows.append(
             [
                 d_s,
@@ -179,13 +200,35 @@ def features(
                 l_s / l_top if l_top > 0 else 0.0,
                 RR_K / (RR_K + d_r) if d_r else 0.0,
                 RR_K / (RR_K + l_r) if l_r else 0.0,
-                best,
+                best[pid],
                 sum(named[pid]) / len(named[pid]) if named[pid] else 0.0,
                 math.log1p(sum(len(b) for b in bodies[pid]) / 100.0),
                 float(asks_when and any(_SAYS_WHEN.search(b) for b in bodies[pid])),
+                best[prev] if asked and prev is not None else 0.0,
             ]
         )
     return rows
+
+
+def previous(pool: Sequence[str], spans: Mapping[str, Span]) -> dict[str, str]:
+    """Each candidate's nearest predecessor among the others: the one of its timeline ending
+    last at or before it starts, within `NEIGHBOUR_GAP_MS`; candidates without one are left out."""
+    by_line: dict[str, list[tuple[int, int, str]]] = {}
+    for pid in pool:
+        if pid in spans:
+            line, first, last = spans[pid]
+            by_line.setdefault(line, []).append((last, first, pid))
+    out: dict[str, str] = {}
+    for windows in by_line.values():
+        ends = sorted(windows)
+        for _last, first, pid in windows:
+            # The latest end at or before `first`, skipping the window itself.
+            i = bisect.bisect_right(ends, (first, math.inf, "")) - 1
+            while i >= 0 and ends[i][2] == pid:
+                i -= 1
+            if i >= 0 and first - ends[i][0] <= NEIGHBOUR_GAP_MS:
+                out[pid] = ends[i][2]
+    return out
 
 
 def probability(row: Sequence[float], coefficients: Mapping[str, float]) -> float:
@@ -206,6 +249,7 @@ def rerank(
     per_text: Mapping[str, tuple[Found, Found]],
     senders: Mapping[str, Sequence[str]] | None = None,
     *,
+    spans: Mapping[str, Span] | None = None,
     coefficients: Mapping[str, float] = COEFFICIENTS,
     match: Mapping[str, float] = MATCH_COEFFICIENTS,
     floor: float = FLOOR,
@@ -219,7 +263,7 @@ def rerank(
     best = dict.fromkeys(pool, 0.0)
     matches = dict.fromkeys(pool, 0.0)
     for text, (dense, lexical_found) in per_text.items():
-        rows = features(text, pool, bodies, dense, lexical_found, senders)
+        rows = features(text, pool, bodies, dense, lexical_found, senders, spans=spans)
         for pid, row in zip(pool, rows, strict=True):
             best[pid] = max(best[pid], probability(row, coefficients))
             matches[pid] = max(matches[pid], probability(row, match))

@@ -339,13 +339,14 @@ class Searcher:
         }
         bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
+        spans = {pid: window_span(points[pid].payload, ms) for pid, ms in shown.items() if ms}
         per_text: dict[str, tuple[rank.Found, rank.Found]] = {}
         for retriever, text in lists:
             if retriever == "dense":  # one entry a text, as the fusion counts it
                 per_text.setdefault(
                     text_key(text), (lists[("dense", text)], lists[("lexical", text)])
                 )
-        return rank.rerank(ids, bodies, per_text, senders, floor=self.relevance_floor)
+        return rank.rerank(ids, bodies, per_text, senders, spans=spans, floor=self.relevance_floor)
 
     def lexical_query(self, text: str) -> SparseVector:
         """The sparse query vector of one text, without its stop words: "when did … the …"
@@ -491,6 +492,13 @@ def _scored(
     for p in said:
         points.setdefault(p.id, p)
     return [(p.id, p.score) for p in said]
+
+
+def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:
+    """A window's timeline (room and thread) and the first and last time of its shown messages."""
+    line = f"{payload.get('room_id')}\x1f{payload.get('thread_root') or ''}"
+    stamps = [int(m["ts"]) for m in shown]
+    return line, min(stamps), max(stamps)
 
 
 def _shown(message: Mapping[str, Any]) -> bool:

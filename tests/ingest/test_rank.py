@@ -1,0 +1,86 @@
+"""The second stage's neighbour feature: a window that answers the question a candidate asks.
+
+Real records end to end without a store: a timeline cut by the real chunker, the payloads the
+writer stores, the spans and bodies the Searcher's second stage reads from them, the shipped
+coefficients. The first stage's lists are given (their scores are what MiniLM and the lexical
+index give such windows: the asking window first, a window sharing a word second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ingest import rank
+from ingest.chunker import chunk, window_payload
+from ingest.search import window_span
+from ingest.types import EventID, Message, RoomID, UserID
+
+QUESTION = "What is Jon's favorite style of dance?"
+DAY = 86_400_000
+
+
+def _message(n: int, sender: str, body: str, ts: int, room: str = "!dance:x") -> Message:
+    return Message(EventID(f"$e{n}"), RoomID(room), UserID(f"@{sender}:x"), ts, body)
+
+
+def _timeline(asks: str, room_of_answer: str = "!dance:x") -> list[Message]:
+    t = 1_700_000_000_000
+    return [
+        _message(1, "jon", "I've been into dancing since I was a kid, it's my passion.", t),
+        _message(2, "gina", f"Wow Jon, same here! Dance is my stress relief. {asks}", t + 30_000),
+        _message(
+            3,
+            "jon",
+            "Cool, Gina! I love all of them, but contemporary is my top pick. So expressive!",
+            t + 60_000,
+            room_of_answer,
+        ),
+        _message(4, "gina", "Yeah, me too! It really speaks to me.", t + 90_000, room_of_answer),
+        _message(5, "jon", "Had a dance class tonight with my students, so fun.", t + 3 * DAY),
+        _message(6, "gina", "Nice! How many students came?", t + 3 * DAY + 30_000),
+    ]
+
+
+def _ranked(messages: Sequence[Message], *, with_spans: bool = True) -> list[str]:
+    """The windows' order (named asked / answer / other) after the second stage."""
+    windows = []
+    for room in dict.fromkeys(m.room_id for m in messages):
+        mine = [m for m in messages if m.room_id == room]
+        windows += chunk(mine, gap_seconds=1800, max_bytes=200, names={})
+    assert all(len(w.messages) == 2 for w in windows)  # one window a question, answer, other
+    payloads: dict[str, Mapping[str, Any]] = {}
+    for w in windows:
+        name = {"$e1": "asked", "$e3": "answer", "$e5": "other"}[w.first_event_id]
+        payloads[name] = window_payload(w, names={}, versions={}, max_bytes=200)
+    shown = {pid: list(p["messages"]) for pid, p in payloads.items()}
+    bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
+    senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
+    spans = {pid: window_span(payloads[pid], ms) for pid, ms in shown.items()}
+    dense = [("asked", 0.62), ("other", 0.44), ("answer", 0.42)]
+    lexical_found = [("asked", 9.0), ("other", 2.0)]
+    shown_ranked, below = rank.rerank(
+        ["asked", "other", "answer"],
+        bodies,
+        {QUESTION: (dense, lexical_found)},
+        senders,
+        spans=spans if with_spans else None,
+    )
+    assert below == 0
+    return [pid for pid, _ in shown_ranked]
+
+
+def test_the_reply_to_a_matching_question_ranks_above_a_window_sharing_a_word() -> None:
+    messages = _timeline("Got any favorite styles?")
+    assert _ranked(messages) == ["asked", "answer", "other"]
+    # Without the windows' times the answer shares no word with the question and comes last.
+    assert _ranked(messages, with_spans=False) == ["asked", "other", "answer"]
+
+
+def test_a_window_after_a_statement_is_not_lifted() -> None:
+    assert _ranked(_timeline("I love it.")) == ["asked", "other", "answer"]
+
+
+def test_a_window_of_another_room_is_no_neighbour() -> None:
+    messages = _timeline("Got any favorite styles?", room_of_answer="!elsewhere:x")
+    assert _ranked(messages) == ["asked", "other", "answer"]
