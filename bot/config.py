@@ -25,8 +25,10 @@ class BotConfig(Section):
     # raw events the transcript fold scans
     transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
     rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
-    # commands answered at once: mostly homeserver round trips, so more than the 2 cores
-    max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 8
+    # commands answered at once. 2, measured (bench/RESULTS.md §7c): with Synapse on the same
+    # 2 cores, 4 or 8 in flight made Synapse's CPU a command 3-10x and the burst slower; 2
+    # answers as fast as 1 and a slow command no longer holds every other
+    max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 2
     # a command still running after this gets a short error reply instead of its answer
     command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
 
