@@ -37,167 +37,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
-import hashlib
 import json
-import math
-import random
-import re
 import resource
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bench.ingest import irc_events
+from bench.latency_e2e import end_to_end
+from bench.latency_setup import (
+    NOISE,
+    ROOM,
+    SERVER_NAME,
+    SampledEmbedder,
+    bench_config,
+    held_out_texts,
+    machine,
+    messages,
+    stats,
+)
 from bench.output import emit
 from ingest import lexical
-from ingest.config import Config, parse_config
-from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
+from ingest.embed import Embedder, make_embedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.search import Searcher, SearchQuery
 from ingest.store import Store, open_store
-from ingest.types import RoomID, SparseVector
-
-ROOM = "!irc-ubuntu:bench.local"
-SERVER_NAME = "bench.local"
-NOISE = 0.5
-_LINE = re.compile(r"^\[(\d\d):(\d\d)\] <([^>]+)> (.*)$")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]{3,}")
-
-
-# ---------------------------------------------------------------- data
-
-
-def messages(data: Path, n: int) -> Iterator[dict[str, Any]]:
-    """The create event and `n` IRC messages; replays the logs with new ids past their end."""
-    replay = 0
-    produced = 0
-    span = 0
-    while produced < n:
-        last_ts = 0
-        fresh = 0
-        for event in irc_events(data, n - produced):
-            if event["type"] == "m.room.create":
-                if replay == 0:
-                    yield event
-                continue
-            fresh += 1
-            last_ts = max(last_ts, int(event["origin_server_ts"]))
-            if replay:
-                event = copy.deepcopy(event)
-                event["event_id"] = f"{event['event_id']}-r{replay}"
-                event["origin_server_ts"] = int(event["origin_server_ts"]) + span * replay
-                rel = event["content"].get("m.relates_to", {}).get("m.in_reply_to")
-                if rel is not None:
-                    rel["event_id"] = f"{rel['event_id']}-r{replay}"
-            yield event
-        if fresh == 0:
-            return
-        produced += fresh
-        span = span or last_ts + 86_400_000
-        replay += 1
-
-
-def held_out_texts(data: Path, n: int, seed: int = 11) -> list[str]:
-    """`n` message texts of the `dev` split (never indexed below 196k messages), ≤ 12 words."""
-    out: list[str] = []
-    for raw in sorted((data / "dev").glob("*.raw.txt")):
-        for line in raw.read_text(errors="replace").splitlines():
-            m = _LINE.match(line)
-            if m is None:
-                continue
-            words = m.group(4).split()
-            if len(words) >= 4:
-                out.append(" ".join(words[:12]))
-    random.Random(seed).shuffle(out)
-    return out[:n]
-
-
-def phrases(bodies: Sequence[str], n: int, seed: int = 5) -> list[str]:
-    """`n` two-word phrases (words of 4+ letters, adjacent) from the given bodies."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    candidates = [b for b in bodies if len(_WORD.findall(b)) >= 2]
-    while len(out) < n and candidates:
-        words = _WORD.findall(rng.choice(candidates))
-        i = rng.randrange(len(words) - 1)
-        out.append(f"{words[i]} {words[i + 1]}")
-    return out
-
-
-# ---------------------------------------------------------------- stats
-
-
-def stats(samples_s: Sequence[float]) -> dict[str, float | int]:
-    """Nearest-rank percentiles in milliseconds."""
-    ms = sorted(s * 1000 for s in samples_s)
-    if not ms:
-        return {"n": 0}
-
-    def p(q: float) -> float:
-        return round(ms[max(0, math.ceil(q * len(ms)) - 1)], 2)
-
-    return {
-        "n": len(ms),
-        "p50_ms": p(0.50),
-        "p90_ms": p(0.90),
-        "p99_ms": p(0.99),
-        "max_ms": round(ms[-1], 2),
-        "mean_ms": round(sum(ms) / len(ms), 2),
-    }
-
+from ingest.types import SparseVector
 
 # ---------------------------------------------------------------- in process
-
-
-class SampledEmbedder(DelegatingEmbedder):
-    """The real model for the first `sample` document texts, perturbed copies of them after."""
-
-    def __init__(self, inner: Embedder, sample: int, seed: int = 3) -> None:
-        super().__init__(inner)
-        self.sample = sample
-        self.pool: list[np.ndarray[Any, np.dtype[np.float32]]] = []
-        self.real = 0
-        self.synthetic = 0
-        self.embed_seconds = 0.0
-        self._rng = np.random.default_rng(seed)
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        room = max(0, self.sample - self.real)
-        out: list[list[float]] = []
-        if room:
-            start = time.perf_counter()
-            real = await self.inner.embed_documents(texts[:room])
-            self.embed_seconds += time.perf_counter() - start
-            self.pool.extend(np.asarray(v, dtype=np.float32) for v in real)
-            self.real += len(real)
-            out.extend(real)
-        for text in texts[room:]:
-            h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
-            base = self.pool[h % len(self.pool)]
-            noise = self._rng.standard_normal(base.shape[0]).astype(np.float32)
-            vec = base + noise * (NOISE / float(np.linalg.norm(noise)))
-            out.append((vec / float(np.linalg.norm(vec))).tolist())
-            self.synthetic += 1
-        return out
-
-
-def _config(workdir: Path) -> Config:
-    """The product's defaults (chunker, refresh), an embedded store in `workdir`."""
-    return parse_config(
-        {
-            "homeserver": {"url": "http://127.0.0.1:1", "server_name": SERVER_NAME},
-            "reader": {"user_id": "@muninn:bench.local", "access_token": "bench-not-used"},
-            "index": {"store": {"path": str(workdir / "qdrant")}, "collection": "bench"},
-        },
-        workdir,
-    )
 
 
 async def _time_search(searcher: Searcher, texts: Sequence[str], warmup: int) -> dict[str, Any]:
@@ -271,7 +141,7 @@ async def in_process(
             for event in messages(data, size):
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
-        cfg = _config(workdir)
+        cfg = bench_config(workdir)
         sampled = size > real_limit
         doc_embedder: Embedder = SampledEmbedder(embedder, dense_sample) if sampled else embedder
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
@@ -322,239 +192,13 @@ async def in_process(
     return result
 
 
-# ---------------------------------------------------------------- end to end
-
-
-class RequestCounter:
-    """Counts the homeserver requests a `MatrixReader` makes (wraps its one request layer)."""
-
-    def __init__(self, reader: Any) -> None:
-        self.n = 0
-        inner = reader._request
-
-        async def counted(method: str, path: str, **kwargs: Any) -> Any:
-            self.n += 1
-            return await inner(method, path, **kwargs)
-
-        reader._request = counted
-
-    def since(self, mark: int) -> int:
-        return self.n - mark
-
-
-def _in_reply_to(event: dict[str, Any]) -> str | None:
-    rel = event.get("content", {}).get("m.relates_to", {})
-    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
-    return reply.get("event_id") if isinstance(reply, dict) else None
-
-
-async def seed_room(
-    hs: Any,
-    room: str,
-    senders: Sequence[str],
-    bodies: Sequence[str],
-    base_ts: int,
-    at_once: int = 1,
-) -> int:
-    """Send `bodies` into `room`, each as a seed user standing in for its IRC sender, backdated
-    20 s apart from `base_ts`, `at_once` sends in flight (1: strictly in order); returns how
-    many seed users spoke."""
-    from bot.demo.synapse_config import SEED_PREFIX
-
-    seats: dict[str, Any] = {}
-    for sender in senders:
-        if sender not in seats:
-            local = SEED_PREFIX + re.sub(r"[^a-z0-9]", "-", sender[5:].split(":")[0])
-            seats[sender] = user = await hs.seed_user(f"{local}-{len(seats)}")
-            await user.join(room)
-    for start in range(0, len(bodies), at_once):
-        await asyncio.gather(
-            *(
-                seats[senders[i]].send_text(room, bodies[i], ts=base_ts + i * 20_000)
-                for i in range(start, min(start + at_once, len(bodies)))
-            )
-        )
-    return len(seats)
-
-
-async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int) -> dict[str, Any]:
-    import aiohttp
-
-    from bench.synapse_run import synapse_search
-    from bot.demo.synapse import start_synapse
-    from bot.service import Service
-    from tests.botkit import service_config
-    from tests.homeserver import Homeserver
-
-    bodies = [
-        str(e["content"]["body"]).split("\n\n")[-1]
-        for e in irc_events(data, room_messages)
-        if e["type"] == "m.room.message"
-    ]
-    senders = [str(e["sender"]) for e in irc_events(data, room_messages)][1:]
-    texts = phrases(bodies, searches + warmup)
-    with tempfile.TemporaryDirectory(prefix="muninn-bench-e2e-") as tmp:
-        workdir = Path(tmp)
-        server = await asyncio.to_thread(start_synapse, workdir / "synapse")
-        service: Service | None = None
-        try:
-            async with aiohttp.ClientSession() as session:
-                hs = Homeserver(server, session)
-                asker = await hs.register(displayname="Asker")
-                room = await hs.fresh_room(asker, preset="public_chat")
-                await hs.join_bot(asker, room)
-                base_ts = int(time.time() * 1000) - room_messages * 20_000 - 3_600_000
-                seed_start = time.perf_counter()
-                seats = await seed_room(hs, room, senders, bodies, base_ts)
-                seed_s = time.perf_counter() - seed_start
-                cfg = service_config(server, workdir, bot={"rate_per_minute": 100_000})
-                service = Service(cfg, full_at_start=True)
-                await service.start()
-                await hs.ping_appservice()
-                index_start = time.perf_counter()
-                await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 1800)
-                index_s = time.perf_counter() - index_start
-                col = await service.writer.open()
-                points = await asyncio.to_thread(col.count)
-                bot_id = server.bot_user_id
-                requests = RequestCounter(service.client)
-                reply_requests: list[int] = []
-                client: list[float] = []
-                server_side: list[float] = []
-                reply_hits: list[int] = []
-                for i, text in enumerate(texts):
-                    start = time.perf_counter()
-                    mark = requests.n
-                    command = await asker.send_text(room, f"!search {text}")
-                    reply = None
-                    while reply is None:
-                        chunk = (await asker.messages(room, direction="b", limit=10))["chunk"]
-                        reply = next(
-                            (
-                                e
-                                for e in chunk
-                                if e["sender"] == bot_id and _in_reply_to(e) == command
-                            ),
-                            None,
-                        )
-                        if reply is None:
-                            if time.perf_counter() - start > 60:
-                                raise RuntimeError(f"no reply to {command!r} in 60 s")
-                            await asyncio.sleep(0.02)
-                    elapsed = time.perf_counter() - start
-                    made = requests.since(mark)
-                    sent = await asker.get_event(room, command)
-                    if i >= warmup:
-                        reply_requests.append(made)
-                        client.append(elapsed)
-                        server_side.append(
-                            (int(reply["origin_server_ts"]) - int(sent["origin_server_ts"])) / 1000
-                        )
-                        reply_hits.append(str(reply["content"].get("body", "")).count("\n"))
-                # Where the time goes: the bot's own receipt → send, the transcript read alone
-                # (`latest`, the bound of `bot.transcript_limit`), and `Searcher.search` alone
-                # on the bot's store (with its homeserver revalidation of the hits).
-                handler = service.handler
-                in_bot = [ms / 1000 for ms in list(handler.latencies_ms)[-len(client) :]]
-                read_log: list[float] = []
-                searcher: list[float] = []
-                searcher_requests: list[int] = []
-                for text in texts[warmup:]:
-                    start = time.perf_counter()
-                    await handler.read_log(RoomID(room))
-                    read_log.append(time.perf_counter() - start)
-                    query = SearchQuery.build([text], room_ids=[room], limit=5)
-                    start = time.perf_counter()
-                    mark = requests.n
-                    await service.searcher.search(query)
-                    searcher.append(time.perf_counter() - start)
-                    searcher_requests.append(requests.since(mark))
-                synapse: list[float] = []
-                synapse_results: list[int] = []
-                for i, text in enumerate(texts):
-                    start = time.perf_counter()
-                    answer = await synapse_search(asker, room, text, limit=10)
-                    elapsed = time.perf_counter() - start
-                    if answer.error is not None:
-                        raise RuntimeError(f"Synapse /search refused {text!r}: {answer.error}")
-                    if i >= warmup:
-                        synapse.append(elapsed)
-                        synapse_results.append(len(answer.events))
-        finally:
-            if service is not None:
-                await service.stop()
-            await asyncio.to_thread(server.stop)
-    return {
-        "room_messages": len(bodies),
-        "senders": seats,
-        "points": points,
-        "seed_seconds": round(seed_s, 1),
-        "index_seconds": round(index_s, 1),
-        "searches": len(client),
-        "queries": texts[warmup:],
-        "bang_search_client": stats(client),
-        "bang_search_server_ts": stats(server_side),
-        "bot_receipt_to_send": stats(in_bot),
-        "transcript_read": {**stats(read_log), "bound": cfg.bot.transcript_limit},
-        "searcher_with_revalidation": stats(searcher),
-        # Homeserver requests: all the bot made per `!search` reply (transcript read, state,
-        # revalidation, the reply), and those of `Searcher.search` alone (revalidation).
-        "requests_per_reply": _counts(reply_requests),
-        "revalidation_requests_per_search": _counts(searcher_requests),
-        "searcher_over_synapse_p50": round(_p50(searcher) / max(_p50(synapse), 1e-9), 1),
-        "synapse_search": {
-            **stats(synapse),
-            "mean_results": round(sum(synapse_results) / max(len(synapse_results), 1), 2),
-            "limit": 10,
-        },
-    }
-
-
-def _counts(ns: Sequence[int]) -> dict[str, float | int]:
-    ordered = sorted(ns)
-    if not ordered:
-        return {"n": 0}
-    return {
-        "p50": ordered[(len(ordered) - 1) // 2],
-        "max": ordered[-1],
-        "mean": round(sum(ordered) / len(ordered), 2),
-    }
-
-
-def _p50(samples_s: Sequence[float]) -> float:
-    return float(stats(samples_s).get("p50_ms", 0.0))
-
-
 # ---------------------------------------------------------------- main
-
-
-def machine() -> dict[str, Any]:
-    import os
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    def v(name: str) -> str | None:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
-
-    mem = Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]
-    return {
-        "cores": os.cpu_count(),
-        "memory_gib": round(int(mem) / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "synapse": v("matrix-synapse"),
-        "qdrant-edge-py": v("qdrant-edge-py"),
-        "onnxruntime": v("onnxruntime"),
-        "load_at_start": Path("/proc/loadavg").read_text().split()[:3],
-    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     queries = held_out_texts(args.data, args.queries + args.warmup)
-    embedder = make_embedder(_config(Path(tempfile.gettempdir())).embedder)
+    embedder = make_embedder(bench_config(Path(tempfile.gettempdir())).embedder)
     await embedder.probe()
     results: dict[str, Any] = {"machine": machine(), "in_process": []}
     for size in sizes:

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import irc_events, vm
-from bench.latency import machine, phrases, seed_room, stats
+from bench.latency_e2e import seed_room
+from bench.latency_setup import machine, phrases, stats
 from bench.output import emit
 from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
