@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import loco
+from bench import loco, loco_data, loco_rank
 from bench.locomo import budget_recall, reciprocal_rank
 from ingest import rank
 from ingest.fusion import rrf
@@ -42,18 +42,18 @@ from ingest.search import LEXICAL_FLOOR
 
 EXTRAS = ("message_dense", "message_gap", "after_match", "before_match")
 BEST = rank.FEATURES.index("best_message")
-Lists = dict[tuple[str, str], loco.Found]
+Lists = dict[tuple[str, str], loco_data.Found]
 
 
 @dataclass(frozen=True)
 class Text:
     text: str
     vector: tuple[float, ...]
-    dense: loco.Found
-    lexical: loco.Found
+    dense: loco_data.Found
+    lexical: loco_data.Found
 
 
-def texts(q: loco.Question, split: str) -> list[Text]:
+def texts(q: loco_data.Question, split: str) -> list[Text]:
     """The texts a query sends: the question ("none"), its parts ("parts"), or both ("both")."""
     whole = Text(q.text, q.vector, q.dense, q.lexical_nostop)
     parts = [Text(p.text, p.vector, p.dense, p.lexical_nostop) for p in q.parts]
@@ -80,10 +80,10 @@ def _messages(data_id: int, conv: int) -> tuple[list[str], np.ndarray, np.ndarra
     return ids, np.vstack(rows), np.asarray(starts)
 
 
-_DATA: dict[int, loco.Data] = {}
+_DATA: dict[int, loco_data.Data] = {}
 
 
-def message_scores(data: loco.Data, conv: int, vector: Sequence[float]) -> dict[str, float]:
+def message_scores(data: loco_data.Data, conv: int, vector: Sequence[float]) -> dict[str, float]:
     """Each window's best message cosine to `vector`."""
     _DATA[id(data)] = data
     ids, mat, starts = _messages(id(data), conv)
@@ -91,7 +91,9 @@ def message_scores(data: loco.Data, conv: int, vector: Sequence[float]) -> dict[
     return dict(zip(ids, best.tolist(), strict=True))
 
 
-def message_list(data: loco.Data, conv: int, vector: Sequence[float], n: int) -> loco.Found:
+def message_list(
+    data: loco_data.Data, conv: int, vector: Sequence[float], n: int
+) -> loco_data.Found:
     scored = message_scores(data, conv, vector)
     return tuple(sorted(scored.items(), key=lambda x: -x[1])[:n])
 
@@ -105,21 +107,23 @@ class Config:
     floor_cost: float | None = loco.FLOOR_COST
 
 
-def _lists(data: loco.Data, q: loco.Question, t: Text, c: Config) -> Lists:
+def _lists(data: loco_data.Data, q: loco_data.Question, t: Text, c: Config) -> Lists:
     s = loco.PRODUCT
-    d, lx = t.dense[: s.n], loco._floored(t.lexical[: s.n], LEXICAL_FLOOR)
+    d, lx = t.dense[: s.n], loco_data.floored(t.lexical[: s.n], LEXICAL_FLOOR)
     out: Lists = {("dense", t.text): d, ("lexical", t.text): lx}
     if c.source:
         out[("message", t.text)] = message_list(data, q.conv, t.vector, s.n)
     return out
 
 
-def _rows(data: loco.Data, q: loco.Question, t: Text, pool: list[str], lists: Lists) -> np.ndarray:
+def _rows(
+    data: loco_data.Data, q: loco_data.Question, t: Text, pool: list[str], lists: Lists
+) -> np.ndarray:
     w = data.windows[q.conv]
     bodies = {p: [b for _, _, b in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
     d, lx = lists[("dense", t.text)], lists[("lexical", t.text)]
-    spans = loco.spans(data, q, pool)
+    spans = loco_data.spans(data, q, pool)
     base = np.asarray(rank.features(t.text, pool, bodies, d, lx, senders, spans=spans))
     base = base.reshape(len(pool), len(rank.FEATURES))
     md = np.zeros(len(pool))
@@ -158,7 +162,7 @@ def _scored(
     return pool, [_rows(data, q, t, pool, lists) for t in ts], tuple(t.text for t in ts)
 
 
-def scored(data: loco.Data, qi: int, c: Config) -> tuple[list[str], list[np.ndarray]]:
+def scored(data: loco_data.Data, qi: int, c: Config) -> tuple[list[str], list[np.ndarray]]:
     _DATA[id(data)] = data
     pool, rows, _ = _scored(id(data), qi, c)
     return pool, rows
@@ -184,7 +188,7 @@ def _p(x: np.ndarray, cols: list[int], w: np.ndarray) -> np.ndarray:
 MATCH_COLS = [ALL.index(f) for f in rank.MATCH_FEATURES]
 
 
-def order(data: loco.Data, qi: int, c: Config, m: Model, floor: float) -> list[str]:
+def order(data: loco_data.Data, qi: int, c: Config, m: Model, floor: float) -> list[str]:
     pool, rows = scored(data, qi, c)
     if not pool:
         return []
@@ -195,7 +199,7 @@ def order(data: loco.Data, qi: int, c: Config, m: Model, floor: float) -> list[s
     return [pool[i] for i in idx if keep[i] >= floor]
 
 
-def train(data: loco.Data, train_qis: Sequence[int], c: Config) -> Model:
+def train(data: loco_data.Data, train_qis: Sequence[int], c: Config) -> Model:
     """Fitted on the question texts alone (a split is a way of asking, not of training)."""
     single = Config(c.extras, c.source, drop=c.drop)
     xs, ys = [], []
@@ -203,10 +207,10 @@ def train(data: loco.Data, train_qis: Sequence[int], c: Config) -> Model:
         pool, rows = scored(data, qi, single)
         if pool:
             xs.append(rows[0])
-            ys.append([loco.label(data, data.questions[qi], p) for p in pool])
+            ys.append([loco_rank.label(data, data.questions[qi], p) for p in pool])
     x, y = np.vstack(xs), np.concatenate(ys)
-    ranker = loco.fit_logistic(x[:, _cols(c)], y)
-    match = loco.fit_logistic(x[:, MATCH_COLS], y)
+    ranker = loco_rank.fit_logistic(x[:, _cols(c)], y)
+    match = loco_rank.fit_logistic(x[:, MATCH_COLS], y)
     m = Model(ranker, match, 0.0)
     if c.floor_cost is None:
         return m
@@ -214,7 +218,7 @@ def train(data: loco.Data, train_qis: Sequence[int], c: Config) -> Model:
 
     def r2000(floor: float) -> float:
         rs = [order(data, i, single, m, floor) for i in train_qis]
-        return float(loco.scores(data, qs, rs).as_json()["recall@2000"])
+        return float(loco_data.scores(data, qs, rs).as_json()["recall@2000"])
 
     full, best = r2000(0.0), 0.0
     for floor in np.geomspace(0.0005, 0.5, 80):
@@ -224,17 +228,19 @@ def train(data: loco.Data, train_qis: Sequence[int], c: Config) -> Model:
     return Model(ranker, match, best)
 
 
-def folds(data: loco.Data, c: Config) -> tuple[dict[str, Any], dict[int, tuple[float, float]]]:
+def folds(
+    data: loco_data.Data, c: Config
+) -> tuple[dict[str, Any], dict[int, tuple[float, float]]]:
     """`bench.loco.folds` for a config, plus each question's (R@2000, reciprocal rank)."""
     per_q: dict[int, tuple[float, float]] = {}
 
-    def fit(d: loco.Data, train_qis: Sequence[int]) -> Callable[[int], list[str]]:
+    def fit(d: loco_data.Data, train_qis: Sequence[int]) -> Callable[[int], list[str]]:
         m = train(d, train_qis, c)
 
         def r(qi: int) -> list[str]:
             out = order(d, qi, c, m, m.floor)
             q = d.questions[qi]
-            h = loco.hits(d, q, out)
+            h = loco_data.hits(d, q, out)
             per_q[qi] = (budget_recall(h, q.evidence, 2000), reciprocal_rank(h, q.evidence))
             return out
 
@@ -244,7 +250,9 @@ def folds(data: loco.Data, c: Config) -> tuple[dict[str, Any], dict[int, tuple[f
 
 
 def paired(
-    data: loco.Data, a: Mapping[int, tuple[float, float]], b: Mapping[int, tuple[float, float]]
+    data: loco_data.Data,
+    a: Mapping[int, tuple[float, float]],
+    b: Mapping[int, tuple[float, float]],
 ) -> str:
     """b − a per question: mean ± standard error, R@2000 and MRR, and per fold."""
     cells = []
@@ -280,7 +288,7 @@ def configs() -> dict[str, Config]:
 def category_cells(row: Mapping[str, Any]) -> str:
     return " | ".join(
         f"{row['categories'][c]['recall@2000']:.3f} / {row['categories'][c]['mrr']:.3f}"
-        for c in loco.CATEGORY_NAMES.values()
+        for c in loco_data.CATEGORY_NAMES.values()
     )
 
 
@@ -290,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     p.add_argument("--only", help="levers whose name contains this (the product row always)")
     args = p.parse_args(argv)
-    data = loco.load(args.candidates)
+    data = loco_data.load(args.candidates)
     if not data.message_vectors or not any(data.message_vectors):
         print(
             f"{args.candidates}: no message vectors; collect with bench.candidates",
@@ -333,10 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _category_counts(data: loco.Data) -> dict[str, int]:
-    out = dict.fromkeys(loco.CATEGORY_NAMES.values(), 0)
+def _category_counts(data: loco_data.Data) -> dict[str, int]:
+    out = dict.fromkeys(loco_data.CATEGORY_NAMES.values(), 0)
     for q in data.questions:
-        out[loco.CATEGORY_NAMES[q.category]] += 1
+        out[loco_data.CATEGORY_NAMES[q.category]] += 1
     return out
 
 

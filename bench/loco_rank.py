@@ -1,0 +1,115 @@
+"""`bench.loco`'s second stage: the features of `ingest.rank` over a question's fused pool, the
+logistic ranker and match model fitted on training questions, and ranking with a floor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from bench.loco_data import Data, Question, Stage1, fused, lists, spans
+from ingest import rank
+
+
+def label(data: Data, q: Question, pid: str) -> float:
+    ev = set(q.evidence)
+    return float(any(dia in ev for dia, _, _ in data.windows[q.conv][pid]))
+
+
+@cache
+def _pool_features(
+    data_id: int, qi: int, s: Stage1, stem: int | None
+) -> tuple[list[str], np.ndarray]:
+    data = _DATA[data_id]
+    q = data.questions[qi]
+    pool = fused(q, s)
+    d, lx = lists(q, s)
+    w = data.windows[q.conv]
+    bodies = {p: [body for _, _, body in w[p]] for p in pool}
+    senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
+    rows = rank.features(
+        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool)
+    )
+    return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
+
+
+_DATA: dict[int, Data] = {}
+
+
+def pool_features(
+    data: Data, qi: int, s: Stage1, stem: int | None = rank.STEM
+) -> tuple[list[str], np.ndarray]:
+    _DATA[id(data)] = data
+    return _pool_features(id(data), qi, s, stem)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 50) -> np.ndarray:
+    """Pointwise logistic regression by Newton's method (IRLS); weights [bias, *features]."""
+    xb = np.hstack([np.ones((len(x), 1)), x])
+    w = np.zeros(xb.shape[1])
+    reg = l2 * np.eye(xb.shape[1])
+    reg[0, 0] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ w, -60, 60)))
+        grad = xb.T @ (p - y) + reg @ w
+        hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
+    out = {"bias": float(w[0])}
+    it = iter(w[1:])
+    for f, keep in zip(rank.FEATURES, mask, strict=True):
+        out[f] = float(next(it)) if keep else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class Ranker:
+    stage1: Stage1
+    # The product's: every feature but the raw cosine, which the match model uses instead.
+    mask: tuple[bool, ...] = tuple(f != "dense" for f in rank.FEATURES)
+    l2: float = 1e-2
+    stem: int | None = rank.STEM
+
+    def train(self, data: Data, qis: Sequence[int]) -> Model:
+        """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
+        xs, ys = [], []
+        for qi in qis:
+            pool, x = pool_features(data, qi, self.stage1, self.stem)
+            if not pool:
+                continue
+            xs.append(x)
+            ys.append([label(data, data.questions[qi], p) for p in pool])
+        x, y = np.vstack(xs), np.concatenate(ys)
+        ranker = coefficients(fit_logistic(x[:, list(self.mask)], y, self.l2), self.mask)
+        only = tuple(f in rank.MATCH_FEATURES for f in rank.FEATURES)
+        match = coefficients(fit_logistic(x[:, list(only)], y, self.l2), only)
+        return Model(ranker, match)
+
+    def rank(self, data: Data, qi: int, model: Model, floor: float = 0.0) -> list[str]:
+        pool, x = pool_features(data, qi, self.stage1, self.stem)
+        if not pool:
+            return []
+        p = _apply(x, model.ranker)
+        m = _apply(x, model.match)
+        order = sorted(range(len(pool)), key=lambda i: -p[i])  # stable: fused order on ties
+        return [pool[i] for i in order if m[i] >= floor]
+
+
+@dataclass(frozen=True)
+class Model:
+    ranker: dict[str, float]
+    match: dict[str, float]
+
+
+def _apply(x: np.ndarray, coef: Mapping[str, float]) -> np.ndarray:
+    w = np.array([coef.get(f, 0.0) for f in rank.FEATURES])
+    z = np.clip(x @ w + coef["bias"], -60, 60)
+    return np.asarray(1.0 / (1.0 + np.exp(-z)))
