@@ -31,7 +31,7 @@ from typing import Any
 
 from bench.dense_text import DENSE_TEXTS, add_flag
 from bench.locomo import load
-from bench.retrieval import (
+from bench.retrieval_setup import (
     GAP_SECONDS,
     MAX_BYTES,
     build_index,

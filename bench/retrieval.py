@@ -26,242 +26,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import importlib.util
 import json
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.dense_text import DENSE_TEXTS, add_flag
-from bench.locomo import (
-    BUDGETS,
-    HIT_CUTOFFS,
-    Conversation,
-    Hit,
-    Scores,
-    keywords,
-    load,
+from bench.locomo import Scores, load
+from bench.retrieval_ask import ask_muninn, ask_synapse_rows, searchers, table
+from bench.retrieval_setup import (
+    CANDIDATES,
+    DENSE_WEIGHT,
+    GAP_SECONDS,
+    LEXICAL_WEIGHT,
+    MAX_BYTES,
+    Settings,
+    build_index,
+    exit_on_sigterm,
+    log,
+    postgres_problem,
+    seed,
 )
-from bench.postgres import PostgresError, find_bindir
-from bench.synapse_run import (
-    SYNAPSE_DBS,
-    SeededRoom,
-    SynapseBench,
-    seed_conversation,
-    synapse_search,
-)
-from ingest.chunker import DENSE_LINE, LineFormat
-from ingest.config import Config, EmbedderConfig, parse_config
-from ingest.embed import Embedder, make_embedder
-from ingest.matrix import MatrixReader
-from ingest.refresh import RefreshReport, Writer
-from ingest.search import CANDIDATES as SEARCH_CANDIDATES
-from ingest.search import (
-    MAX_LIMIT,
-    Searcher,
-    SearchQuery,
-)
-from ingest.search import Hit as MuninnHit
-from ingest.store import Store, open_store
-from tests.homeserver import Homeserver, MatrixUser
-
-LIMIT = MAX_LIMIT  # hits asked of every system
-
-# The settings this benchmark recommends (see bench/RESULTS.md); flags override them.
-MAX_BYTES = 350
-GAP_SECONDS = 1800
-CANDIDATES = SEARCH_CANDIDATES
-DENSE_WEIGHT = 1.0
-LEXICAL_WEIGHT = 1.0
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class Settings:
-    max_bytes: int = MAX_BYTES
-    gap_seconds: int = GAP_SECONDS
-    candidates: int = CANDIDATES
-    dense_weight: float = DENSE_WEIGHT
-    lexical_weight: float = LEXICAL_WEIGHT
-    proposed: bool = False
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "chunker": {"max_bytes": self.max_bytes, "gap_seconds": self.gap_seconds},
-            "searcher": {
-                "candidates": self.candidates,
-                "weights": {"dense": self.dense_weight, "lexical": self.lexical_weight},
-            },
-        }
-
-
-# ---------------------------------------------------------------- loading and indexing
-
-
-async def seed_all(
-    hs: Homeserver, conversations: Sequence[Conversation]
-) -> tuple[list[SeededRoom], MatrixUser]:
-    """Register the reader, then seed every conversation (concurrently: rooms are independent)."""
-    reader = await hs.register("bench-reader", displayname="bench reader")
-    seeded = await asyncio.gather(*(seed_conversation(hs, c, [reader]) for c in conversations))
-    return list(seeded), reader
-
-
-@contextlib.asynccontextmanager
-async def seeded_synapse(
-    conversations: Sequence[Conversation], prefix: str
-) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
-    """A work folder, a Synapse seeded with `conversations`, the reader and the product's
-    embedder (closed on the way out): what `candidates` and `tune` start from."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        work = Path(tmp)
-        async with SynapseBench(work / "synapse") as sb:
-            rooms, reader = await seed_all(sb.homeserver, conversations)
-            log("seeded")
-            embedder = make_embedder(EmbedderConfig())
-            try:
-                yield work, sb.homeserver, rooms, reader, embedder
-            finally:
-                await embedder.close()
-
-
-def writer_config(
-    hs: Homeserver, reader: MatrixUser, store_dir: Path, max_bytes: int, gap_seconds: int
-) -> Config:
-    doc = {
-        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
-        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
-        "index": {"store": {"path": str(store_dir)}, "collection": "bench_locomo"},
-        "chunker": {"max_bytes": max_bytes, "gap_seconds": gap_seconds},
-    }
-    return parse_config(doc, store_dir.parent)
-
-
-async def build_index(
-    hs: Homeserver,
-    reader: MatrixUser,
-    store_dir: Path,
-    embedder: Embedder,
-    *,
-    max_bytes: int,
-    gap_seconds: int,
-    dense_line: LineFormat = DENSE_LINE,
-) -> tuple[Store, RefreshReport]:
-    """One full writer pass into a new embedded store; the store is returned open."""
-    cfg = writer_config(hs, reader, store_dir, max_bytes, gap_seconds)
-    store = open_store(cfg.index, cfg.base_dir)
-    matrix = MatrixReader.from_config(cfg)
-    try:
-        report = await Writer(cfg, matrix, store, embedder, dense_line=dense_line).refresh()
-    finally:
-        await matrix.close()
-    return store, report
-
-
-# ---------------------------------------------------------------- asking
-
-
-def muninn_hit(hit: MuninnHit, dia_ids: Mapping[str, str]) -> Hit:
-    return Hit(
-        tuple(
-            (dia_ids.get(str(m["event_id"]), str(m["event_id"])), len(str(m["body"])))
-            for m in hit.messages
-        )
-    )
-
-
-async def ask_muninn(
-    searcher: Searcher, rooms: Sequence[SeededRoom], scores: Scores, by_cat: dict[int, Scores]
-) -> list[str]:
-    warnings: set[str] = set()
-    for room in rooms:
-        for q in room.conversation.questions:
-            query = SearchQuery.build([q.text], room_ids=[room.room_id], limit=LIMIT)
-            result = await searcher.search(query)
-            warnings.update(result.warnings)
-            hits = [muninn_hit(h, room.dia_ids) for h in result.hits]
-            scores.add(hits, q.evidence)
-            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
-    return sorted(warnings)
-
-
-async def ask_synapse(
-    user: MatrixUser,
-    rooms: Sequence[SeededRoom],
-    scores: Scores,
-    by_cat: dict[int, Scores],
-    *,
-    as_keywords: bool,
-) -> int:
-    """Score Synapse's answers; returns how many searches it refused (scored as no hits)."""
-    refused = 0
-    for room in rooms:
-        for q in room.conversation.questions:
-            term = keywords(q.text) if as_keywords else q.text
-            answer = await synapse_search(user, room.room_id, term, LIMIT)
-            refused += answer.error is not None
-            hits = [Hit(((room.dia_ids.get(e, e), len(body)),)) for e, body in answer.events]
-            scores.add(hits, q.evidence)
-            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
-    return refused
-
-
-def searchers(
-    store: Store, embedder: Embedder, server_name: str, s: Settings
-) -> dict[str, Searcher]:
-    def make(weights: dict[str, float]) -> Searcher:
-        return Searcher(
-            store, embedder, server_name=server_name, candidates=s.candidates, weights=weights
-        )
-
-    rows = {
-        "muninn-hybrid": make({"dense": s.dense_weight, "lexical": s.lexical_weight}),
-        "muninn-dense": make({"dense": 1.0, "lexical": 0.0}),
-        "muninn-lexical": make({"dense": 0.0, "lexical": 1.0}),
-    }
-    if s.proposed:  # the product without its second stage: what the ranker adds
-        rows["muninn-hybrid-rrf-only"] = Searcher(
-            store,
-            embedder,
-            server_name=server_name,
-            candidates=s.candidates,
-            weights={"dense": s.dense_weight, "lexical": s.lexical_weight},
-            ranker=False,
-        )
-    return rows
-
-
-# ---------------------------------------------------------------- report
-
-
-COLUMNS = [
-    *(f"recall@{b}" for b in BUDGETS),
-    *(f"recall@{k}" for k in HIT_CUTOFFS),
-    "mrr",
-    "questions",
-]
-
-
-def table(systems: Mapping[str, Mapping[str, float | int]]) -> str:
-    """A Markdown table: one row a system. Budget columns are characters, @k columns hits."""
-    heads = ["system", "R@1000ch", "R@2000ch", "R@4000ch", "R@1", "R@5", "R@10", "MRR", "n"]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
-    for name, row in systems.items():
-        cells = [name]
-        for col in COLUMNS:
-            v = row[col]
-            cells.append(str(v) if col == "questions" else f"{float(v):.3f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+from bench.synapse_run import SYNAPSE_DBS, SynapseBench
+from ingest.config import EmbedderConfig
+from ingest.embed import make_embedder
 
 
 async def run(
@@ -340,57 +131,6 @@ async def run(
         await asyncio.to_thread(out.write_text, text, encoding="utf-8")
         log(f"wrote {out}")
     return result
-
-
-async def seed(
-    hs: Homeserver, conversations: Sequence[Conversation], db: str
-) -> tuple[list[SeededRoom], MatrixUser, float]:
-    log(f"synapse ({db}) up at {hs.base_url}; seeding")
-    t = time.monotonic()
-    rooms, reader = await seed_all(hs, conversations)
-    seconds = time.monotonic() - t
-    n_turns = sum(len(c.turns) for c in conversations)
-    log(f"seeded {n_turns} messages into synapse ({db}) in {seconds:.1f}s")
-    return rooms, reader, seconds
-
-
-async def ask_synapse_rows(
-    db: str,
-    reader: MatrixUser,
-    rooms: Sequence[SeededRoom],
-    systems: dict[str, Scores],
-    categories: dict[str, dict[int, Scores]],
-) -> dict[str, int]:
-    """The `synapse-DB` (question as typed) and `synapse-DB-keywords` rows; refusals by row."""
-    refused: dict[str, int] = {}
-    for name, as_kw in ((f"synapse-{db}", False), (f"synapse-{db}-keywords", True)):
-        t = time.monotonic()
-        systems[name], categories[name] = Scores(), {}
-        refused[name] = await ask_synapse(
-            reader, rooms, systems[name], categories[name], as_keywords=as_kw
-        )
-        log(f"{name}: {time.monotonic() - t:.1f}s, {refused[name]} refused")
-    return refused
-
-
-def postgres_problem() -> str | None:
-    """Why `--synapse-db postgres` cannot run here (checked before minutes of seeding)."""
-    try:
-        find_bindir()
-    except PostgresError as e:
-        return str(e)
-    if importlib.util.find_spec("psycopg2") is None:  # Synapse's driver, in this interpreter
-        return "Synapse on PostgreSQL needs psycopg2: pip install -e '.[bench]'"
-    return None
-
-
-def exit_on_sigterm() -> None:
-    """SIGTERM unwinds like an exception, so `finally` blocks stop the benchmark's Synapse."""
-
-    def _exit(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _exit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.locomo import Hit, Scores, load
-from bench.retrieval import build_index, exit_on_sigterm, log, seeded_synapse
+from bench.retrieval_setup import build_index, exit_on_sigterm, log, seeded_synapse
 from bench.synapse_run import SeededRoom
 from ingest import lexical
 from ingest.embed import Embedder
