@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from bot.appservice import AppserviceServer, BoundedSeen
 from bot.commands.records import PinCommand
-from bot.handlers import RateLimit, incoming
+from bot.incoming import RateLimit, incoming
 from bot.pinboard import Pin
 from bot.pins import markers, pin_target
 from bot.replies import (
