@@ -40,8 +40,9 @@ from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
+from bot.recent import RecentEvents
 from bot.replies import SearchView, search_reply, text_reply
-from bot.roomlog import RecentEvents, RoomLog
+from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, room_audience
 from ingest.errors import (

@@ -20,8 +20,8 @@ import pytest_asyncio
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer, free_port
+from bot.recent import RecentEvents
 from bot.replies import REPLY_BUDGET, content_size
-from bot.roomlog import RecentEvents
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.permalink import permalink
