@@ -6,6 +6,7 @@ the room (not joined, DM, or refused by scope: silent, never read) → the comma
 (not a DM, asker on the allow-list) → parse (an unknown `!word` gets a reply only in the command
 room; a usage error always does) → already answered (in memory, or the bot's own reply in the
 room log) → per-asker rate limit (one polite notice) → the command.
+The first two checks and the rate limit's count are `bot.incoming`'s.
 
 "Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
 has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
