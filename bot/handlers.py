@@ -6,6 +6,7 @@ the room (not joined, DM, or refused by scope: silent, never read) → the comma
 (not a DM, asker on the allow-list) → parse (an unknown `!word` gets a reply only in the command
 room; a usage error always does) → already answered (in memory, or the bot's own reply in the
 room log) → per-asker rate limit (one polite notice) → the command.
+The first two checks and the rate limit's count are `bot.incoming`'s.
 
 "Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
 has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
@@ -19,7 +20,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.appservice import BoundedSeen
@@ -36,12 +36,14 @@ from bot.commands.records import (
 )
 from bot.config import ServiceConfig
 from bot.errors import CommandError
+from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
-from bot.replies import ReplyTo, SearchView, search_reply, text_reply
-from bot.roomlog import RecentEvents, RoomLog
+from bot.recent import RecentEvents
+from bot.replies import SearchView, search_reply, text_reply
+from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, room_audience
 from ingest.errors import (
@@ -50,14 +52,13 @@ from ingest.errors import (
     MatrixForbidden,
     MatrixUnavailable,
 )
-from ingest.events import is_command, thread_root, typed_text
 from ingest.rooms import RoomCache
 from ingest.scope import puppet_in_events
 from ingest.scrub import scrub
 from ingest.search import Searcher
 from ingest.types import Refusal, RoomID
 
-__all__ = ["MAX_COMMAND_AGE_MS", "CommandHandler", "RateLimit"]
+__all__ = ["CommandHandler"]
 
 
 class RoomRefused(CommandError):
@@ -70,93 +71,7 @@ class RoomRefused(CommandError):
 
 log = logging.getLogger("muninn.bot")
 
-MAX_COMMAND_AGE_MS = 15 * 60_000  # an older command is history, not a question
 SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
-
-
-class RateLimit:
-    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded.
-
-    It remembers at most `max_askers` askers, forgetting the least recently seen: an asker
-    idle for a minute has nothing left to count, and is always seen less recently than one
-    still counted.
-    """
-
-    MAX_ASKERS = 10_000
-
-    def __init__(
-        self,
-        per_minute: int,
-        clock: Callable[[], float] = time.monotonic,
-        max_askers: int = MAX_ASKERS,
-    ) -> None:
-        self.per_minute = per_minute
-        self._clock = clock
-        self._max = max_askers
-        self._times: dict[str, list[float]] = {}  # least recently seen first
-        self._warned: dict[str, float] = {}
-
-    @property
-    def askers(self) -> int:
-        """How many askers are remembered."""
-        return len(self._times)
-
-    def check(self, user: str) -> Literal["ok", "warn", "drop"]:
-        now = self._clock()
-        while user not in self._times and len(self._times) >= self._max:
-            forgotten = next(iter(self._times))  # seen least recently: idle ones come first
-            del self._times[forgotten]
-            self._warned.pop(forgotten, None)
-        recent = [t for t in self._times.pop(user, []) if now - t < 60.0]
-        if len(recent) < self.per_minute:
-            recent.append(now)
-            self._times[user] = recent
-            self._warned.pop(user, None)
-            return "ok"
-        self._times[user] = recent
-        if user in self._warned:
-            return "drop"
-        self._warned[user] = now
-        return "warn"
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """A message that is shaped like a command."""
-
-    room_id: RoomID
-    event_id: str
-    sender: str
-    ts: int
-    body: str  # what the sender typed: a reply's fallback quote removed (`typed_text`)
-    content: Mapping[str, Any]
-    received: float = field(default_factory=time.monotonic)
-
-    @property
-    def reply_to(self) -> ReplyTo:
-        return ReplyTo(self.room_id, self.event_id, thread_root(self.content))
-
-
-def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incoming | None:
-    """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
-    content = event.get("content")
-    if event.get("type") != "m.room.message" or not isinstance(content, dict):
-        return None
-    body, sender = content.get("body"), event.get("sender")
-    if not isinstance(body, str) or sender == bot_user_id or content.get("msgtype") != "m.text":
-        return None  # m.notice (other bots) and media are never commands
-    text = typed_text(body, content)
-    if not is_command(text, prefix):
-        return None
-    ts = event.get("origin_server_ts")
-    return Incoming(
-        RoomID(str(event.get("room_id"))),
-        str(event.get("event_id")),
-        str(sender),
-        ts if isinstance(ts, int) else 0,
-        text,
-        content,
-    )
 
 
 class CommandHandler:

@@ -29,7 +29,8 @@ from ingest.search import purged
 from ingest.types import RoomID
 
 if TYPE_CHECKING:
-    from bot.handlers import CommandHandler, Incoming
+    from bot.handlers import CommandHandler
+    from bot.incoming import Incoming
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
 

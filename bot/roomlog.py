@@ -1,33 +1,31 @@
 """The room log: one bounded read of a room's latest raw events, and what is read from it.
 
-`RecentEvents` keeps each room's latest raw events between commands (derived state, never the
-record); `RoomLog` is one read of them (`reader.latest`), bounded by events and by `SCAN_TEXT`.
-The transcript fold, the pinboard fold and the "did the bot already answer?" check are all
-computed from a `RoomLog`, through `without_purged` once the purges are known.
+`bot.recent.RecentEvents` keeps each room's latest raw events between commands (derived state,
+never the record); `RoomLog` is one read of them (`reader.latest`), bounded by events and by
+`SCAN_TEXT`. The transcript fold, the pinboard fold and the "did the bot already answer?"
+check are all computed from a `RoomLog`, through `without_purged` once the purges are known.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size, within_text
 from ingest.events import normalize, thread_root, typed_text
 from ingest.scrub import scrub
 from ingest.search import purged
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
-    "SCAN_TEXT",
-    "RecentEvents",
     "RoomLog",
     "ScanInfo",
     "TextMemo",
     "TimelineItem",
     "current_body",
-    "within_text",
+    "within_text",  # `bot.recent`'s, named here too for bench.stall
 ]
 
 JSONDict = dict[str, Any]
@@ -49,11 +47,6 @@ class TimelineItem:
     redacted: bool
 
 
-def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    c = event.get("content")
-    return c if isinstance(c, dict) else {}
-
-
 def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
     rel = content.get("m.relates_to")
     return rel if isinstance(rel, dict) else {}
@@ -62,7 +55,7 @@ def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
 def _item(event: Mapping[str, Any]) -> TimelineItem | None:
     if event.get("type") != "m.room.message" or "state_key" in event:
         return None
-    content = _content(event)
+    content = content_of(event)
     if _relates(content).get("rel_type") == "m.replace":
         return None  # an edit is not a message of its own
     unsigned = event.get("unsigned")
@@ -78,146 +71,6 @@ def _item(event: Mapping[str, Any]) -> TimelineItem | None:
         content,
         bool(redacted),
     )
-
-
-SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
-EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
-
-
-def _text_size(event: Mapping[str, Any]) -> int:
-    """The text the folds work through in an event: its body and HTML, and an edit's."""
-    content = _content(event)
-    new = content.get("m.new_content")
-    parts = [content.get("body"), content.get("formatted_body")]
-    if isinstance(new, dict):
-        parts += [new.get("body"), new.get("formatted_body")]
-    return sum(len(p) for p in parts if isinstance(p, str))
-
-
-def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
-    """The newest events whose text adds up to at most `limit` characters, and whether that
-    left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
-    kept, cut, _ = _within(events, limit)
-    return kept, cut
-
-
-def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], bool, int]:
-    """`within_text`, and the text the kept events hold (the copy's size, without a second
-    pass over them)."""
-    total = 0
-    for index, event in enumerate(events):
-        size = _text_size(event)
-        if total + size > limit:
-            return list(events[:index]), True, total
-        total += size
-    return list(events), False, total
-
-
-@dataclass
-class _Copy:
-    kept: int  # the event bound the copy was read with
-    events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
-    cut: bool  # `SCAN_TEXT` left older events out
-    size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
-
-
-class RecentEvents:
-    """Each room's latest raw events, kept between commands and extended from the newest end.
-
-    Derived state, never the record: a command reads only what is newer than the copy (one
-    short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
-    new events empties its target here as the homeserver does. A copy that cannot be extended
-    (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
-    text at most, and all copies together about `max_size` characters (least recently used
-    rooms go first). Commands answered at once in one room take turns per room, so each extends
-    the copy the one before it left instead of all reading the whole bound afresh; a read
-    outlives a command cut off by its deadline, so its copy still serves the next command
-    instead of every one starting over.
-    """
-
-    MAX_ROOMS = 256
-    MAX_SIZE = 64_000_000
-
-    def __init__(self, max_size: int = MAX_SIZE) -> None:
-        self._rooms: dict[str, _Copy] = {}
-        self._turns: dict[str, asyncio.Lock] = {}
-        self._max_size = max_size
-        self.size = 0
-        self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
-
-    async def latest(
-        self, client: Any, room_id: RoomID, bound: int
-    ) -> tuple[list[JSONDict], bool]:
-        """The room's latest `bound` events, newest first, as `client.latest` would return
-        them but within `SCAN_TEXT`; and whether that text bound left older events out."""
-        turn = self._turns.setdefault(room_id, asyncio.Lock())
-        async with turn:
-            earlier = self._reads.get(room_id)
-            if earlier is not None and not earlier.done():
-                await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
-            read = asyncio.ensure_future(self._latest(client, room_id, bound))
-            read.add_done_callback(_retrieved)
-            self._reads[room_id] = read
-            return await asyncio.shield(read)
-
-    async def _latest(
-        self, client: Any, room_id: RoomID, bound: int
-    ) -> tuple[list[JSONDict], bool]:
-        cached = self._rooms.pop(room_id, None)
-        if cached is not None:
-            self.size -= cached.size
-        older = False  # events beyond the copy's tail that the text bound left out
-        if cached is None or cached.kept < bound:
-            kept, events = bound, list(await client.latest(room_id, bound))
-        else:
-            # Keep the larger bound a copy was read with: `!help` reading 64 events must not
-            # shrink the copy `!search` extends.
-            kept, old = cached.kept, cached.events
-            known = {str(e.get("event_id")) for e in old}
-            new, met = await client.newer_than(room_id, known, kept)
-            # Not met: more than `kept` new events arrived, and they are the latest `kept`.
-            events = _merge(new, old)[:kept] if met else list(new)
-            older = met and cached.cut
-        events, cut, text = _within(events, SCAN_TEXT)
-        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events))
-        raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
-        if raced is not None:
-            self.size -= raced.size
-        self._rooms[room_id] = copy
-        self.size += copy.size
-        while len(self._rooms) > self.MAX_ROOMS or (
-            self.size > self._max_size and len(self._rooms) > 1
-        ):
-            gone = next(iter(self._rooms))  # the least recently used room
-            self.size -= self._rooms.pop(gone).size
-            if gone in self._turns and not self._turns[gone].locked():
-                del self._turns[gone]
-                self._reads.pop(gone, None)
-        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
-
-
-def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
-    """A read nobody awaits any more (its command was cut off) fails quietly."""
-    if not read.cancelled():
-        read.exception()
-
-
-def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
-    redacted = {
-        str(_content(e).get("redacts") or e.get("redacts"))
-        for e in new
-        if e.get("type") == "m.room.redaction"
-    }
-    out = list(new)
-    for event in cached:
-        out.append(_emptied(event) if str(event.get("event_id")) in redacted else event)
-    return out
-
-
-def _emptied(event: JSONDict) -> JSONDict:
-    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
-    unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
-    return {**event, "content": {}, "unsigned": unsigned}
 
 
 class TextMemo:
@@ -257,7 +110,7 @@ class _NormalizedMemo:
 
     A room's copy (`RecentEvents`) hands the same event objects to command after command, and
     nothing changes an event in place: a redaction or a purge replaces it with a new, emptied
-    object (`_emptied`), which misses here and is read afresh. The entry holds the event
+    object (`emptied`), which misses here and is read afresh. The entry holds the event
     itself, so its `id` cannot be reused while remembered, and a hit is checked by identity.
     """
 
@@ -273,17 +126,17 @@ class _NormalizedMemo:
         if hit is not None and hit[0] is event:
             return hit[1]
         item = normalize(event, own_user_ids=own, command_prefix=prefix)
-        if not _content(event):
+        if not content_of(event):
             return item  # redacted or purged: read at once, and a fresh object every command
         with self._lock:
             gone = self._done.pop(key, None)
             if gone is not None:
-                self.size -= _text_size(gone[0]) + EVENT_OVERHEAD
+                self.size -= text_size(gone[0]) + EVENT_OVERHEAD
             self._done[key] = (event, item)
-            self.size += _text_size(event) + EVENT_OVERHEAD
+            self.size += text_size(event) + EVENT_OVERHEAD
             while self.size > self._max:
                 old = self._done.pop(next(iter(self._done)))[0]
-                self.size -= _text_size(old) + EVENT_OVERHEAD
+                self.size -= text_size(old) + EVENT_OVERHEAD
         return item
 
 
@@ -320,7 +173,7 @@ class RoomLog:
         """Whether the bot's own notice already replies to `event_id` within this read."""
         for event in self.raw:
             if event.get("sender") == bot_user_id:
-                rel = _relates(_content(event)).get("m.in_reply_to")
+                rel = _relates(content_of(event)).get("m.in_reply_to")
                 if isinstance(rel, dict) and rel.get("event_id") == event_id:
                     return True
         return False
@@ -360,10 +213,10 @@ class RoomLog:
         if not any(s.get("room_id") == self.room_id for s in stones):
             return self
         raw = [
-            _emptied(e)
+            emptied(e)
             if isinstance(ts := e.get("origin_server_ts"), int)
             and e.get("type") == "m.room.message"
-            and _relates(_content(e)).get("rel_type") != "m.replace"
+            and _relates(content_of(e)).get("rel_type") != "m.replace"
             and purged(stones, self.room_id, ts)
             else e
             for e in self.raw
@@ -386,7 +239,7 @@ def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str
     (None) rather than the original shown with words an edit took back. An edit event itself
     is not a message: its `* fallback` body is never shown.
     """
-    content = _content(event)
+    content = content_of(event)
     body = content.get("body")
     if not isinstance(body, str) or _relates(content).get("rel_type") == "m.replace":
         return None

@@ -25,8 +25,9 @@ from typing import Any
 
 from bot.appservice import AppserviceServer
 from bot.config import ServiceConfig
-from bot.handlers import CommandHandler, incoming
+from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
+from bot.incoming import incoming
 from bot.inflight import CommandPool, Countdown
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.scheduler import RefreshScheduler

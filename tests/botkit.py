@@ -22,6 +22,17 @@ def service_config(
     **sections: dict[str, Any],
 ) -> ServiceConfig:
     """Appservice mode on the test Synapse's registration, or client mode as `client`."""
+    return parse_config(service_doc(synapse, tmp, client=client, **sections), tmp)
+
+
+def service_doc(
+    synapse: SynapseServer,
+    tmp: Path,
+    *,
+    client: MatrixUser | None = None,
+    **sections: dict[str, Any],
+) -> dict[str, Any]:
+    """`service_config`'s document, for a test that writes the config file itself."""
     doc: dict[str, Any] = {
         "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
         "index": {"store": {"path": str(tmp / "qdrant")}, "collection": "muninn_bot"},
@@ -37,7 +48,7 @@ def service_config(
         doc["reader"] = {"user_id": client.user_id, "access_token": client.access_token}
     for name, values in sections.items():
         doc[name] = {**doc.get(name, {}), **values}
-    return parse_config(doc, tmp)
+    return doc
 
 
 def _in_reply_to(event: dict[str, Any]) -> str | None:

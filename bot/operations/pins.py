@@ -13,8 +13,9 @@ from bot.operations.common import (
     resolve_room,
 )
 from bot.pins import BoardReader
+from bot.recent import within_text
 from bot.replies import ReplyTo, pins_reply
-from bot.roomlog import RoomLog, within_text
+from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.matrix import MatrixReader

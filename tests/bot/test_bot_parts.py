@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from bot.appservice import AppserviceServer, BoundedSeen
 from bot.commands.records import PinCommand
-from bot.handlers import RateLimit, incoming
+from bot.incoming import RateLimit, incoming
 from bot.pinboard import Pin
 from bot.pins import markers, pin_target
 from bot.replies import (
@@ -538,7 +538,7 @@ def test_current_body_of_a_reply_drops_its_fallback() -> None:
 def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
     """Regression: a read kept 2,048 events whatever their size (2,048 × 16 KB cost 6.4 s of
     scrubbing per command). It keeps the newest events within the text bound and says so."""
-    from bot.roomlog import within_text
+    from bot.recent import within_text
 
     big = [_message(f"$m{i}", "@a:x", "x" * 16_000) for i in range(2048)]
     kept, cut = within_text(big, 100_000)
@@ -554,7 +554,7 @@ def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
 
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
-    from bot.roomlog import _merge
+    from bot.recent import _merge
 
     cached = [
         {"event_id": "$b", "type": "m.room.message", "content": {"body": "secret plan"}},

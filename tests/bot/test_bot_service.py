@@ -20,8 +20,8 @@ import pytest_asyncio
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer, free_port
+from bot.recent import RecentEvents
 from bot.replies import REPLY_BUDGET, content_size
-from bot.roomlog import RecentEvents
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.permalink import permalink
@@ -185,6 +185,23 @@ async def test_bot_pins_show_the_edited_text(env: Env, alice: MatrixUser) -> Non
     assert "with the keeper" not in body_of(found)
 
 
+async def _pin_then_board(
+    env: Env,
+    alice: MatrixUser,
+    room: str,
+    target: str,
+    pin: str = "!pin",
+    filler: int = TRANSCRIPT_LIMIT + 5,
+) -> dict[str, Any]:
+    """`filler` messages (by default enough to push `target` past the scanned bound), then
+    `pin` as a reply to `target`, answered; the `!pins` board that follows."""
+    for i in range(filler):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, target, pin), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    return board
+
+
 async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
@@ -197,11 +214,7 @@ async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
     target = await alice.send_text(room, "the tapir feed is stored in shed 4471")
     await alice.send_edit(room, target, "the tapir feed is stored in the new barn")
     await bob.send_edit(room, target, "bob rewrites it as the capybara pen")
-    for i in range(TRANSCRIPT_LIMIT + 5):
-        await alice.send_text(room, f"filler chatter number {i} about lunch")
-    command = await alice.send_reply(room, target, "!pin #feed")
-    await wait_reply(alice, room, command, env.bot_id)
-    _, board = await ask(alice, room, "!pins", env.bot_id)
+    board = await _pin_then_board(env, alice, room, target, "!pin #feed")
     assert "the new barn" in body_of(board)
     assert "4471" not in str(board["content"]) and "capybara" not in str(board["content"])
 
@@ -216,10 +229,7 @@ async def test_bot_pins_show_a_pinned_reply_without_the_parent_it_quotes(
     parent = await bob.send_text(room, "the loading dock door code is 5519")
     target = await alice.send_reply(room, parent, "noted for the delivery on Friday")
     await bob.redact(room, parent)
-    for i in range(TRANSCRIPT_LIMIT + 5):
-        await alice.send_text(room, f"filler chatter number {i} about lunch")
-    await wait_reply(alice, room, await alice.send_reply(room, target, "!pin #dock"), env.bot_id)
-    _, board = await ask(alice, room, "!pins", env.bot_id)
+    board = await _pin_then_board(env, alice, room, target, "!pin #dock")
     assert "noted for the delivery" in body_of(board)
     assert "5519" not in str(board["content"]) and "loading dock" not in str(board["content"])
 
@@ -627,10 +637,8 @@ async def test_bot_pins_hide_a_purged_message(
     fetched beyond it) nor by a `!pin` confirmation, before any refresh applied the purge."""
     room = await env.room(alice)
     doomed = await alice.send_text(room, "the okapi vault code is 6613")
-    for i in range(TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0):
-        await alice.send_text(room, f"filler chatter number {i} about lunch")
-    await wait_reply(alice, room, await alice.send_reply(room, doomed, "!pin #vault"), env.bot_id)
-    _, board = await ask(alice, room, "!pins", env.bot_id)
+    filler = TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0
+    board = await _pin_then_board(env, alice, room, doomed, "!pin #vault", filler)
     assert "6613" in body_of(board)
     ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
     await env.service.writer.add_tombstone(RoomID(room), ts, ts)
@@ -653,10 +661,8 @@ async def test_bot_pins_never_quote_a_pinned_replys_fallback(
     parent = await bob.send_text(room, "the wombat burrow is under 12 elm row")
     child = await alice.send_reply(room, parent, "thanks, noted for the survey")
     await bob.redact(room, parent)
-    for i in range(TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0):
-        await alice.send_text(room, f"filler chatter number {i} about lunch")
-    await wait_reply(alice, room, await alice.send_reply(room, child, "!pin"), env.bot_id)
-    _, board = await ask(alice, room, "!pins", env.bot_id)
+    filler = TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0
+    board = await _pin_then_board(env, alice, room, child, filler=filler)
     assert "noted for the survey" in body_of(board)
     assert "elm row" not in str(board["content"])
 

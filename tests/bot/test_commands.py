@@ -21,7 +21,7 @@ from bot.commands.records import (
     UsageError,
 )
 from bot.errors import CommandError
-from bot.handlers import incoming
+from bot.incoming import incoming
 from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.search import MAX_TEXT_BYTES
 

@@ -46,7 +46,7 @@ from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_metrics import parse_exposition, value
 from tests.bot.test_search_cli import check_contract
-from tests.botkit import service_config
+from tests.botkit import service_config, service_doc
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import muninn, shared_embedder, write_config
 
@@ -97,17 +97,7 @@ async def post(
 
 
 def config_doc(synapse: SynapseServer, folder: Path, **metrics: Any) -> dict[str, Any]:
-    return {
-        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
-        "appservice": {
-            "registration": str(synapse.registration_path),
-            "host": "127.0.0.1",
-            "port": synapse.appservice_port,
-        },
-        "index": {"store": {"path": str(folder / "qdrant")}, "collection": "muninn_api"},
-        "refresh": {"debounce_seconds": 0.3, "interval_seconds": 3600},
-        "metrics": metrics,
-    }
+    return service_doc(synapse, folder, index={"collection": "muninn_api"}, metrics=metrics)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

@@ -1,0 +1,172 @@
+"""Each room's latest raw events, kept between commands: the cache a `RoomLog` is read from.
+
+Derived state, never the record (`RecentEvents`); every read is bounded by events and by
+`SCAN_TEXT` characters of message text (`within_text`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.types import RoomID
+
+__all__ = [
+    "EVENT_OVERHEAD",
+    "SCAN_TEXT",
+    "RecentEvents",
+    "content_of",
+    "emptied",
+    "text_size",
+    "within_text",
+]
+
+JSONDict = dict[str, Any]
+
+
+def content_of(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The event's content, or {} when it has none (redacted) or it is not an object."""
+    c = event.get("content")
+    return c if isinstance(c, dict) else {}
+
+
+SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
+EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
+
+
+def text_size(event: Mapping[str, Any]) -> int:
+    """The text the folds work through in an event: its body and HTML, and an edit's."""
+    content = content_of(event)
+    new = content.get("m.new_content")
+    parts = [content.get("body"), content.get("formatted_body")]
+    if isinstance(new, dict):
+        parts += [new.get("body"), new.get("formatted_body")]
+    return sum(len(p) for p in parts if isinstance(p, str))
+
+
+def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
+    """The newest events whose text adds up to at most `limit` characters, and whether that
+    left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    kept, cut, _ = _within(events, limit)
+    return kept, cut
+
+
+def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], bool, int]:
+    """`within_text`, and the text the kept events hold (the copy's size, without a second
+    pass over them)."""
+    total = 0
+    for index, event in enumerate(events):
+        size = text_size(event)
+        if total + size > limit:
+            return list(events[:index]), True, total
+        total += size
+    return list(events), False, total
+
+
+@dataclass
+class _Copy:
+    kept: int  # the event bound the copy was read with
+    events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
+    cut: bool  # `SCAN_TEXT` left older events out
+    size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
+
+
+class RecentEvents:
+    """Each room's latest raw events, kept between commands and extended from the newest end.
+
+    Derived state, never the record: a command reads only what is newer than the copy (one
+    short `/messages` page in a quiet room instead of 2,048 events), and a redaction among the
+    new events empties its target here as the homeserver does. A copy that cannot be extended
+    (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
+    text at most, and all copies together about `max_size` characters (least recently used
+    rooms go first). Commands answered at once in one room take turns per room, so each extends
+    the copy the one before it left instead of all reading the whole bound afresh; a read
+    outlives a command cut off by its deadline, so its copy still serves the next command
+    instead of every one starting over.
+    """
+
+    MAX_ROOMS = 256
+    MAX_SIZE = 64_000_000
+
+    def __init__(self, max_size: int = MAX_SIZE) -> None:
+        self._rooms: dict[str, _Copy] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
+        self._max_size = max_size
+        self.size = 0
+        self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
+
+    async def latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
+        """The room's latest `bound` events, newest first, as `client.latest` would return
+        them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        turn = self._turns.setdefault(room_id, asyncio.Lock())
+        async with turn:
+            earlier = self._reads.get(room_id)
+            if earlier is not None and not earlier.done():
+                await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            read = asyncio.ensure_future(self._latest(client, room_id, bound))
+            read.add_done_callback(_retrieved)
+            self._reads[room_id] = read
+            return await asyncio.shield(read)
+
+    async def _latest(
+        self, client: Any, room_id: RoomID, bound: int
+    ) -> tuple[list[JSONDict], bool]:
+        cached = self._rooms.pop(room_id, None)
+        if cached is not None:
+            self.size -= cached.size
+        older = False  # events beyond the copy's tail that the text bound left out
+        if cached is None or cached.kept < bound:
+            kept, events = bound, list(await client.latest(room_id, bound))
+        else:
+            # Keep the larger bound a copy was read with: `!help` reading 64 events must not
+            # shrink the copy `!search` extends.
+            kept, old = cached.kept, cached.events
+            known = {str(e.get("event_id")) for e in old}
+            new, met = await client.newer_than(room_id, known, kept)
+            # Not met: more than `kept` new events arrived, and they are the latest `kept`.
+            events = _merge(new, old)[:kept] if met else list(new)
+            older = met and cached.cut
+        events, cut, text = _within(events, SCAN_TEXT)
+        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events))
+        raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
+        if raced is not None:
+            self.size -= raced.size
+        self._rooms[room_id] = copy
+        self.size += copy.size
+        while len(self._rooms) > self.MAX_ROOMS or (
+            self.size > self._max_size and len(self._rooms) > 1
+        ):
+            gone = next(iter(self._rooms))  # the least recently used room
+            self.size -= self._rooms.pop(gone).size
+            if gone in self._turns and not self._turns[gone].locked():
+                del self._turns[gone]
+                self._reads.pop(gone, None)
+        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
+
+
+def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
+    """A read nobody awaits any more (its command was cut off) fails quietly."""
+    if not read.cancelled():
+        read.exception()
+
+
+def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
+    redacted = {
+        str(content_of(e).get("redacts") or e.get("redacts"))
+        for e in new
+        if e.get("type") == "m.room.redaction"
+    }
+    out = list(new)
+    for event in cached:
+        out.append(emptied(event) if str(event.get("event_id")) in redacted else event)
+    return out
+
+
+def emptied(event: JSONDict) -> JSONDict:
+    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
+    unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
+    return {**event, "content": {}, "unsigned": unsigned}
