@@ -26,8 +26,8 @@ class BotConfig(Section):
     transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
     rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
     # commands answered at once. 2, measured (bench/RESULTS.md §7c): with Synapse on the same
-    # 2 cores, 4 or 8 in flight made Synapse's CPU a command 3-10x and the burst slower; 2
-    # answers as fast as 1 and a slow command no longer holds every other
+    # 2 cores, 1, 2 and 4 answer a burst alike and 8 at half the rate; with 2 a slow command
+    # no longer holds every other
     max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 2
     # a command still running after this gets a short error reply instead of its answer
     command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
