@@ -59,8 +59,9 @@ from ingest import lexical
 from ingest.config import Config, parse_config
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.export import ExportReader
+from ingest.query import SearchQuery
 from ingest.refresh import Writer
-from ingest.search import Searcher, SearchQuery
+from ingest.search import Searcher
 from ingest.store import Store, open_store
 from ingest.types import RoomID, SparseVector
 

@@ -59,15 +59,12 @@ from bench.synapse_run import (
 from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
+from ingest.hits import Hit as MuninnHit
 from ingest.matrix import MatrixReader
+from ingest.query import MAX_LIMIT, SearchQuery
 from ingest.refresh import RefreshReport, Writer
 from ingest.search import CANDIDATES as SEARCH_CANDIDATES
-from ingest.search import (
-    MAX_LIMIT,
-    Searcher,
-    SearchQuery,
-)
-from ingest.search import Hit as MuninnHit
+from ingest.search import Searcher
 from ingest.store import Store, open_store
 from tests.homeserver import Homeserver, MatrixUser
 

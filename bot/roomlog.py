@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ingest.events import normalize, thread_root, typed_text
+from ingest.hits import purged
 from ingest.scrub import scrub
-from ingest.search import purged
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
