@@ -62,7 +62,8 @@ from ingest.embed import Embedder, make_embedder
 from ingest.hits import Hit as MuninnHit
 from ingest.matrix import MatrixReader
 from ingest.query import MAX_LIMIT, SearchQuery
-from ingest.refresh import RefreshReport, Writer
+from ingest.refresh import Writer
+from ingest.reports import RefreshReport
 from ingest.search import CANDIDATES as SEARCH_CANDIDATES
 from ingest.search import Searcher
 from ingest.store import Store, open_store
