@@ -25,7 +25,8 @@ from bench.output import emit
 from ingest.config import parse_config
 from ingest.embed import make_embedder
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.search import Searcher, SearchQuery
+from ingest.query import SearchQuery
+from ingest.search import Searcher
 from ingest.store import open_store
 
 QUERIES = ("apt-get install fails with a broken package", "how do I mount an ntfs drive", "grub")

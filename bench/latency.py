@@ -62,8 +62,9 @@ from bench.output import emit
 from ingest import lexical
 from ingest.embed import Embedder, make_embedder
 from ingest.export import ExportReader
+from ingest.query import SearchQuery
 from ingest.refresh import Writer
-from ingest.search import Searcher, SearchQuery
+from ingest.search import Searcher
 from ingest.store import Store, open_store
 from ingest.types import SparseVector
 

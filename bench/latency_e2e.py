@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.ingest import irc_events
 from bench.latency_setup import phrases, stats
-from ingest.search import SearchQuery
+from ingest.query import SearchQuery
 from ingest.types import RoomID
 
 

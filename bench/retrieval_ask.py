@@ -10,8 +10,9 @@ from bench.locomo import BUDGETS, HIT_CUTOFFS, Hit, Scores, keywords
 from bench.retrieval_setup import Settings, log
 from bench.synapse_run import SeededRoom, synapse_search
 from ingest.embed import Embedder
-from ingest.search import MAX_LIMIT, Searcher, SearchQuery
-from ingest.search import Hit as MuninnHit
+from ingest.hits import Hit as MuninnHit
+from ingest.query import MAX_LIMIT, SearchQuery
+from ingest.search import Searcher
 from ingest.store import Store
 from tests.homeserver import MatrixUser
 

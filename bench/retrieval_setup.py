@@ -23,7 +23,8 @@ from ingest.chunker import DENSE_LINE, LineFormat
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
-from ingest.refresh import RefreshReport, Writer
+from ingest.refresh import Writer
+from ingest.reports import RefreshReport
 from ingest.search import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import Store, open_store
 from tests.homeserver import Homeserver, MatrixUser

@@ -11,7 +11,7 @@ import re
 
 from bot.html import quoted
 from bot.patterns import pattern_problem
-from ingest.search import MAX_LIMIT
+from ingest.query import MAX_LIMIT
 
 __all__ = [
     "MAX_OFFSET",

@@ -23,15 +23,10 @@ from bot.transcript import TranscriptHit, fold_search
 from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.fusion import rrf
+from ingest.hits import Candidates, Hit, SearchResult, best_message
 from ingest.permalink import permalink
-from ingest.search import (
-    Candidates,
-    Hit,
-    Searcher,
-    SearchQuery,
-    SearchResult,
-    best_message,
-)
+from ingest.query import SearchQuery
+from ingest.search import Searcher
 from ingest.types import RoomID
 
 __all__ = ["RoomView", "fused_search", "tombstones"]

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.errors import EmbedError, StoreError
-from ingest.refresh import RefreshReport
+from ingest.reports import RefreshReport
 from ingest.store import Store
 from ingest.types import EmbedderIdentity, Refusal
 

@@ -22,10 +22,10 @@ from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
+from ingest.hits import purged
 from ingest.permalink import permalink
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
-from ingest.search import purged
 from ingest.types import RoomID
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ from typing import Any
 
 from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size, within_text
 from ingest.events import normalize, thread_root, typed_text
+from ingest.hits import purged
 from ingest.scrub import scrub
-from ingest.search import purged
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [

@@ -8,16 +8,15 @@ replaying a page is idempotent (see `ingest.windows`). Rooms that left scope are
 
 One room's failure is that room's: the pass records it (`retry:` meta, the report, the log),
 finishes the other rooms and retries it next pass. Only what every room shares (the store,
-the embedder, the reader's token, a homeserver that is down) ends the pass.
+the embedder, the reader's token, a homeserver that is down) ends the pass. The paths that
+take a room out of a pass are `ingest.refusals`; the report records, `ingest.reports`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ingest.chunker import DENSE_LINE, LineFormat, Names
@@ -26,7 +25,6 @@ from ingest.embed import Embedder
 from ingest.errors import (
     EmbedUnavailable,
     MatrixAuthError,
-    MatrixError,
     MatrixUnavailable,
     StoreError,
 )
@@ -43,11 +41,11 @@ from ingest.records import (
     Tombstone,
     cursor_record,
     puppet_refusal,
-    retry_record,
     room_tombstones,
 )
+from ingest.refusals import purge_room, refuse_bridged, room_failed
+from ingest.reports import RefreshReport, RoomReport
 from ingest.scope import RoomScope, puppet_in_events
-from ingest.scrub import scrub
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import (
     Refusal,
@@ -59,8 +57,6 @@ from ingest.types import (
 from ingest.windows import ChunkParams, WindowSet
 
 log = logging.getLogger("muninn.refresh")
-
-ERROR_CHARS = 500  # an error as recorded and reported: scrubbed, and cut to this length
 
 Progress = Callable[[RoomID, int], None]
 
@@ -79,68 +75,6 @@ class RoomSource(Protocol):
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
     ) -> list[dict[str, Any]]: ...
-
-
-@dataclass
-class RoomReport:
-    """What one refresh did to one room (the `muninn refresh --json` per-room record)."""
-
-    room_id: RoomID
-    room_alias: str | None = None
-    verdict: str = "eligible"
-    detail: str = ""
-    events_read: int = 0
-    indexed: int = 0
-    edits_applied: int = 0
-    redactions_applied: int = 0
-    purged_messages: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    windows_written: int = 0
-    windows_deleted: int = 0
-    windows_embedded: int = 0
-    purged_room: bool = False
-    error: str | None = None  # this pass failed the room; the next pass retries it
-    failed_passes: int = 0  # full passes in a row that failed the room (at least 1 if failed)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "room_id": self.room_id,
-            "room_alias": self.room_alias,
-            "verdict": self.verdict,
-            "detail": self.detail,
-            "events_read": self.events_read,
-            "indexed": self.indexed,
-            "edits_applied": self.edits_applied,
-            "redactions_applied": self.redactions_applied,
-            "purged_messages": self.purged_messages,
-            "skipped": dict(sorted(self.skipped.items())),
-            "windows_written": self.windows_written,
-            "windows_deleted": self.windows_deleted,
-            "windows_embedded": self.windows_embedded,
-            "purged_room": self.purged_room,
-            "error": self.error,
-            "failed_passes": self.failed_passes,
-        }
-
-
-@dataclass
-class RefreshReport:
-    generation: str
-    rooms: list[RoomReport] = field(default_factory=list)
-    activated: bool = False
-    switch_held: str | None = None  # why a complete rebuilt generation did not switch yet
-
-    @property
-    def failed(self) -> list[RoomReport]:
-        return [r for r in self.rooms if r.error is not None]
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "activated": self.activated,
-            "switch_held": self.switch_held,
-            "rooms": [r.as_json() for r in self.rooms],
-        }
 
 
 class Writer:
@@ -222,7 +156,7 @@ class Writer:
                     raise  # shared by every room: the pass cannot go on
                 if isinstance(e, MatrixUnavailable):
                     await self.reader.whoami()  # raises too if the homeserver itself is down
-                room_report = await self._room_failed(col, room_id, e, retries, only is None)
+                room_report = await room_failed(col, room_id, e, retries, only is None)
             else:
                 if room_id in failing:
                     await asyncio.to_thread(col.delete_meta, RETRY_PREFIX + room_id)
@@ -250,7 +184,7 @@ class Writer:
         if not verdict.eligible:
             room_report = RoomReport(room_id, verdict=str(verdict.reason), detail=verdict.detail)
             if room_id in indexed_rooms:
-                await self._purge_room(col, room_id, room_report)
+                await purge_room(col, room_id, room_report)
             return room_report
         assert state is not None
         marker = await self._puppet_marker(col, room_id)
@@ -258,34 +192,9 @@ class Writer:
             # A puppet spoke here once (history does not change): refused without a read.
             refused = RoomReport(room_id, verdict=str(Refusal.BRIDGED), detail=marker["detail"])
             if room_id in indexed_rooms:  # the purge after the marker was cut short
-                await self._purge_room(col, room_id, refused)
+                await purge_room(col, room_id, refused)
             return refused
         return await self.refresh_room(col, state, progress)
-
-    async def _room_failed(
-        self,
-        col: Collection,
-        room_id: RoomID,
-        error: Exception,
-        retries: Mapping[str, Mapping[str, Any]],
-        full: bool,
-    ) -> RoomReport:
-        """Record a room's failure where status and the next pass find it; its report."""
-        # Scrubbed and cut: an error may quote an event of the room.
-        text = scrub(f"{type(error).__name__}: {error}")[:ERROR_CHARS]
-        before = retries.get(RETRY_PREFIX + room_id) or {}
-        record = retry_record(room_id, text, before, full=full)
-        failed = int(record["failed_passes"])
-        await asyncio.to_thread(col.put_meta, RETRY_PREFIX + room_id, record)
-        log.warning(
-            "room %s failed (%d pass(es) in a row), retried next pass: %s",
-            room_id,
-            failed,
-            text,
-            exc_info=not isinstance(error, MatrixError),
-            extra={"room_id": room_id},
-        )
-        return RoomReport(room_id, error=text, failed_passes=failed)
 
     async def _puppet_marker(self, col: Collection, room_id: RoomID) -> dict[str, Any] | None:
         marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
@@ -311,19 +220,6 @@ class Writer:
                 extra={"room_id": room_id, "reason": str(verdict.reason)},
             )
         return verdict
-
-    async def _purge_room(self, col: Collection, room_id: RoomID, report: RoomReport) -> None:
-        """Delete every point and the cursor of a room that left scope."""
-        ids = await asyncio.to_thread(
-            lambda: [p.id for p in col.scroll(PointFilter(room_ids=(room_id,)))]
-        )
-        await asyncio.to_thread(col.delete, ids)
-        await asyncio.to_thread(col.delete_meta, CURSOR_PREFIX + room_id)
-        report.windows_deleted += len(ids)
-        report.purged_room = True
-        log.warning(
-            "purged room %s from the index (%s): %d windows", room_id, report.verdict, len(ids)
-        )
 
     # ------------------------------------------------------------ one room
 
@@ -355,7 +251,7 @@ class Writer:
             report.events_read += len(page.events)
             puppet = puppet_in_events(page.events, self._scope)
             if puppet is not None:
-                await self._refuse_bridged(col, room_id, puppet, report)
+                await refuse_bridged(col, self.generations, room_id, puppet, report)
                 return report
             ws = WindowSet(room_id, CollectionLookup(col, room_id), self._params(), tails)
             await apply_events(
@@ -380,18 +276,6 @@ class Writer:
             if progress is not None:
                 progress(room_id, report.events_read)
         return report
-
-    async def _refuse_bridged(
-        self, col: Collection, room_id: RoomID, puppet: str, report: RoomReport
-    ) -> None:
-        """Rule 4 by sender: purge what this walk indexed and remember the refusal."""
-        report.verdict = str(Refusal.BRIDGED)
-        report.detail = f"bridged: sender {puppet} is in a bridge puppet namespace"
-        marker = {"user_id": puppet, "detail": report.detail}
-        await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room_id, marker)
-        log.warning("refusing room %s: %s", room_id, report.detail)
-        await self._purge_room(col, room_id, report)
-        await self.generations.copy_refusal(col, room_id, marker)
 
     async def _save_cursor(
         self, col: Collection, room_id: RoomID, token: str | None, tails: Mapping[str, str]
@@ -446,4 +330,4 @@ class Writer:
         return tails
 
 
-__all__ = ["RefreshReport", "RoomReport", "RoomSource", "Writer"]
+__all__ = ["RoomSource", "Writer"]

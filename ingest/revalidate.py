@@ -40,9 +40,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
+from ingest.hits import cited_events
 from ingest.matrix import Page
 from ingest.rooms import RoomCache
-from ingest.search import cited_events
 from ingest.types import Edit, Redaction, RoomID
 
 __all__ = [

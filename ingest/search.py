@@ -1,6 +1,7 @@
-"""`ingest.search`: the one read path. Query embedding, retrieval, fusion, revalidation, citation.
+"""`ingest.search`: the one read path. Query embedding, retrieval, fusion, revalidation.
 
-Callers (the bot, the CLI, Personas) give a `SearchQuery`; they never rank or read the store.
+Callers (the bot, the CLI, Personas) give a `SearchQuery` (`ingest.query`); they never rank or
+read the store, and get `ingest.hits` records back.
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
 rank; when both retrievers answered, `ingest.rank` re-orders the fused
 candidates and leaves out those under its relevance floor (counted in `below_floor`, never
@@ -15,26 +16,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ingest import lexical, rank
 from ingest.embed import Embedder
-from ingest.errors import EmbedError, EmbedUnavailable, QueryError, StoreError
+from ingest.errors import EmbedError, EmbedUnavailable, StoreError
 from ingest.fusion import rrf, text_key
-from ingest.permalink import permalink
+from ingest.hits import (
+    Candidates,
+    Hit,
+    SearchResult,
+    build_hit,
+    cited_events,
+    has_text,
+    window_purged,
+    window_span,
+)
 from ingest.purges import PurgeLog
+from ingest.query import SearchQuery
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
-from ingest.store import Collection, PointFilter, Store
+from ingest.store import Collection, Store
 from ingest.types import SparseVector, StoredPoint
 
 log = logging.getLogger("muninn.search")
 
-MAX_TEXTS = 8
-MAX_TEXT_BYTES = 1000
-DEFAULT_LIMIT = 5
-MAX_LIMIT = 50
 EARLY = 2  # a query of at most this many rooms starts its revalidation while it is ranked
 
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
@@ -47,145 +53,6 @@ WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
 # ranked high by the dense side, pushed the one window holding `ERR_7731X` (lexical score 9
 # against their 0.9) down to fourth. Applied only when dense lists are fused; 0 disables it.
 LEXICAL_FLOOR = 0.2
-
-
-@dataclass(frozen=True)
-class SearchQuery:
-    """A validated request: build with `SearchQuery.build`, which names the bad field."""
-
-    texts: tuple[str, ...]
-    room_ids: tuple[str, ...] | None = None
-    senders: tuple[str, ...] | None = None
-    after_ts: int | None = None
-    before_ts: int | None = None
-    limit: int = DEFAULT_LIMIT
-
-    @classmethod
-    def build(
-        cls,
-        texts: Sequence[str],
-        *,
-        room_ids: Sequence[str] | None = None,
-        senders: Sequence[str] | None = None,
-        after_ts: int | None = None,
-        before_ts: int | None = None,
-        limit: int = DEFAULT_LIMIT,
-    ) -> SearchQuery:
-        if isinstance(texts, str):
-            raise QueryError("texts", "must be a list of strings, not one string")
-        if not 1 <= len(texts) <= MAX_TEXTS:
-            raise QueryError("texts", f"give 1 to {MAX_TEXTS} texts, got {len(texts)}")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
-                raise QueryError("texts", f"text {i + 1} is empty")
-            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
-                raise QueryError("texts", f"text {i + 1} is over {MAX_TEXT_BYTES} bytes")
-        if not 1 <= limit <= MAX_LIMIT:
-            raise QueryError("limit", f"must be 1 to {MAX_LIMIT}, got {limit}")
-        if after_ts is not None and before_ts is not None and after_ts > before_ts:
-            raise QueryError("after", "is later than before")
-        return cls(
-            texts=tuple(texts),
-            room_ids=tuple(room_ids) if room_ids is not None else None,
-            senders=tuple(senders) if senders is not None else None,
-            after_ts=after_ts,
-            before_ts=before_ts,
-            limit=limit,
-        )
-
-    def point_filter(self) -> PointFilter:
-        return PointFilter(
-            room_ids=self.room_ids,
-            senders=self.senders,
-            after_ts=self.after_ts,
-            before_ts=self.before_ts,
-        )
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A window cited exactly: room, events, senders, times, and a permalink."""
-
-    point_id: str
-    room_id: str
-    room_alias: str | None
-    thread_root: str | None
-    first_event_id: str
-    last_event_id: str
-    event_ids: tuple[str, ...]
-    messages: tuple[Mapping[str, Any], ...]  # {event_id, sender, ts, body}
-    score: float
-    permalink: str
-    best_event_id: str  # the message that matched best: replies show it as the excerpt
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "room_id": self.room_id,
-            "room_alias": self.room_alias,
-            "thread_root": self.thread_root,
-            "first_event_id": self.first_event_id,
-            "last_event_id": self.last_event_id,
-            "event_ids": list(self.event_ids),
-            "messages": [dict(m) for m in self.messages],
-            "score": self.score,
-            "permalink": self.permalink,
-            "best_event_id": self.best_event_id,
-        }
-
-
-@dataclass
-class SearchResult:
-    hits: list[Hit] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    retrievers: list[str] = field(default_factory=list)
-    dropped_stale: int = 0
-    below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "hits": [h.as_json() for h in self.hits],
-            "warnings": list(self.warnings),
-            "retrievers": list(self.retrievers),
-            "dropped_stale": self.dropped_stale,
-            "below_floor": self.below_floor,
-        }
-
-
-@dataclass
-class Candidates:
-    """`Searcher.rank`: the fused ranking, best first, *before* revalidation.
-
-    A caller may trim, fuse and rank these hits, but may show only those `Searcher.confirm`
-    passes (docs/ARCHITECTURE.md §3 rule 15). `Searcher.search` is the two in one.
-    """
-
-    ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)
-    warnings: list[str] = field(default_factory=list)
-    retrievers: list[str] = field(default_factory=list)
-    points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
-    stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
-    cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
-    early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
-    texts: tuple[str, ...] = ()
-    server_name: str = ""
-    below_floor: int = 0  # candidates the ranker judged not to match: never shown
-    _built: dict[str, Hit] = field(default_factory=dict, repr=False)
-
-    def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
-        """The best `n` candidates whose point ids are not in `skip` (hits built on demand)."""
-        out: list[Hit] = []
-        for pid, score in self.ranked:
-            if len(out) >= n:
-                break
-            if pid in skip:
-                continue
-            hit = self._built.get(pid)
-            if hit is None:
-                hit = self._built[pid] = _hit(
-                    self.points[pid], score, self.texts, self.server_name
-                )
-            out.append(hit)
-        return out
 
 
 # Revalidation against the homeserver: given (room_id, event_ids) of one window say whether it
@@ -335,7 +202,7 @@ class Searcher:
         """The fused candidates re-ordered by `ingest.rank`'s model, those under its floor out."""
         ids = [pid for pid, _ in fused]
         shown = {
-            pid: [m for m in points[pid].payload.get("messages", []) if _shown(m)] for pid in ids
+            pid: [m for m in points[pid].payload.get("messages", []) if has_text(m)] for pid in ids
         }
         bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
@@ -357,7 +224,7 @@ class Searcher:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
         whole window each cites, not purged and (with a live check) still live and in scope."""
         payloads = [pool.points[h.point_id].payload for h in hits]
-        kept = [not _purged(p, pool.stones) for p in payloads]
+        kept = [not window_purged(p, pool.stones) for p in payloads]
         check = self.live_check
         if check is None:
             return kept
@@ -424,51 +291,7 @@ class Searcher:
         return [*filed, *stored.values()]
 
     def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
-        return _hit(point, score, texts, self.server_name)
-
-
-def _hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: str) -> Hit:
-    p = point.payload
-    messages = tuple(
-        {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
-        for m in p.get("messages", [])
-        if _shown(m)
-    )
-    best = best_message(messages, texts)
-    return Hit(
-        point_id=point.id,
-        room_id=str(p["room_id"]),
-        room_alias=p.get("room_alias"),
-        thread_root=p.get("thread_root"),
-        first_event_id=str(p["first_event_id"]),
-        last_event_id=str(p["last_event_id"]),
-        event_ids=tuple(p.get("event_ids", ())),
-        messages=messages,
-        score=score,
-        permalink=permalink(str(p["room_id"]), best, server_name),
-        best_event_id=best,
-    )
-
-
-def cited_events(payload: Mapping[str, Any]) -> list[str]:
-    """The events a window cites. `event_ids` holds the applied edits too: a redacted edit's
-    text is as gone as a redacted message's, though the message it edited still stands."""
-    return [str(e) for e in payload.get("event_ids") or ()] or [
-        str(m["event_id"]) for m in payload.get("messages", [])
-    ]
-
-
-def _purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether a purge covers any message of a window (the whole window is then withheld)."""
-    room_id = str(payload.get("room_id"))
-    return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
-
-
-def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
-    """Whether a purge of `room_id` covers a message sent at `ts` (rule 12)."""
-    return any(
-        s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
-    )
+        return build_hit(point, score, texts, self.server_name)
 
 
 def _describe(identity: Mapping[str, Any]) -> str:
@@ -488,31 +311,7 @@ def _scored(
 ) -> list[tuple[str, float]]:
     """The candidates' (id, score), best first, minus windows that say nothing any more: every
     message in them was edited into what is not indexed text (kept for a redaction's revert)."""
-    said = [p for p in found if any(_shown(m) for m in p.payload.get("messages", []))]
+    said = [p for p in found if any(has_text(m) for m in p.payload.get("messages", []))]
     for p in said:
         points.setdefault(p.id, p)
     return [(p.id, p.score) for p in said]
-
-
-def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:
-    """A window's timeline (room and thread) and the first and last time of its shown messages."""
-    line = f"{payload.get('room_id')}\x1f{payload.get('thread_root') or ''}"
-    stamps = [int(m["ts"]) for m in shown]
-    return line, min(stamps), max(stamps)
-
-
-def _shown(message: Mapping[str, Any]) -> bool:
-    """Whether a stored message has text to show (an edit into a notice, media or a command
-    leaves an empty body: nothing to cite)."""
-    return bool(str(message.get("body", "")).strip())
-
-
-def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:
-    """The message sharing the most query terms (earliest on ties): the hit's excerpt."""
-    terms = {t for text in texts for t in lexical.tokens(text)}
-    best_id, best_score = str(messages[0]["event_id"]), -1
-    for m in messages:
-        score = len(terms.intersection(lexical.tokens(str(m["body"]))))
-        if score > best_score:
-            best_id, best_score = str(m["event_id"]), score
-    return best_id

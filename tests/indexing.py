@@ -22,7 +22,8 @@ from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
 from ingest.records import CURSOR_PREFIX
-from ingest.refresh import RefreshReport, Writer
+from ingest.refresh import Writer
+from ingest.reports import RefreshReport
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
 from tests.homeserver import Homeserver, MatrixUser

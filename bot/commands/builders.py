@@ -17,7 +17,7 @@ from bot.commands.records import (
 from bot.commands.spec import Context
 from bot.commands.tokens import Kind, key_value, tokenize
 from bot.dates import period
-from ingest.search import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS
+from ingest.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS
 
 __all__ = ["build_pin", "build_pins", "build_search", "build_unpin"]
 

@@ -11,7 +11,7 @@ from bot.commands.records import MAX_ROOMS, Command, HelpCommand, UnknownCommand
 from bot.commands.spec import ArgSpec, CommandSpec, Context
 from bot.dates import DATE_HELP
 from ingest.events import is_command
-from ingest.search import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
+from ingest.query import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
 
 __all__ = ["COMMANDS", "command_name", "help_text", "parse"]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bot.arguments import echo
 from bot.errors import CommandError
-from ingest.search import DEFAULT_LIMIT
+from ingest.query import DEFAULT_LIMIT
 
 __all__ = [
     "MAX_ROOMS",

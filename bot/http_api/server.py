@@ -28,8 +28,9 @@ from bot.http_api.wire import (
 )
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.errors import MuninnError, QueryError
+from ingest.hits import SearchResult
+from ingest.query import SearchQuery
 from ingest.records import Tombstone
-from ingest.search import SearchQuery, SearchResult
 from ingest.store import Store
 
 __all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import QueryError
+from ingest.hits import Hit, SearchResult
+from ingest.query import DEFAULT_LIMIT, SearchQuery
 from ingest.records import Tombstone
-from ingest.search import DEFAULT_LIMIT, Hit, SearchQuery, SearchResult
 
 __all__ = [
     "MAX_IDS",

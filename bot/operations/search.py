@@ -22,8 +22,10 @@ from ingest.export import (
     export_check,
     exported_rooms,
 )
+from ingest.hits import SearchResult
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
+from ingest.query import SearchQuery
 from ingest.records import (
     CURSOR_PREFIX,
     EXPORT_PREFIX,
@@ -31,7 +33,7 @@ from ingest.records import (
 from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
-from ingest.search import Searcher, SearchQuery, SearchResult
+from ingest.search import Searcher
 from ingest.store import Store
 from ingest.types import RoomID
 

@@ -28,7 +28,8 @@ from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     EXPORT_PREFIX,
 )
-from ingest.refresh import RefreshReport, RoomReport, Writer
+from ingest.refresh import Writer
+from ingest.reports import RefreshReport, RoomReport
 from ingest.store import open_store
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.

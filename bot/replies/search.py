@@ -19,8 +19,8 @@ from bot.replies.budget import (
 )
 from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
+from ingest.hits import Hit, SearchResult
 from ingest.scrub import scrub
-from ingest.search import Hit, SearchResult
 from ingest.types import UserID
 
 __all__ = ["SearchView", "search_reply"]

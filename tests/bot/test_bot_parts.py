@@ -35,7 +35,7 @@ from bot.replies import (
 from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.scheduler import RefreshScheduler
 from ingest.events import typed_text
-from ingest.search import Hit, SearchResult
+from ingest.hits import Hit, SearchResult
 from ingest.types import RoomID
 from tests.bot.test_http_api import raw_request
 

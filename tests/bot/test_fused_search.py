@@ -16,7 +16,8 @@ from bot.commands.records import SearchCommand
 from bot.lookup import RoomView, fused_search
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
-from ingest.search import Searcher, SearchResult
+from ingest.hits import SearchResult
+from ingest.search import Searcher
 from ingest.store import Store
 from ingest.types import Message, RoomID
 from tests.ingest.test_search_query import ROOM, SERVER, fill, point

@@ -23,7 +23,7 @@ from bot.config import ServiceConfig
 from bot.demo.synapse import SynapseServer, free_port
 from bot.metrics import ServiceMetrics
 from bot.service import Service
-from ingest.refresh import RefreshReport, RoomReport
+from ingest.reports import RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.botkit import ask, service_config
 from tests.homeserver import Homeserver, MatrixUser

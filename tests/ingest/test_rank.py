@@ -13,7 +13,7 @@ from typing import Any
 
 from ingest import rank
 from ingest.chunker import chunk, window_payload
-from ingest.search import window_span
+from ingest.hits import window_span
 from ingest.types import EventID, Message, RoomID, UserID
 
 QUESTION = "What is Jon's favorite style of dance?"

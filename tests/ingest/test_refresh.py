@@ -22,8 +22,9 @@ import yaml
 
 from ingest.config import load_config
 from ingest.errors import EmbedUnavailable, StoreError
+from ingest.query import SearchQuery
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, add_tombstone
-from ingest.search import Searcher, SearchQuery
+from ingest.search import Searcher
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (

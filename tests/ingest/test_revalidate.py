@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from ingest.hits import SearchResult
+from ingest.query import SearchQuery
 from ingest.revalidate import LiveCheck, Tail, current, read_tail
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
-from ingest.search import Searcher, SearchQuery, SearchResult
+from ingest.search import Searcher
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms
 

@@ -14,7 +14,8 @@ import pytest
 from bot.demo.client import unique_localpart
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.records import CURSOR_PREFIX, REFUSED_PREFIX
-from ingest.refresh import RefreshReport, RoomReport, Writer
+from ingest.refresh import Writer
+from ingest.reports import RefreshReport, RoomReport
 from ingest.types import EmbedderIdentity, RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (

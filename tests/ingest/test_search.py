@@ -19,8 +19,10 @@ from bot.demo.synapse import free_port
 from ingest import lexical
 from ingest.config import EmbedderConfig
 from ingest.embed import make_embedder
+from ingest.hits import Hit
 from ingest.permalink import MATRIX_TO
-from ingest.search import Hit, Searcher, SearchQuery
+from ingest.query import SearchQuery
+from ingest.search import Searcher
 from tests.homeserver import Homeserver
 from tests.indexing import Corpus, Indexer, reader_config, seed_corpus, utc_ms
 

@@ -18,15 +18,10 @@ from ingest import lexical
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
 from ingest.fusion import text_key
+from ingest.hits import best_message
+from ingest.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
 from ingest.records import COMPAT_KEY, TOMBSTONE_PREFIX
-from ingest.search import (
-    MAX_LIMIT,
-    MAX_TEXT_BYTES,
-    RRF_K,
-    Searcher,
-    SearchQuery,
-    best_message,
-)
+from ingest.search import RRF_K, Searcher
 from ingest.store import Collection, PointRecord, Store, open_store
 from ingest.types import EmbedderIdentity, SparseVector
 

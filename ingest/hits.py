@@ -1,0 +1,168 @@
+"""`ingest.hits`: what a search answers (`Hit`, `SearchResult`, `Candidates`) and the pure
+rules over stored windows it cites by: the excerpt, purges, the events a window cites.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingest import lexical, rank
+from ingest.permalink import permalink
+from ingest.types import StoredPoint
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A window cited exactly: room, events, senders, times, and a permalink."""
+
+    point_id: str
+    room_id: str
+    room_alias: str | None
+    thread_root: str | None
+    first_event_id: str
+    last_event_id: str
+    event_ids: tuple[str, ...]
+    messages: tuple[Mapping[str, Any], ...]  # {event_id, sender, ts, body}
+    score: float
+    permalink: str
+    best_event_id: str  # the message that matched best: replies show it as the excerpt
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "room_id": self.room_id,
+            "room_alias": self.room_alias,
+            "thread_root": self.thread_root,
+            "first_event_id": self.first_event_id,
+            "last_event_id": self.last_event_id,
+            "event_ids": list(self.event_ids),
+            "messages": [dict(m) for m in self.messages],
+            "score": self.score,
+            "permalink": self.permalink,
+            "best_event_id": self.best_event_id,
+        }
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    retrievers: list[str] = field(default_factory=list)
+    dropped_stale: int = 0
+    below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "hits": [h.as_json() for h in self.hits],
+            "warnings": list(self.warnings),
+            "retrievers": list(self.retrievers),
+            "dropped_stale": self.dropped_stale,
+            "below_floor": self.below_floor,
+        }
+
+
+@dataclass
+class Candidates:
+    """`Searcher.rank`: the fused ranking, best first, *before* revalidation.
+
+    A caller may trim, fuse and rank these hits, but may show only those `Searcher.confirm`
+    passes (docs/ARCHITECTURE.md §3 rule 15). `Searcher.search` is the two in one.
+    """
+
+    ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)
+    warnings: list[str] = field(default_factory=list)
+    retrievers: list[str] = field(default_factory=list)
+    points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
+    stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
+    early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
+    texts: tuple[str, ...] = ()
+    server_name: str = ""
+    below_floor: int = 0  # candidates the ranker judged not to match: never shown
+    _built: dict[str, Hit] = field(default_factory=dict, repr=False)
+
+    def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
+        """The best `n` candidates whose point ids are not in `skip` (hits built on demand)."""
+        out: list[Hit] = []
+        for pid, score in self.ranked:
+            if len(out) >= n:
+                break
+            if pid in skip:
+                continue
+            hit = self._built.get(pid)
+            if hit is None:
+                hit = self._built[pid] = build_hit(
+                    self.points[pid], score, self.texts, self.server_name
+                )
+            out.append(hit)
+        return out
+
+
+def build_hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: str) -> Hit:
+    p = point.payload
+    messages = tuple(
+        {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
+        for m in p.get("messages", [])
+        if has_text(m)
+    )
+    best = best_message(messages, texts)
+    return Hit(
+        point_id=point.id,
+        room_id=str(p["room_id"]),
+        room_alias=p.get("room_alias"),
+        thread_root=p.get("thread_root"),
+        first_event_id=str(p["first_event_id"]),
+        last_event_id=str(p["last_event_id"]),
+        event_ids=tuple(p.get("event_ids", ())),
+        messages=messages,
+        score=score,
+        permalink=permalink(str(p["room_id"]), best, server_name),
+        best_event_id=best,
+    )
+
+
+def cited_events(payload: Mapping[str, Any]) -> list[str]:
+    """The events a window cites. `event_ids` holds the applied edits too: a redacted edit's
+    text is as gone as a redacted message's, though the message it edited still stands."""
+    return [str(e) for e in payload.get("event_ids") or ()] or [
+        str(m["event_id"]) for m in payload.get("messages", [])
+    ]
+
+
+def window_purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a purge covers any message of a window (the whole window is then withheld)."""
+    room_id = str(payload.get("room_id"))
+    return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
+
+
+def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
+    """Whether a purge of `room_id` covers a message sent at `ts` (rule 12)."""
+    return any(
+        s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
+    )
+
+
+def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:
+    """A window's timeline (room and thread) and the first and last time of its shown messages."""
+    line = f"{payload.get('room_id')}\x1f{payload.get('thread_root') or ''}"
+    stamps = [int(m["ts"]) for m in shown]
+    return line, min(stamps), max(stamps)
+
+
+def has_text(message: Mapping[str, Any]) -> bool:
+    """Whether a stored message has text to show (an edit into a notice, media or a command
+    leaves an empty body: nothing to cite)."""
+    return bool(str(message.get("body", "")).strip())
+
+
+def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:
+    """The message sharing the most query terms (earliest on ties): the hit's excerpt."""
+    terms = {t for text in texts for t in lexical.tokens(text)}
+    best_id, best_score = str(messages[0]["event_id"]), -1
+    for m in messages:
+        score = len(terms.intersection(lexical.tokens(str(m["body"]))))
+        if score > best_score:
+            best_id, best_score = str(m["event_id"]), score
+    return best_id
