@@ -22,8 +22,7 @@ import pytest
 
 from bot.demo.client import unique_localpart
 from ingest.types import Refusal, RoomID, RoomState
-from tests.bot.test_bot_service import TRANSCRIPT_LIMIT, Env, body_of
-from tests.bot.test_bot_service import env as env  # the module's `muninn run` (a fixture)
+from tests.bot.botenv import TRANSCRIPT_LIMIT, Env, body_of
 from tests.botkit import ask, replies
 from tests.homeserver import MatrixUser
 from tests.indexing import without_past_members

@@ -1,0 +1,90 @@
+"""The bot's end-to-end environment shared by tests/bot/test_bot_{search,command_room,service}.py:
+one `muninn run` service a module (the `env` fixture in tests/bot/conftest.py) and the helpers
+those tests share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer
+from bot.service import Service
+from ingest.permalink import permalink
+from ingest.types import RoomID
+from tests.botkit import ask, wait_membership, wait_reply
+from tests.homeserver import Homeserver, MatrixUser
+
+TRANSCRIPT_LIMIT = 50
+BASE_TS = int(time.time() * 1000) - 3 * 86_400_000  # three days ago
+
+
+@dataclass
+class Env:
+    service: Service
+    hs: Homeserver
+    synapse: SynapseServer
+    persona: MatrixUser
+    command_room: str
+    bot_id: str
+
+    async def room(self, owner: MatrixUser, **kwargs: Any) -> str:
+        """A fresh public room with the bot in it."""
+        room_id = await self.hs.fresh_room(owner, **kwargs)
+        await self.hs.bot().join(room_id)
+        return room_id
+
+    async def new_command_room(self, owner: MatrixUser, monkeypatch: pytest.MonkeyPatch) -> str:
+        """A fresh invite-only room (`shared` history), made the command room for this test;
+        the bot, invited, joins it itself (it declines every other invite)."""
+        room_id = await self.hs.fresh_room(owner, preset="private_chat")
+        monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
+        await owner.invite(room_id, self.bot_id)
+        await wait_membership(owner, room_id, self.bot_id, "join")
+        return room_id
+
+    async def quiesce(self, user: MatrixUser, room_id: str) -> None:
+        """Everything pushed so far is handled: the answer to a `!help` comes after the earlier
+        events (transactions are in order), and the queue's join waits for the workers still
+        busy with them (a reply is sent before its batch is done)."""
+        await ask(user, room_id, "!help", self.bot_id)
+        await self.service.queue.join()
+
+    async def settle(self, *rooms: str) -> None:
+        """Wait until the one writer has refreshed these rooms."""
+        await asyncio.wait_for(self.service.scheduler.settle([RoomID(r) for r in rooms]), 30)
+
+
+def body_of(event: dict[str, Any]) -> str:
+    return str(event["content"]["body"])
+
+
+def link(room_id: str, event_id: str) -> str:
+    return permalink(room_id, event_id, "muninn.test")
+
+
+async def pin_then_board(
+    env: Env,
+    alice: MatrixUser,
+    room: str,
+    target: str,
+    pin: str = "!pin",
+    filler: int = TRANSCRIPT_LIMIT + 5,
+) -> dict[str, Any]:
+    """`filler` messages (by default enough to push `target` past the scanned bound), then
+    `pin` as a reply to `target`, answered; the `!pins` board that follows."""
+    for i in range(filler):
+        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    await wait_reply(alice, room, await alice.send_reply(room, target, pin), env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    return board
+
+
+async def aliased_room(env: Env, owner: MatrixUser) -> tuple[str, str]:
+    local = unique_localpart("pins")
+    room = await env.room(owner, alias_localpart=local)
+    return room, f"#{local}:{env.synapse.server_name}"

@@ -1,0 +1,45 @@
+"""Fixtures of the bot's end-to-end tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer
+from bot.service import Service
+from tests.bot.botenv import TRANSCRIPT_LIMIT, Env
+from tests.botkit import service_config
+from tests.homeserver import Homeserver
+from tests.indexing import shared_embedder
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def env(
+    synapse: SynapseServer, hs: Homeserver, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Env]:
+    persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
+    alias_local = unique_localpart("commands")
+    command_room = await persona.create_room(
+        preset="private_chat", alias_localpart=alias_local, name="commands"
+    )
+    await hs.join_bot(persona, command_room)
+    cfg = service_config(
+        synapse,
+        tmp_path_factory.mktemp("bot"),
+        bot={
+            "command_room": f"#{alias_local}:{synapse.server_name}",
+            "command_room_askers": [r"@persona-.*:muninn\.test"],
+            "transcript_limit": TRANSCRIPT_LIMIT,
+            "rate_per_minute": 1000,
+        },
+    )
+    service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
+    await service.start()
+    await hs.ping_appservice()
+    try:
+        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id)
+    finally:
+        await service.stop()

@@ -1,0 +1,423 @@
+"""`muninn run` against the real Synapse: the command room, reply budgets, purges and secrets.
+
+One service for the whole module (the `env` fixture of tests/bot/conftest.py: its store in a
+module temp dir, the session's MiniLM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import free_port
+from bot.replies import REPLY_BUDGET, content_size
+from ingest.config import IndexConfig, StoreConfig
+from ingest.store import PointFilter, open_store
+from ingest.types import RoomID
+from tests.bot.botenv import (
+    TRANSCRIPT_LIMIT,
+    Env,
+    aliased_room,
+    body_of,
+    link,
+    pin_then_board,
+)
+from tests.botkit import ask, replies, wait_reply
+from tests.homeserver import MatrixUser
+
+# ---------------------------------------------------------------- the command room
+
+
+async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUser) -> None:
+    """In the command room !search spans every indexed room and carries org.muninn.results."""
+    first, second = await env.room(alice), await env.room(alice)
+    a = await alice.send_text(first, "quokka sighting near the harbour")
+    b = await alice.send_text(second, "a quokka stole my sandwich")
+    await env.settle(first, second)
+    _, reply = await ask(env.persona, env.command_room, "!search quokka limit:10", env.bot_id)
+    results = reply["content"]["org.muninn.results"]
+    found = {(h["room_id"], h["best_event_id"]) for h in results["hits"]}
+    assert {(first, a), (second, b)} <= found
+    assert set(results) >= {"hits", "warnings", "retrievers", "dropped_stale"}
+    assert "dense" in results["retrievers"]
+
+
+async def test_bot_command_room_regex_needs_a_room(env: Env, alice: MatrixUser) -> None:
+    """Regression: a /regex/ reads rooms' latest messages, never the index, so in the command
+    room without `in:` it always answered "no results" for text that is there. It now says
+    to name the room, and with `in:` it finds the message."""
+    room = await env.room(alice, alias_localpart=unique_localpart("regex"))
+    found = await alice.send_text(room, "the capybara escaped again")
+    _, reply = await ask(env.persona, env.command_room, "!search /capy.ara/", env.bot_id)
+    assert "in:#room" in body_of(reply) and "no results" not in body_of(reply).lower()
+    alias = (await env.service.rooms.get(room)).state
+    assert alias is not None and alias.canonical_alias is not None
+    command = f"!search /capy.ara/ in:{alias.canonical_alias}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert found in str(reply["content"]["org.muninn.results"])
+
+
+async def test_bot_command_room_reads_a_room_named_twice_once(env: Env, alice: MatrixUser) -> None:
+    """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
+    one scan in the reply, one hit."""
+    room, alias = await aliased_room(env, alice)
+    found = await alice.send_text(room, "an echidna dug under the fence")
+    command = f"!search echidna in:{alias} in:{room}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert body_of(reply).count("scanned") == 1
+    hits = reply["content"]["org.muninn.results"]["hits"]
+    assert [h["best_event_id"] for h in hits] == [found]
+
+
+async def test_bot_large_replies_arrive_cut_to_fit(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a command-room search over large messages carried every body in its JSON
+    and two 15 KB pin notes made `!pins` 120 KB: Synapse refused both (413) and the asker
+    heard nothing. Both replies arrive, under the budget, saying what was cut."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room, alias = await aliased_room(env, alice)
+    for i in range(12):
+        await alice.send_text(room, f"kiwi report {i}: " + "the orchard is fine. " * 400)
+    command = f"!search kiwi in:{alias} limit:50"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    assert content_size(reply["content"]) <= REPLY_BUDGET
+    results = reply["content"]["org.muninn.results"]
+    assert len(results["hits"]) == 12 and results["truncated"]["texts_shortened"] >= 12
+    for note in ("first", "second"):
+        await ask(alice, room, f"!pin #big {note} " + "note text " * 1500, env.bot_id)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert content_size(board["content"]) <= REPLY_BUDGET
+    assert "first note text" in body_of(board) and "second note text" in body_of(board)
+    assert "…" in body_of(board)
+
+
+async def test_bot_a_refused_reply_is_followed_by_a_short_error(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply the homeserver still refuses (here: the budget lifted, so Synapse answers
+    413 M_TOO_LARGE) is followed by a short notice naming why, never by silence."""
+    monkeypatch.setattr("bot.replies.budget.REPLY_BUDGET", 10_000_000)
+    room, alias = await aliased_room(env, alice)
+    for n in range(2):  # the command room's JSON carries each note whole: 72 KB
+        await ask(alice, room, f"!pin #n{n} " + "a long note " * 3000, env.bot_id)
+    _, reply = await ask(env.persona, env.command_room, f"!pins in:{alias}", env.bot_id)
+    assert "refused this answer (M_TOO_LARGE)" in body_of(reply)
+    assert reply["content"]["org.muninn.results"] == {"error": body_of(reply)}
+
+
+async def test_bot_command_room_hides_a_room_bridged_since_indexing(
+    env: Env, alice: MatrixUser
+) -> None:
+    """A room that gets a bridge after its last refresh shows nothing in the command room at
+    once: its windows wait in the store for the next refresh to purge them, unseen."""
+    room = await env.room(alice)
+    await alice.send_text(room, "pangolin sighting behind the depot")
+    await env.settle(room)
+    _, before = await ask(env.persona, env.command_room, "!search pangolin", env.bot_id)
+    assert "sighting behind the depot" in body_of(before)
+    # The answer above came after the message's push (transactions are in order); the join
+    # waits for the worker still dispatching it, so its wake is issued before this settle.
+    await env.service.queue.join()
+    await env.settle(room)  # the message's own (pushed) wake is spent: no refresh is due
+    bridge = {"bridgebot": alice.user_id, "protocol": {"id": "irc"}, "channel": {"id": "#p"}}
+    await alice.send_state(room, "m.bridge", bridge, "irc/#p")
+    await ask(env.persona, env.command_room, "!help", env.bot_id)  # the state event is through
+    _, after = await ask(env.persona, env.command_room, "!search pangolin", env.bot_id)
+    assert "pangolin" not in body_of(after).split("\n", 1)[-1]
+    results = after["content"]["org.muninn.results"]
+    assert all(h["room_id"] != room for h in results["hits"])
+    assert "sighting behind the depot" not in str(after["content"])
+    col = await env.service.writer.open()  # hidden by revalidation, not yet purged
+    assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) >= 1
+
+
+@pytest.mark.parametrize(
+    ("etype", "content", "state_key"),
+    [
+        (
+            "m.bridge",
+            {
+                "bridgebot": "@ircbot:muninn.test",
+                "protocol": {"id": "irc"},
+                "channel": {"id": "#o"},
+            },
+            "irc/#o",
+        ),
+        ("m.room.encryption", {"algorithm": "m.megolm.v1.aes-sha2"}, ""),
+    ],
+    ids=["bridged", "encrypted"],
+)
+async def test_bot_stops_serving_a_command_room_that_gets_bridged_or_encrypted(
+    env: Env,
+    alice: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    etype: str,
+    content: dict[str, Any],
+    state_key: str,
+) -> None:
+    """The command room's replies carry every room's text: once it is bridged (the bridge
+    would relay them off the homeserver) or encrypted (the bot holds no keys and answers in
+    plaintext), the bot answers nothing there — also when the room is excluded from the
+    index, as operators often have it (the exclusion must not mask the refusal)."""
+    indexed = await env.room(alice)
+    await alice.send_text(indexed, "the capybara pond is behind the old mill")
+    await env.settle(indexed)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    scope = env.service.rooms.scope
+    excluded = replace(scope, exclude_room_ids=scope.exclude_room_ids | {commands})
+    monkeypatch.setattr(env.service.rooms, "scope", excluded)
+    _, before = await ask(env.persona, commands, "!search capybara", env.bot_id)
+    assert "behind the old mill" in body_of(before)
+    await env.persona.send_state(commands, etype, content, state_key)
+    asked = await env.persona.send_text(commands, "!search capybara")
+    await env.quiesce(alice, indexed)
+    assert await replies(env.persona, commands, asked, env.bot_id) == []
+    assert not (await env.service.rooms.get(commands)).serves_commands.eligible
+
+
+async def test_bot_search_hides_a_purged_message_from_the_transcript_too(
+    env: Env, alice: MatrixUser
+) -> None:
+    """A purge recorded but not yet applied hides its messages from the index hits *and* from
+    the live transcript the reply fuses in (rule 12)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the numbat enclosure code is 8841")
+    await alice.send_text(room, "a numbat sleeps all afternoon")
+    await env.settle(room)
+    _, before = await ask(alice, room, "!search numbat", env.bot_id)
+    assert "enclosure code" in body_of(before)
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)  # no refresh applies it yet
+    _, after = await ask(alice, room, "!search numbat", env.bot_id)
+    assert "sleeps all afternoon" in body_of(after)
+    assert "enclosure code" not in str(after["content"])
+
+
+async def test_bot_search_hides_a_message_redacted_after_an_earlier_search(
+    env: Env, alice: MatrixUser
+) -> None:
+    """The room's log, and what was read from it, are kept between commands: a redaction
+    after a `!search` that showed the message hides it from the next one (rule 7)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the wombat burrow key is under the blue mat")
+    await alice.send_text(room, "a wombat dug all night")
+    _, before = await ask(alice, room, "!search wombat", env.bot_id)
+    assert "blue mat" in body_of(before)
+    await alice.redact(room, doomed)
+    _, after = await ask(alice, room, "!search wombat", env.bot_id)
+    assert "dug all night" in body_of(after)
+    assert "blue mat" not in str(after["content"]) and link(room, doomed) not in body_of(after)
+
+
+async def test_bot_search_shows_an_edit_made_after_an_earlier_search(
+    env: Env, alice: MatrixUser
+) -> None:
+    """An edit after a `!search` that showed the original: the next one shows the new text
+    only, never the words the edit took back."""
+    room = await env.room(alice)
+    target = await alice.send_text(room, "the quokka ate the spare sandwich")
+    _, before = await ask(alice, room, "!search quokka", env.bot_id)
+    assert "spare sandwich" in body_of(before)
+    await alice.send_edit(room, target, "the quokka took a long nap")
+    _, after = await ask(alice, room, "!search quokka", env.bot_id)
+    assert "long nap" in body_of(after)
+    assert "sandwich" not in str(after["content"])
+
+
+async def test_bot_search_with_the_store_down_still_hides_a_purged_message(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store down, the bot answers from the transcript, and a purge recorded before still
+    hides its message there: the purges are read from beside the store (rule 12)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the numbat den code is 4410")
+    await alice.send_text(room, "a numbat naps in the den")
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)
+    # A real Qdrant server store that no server answers: every read raises StoreUnavailable.
+    down = open_store(
+        IndexConfig(store=StoreConfig(url=f"http://127.0.0.1:{free_port()}")), Path()
+    )
+    monkeypatch.setattr(env.service.searcher, "store", down)
+    try:
+        _, reply = await ask(alice, room, "!search numbat den", env.bot_id)
+    finally:
+        down.close()
+    assert "naps in the den" in body_of(reply)
+    assert "4410" not in str(reply["content"])
+
+
+@pytest.mark.parametrize("beyond_the_scan", [False, True])
+async def test_bot_pins_hide_a_purged_message(
+    env: Env, alice: MatrixUser, beyond_the_scan: bool
+) -> None:
+    """A pinned message a purge covers is quoted neither by `!pins` (in the scanned log, or
+    fetched beyond it) nor by a `!pin` confirmation, before any refresh applied the purge."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the okapi vault code is 6613")
+    filler = TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0
+    board = await pin_then_board(env, alice, room, doomed, "!pin #vault", filler)
+    assert "6613" in body_of(board)
+    ts = int((await alice.get_event(room, doomed))["origin_server_ts"])
+    await env.service.writer.add_tombstone(RoomID(room), ts, ts)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "6613" not in str(board["content"])
+    confirmation = await wait_reply(
+        alice, room, await alice.send_reply(room, doomed, "!pin"), env.bot_id
+    )
+    assert "📌" in body_of(confirmation) and "6613" not in str(confirmation["content"])
+
+
+@pytest.mark.parametrize("beyond_the_scan", [False, True])
+async def test_bot_pins_never_quote_a_pinned_replys_fallback(
+    env: Env, alice: MatrixUser, bob: MatrixUser, beyond_the_scan: bool
+) -> None:
+    """A pinned reply shows its own text, never its reply fallback (`> <@bob> …`), which
+    copies the parent's text, here redacted since (rule 7): in the scanned log or fetched."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the wombat burrow is under 12 elm row")
+    child = await alice.send_reply(room, parent, "thanks, noted for the survey")
+    await bob.redact(room, parent)
+    filler = TRANSCRIPT_LIMIT + 5 if beyond_the_scan else 0
+    board = await pin_then_board(env, alice, room, child, filler=filler)
+    assert "noted for the survey" in body_of(board)
+    assert "elm row" not in str(board["content"])
+
+
+async def test_bot_never_echoes_a_pasted_token(env: Env, alice: MatrixUser) -> None:
+    """A token pasted into a command — as the query, or as a bad argument a usage error
+    quotes — is scrubbed from the reply, in a room and in the command room's results."""
+    secret = "syt_bXVuaW5u_AbCdEfGhIjKlMnOpQrSt_0a1b2c"
+    room = await env.room(alice)
+    for user, where in ((alice, room), (env.persona, env.command_room)):
+        for command in (f"!search {secret}", f"!search lunch in:{secret}", f"!pin {secret}"):
+            _, reply = await ask(user, where, command, env.bot_id)
+            assert secret not in str(reply["content"]), (where, command)
+
+
+async def test_bot_refuses_a_poison_regex_with_its_limit(env: Env, alice: MatrixUser) -> None:
+    """Regression: `!search /a{1000000}/` (20 bytes) compiled a million-element pattern (~250
+    MB kept), and every later `!pins` re-parsed it. It gets a usage reply naming the limit,
+    and the room's board still answers with the poison message in its log."""
+    room = await env.room(alice)
+    _, reply = await ask(alice, room, "!search /a{1000000}/", env.bot_id)
+    assert "repeat count is at most 1000" in body_of(reply)
+    assert "Usage: !search" in body_of(reply)
+    _, reply = await ask(alice, room, "!search /(?:x{1000}){1000}/", env.bot_id)
+    assert "at most 10000" in body_of(reply)
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "nothing pinned" in body_of(board)
+
+
+async def test_bot_search_scrubs_a_secret_in_a_fresh_message(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secret in a message the writer has not indexed (its refresh never runs) reaches no
+    reply through the transcript: not the room's, not the command room's JSON (rule 8)."""
+    secret = "ghp_" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)
+    local = unique_localpart("fresh")
+    room = await env.room(alice, alias_localpart=local)
+    fresh = await alice.send_text(room, f"the wombat deploy token is {secret}")
+    _, reply = await ask(alice, room, "!search wombat deploy", env.bot_id)
+    assert link(room, fresh) in body_of(reply) and "[redacted:" in body_of(reply)
+    assert secret not in str(reply["content"])
+    alias = f"#{local}:{env.synapse.server_name}"
+    _, reply = await ask(env.persona, env.command_room, f"!search wombat in:{alias}", env.bot_id)
+    [hit] = reply["content"]["org.muninn.results"]["hits"]
+    assert hit["best_event_id"] == fresh and "[redacted:" in str(hit)
+    assert secret not in str(reply["content"])
+    col = await env.service.writer.open()  # the transcript answered, not the index
+    assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) == 0
+
+
+async def _command_room_refused(
+    env: Env, commands: str, asker: MatrixUser, caplog: pytest.LogCaptureFixture
+) -> Any:
+    """Ask in `commands`; assert no reply came and return the refusal the log named."""
+    asked = await asker.send_text(commands, "!search capybara")
+    await env.quiesce(env.persona, env.command_room)
+    assert await replies(env.persona, commands, asked, env.bot_id) == []
+    verdict = (await env.service.rooms.get(commands)).serves_commands
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any(commands in m and verdict.detail in m for m in errors), errors
+    return verdict
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "named"),
+    [
+        ("public", "public", "join rule public"),
+        ("world_readable", "world_readable", "world_readable"),
+        ("invite_outsider", "outsider", "invited user {alice}"),
+        ("outsider_joins", "outsider", "member {alice}"),
+    ],
+)
+async def test_bot_refuses_a_command_room_others_can_read(
+    env: Env,
+    alice: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    change: str,
+    reason: str,
+    named: str,
+) -> None:
+    """Regression: whoever can read the command room reads every room's results. Once it is
+    public, world-readable, or has a member (even one only invited) who is neither an allowed
+    asker nor the bot, the bot answers nothing there, not even the allowed asker, and logs the
+    cause at error level."""
+    indexed = await env.room(alice)
+    await alice.send_text(indexed, "the capybara pond is behind the old mill")
+    await env.settle(indexed)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    _, before = await ask(env.persona, commands, "!search capybara", env.bot_id)
+    assert "behind the old mill" in body_of(before)
+    if change == "public":
+        await env.persona.send_state(commands, "m.room.join_rules", {"join_rule": "public"})
+    elif change == "world_readable":
+        await env.persona.set_history_visibility(commands, "world_readable")
+    else:
+        await env.persona.invite(commands, alice.user_id)
+        if change == "outsider_joins":
+            await alice.join(commands)
+    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+        verdict = await _command_room_refused(env, commands, env.persona, caplog)
+    assert str(verdict.reason) == reason
+    assert named.format(alice=alice.user_id) in verdict.detail
+
+
+async def test_bot_command_room_ignores_unlisted_askers(
+    env: Env, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asker not matching command_room_askers gets nothing, not even an error (and, being
+    a member, leaves the room unserved for everyone: the test above)."""
+    commands = await env.new_command_room(env.persona, monkeypatch)
+    await env.persona.invite(commands, bob.user_id)
+    await bob.join(commands)
+    ignored = await bob.send_text(commands, "!search quokka")
+    await env.quiesce(env.persona, env.command_room)
+    assert await replies(bob, commands, ignored, env.bot_id) == []
+    assert not env.service.handler.asker_allowed(bob.user_id)
+
+
+async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:
+    """An unknown !word gets a usage reply in the command room (and silence elsewhere)."""
+    _, reply = await ask(env.persona, env.command_room, "!frobnicate", env.bot_id)
+    assert "unknown command" in body_of(reply)
+    assert "unknown command" in reply["content"]["org.muninn.results"]["error"]
+
+
+async def test_bot_stays_silent_on_unknown_commands_in_rooms(env: Env, alice: MatrixUser) -> None:
+    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply."""
+    room = await env.room(alice)
+    ignored = await alice.send_text(room, "!weather Oslo")
+    await env.quiesce(alice, room)
+    assert await replies(alice, room, ignored, env.bot_id) == []

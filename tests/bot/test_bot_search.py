@@ -1,0 +1,307 @@
+"""`muninn run` against the real Synapse: `!search` in a room (visibility, edits, large and
+fresh messages).
+
+One service for the whole module (the `env` fixture of tests/bot/conftest.py: its store in a
+module temp dir, the session's MiniLM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bot.recent import RecentEvents
+from ingest.store import PointFilter
+from ingest.types import RoomID
+from tests.bot.botenv import (
+    BASE_TS,
+    TRANSCRIPT_LIMIT,
+    Env,
+    body_of,
+    link,
+    pin_then_board,
+)
+from tests.botkit import ask, wait_reply
+from tests.homeserver import MatrixUser
+
+# ---------------------------------------------------------------- !search in a room
+
+
+async def test_bot_search_finds_indexed_and_fresh_messages(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """An old message (indexed, beyond the transcript) and one sent seconds ago are both found."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    old = await seeder.send_text(room, "the aurora borealis vanished over Tromsø", ts=BASE_TS)
+    for i in range(TRANSCRIPT_LIMIT + 10):
+        await seeder.send_text(room, f"filler chatter number {i} about lunch", ts=BASE_TS + i + 1)
+    await env.settle(room)
+    fresh = await alice.send_text(room, "aurora is back tonight, look north")
+    _, reply = await ask(alice, room, "!search aurora", env.bot_id)
+    body = body_of(reply)
+    assert link(room, old) in body and link(room, fresh) in body
+    assert "dense" in body and "lexical" in body and "transcript" in body
+    assert f"scanned the latest {TRANSCRIPT_LIMIT} events" in body
+    assert reply["content"]["msgtype"] == "m.notice"
+    assert reply["content"]["m.mentions"] == {}
+    assert "org.muninn.results" not in reply["content"]  # only the command room carries JSON
+    for event_id in (old, fresh):  # the permalinks point at real, visible events
+        assert (await alice.get_event(room, event_id))["event_id"] == event_id
+
+
+async def test_bot_search_sees_only_this_room(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A second room's !search never returns the first room's text."""
+    first = await env.room(alice)
+    await alice.send_text(first, "the secret word is kumquat")
+    await env.settle(first)
+    second = await env.room(bob)
+    _, reply = await ask(bob, second, "!search kumquat", env.bot_id)
+    assert "kumquat" not in body_of(reply).split("\n", 1)[1]
+    assert body_of(reply).startswith("No results")
+
+
+async def test_bot_pin_confirmation_does_not_quote_above_a_members_join(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Under `joined` visibility, `!pin ^N` reaching above the join of a member pins but does
+    not quote the message: not for the late joiner, and (regression) not for the old member
+    either, since the late joiner reads the confirmation too. Once the late joiner has left,
+    the old member's confirmation quotes it."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await alice.send_text(room, "the okapi feed schedule, members only")
+    await bob.join(room)
+    _, reply = await ask(bob, room, "!pin ^1", env.bot_id)
+    assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
+    assert "📌" in body_of(reply) and "okapi" not in str(reply["content"])
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "okapi" not in str(board["content"])
+    await bob.leave(room)
+    _, reply = await ask(alice, room, "!pin ^1", env.bot_id)
+    assert "okapi feed schedule" in body_of(reply)
+
+
+async def test_bot_pins_show_the_edited_text(env: Env, alice: MatrixUser) -> None:
+    """A pinned message edited by its author shows its new text; the edited-away words neither
+    show nor match `!pins WORD` (rule 6)."""
+    room = await env.room(alice)
+    target = await alice.send_text(room, "the tapir gate code is 7312")
+    await alice.send_edit(room, target, "the tapir gate code is with the keeper")
+    command = await alice.send_reply(room, target, "!pin")
+    confirmation = await wait_reply(alice, room, command, env.bot_id)
+    assert "with the keeper" in body_of(confirmation)
+    assert "7312" not in str(confirmation["content"])
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "with the keeper" in body_of(board) and "7312" not in str(board["content"])
+    _, found = await ask(alice, room, "!pins 7312", env.bot_id)
+    assert "with the keeper" not in body_of(found)
+
+
+async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A pin whose target and its edit are older than the scanned bound shows the text as
+    edited (the homeserver's bundled latest edit), not the original; another sender's later
+    edit of it counts for nothing (rule 6: Synapse bundles only the author's; Muninn's own
+    check of the bundle is `test_bot_parts.test_current_body_applies_…`)."""
+    room = await env.room(alice)
+    await bob.join(room)
+    target = await alice.send_text(room, "the tapir feed is stored in shed 4471")
+    await alice.send_edit(room, target, "the tapir feed is stored in the new barn")
+    await bob.send_edit(room, target, "bob rewrites it as the capybara pen")
+    board = await pin_then_board(env, alice, room, target, "!pin #feed")
+    assert "the new barn" in body_of(board)
+    assert "4471" not in str(board["content"]) and "capybara" not in str(board["content"])
+
+
+async def test_bot_pins_show_a_pinned_reply_without_the_parent_it_quotes(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A pinned reply older than the scanned bound shows its own words, not its fallback's
+    quote of the parent — which here was redacted after the reply was sent."""
+    room = await env.room(alice)
+    await bob.join(room)
+    parent = await bob.send_text(room, "the loading dock door code is 5519")
+    target = await alice.send_reply(room, parent, "noted for the delivery on Friday")
+    await bob.redact(room, parent)
+    board = await pin_then_board(env, alice, room, target, "!pin #dock")
+    assert "noted for the delivery" in body_of(board)
+    assert "5519" not in str(board["content"]) and "loading dock" not in str(board["content"])
+
+
+async def test_bot_search_respects_joined_history_visibility(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Under `joined` visibility nobody's `!search` quotes what came before the latest join of
+    a current member: the late joiner's does not, and (regression) neither does the old
+    member's, whose reply the late joiner reads. When the late joiner leaves, it does again."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    before = await alice.send_text(room, "zebra migration plans, members only")
+    await env.settle(room)
+    await bob.join(room)
+    after = await alice.send_text(room, "zebra crossing repainted today")
+    await env.settle(room)
+    for asker in (bob, alice):
+        _, reply = await ask(asker, room, "!search zebra", env.bot_id)
+        body = body_of(reply)
+        assert link(room, after) in body, asker
+        assert link(room, before) not in body and "migration" not in body, asker
+    await bob.leave(room)
+    _, reply = await ask(alice, room, "!search zebra", env.bot_id)
+    assert link(room, before) in body_of(reply)  # alice alone was there all along
+
+
+async def test_bot_search_keeps_history_a_renamed_member_saw(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """A member who joined a `joined` room before the bot and changed their room nick after
+    does not cut the history at the nick change: a profile change is not a join. The bot may
+    not read that member's join (Synapse hides it: the bot was not there), so their start is
+    taken no later than the bot's own."""
+    room = await _joined_room_the_bot_joins_late(env, alice, bob)
+    seen = await alice.send_text(room, "the quokka count is forty two")
+    await asyncio.sleep(0.01)
+    await bob.send_state(
+        room, "m.room.member", {"membership": "join", "displayname": "Bob, renamed"}, bob.user_id
+    )
+    _, reply = await ask(alice, room, "!search quokka count", env.bot_id)
+    assert link(room, seen) in body_of(reply)
+
+
+async def _joined_room_the_bot_joins_late(env: Env, alice: MatrixUser, bob: MatrixUser) -> str:
+    """A `joined` room bob joined before the bot did."""
+    room = await env.hs.fresh_room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await bob.join(room)
+    await alice.send_text(room, "said before the bot came")
+    await env.hs.bot().join(room)
+    return room
+
+
+async def test_bot_search_judges_each_message_by_the_visibility_then(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """Regression: the visibility in force when a message was sent decides, not today's. A
+    `shared` room switched to `joined`: what was said while `shared` is quoted to members who
+    came later, what was said after the switch and before their join is not. Switched back to
+    `shared`, nothing from the `joined` period is quoted any more (a reply is then read by
+    everyone who ever joins)."""
+    room = await env.room(alice)  # `shared`, the preset's default
+    early = await alice.send_text(room, "wombat burrow found by the shared fence")
+    await asyncio.sleep(0.01)  # a message in the ms of a change counts under both
+    await alice.set_history_visibility(room, "joined")
+    await asyncio.sleep(0.01)
+    middle = await alice.send_text(room, "wombat litter born, members only")
+    await asyncio.sleep(0.01)
+    await bob.join(room)
+    late = await alice.send_text(room, "wombat tracks near the gate")
+    await env.settle(room)
+
+    async def search(query: str) -> str:
+        _, reply = await ask(alice, room, f"!search {query}", env.bot_id)
+        return str(reply["content"])
+
+    assert link(room, early) in await search("burrow fence")
+    assert link(room, late) in await search("tracks gate")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
+
+    await bob.leave(room)  # only alice and the bot: the `joined` period is hers to read
+    assert link(room, middle) in await search("litter born")
+    await asyncio.sleep(0.01)
+    await alice.set_history_visibility(room, "shared")
+    assert link(room, early) in await search("burrow fence")
+    hidden = await search("litter born")
+    assert link(room, middle) not in hidden and "members only" not in hidden
+
+
+async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a read held every event up to the event bound whatever its size, and the
+    fold scrubbed all of it per command. A room of 60 KB messages is read up to the text
+    bound, and the reply says how far it looked; the rooms' cached copies keep to their
+    budget by evicting the least recently used."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room = await env.room(alice)
+    oldest = await alice.send_text(room, "the oldest message mentions the platypus")
+    for i in range(40):
+        await alice.send_text(room, f"bulk {i} " + "lorem ipsum " * 5000)
+    _, reply = await ask(alice, room, "!search platypus", env.bot_id)
+    assert "as much text as one command reads" in body_of(reply)
+    assert "scanned the whole room" not in body_of(reply)
+    assert link(room, oldest) not in body_of(reply)
+    logs = RecentEvents(max_size=500_000)
+    events, cut = await logs.latest(env.service.client, RoomID(room), TRANSCRIPT_LIMIT)
+    assert cut and 10 < len(events) < 40 and logs.size > 500_000  # one room stays
+    small = await env.room(alice)
+    await alice.send_text(small, "a short one")
+    await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
+    assert logs.size < 10_000  # the large room's copy went
+
+
+async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
+    """Quoted HTML is escaped and `@room` / mxids in quoted text cannot ping."""
+    room = await env.room(alice)
+    await alice.send_text(
+        room, "<b>giraffe</b> <img src=x onerror=alert(1)> @room @bob:muninn.test"
+    )
+    _, reply = await ask(alice, room, "!search giraffe", env.bot_id)
+    content = reply["content"]
+    html = content["formatted_body"]
+    assert "<img" not in html and "<b>giraffe" not in html
+    assert "&lt;img" in html and "&lt;b&gt;" in html
+    assert "@room" not in content["body"] and "@room" not in html
+    assert "@\u2060room" in content["body"]
+    assert "@bob:muninn.test" not in content["body"]
+    assert content["m.mentions"] == {}
+
+
+async def test_bot_command_wakes_no_refresh(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command is never indexed (rule 9), so it wakes no refresh pass to compete with its
+    reply; an ordinary message in the same room does."""
+    room = await env.room(alice)
+    woken: list[str] = []
+    wake = env.service.scheduler.wake
+
+    def recording(room_id: RoomID) -> None:
+        woken.append(room_id)
+        wake(room_id)
+
+    monkeypatch.setattr(env.service.scheduler, "wake", recording)
+    await ask(alice, room, "!search anything at all", env.bot_id)
+    assert room not in woken
+    await alice.send_text(room, "an ordinary message about anything")
+    deadline = time.monotonic() + 10
+    while room not in woken:
+        assert time.monotonic() < deadline, "an ordinary message woke no refresh"
+        await asyncio.sleep(0.05)
+
+
+async def test_bot_redaction_leaves_the_index_within_seconds(env: Env, alice: MatrixUser) -> None:
+    """A redaction in a live room wakes the writer: its text leaves every point within 5 s."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the purple walrus sings at dawn")
+    # Its pushed wake may start a pass after a plain settle; the 5 s below are the
+    # redaction's, so let that pass finish first.
+    await env.quiesce(alice, room)  # their wakes are issued
+    await env.settle(room)  # a pass after every wake: none is left in flight
+    col = await env.service.writer.open()
+    flt = PointFilter(room_ids=(room,), event_ids=(doomed,))
+    assert await asyncio.to_thread(col.count, flt) == 1
+    await alice.redact(room, doomed)
+    started = time.monotonic()
+    while await asyncio.to_thread(col.count, flt):
+        assert time.monotonic() - started < 5.0, "the redacted message is still indexed"
+        await asyncio.sleep(0.1)
+    _, reply = await ask(alice, room, "!search walrus", env.bot_id)
+    assert "walrus" not in body_of(reply).split("\n", 1)[1]
