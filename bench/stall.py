@@ -3,7 +3,7 @@
     python -m bench.stall [--events 2048] [--chars 16000] [--on-loop]
 
 Builds a room log of `--events` messages of about `--chars` characters each, bounds it as
-the bot's read does (`bot.roomlog.within_text`), and runs the transcript fold the way
+the bot's read does (`bot.recent.within_text`), and runs the transcript fold the way
 `fused_search` does (in a thread) while a 1 ms ticker runs on the loop. Prints the events
 folded, the fold's wall time (the first fold, uncached scrub) and the longest gap between
 two ticks: how long appservice transactions, `/healthz` and other rooms would have waited.
@@ -21,7 +21,8 @@ from typing import Any
 
 from bot.commands.records import SearchCommand
 from bot.lookup import RoomView, _transcript_finds
-from bot.roomlog import RoomLog, within_text
+from bot.recent import within_text
+from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.types import RoomID
 

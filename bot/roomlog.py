@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size, within_text
+from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.events import normalize, thread_root, typed_text
 from ingest.hits import purged
 from ingest.scrub import scrub
@@ -25,7 +25,6 @@ __all__ = [
     "TextMemo",
     "TimelineItem",
     "current_body",
-    "within_text",  # `bot.recent`'s, named here too for bench.stall
 ]
 
 JSONDict = dict[str, Any]

@@ -27,7 +27,6 @@ from ingest.hits import (
     Candidates,
     Hit,
     SearchResult,
-    build_hit,
     cited_events,
     has_text,
     window_purged,
@@ -289,9 +288,6 @@ class Searcher:
             log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
             return filed
         return [*filed, *stored.values()]
-
-    def _hit(self, point: StoredPoint, score: float, texts: Sequence[str]) -> Hit:
-        return build_hit(point, score, texts, self.server_name)
 
 
 def _describe(identity: Mapping[str, Any]) -> str:
