@@ -7,6 +7,7 @@ Derived state, never the record (`RecentEvents`); every read is bounded by event
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +72,7 @@ class _Copy:
     events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
     cut: bool  # `SCAN_TEXT` left older events out
     size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
+    read_at: float  # `time.monotonic()` of the copy's last whole read
 
 
 class RecentEvents:
@@ -89,6 +91,10 @@ class RecentEvents:
 
     MAX_ROOMS = 256
     MAX_SIZE = 64_000_000
+    # A homeserver can delete history without a redaction event (an admin's purge, a retention
+    # policy), which extending from the newest end never sees: a copy is read whole again once
+    # this old, so such a deletion leaves replies within a minute. A burst still folds once.
+    MAX_AGE_SECONDS = 60.0
 
     def __init__(self, max_size: int = MAX_SIZE) -> None:
         self._rooms: dict[str, _Copy] = {}
@@ -119,9 +125,15 @@ class RecentEvents:
         if cached is not None:
             self.size -= cached.size
         older = False  # events beyond the copy's tail that the text bound left out
-        if cached is None or cached.kept < bound:
+        read_at = time.monotonic()
+        if (
+            cached is None
+            or cached.kept < bound
+            or read_at - cached.read_at > self.MAX_AGE_SECONDS
+        ):
             kept, events = bound, list(await client.latest(room_id, bound))
         else:
+            read_at = cached.read_at  # extended, not read whole: the copy's age stands
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
             # shrink the copy `!search` extends.
             kept, old = cached.kept, cached.events
@@ -129,9 +141,11 @@ class RecentEvents:
             new, met = await client.newer_than(room_id, known, kept)
             # Not met: more than `kept` new events arrived, and they are the latest `kept`.
             events = _merge(new, old)[:kept] if met else list(new)
+            if not met:
+                read_at = time.monotonic()  # the latest `kept`, read whole
             older = met and cached.cut
         events, cut, text = _within(events, SCAN_TEXT)
-        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events))
+        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events), read_at)
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from urllib.parse import quote
 
 import pytest
 
@@ -24,7 +25,7 @@ from tests.bot.botenv import (
     pin_then_board,
 )
 from tests.botkit import ask, wait_reply
-from tests.homeserver import MatrixUser
+from tests.homeserver import Homeserver, MatrixUser
 
 # ---------------------------------------------------------------- !search in a room
 
@@ -305,3 +306,31 @@ async def test_bot_redaction_leaves_the_index_within_seconds(env: Env, alice: Ma
         await asyncio.sleep(0.1)
     _, reply = await ask(alice, room, "!search walrus", env.bot_id)
     assert "walrus" not in body_of(reply).split("\n", 1)[1]
+
+
+async def test_bot_search_forgets_history_the_homeserver_purged(
+    env: Env, hs: Homeserver, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin's purge deletes history without a redaction event, which the bot's copy of the
+    room never sees by reading what is newer; once the copy is older than its age bound it is
+    read whole again, and the purged message is quoted no more."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # transcript only
+    room = await env.room(alice)
+    gone = await alice.send_text(room, "the wombat burrow is behind the shed")
+    kept = await alice.send_text(room, "nothing else to report")
+    _, reply = await ask(alice, room, "!search wombat", env.bot_id)
+    assert link(room, gone) in body_of(reply)
+    admin = await hs.register(admin=True)
+    path = "/_synapse/admin/v1/purge_history/" + quote(room, safe="")
+    body = {"purge_up_to_event_id": kept, "delete_local_events": True}
+    purge_id = str((await admin.call("POST", path, body))["purge_id"])
+    status_path = "/_synapse/admin/v1/purge_history_status/" + quote(purge_id, safe="")
+    for _ in range(100):
+        if (await admin.call("GET", status_path))["status"] == "complete":
+            break
+        await asyncio.sleep(0.1)
+    _, reply = await ask(alice, room, "!search wombat", env.bot_id)
+    assert link(room, gone) in body_of(reply)  # within the age bound the copy still holds it
+    monkeypatch.setattr(RecentEvents, "MAX_AGE_SECONDS", 0.0)
+    _, reply = await ask(alice, room, "!search wombat", env.bot_id)
+    assert link(room, gone) not in body_of(reply)
