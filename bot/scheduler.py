@@ -74,8 +74,11 @@ class RefreshScheduler:
             deadline = self._next_full if self._due is None else min(self._due, self._next_full)
             if deadline > now:
                 self._changed.clear()
+                # Not `asyncio.wait_for`: on Python 3.11 it drops a cancellation that arrives
+                # in the same turn as the wake-up, and `stop()` then waits forever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), deadline - now)
+                    async with asyncio.timeout(deadline - now):
+                        await self._changed.wait()
                 continue
             if self._next_full <= now:
                 self._pending.clear()  # the full pass covers them

@@ -222,6 +222,24 @@ async def test_scheduler_retries_a_failed_pass() -> None:
     assert calls[:2] == [["!a"], ["!a"]]
 
 
+async def test_scheduler_stops_when_a_room_changes_as_it_is_stopped() -> None:
+    """Regression (a hung CI run): `stop()` cancelled the scheduler in the same loop turn as a
+    wake-up, and Python 3.11's `asyncio.wait_for` returned the wake-up and dropped the
+    cancellation, so the task waited again and `muninn run` never finished stopping."""
+
+    async def refresh(rooms: Sequence[RoomID] | None) -> None:
+        pass
+
+    sched = RefreshScheduler(refresh, debounce=3600, interval=3600, full_at_start=False)
+    task = asyncio.create_task(sched.run())
+    await asyncio.sleep(0.01)  # the task now waits for a change
+    sched.wake(RoomID("!a"))
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=2)
+    assert done == {task}, "the scheduler swallowed its cancellation and kept waiting"
+    assert task.cancelled()
+
+
 # ---------------------------------------------------------------- manners
 
 
