@@ -79,8 +79,9 @@ FEATURES = (
     "best_message_gap",
 )
 RANKER_VERSION = 3
-# Trained by `python -m bench.loco --train` on all of locomo-dev (bench/RESULTS.md §1b, §1d), on the
-# candidates of the embedded text the product writes (CHUNKER_VERSION 2: no minute a line).
+# Trained by `python -m bench.loco --train` on all of locomo-dev (bench/RESULTS.md §1b, §1d),
+# on the candidates of the embedded text the product writes (CHUNKER_VERSION 2: no minute a
+# line).
 # The raw cosine is left to the match model: beside dense_gap it only fitted the dev set. The
 # lexical score against the list's best is left out since version 3: beside lexical_rr and
 # best_message_gap it lost on the folds (§1d).
