@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.loco_data import CATEGORY_NAMES, Data, Stage1, fused, hits, load, scores
-from bench.loco_rank import Model, Ranker, label
+from bench.loco_rank import PRODUCT_OFF, Model, Ranker, label
 from bench.locomo import Scores
 from ingest import rank
 
@@ -133,7 +133,8 @@ def mask(*off: str) -> tuple[bool, ...]:
 
 def levers() -> dict[str, Fit]:
     """Every lever tried, in the order they were added; the last rows are the product."""
-    base = ("speaker", "length", "time", "after_question")
+    gap = "best_message_gap"
+    base = ("speaker", "length", "time", "after_question", gap)
     aq = "after_question"
     out: dict[str, Fit] = {
         "dense only (n=50)": fixed(Stage1(n=50, lexical=0.0)),
@@ -146,24 +147,32 @@ def levers() -> dict[str, Fit]:
         "RRF k tuned on the folds + stop words out": tuned_k(Stage1(k=10, n=20, nostop=True)),
         "ceiling: perfect order of the n=30 candidates": oracle(PRODUCT),
         "ranker: scores, ranks, best message": ranked(Ranker(PRODUCT, mask(*base), stem=None)),
-        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time", aq), stem=None)),
-        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time", aq), stem=None)),
-        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(aq), stem=None)),
-        "  + stem 4": ranked(Ranker(PRODUCT, mask(aq))),
-        "  + stem 5": ranked(Ranker(PRODUCT, mask(aq), stem=5)),
-        "  + stem 6": ranked(Ranker(PRODUCT, mask(aq), stem=6)),
+        "  + speaker": ranked(Ranker(PRODUCT, mask("length", "time", aq, gap), stem=None)),
+        "  + speaker + length": ranked(Ranker(PRODUCT, mask("time", aq, gap), stem=None)),
+        "  + speaker + length + time": ranked(Ranker(PRODUCT, mask(aq, gap), stem=None)),
+        "  + stem 4": ranked(Ranker(PRODUCT, mask(aq, gap))),
+        "  + stem 5": ranked(Ranker(PRODUCT, mask(aq, gap), stem=5)),
+        "  + stem 6": ranked(Ranker(PRODUCT, mask(aq, gap), stem=6)),
         "  + stem 4 − raw cosine (the ranker before after_question)": ranked(
-            Ranker(PRODUCT, mask("dense", aq))
+            Ranker(PRODUCT, mask("dense", aq, gap))
         ),
-        "  + after_question (the product's ranker)": ranked(Ranker(PRODUCT)),
+        "  + after_question": ranked(Ranker(PRODUCT, mask("dense", gap))),
+        "  + best_message_gap": ranked(Ranker(PRODUCT, mask("dense"))),
+        "  + best_message_gap − lexical (the product's ranker)": ranked(Ranker(PRODUCT)),
         "product's ranker, lists n=20": ranked(Ranker(Stage1(10, 20, True))),
         "product's ranker, lists n=50": ranked(Ranker(Stage1(10, 50, True))),
     }
     for f in rank.FEATURES:
-        if f != "dense":
-            out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask("dense", f)))
+        if f not in PRODUCT_OFF:
+            out[f"product's ranker without {f}"] = ranked(Ranker(PRODUCT, mask(*PRODUCT_OFF, f)))
     out["before after_question: ranker + relevance floor"] = ranked(
-        Ranker(PRODUCT, mask("dense", aq)), FLOOR_COST
+        Ranker(PRODUCT, mask("dense", aq, gap)), FLOOR_COST
+    )
+    out["before best_message_gap: ranker + relevance floor"] = ranked(
+        Ranker(PRODUCT, mask("dense", gap)), FLOOR_COST
+    )
+    out["before − lexical: ranker + relevance floor"] = ranked(
+        Ranker(PRODUCT, mask("dense")), FLOOR_COST
     )
     out["product: ranker + relevance floor"] = ranked(Ranker(PRODUCT), FLOOR_COST)
     return out

@@ -141,7 +141,7 @@ def _rows(
 
 
 ALL = (*rank.FEATURES, *EXTRAS)
-PRODUCT_MASK = tuple(f != "dense" for f in rank.FEATURES)
+PRODUCT_MASK = loco_rank.Ranker(loco.PRODUCT).mask
 
 
 @functools.cache

@@ -70,11 +70,16 @@ def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
     return out
 
 
+# The features the product's ranker leaves out: the raw cosine (the match model's instead) and
+# the lexical score against the list's best (since RANKER_VERSION 3: its rank says it).
+PRODUCT_OFF = ("dense", "lexical")
+
+
 @dataclass(frozen=True)
 class Ranker:
     stage1: Stage1
-    # The product's: every feature but the raw cosine, which the match model uses instead.
-    mask: tuple[bool, ...] = tuple(f != "dense" for f in rank.FEATURES)
+    # The product's: every feature but `PRODUCT_OFF`.
+    mask: tuple[bool, ...] = tuple(f not in PRODUCT_OFF for f in rank.FEATURES)
     l2: float = 1e-2
     stem: int | None = rank.STEM
 

@@ -1,4 +1,5 @@
-"""The second stage's neighbour feature: a window that answers the question a candidate asks.
+"""The second stage's learned features: a window that answers the question a candidate asks,
+and a window holding every word of the question against one the dense list prefers.
 
 Real records end to end without a store: a timeline cut by the real chunker, the payloads the
 writer stores, the spans and bodies the Searcher's second stage reads from them, the shipped
@@ -84,3 +85,35 @@ def test_a_window_after_a_statement_is_not_lifted() -> None:
 def test_a_window_of_another_room_is_no_neighbour() -> None:
     messages = _timeline("Got any favorite styles?", room_of_answer="!elsewhere:x")
     assert _ranked(messages) == ["asked", "other", "answer"]
+
+
+PRINTER = "Which printer on the third floor is jamming?"
+PRINTERS = {
+    "near": "The printer on the second floor is jamming again, I'll call the vendor.",
+    "holds": "Heads up: the third floor printer is jamming on every job.",
+    "other": "Anyone up for lunch? The third floor kitchen has pizza.",
+}
+
+
+def _printer_order(coefficients: Mapping[str, float] = rank.COEFFICIENTS) -> list[str]:
+    """The order of three windows the dense and lexical lists put near / holds / other."""
+    bodies = {pid: [body] for pid, body in PRINTERS.items()}
+    senders = {pid: ["@sam:x"] for pid in PRINTERS}
+    dense = [("near", 0.64), ("holds", 0.52), ("other", 0.30)]
+    lexical_found = [("near", 9.0), ("holds", 8.5), ("other", 3.0)]
+    shown, _ = rank.rerank(
+        list(PRINTERS),
+        bodies,
+        {PRINTER: (dense, lexical_found)},
+        senders,
+        coefficients=coefficients,
+    )
+    return [pid for pid, _ in shown]
+
+
+def test_the_window_holding_every_word_of_the_question_ranks_first() -> None:
+    # "near" is nearer in meaning and in the lexical score but names another floor; "holds"
+    # says which printer. Its coverage against the pool's best (best_message_gap) decides.
+    assert _printer_order() == ["holds", "near", "other"]
+    without_gap = {**rank.COEFFICIENTS, "best_message_gap": 0.0}
+    assert _printer_order(without_gap) == ["near", "holds", "other"]
