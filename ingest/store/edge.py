@@ -38,6 +38,7 @@ from ingest.store.contract import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
+    RETIRED_INDEXES,
     IntRange,
     PointRecord,
     Raw,
@@ -169,8 +170,12 @@ def _config(dense_dim: int) -> Any:
 
 
 def _ensure_indexes(shard: Any) -> None:
-    """Create missing payload indexes (idempotent, so a new index reaches old generations)."""
+    """Create missing payload indexes and drop retired ones (idempotent, so a change of the
+    indexes reaches old generations without a rebuild)."""
     have = set(shard.info().payload_schema)
+    for field in RETIRED_INDEXES:
+        if field in have:
+            shard.update(qe.UpdateOperation.delete_field_index(field))
     wanted: list[tuple[str, Any]] = [(f, qe.PayloadSchemaType.Keyword) for f in KEYWORD_FIELDS]
     # Timestamps are only ever filtered by range: without the exact-value lookup map the index
     # holds ~0.8 KB less a point in memory (bench/RESULTS.md §10).
