@@ -301,14 +301,16 @@ class MiniLMEmbedder:
             self._unloading.add_done_callback(_log_unload)
 
     async def close(self) -> None:
-        """Stop the idle countdown. The session is the process's: it stays for other users
-        (an unload already under way finishes first)."""
+        """Stop the idle countdown; an embedder that unloads when idle also unloads now, unless
+        a run is in progress (then the process's session stays for it, as it does without)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if self._unloading is not None:
             await asyncio.gather(self._unloading, return_exceptions=True)
             self._unloading = None
+        if self._unload_after is not None:
+            await asyncio.to_thread(unload_if_idle, 0.0)
 
 
 def _log_unload(done: asyncio.Future[bool]) -> None:

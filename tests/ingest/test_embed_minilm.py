@@ -197,7 +197,7 @@ async def test_minilm_threads_do_not_spin_between_runs(embedder: MiniLMEmbedder)
 
 async def test_minilm_unloads_when_idle_and_embeds_the_same_after() -> None:
     """With `unload_after_seconds`, an idle process drops the model; the next call loads it
-    again and gives the very same vectors."""
+    again and gives the very same vectors; closing the embedder drops it too."""
     e = MiniLMEmbedder(unload_after_seconds=0.2)
     texts = ["the quince orchard needs water", "how do I mount an ntfs drive"]
     first = await e.embed_queries(texts)
@@ -209,6 +209,7 @@ async def test_minilm_unloads_when_idle_and_embeds_the_same_after() -> None:
     assert await e.embed_queries(texts) == first
     assert minilm.loaded()
     await e.close()
+    assert not minilm.loaded()
 
 
 def test_minilm_unload_never_drops_a_session_mid_run() -> None:
