@@ -1,7 +1,10 @@
-"""The embedded store's payload indexes: only what a query filters on, in old generations too."""
+"""The embedded store's layout on disk: payload indexes only for what a query filters on, and a
+generation compacted at close so that the next process maps it cold (bench/RESULTS.md §10);
+both reach generations an older release built."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -9,7 +12,7 @@ import qdrant_edge as qe
 from ingest.config import IndexConfig, StoreConfig
 from ingest.store import PointFilter, open_store
 from ingest.store.contract import INTEGER_FIELDS, KEYWORD_FIELDS
-from tests.ingest.test_store_contract import COLLECTION, DIM, GEN, names, point
+from tests.ingest.test_store_contract import COLLECTION, DIM, GEN, names, pid, point
 
 CFG = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
 
@@ -46,3 +49,39 @@ def test_edge_generation_drops_the_content_hash_index_and_still_filters(tmp_path
     finally:
         store.close()
     assert indexed(shard_dir) == {*KEYWORD_FIELDS, *INTEGER_FIELDS}
+
+
+def dense_storage(shard_dir: Path) -> list[str]:
+    """Each segment's dense vector storage: `Mmap` is an immutable segment mapped cold;
+    `ChunkedMmap` an appendable one mapped cold, `InRamChunkedMmap` one read whole at open."""
+    return sorted(
+        json.loads((seg / "segment.json").read_text())["config"]["vector_data"]["dense"][
+            "storage_type"
+        ]
+        for seg in (shard_dir / "segments").iterdir()
+    )
+
+
+def test_edge_generation_is_compacted_at_close_and_answers_the_same(tmp_path: Path) -> None:
+    """Closing the store moves the generation's points into an immutable segment mapped cold
+    (the next open reads only what its searches touch) beside an empty appendable one; the
+    reopened generation answers as before and takes new writes."""
+    store = open_store(CFG, tmp_path)
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    coll.upsert([point(n, dense=(1.0, i, 0.0, 0.0)) for i, n in enumerate("ABCD")])
+    # The optimizer compacts a segment from 1 KB of vectors: 100 more 4-d points.
+    coll.upsert([point(f"fill{i}", dense=(0.0, 0.0, 1.0, i)) for i in range(100)])
+    before = [h.id for h in coll.dense_search([1.0, 0.0, 0.0, 0.0], None, 4)]
+    store.close()
+    shard_dir = tmp_path / "qdrant" / GEN
+    assert dense_storage(shard_dir) == ["ChunkedMmap", "Mmap"]
+
+    store = open_store(CFG, tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=DIM, create=False)
+        assert [h.id for h in coll.dense_search([1.0, 0.0, 0.0, 0.0], None, 4)] == before
+        assert [p.id for p in coll.retrieve([pid("B")])] == [pid("B")]
+        coll.upsert([point("E")])
+        assert coll.count() == 105
+    finally:
+        store.close()
