@@ -259,7 +259,8 @@ async def run_import(
         closing = time.perf_counter()
         await embedder.close()
         store.close()
-        close_seconds, rss_closed = time.perf_counter() - closing, vm("VmRSS")
+        close_seconds = time.perf_counter() - closing
+        rss_closed, hwm_closed = vm("VmRSS"), vm("VmHWM")
         idle = await _idle(cfg, idle_seconds) if idle_seconds else None
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
@@ -292,6 +293,7 @@ async def run_import(
         "peak_rss_ingest_mib": peak_ingest,
         "close_seconds": round(close_seconds, 2),
         "rss_after_close_mib": rss_closed,
+        "peak_rss_after_close_mib": hwm_closed,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,
