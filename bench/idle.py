@@ -8,6 +8,10 @@ the purge log, MiniLM, a `Searcher` — answers a few searches as the first `!se
 start would (loading the model and the collection), then idles and samples its RSS every
 second. Revalidation (one or two homeserver requests a reply) and the sync loop are left out:
 they hold no index data. `bench.ingest --idle-seconds N` runs this on the index it just built.
+The service's embedder is the config's, so MiniLM is unloaded after `embedder.unload_after_seconds`
+(300 s by default) without a call: idle longer than that to measure the service without it. The
+first search after the idle spell is timed (it reloads the model if it was unloaded), and so is
+the first search of all (the model's first load).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from bench.output import emit
 from ingest.config import parse_config
-from ingest.embed import make_embedder
+from ingest.embed import make_embedder, minilm
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.query import SearchQuery
 from ingest.search import Searcher
@@ -56,8 +60,11 @@ async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str,
     searcher = Searcher(store, embedder, server_name="bench.local", purges=purges)
     rss_open = vm("VmRSS")
     hits = 0
+    first_ms: float | None = None
     for q in QUERIES:
+        started = time.perf_counter()
         result = await searcher.search(SearchQuery.build([q], limit=5))
+        first_ms = first_ms or round((time.perf_counter() - started) * 1000, 1)
         hits += len(result.hits)
     rss_searched = vm("VmRSS")
     samples: list[float] = []
@@ -66,6 +73,11 @@ async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str,
         await asyncio.sleep(1.0)
         samples.append(vm("VmRSS"))
     rss_idle = vm("VmRSS")
+    unloaded = not minilm.loaded()
+    started = time.perf_counter()
+    hits_after = len((await searcher.search(SearchQuery.build([QUERIES[0]], limit=5))).hits)
+    after_ms = round((time.perf_counter() - started) * 1000, 1)
+    rss_after = vm("VmRSS")
     await embedder.close()
     await asyncio.to_thread(store.close)
     return {
@@ -74,6 +86,11 @@ async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str,
         "rss_after_searches_mib": rss_searched,
         "rss_after_idle_mib": rss_idle,
         "rss_idle_max_mib": max(samples, default=rss_idle),
+        "model_unloaded_when_idle": unloaded,
+        "first_search_ms": first_ms,
+        "search_after_idle_ms": after_ms,
+        "search_after_idle_hits": hits_after,
+        "rss_after_search_after_idle_mib": rss_after,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "searches": len(QUERIES),
         "hits": hits,

@@ -10,7 +10,8 @@ normalisation, scrub, windows, embedding, the embedded store), then the very win
 writer embedded are embedded again alone, so the ratio of the two rates says how much of the
 ingest time is the embedder's. Points written are reported, and memory: RSS after the model
 loads, after the first page's windows are embedded, at the end of the ingest, the ingest's
-peak, and the process's peak (which includes the raw re-embedding). `--max-batch-tokens` sets
+peak, and the process's peak (which includes closing the store — its compaction — and the raw
+re-embedding); then the time the close took. `--max-batch-tokens` sets
 the embedder's padded-token cut of a batch (a huge value: the count-only batching of before).
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
 `--dense-text` sets the embedded text's line format (`bench.dense_text`); `--idle-seconds N`
@@ -231,10 +232,13 @@ async def run_import(
                 n += event["type"] == "m.room.message"
         export_size = export.stat().st_size
         cfg = _config(workdir, max_bytes)
+        unload = cfg.embedder.unload_after_seconds or None  # the product's, as `muninn import`
         inner: Embedder = (
             HashingEmbedder()
             if writer_only
-            else MiniLMEmbedder(batch_size=batch, max_batch_tokens=max_batch_tokens)
+            else MiniLMEmbedder(
+                batch_size=batch, max_batch_tokens=max_batch_tokens, unload_after_seconds=unload
+            )
         )
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
@@ -250,7 +254,13 @@ async def run_import(
         col = await writer.open()
         points = await asyncio.to_thread(col.count)
         rss_end, peak_ingest = vm("VmRSS"), vm("VmHWM")
+        # `muninn import`'s order: the embedder closes (unloading the model), then the store
+        # (compacting the generation for the next process, bench/RESULTS.md §10).
+        closing = time.perf_counter()
+        await embedder.close()
         store.close()
+        close_seconds = time.perf_counter() - closing
+        rss_closed, hwm_closed = vm("VmRSS"), vm("VmHWM")
         idle = await _idle(cfg, idle_seconds) if idle_seconds else None
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
@@ -281,6 +291,9 @@ async def run_import(
         "rss_after_first_page_mib": embedder.rss_after_first,
         "rss_at_end_mib": rss_end,
         "peak_rss_ingest_mib": peak_ingest,
+        "close_seconds": round(close_seconds, 2),
+        "rss_after_close_mib": rss_closed,
+        "peak_rss_after_close_mib": hwm_closed,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,

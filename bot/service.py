@@ -183,10 +183,10 @@ class Service:
         if hasattr(self, "commands"):
             await self.commands.close()
         await self.client.close()
+        if self._own_embedder:  # first: it unloads the model before the store compacts
+            await self.embedder.close()
         if self._store is not None:
             await asyncio.to_thread(self._store.close)
-        if self._own_embedder:
-            await self.embedder.close()
         self.stopped.set()
 
     async def run_until_signal(self) -> None:

@@ -126,6 +126,9 @@ class EmbedderConfig(Section):
     model: str = "nomic-embed-text"  # ollama only; local is always all-MiniLM-L6-v2 int8
     batch_size: Annotated[int, Field(ge=1, le=1024)] = 32
     timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # local only: unload MiniLM (~150 MiB) after this long without an embedding call; the next
+    # call loads it again in under a second (bench/RESULTS.md §10). 0 keeps it loaded.
+    unload_after_seconds: Annotated[float, Field(ge=0)] = 300.0
 
 
 class ScopeConfig(Section):

@@ -84,7 +84,9 @@ def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None)
     if cfg.kind == "local":
         from ingest.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(batch_size=cfg.batch_size)
+        return MiniLMEmbedder(
+            batch_size=cfg.batch_size, unload_after_seconds=cfg.unload_after_seconds or None
+        )
     from ingest.embed.ollama import OllamaEmbedder
 
     return OllamaEmbedder(

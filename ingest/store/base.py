@@ -245,7 +245,9 @@ class StoreBase(ABC):
     @abstractmethod
     def _remove(self, generation: str, was_active: bool) -> None: ...
     @abstractmethod
-    def _close_collection(self, coll: CollectionBase) -> None: ...
+    def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
+        """Release `coll`; `compact` when it stays (a close), not when it is being dropped."""
+
     @abstractmethod
     def _shutdown(self) -> None: ...
 
@@ -288,7 +290,7 @@ class StoreBase(ABC):
             self._check_open()
             coll = self._open.pop(generation, None)
             if coll is not None:
-                self._close_collection(coll)
+                self._close_collection(coll, compact=False)
             if generation in self.generations():
                 self._remove(generation, was_active=self.active() == generation)
 
@@ -300,7 +302,7 @@ class StoreBase(ABC):
             self._closed = True
             try:
                 for coll in self._open.values():
-                    self._close_collection(coll)
+                    self._close_collection(coll, compact=True)
             finally:
                 self._open.clear()
                 self._shutdown()

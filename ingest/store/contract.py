@@ -25,8 +25,12 @@ LEXICAL = "lexical"  # BM25 term-frequency weights from the caller; the engine a
 CHAT = "chat"
 META = "meta"
 
-KEYWORD_FIELDS = ("corpus", "room_id", "event_ids", "senders", "thread_root", "content_hash")
+# The payload indexes: every field a query of the product filters on. `content_hash` is not
+# one (the writer reads it from the points it scrolls, nothing filters by it): its index cost
+# ~0.5 KB of memory a point (bench/RESULTS.md §10), so a `content_hashes` filter scans.
+KEYWORD_FIELDS = ("corpus", "room_id", "event_ids", "senders", "thread_root")
 INTEGER_FIELDS = ("first_ts", "last_ts")
+RETIRED_INDEXES = ("content_hash",)  # dropped from a generation built with it, at open
 
 # Fixed forever: meta point ids are derived from it, so changing it orphans every meta entry.
 _META_NAMESPACE = uuid.UUID("6f1c7a52-3d0e-4b8e-9a57-0d6c1f2b9e41")

@@ -16,12 +16,22 @@ qdrant-edge holds the GIL for the whole of every call (measured: queries, upsert
 `asyncio.to_thread` therefore keeps the loop from awaiting, not from stalling: each call stalls
 it for the call's duration. Fine for 1-20 ms queries; never run `optimize()` in a process that
 must keep answering.
+
+Memory: writes land in an appendable segment, whose id tracker, sparse index and payload
+indexes live on the heap and whose vectors are read whole at open (~11 KB a point at 100k
+points with the WAL, bench/RESULTS.md §10). Closing the store therefore compacts it: the
+optimizer turns every appendable segment with points into an immutable one (no HNSW graph:
+`m=0`), whose vectors, sparse index, id tracker and payload indexes are files mapped cold, so
+the next process touches only the pages its searches read. The cost is paid by the closing
+process, in proportion to the points written since the last compaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -38,6 +48,7 @@ from ingest.store.contract import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
+    RETIRED_INDEXES,
     IntRange,
     PointRecord,
     Raw,
@@ -49,6 +60,10 @@ _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
 _DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
 _SHARD_MARKER = "edge_config.json"
+# Vector bytes an appendable segment may hold before the optimizer makes it immutable: any.
+_COMPACT_ABOVE_KB = 1
+
+log = logging.getLogger("muninn.store")
 
 
 def _condition(term: Term) -> Any:
@@ -142,35 +157,64 @@ class EdgeCollection(CollectionBase):
             self._shard.flush()
 
     def optimize(self) -> None:
-        """Merge segments, vacuum deletions, build the HNSW graph. Blocks and holds the GIL.
-
-        Never called implicitly: filtered (per-room) searches are as fast without it, and at
-        100k points it ran for minutes with every Python thread frozen (bench/store_latency.py).
-        """
+        """Make appendable segments immutable and mapped cold, merge segments, vacuum
+        deletions (no HNSW graph: filtered searches scan a room's points, as fast). Blocks and
+        holds the GIL: run by `close`, never while a process must keep answering."""
         with self._guard("optimize"):
             self._shard.optimize()
 
-    def close(self) -> None:
+    def close(self, *, compact: bool = False) -> None:
+        """Flush, compact (`optimize`) if asked, release the shard."""
         with self._guard("close"):
             try:
                 self._shard.flush()
+                if compact:
+                    self._compact()
             finally:
                 self._shard.close()
 
+    def _compact(self) -> None:
+        try:
+            self._shard.optimize()
+        except Exception as e:  # an optimisation: the data is flushed and stays as it was
+            log.warning("qdrant-edge could not compact %s: %s", self._path, e)
+
 
 def _config(dense_dim: int) -> Any:
+    cold = qe.Memory.Cold  # mapped, read on demand: what an idle service holds is what it read
     return qe.EdgeConfig(
-        vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
-        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        vectors={
+            DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, memory=cold)
+        },
+        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=cold)},
+        payload_memory=cold,
+        id_tracker_memory=cold,
+        # No HNSW graph (m=0): searches are filtered by room, and a scan of a room's points is
+        # as fast (bench/store_latency.py); the graph cost minutes of CPU and memory at 100k.
+        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=_COMPACT_ABOVE_KB),
         # The WAL makes an acknowledged update survive a killed process, and its file lock is
         # what keeps a second process out of the shard: never turn it off.
         wal_enabled=True,
     )
 
 
+def _stored_dense_dim(shard_dir: Path) -> int | None:
+    """The dense dimension a shard was created with, from its own config file."""
+    try:
+        doc = json.loads((shard_dir / _SHARD_MARKER).read_text(encoding="utf-8"))
+        return int(doc["vectors"][DENSE]["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _ensure_indexes(shard: Any) -> None:
-    """Create missing payload indexes (idempotent, so a new index reaches old generations)."""
+    """Create missing payload indexes and drop retired ones (idempotent, so a change of the
+    indexes reaches old generations without a rebuild)."""
     have = set(shard.info().payload_schema)
+    for field in RETIRED_INDEXES:
+        if field in have:
+            shard.update(qe.UpdateOperation.delete_field_index(field))
     wanted: list[tuple[str, Any]] = [(f, qe.PayloadSchemaType.Keyword) for f in KEYWORD_FIELDS]
     # Timestamps are only ever filtered by range: without the exact-value lookup map the index
     # holds ~0.8 KB less a point in memory (bench/RESULTS.md §10).
@@ -253,7 +297,11 @@ class EdgeStore(StoreBase):
             raise StoreError(f"{self.location}: no generation {generation!r}")
         try:
             if exists:
-                shard = qe.EdgeShard.load(str(shard_dir))
+                # Loading with today's config moves a shard built by an older release to it
+                # (the dimension is checked as before, by the schema record).
+                dim = _stored_dense_dim(shard_dir)
+                config = _config(dim) if dim is not None else None
+                shard = qe.EdgeShard.load(str(shard_dir), config)
             else:
                 assert dense_dim is not None  # StoreBase.open refuses a creation without it
                 shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
@@ -283,9 +331,9 @@ class EdgeStore(StoreBase):
         except OSError as e:
             raise StoreError(f"{self.location}: cannot drop {generation}: {e}") from e
 
-    def _close_collection(self, coll: CollectionBase) -> None:
+    def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         assert isinstance(coll, EdgeCollection)
-        coll.close()
+        coll.close(compact=compact)
 
     def _shutdown(self) -> None:
         # Closing the descriptor releases the flock.

@@ -246,7 +246,7 @@ class ServerStore(StoreBase):
                 )
             self._client.delete_collection(generation)
 
-    def _close_collection(self, coll: CollectionBase) -> None:
+    def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         """Collections share the store's client; nothing is held per collection."""
 
     def _shutdown(self) -> None:

@@ -11,7 +11,10 @@ import yaml
 from bot.config import parse_config
 from bot.demo.synapse import SynapseServer
 from bot.service import Service
+from ingest.embed import minilm
 from ingest.store import open_store
+from ingest.types import RoomID
+from tests.bot.test_bot_burst import until
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import shared_embedder, spawn_muninn
@@ -56,6 +59,37 @@ async def test_bot_client_mode_answers_and_survives_a_restart(
         finally:
             await service.stop()
     assert len(await replies(alice, room, missed, me.user_id)) == 1
+
+
+async def test_bot_unloads_an_idle_model_and_answers_after_it(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    alice: MatrixUser,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The service's own MiniLM is unloaded after `embedder.unload_after_seconds` without a
+    call, and the next `!search` loads it again and answers with both retrievers."""
+    me = await hs.register(displayname="Muninn idle")
+    cfg = service_config(
+        synapse,
+        tmp_path_factory.mktemp("idle"),
+        client=me,
+        embedder={"unload_after_seconds": 0.5},
+    )
+    room = await hs.fresh_room(alice)
+    await me.join(room)
+    await alice.send_text(room, "the quince orchard needs water")
+    service = Service(cfg)  # its own embedder, from the config
+    await service.start()
+    try:
+        await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 30)  # embedded it
+        await until(lambda: not minilm.loaded(), "the idle model unloaded")
+        _, reply = await ask(alice, room, "!search orchard water", me.user_id)
+        body = reply["content"]["body"]
+        assert "Alice: the quince orchard needs water" in body
+        assert "answered by: dense, lexical" in body
+    finally:
+        await service.stop()
 
 
 async def test_bot_run_stops_cleanly_on_sigterm(

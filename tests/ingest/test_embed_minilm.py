@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -191,3 +193,58 @@ async def test_minilm_threads_do_not_spin_between_runs(embedder: MiniLMEmbedder)
     await embedder.embed_queries(["warm the session up"])
     options = minilm._session().get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+async def test_minilm_unloads_when_idle_and_embeds_the_same_after() -> None:
+    """With `unload_after_seconds`, an idle process drops the model; the next call loads it
+    again and gives the very same vectors; closing the embedder drops it too."""
+    e = MiniLMEmbedder(unload_after_seconds=0.2)
+    texts = ["the quince orchard needs water", "how do I mount an ntfs drive"]
+    first = await e.embed_queries(texts)
+    for _ in range(600):  # a bound for a hung test, not a timing assertion
+        if not minilm.loaded():
+            break
+        await asyncio.sleep(0.05)
+    assert not minilm.loaded()
+    assert await e.embed_queries(texts) == first
+    assert minilm.loaded()
+    await e.close()
+    assert not minilm.loaded()
+
+
+def test_minilm_unload_never_drops_a_session_mid_run() -> None:
+    """An unload during a run leaves the session; once the run ends it may go."""
+    with minilm._in_use():
+        assert not minilm.unload_if_idle(0)
+        assert minilm.loaded()
+    assert minilm.unload_if_idle(0)
+    assert not minilm.loaded()
+
+
+async def test_minilm_concurrent_calls_after_an_unload_load_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Queries arriving together after an unload share one new session, loaded once."""
+    loads: list[Path] = []
+    real_load = minilm._load_session
+
+    def spy(path: Path) -> Any:
+        loads.append(path)
+        return real_load(path)
+
+    e = MiniLMEmbedder()
+    expected = await e.embed_queries(["otters hold hands"])
+    assert minilm.unload_if_idle(0)
+    monkeypatch.setattr(minilm, "_load_session", spy)
+    answers = await asyncio.gather(*(e.embed_queries(["otters hold hands"]) for _ in range(8)))
+    assert answers == [expected] * 8
+    assert loads == [minilm.model_path()]
+
+
+def test_config_unload_after_seconds_reaches_the_embedder() -> None:
+    """`embedder.unload_after_seconds` defaults to 300 s; 0 keeps the model loaded."""
+    assert EmbedderConfig().unload_after_seconds == 300
+    e = make_embedder(EmbedderConfig(unload_after_seconds=0))
+    assert isinstance(e, MiniLMEmbedder) and e.unload_after_seconds is None
+    e = make_embedder(EmbedderConfig(unload_after_seconds=5))
+    assert isinstance(e, MiniLMEmbedder) and e.unload_after_seconds == 5
