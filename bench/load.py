@@ -50,6 +50,46 @@ from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
 
 POLL_SECONDS = 1.0
+WAIT_SAMPLE_SECONDS = 0.25  # how often the burst notes where each command in flight waits
+
+
+class Requests:
+    """The service's homeserver requests by kind (wraps its client's one request layer)."""
+
+    KINDS = ("/messages", "/state", "/event/", "/send/", "/members", "/context/")
+
+    def __init__(self, client: Any) -> None:
+        self.by_kind: dict[str, int] = {}
+        inner = client._request
+
+        async def counted(method: str, path: str, **kwargs: Any) -> Any:
+            kind = next((k.strip("/") for k in self.KINDS if k in path), f"{method} other")
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+            return await inner(method, path, **kwargs)
+
+        client._request = counted
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a suspended task waits: its innermost coroutine's function and line."""
+    coro: Any = task.get_coro()
+    where = "?"
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where = f"{frame.f_code.co_qualname}:{frame.f_lineno}"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where
+
+
+async def _sample_waits(into: dict[str, int]) -> None:
+    """Every `WAIT_SAMPLE_SECONDS`, count where each command task in flight is suspended."""
+    while True:
+        await asyncio.sleep(WAIT_SAMPLE_SECONDS)
+        for task in asyncio.all_tasks():
+            if task.get_name().startswith("muninn-command-") and not task.done():
+                where = _awaiting(task)
+                into[where] = into.get(where, 0) + 1
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -126,6 +166,9 @@ async def burst(
     try:
         await hs.ping_appservice()
         rss_before = vm("VmRSS")
+        requests = Requests(service.client)
+        waits: dict[str, int] = {}
+        sampler = asyncio.create_task(_sample_waits(waits))
         _reset_peak()
         per = len(texts) // len(people)
 
@@ -150,6 +193,7 @@ async def burst(
                 people[0], room, token, server.bot_user_id, wanted, seen, answer
             )
         wall_s = time.perf_counter() - sent_at
+        sampler.cancel()
         cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
         peak = vm("VmHWM")
         rss_after = vm("VmRSS")
@@ -177,6 +221,11 @@ async def burst(
             "most_in_flight": service.commands.peak,
             "service_cpu_ms_per_command": round(cpu_s * 1000 / max(len(sent), 1), 1),
             "synapse_cpu_ms_per_command": round(synapse_s * 1000 / max(len(sent), 1), 1),
+            "requests_per_command": {
+                k: round(n / max(len(sent), 1), 2) for k, n in sorted(requests.by_kind.items())
+            },
+            # Command tasks in flight, sampled every WAIT_SAMPLE_SECONDS: where they waited.
+            "waits_sampled": dict(sorted(waits.items(), key=lambda kv: -kv[1])[:15]),
             "rss_before_mib": rss_before,
             "peak_rss_during_mib": peak,
             "rss_after_mib": rss_after,
