@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,12 @@ class RecentEvents:
     the copy the one before it left instead of all reading the whole bound afresh; a read
     outlives a command cut off by its deadline, so its copy still serves the next command
     instead of every one starting over.
+
+    `on_state(room_id)` is told whenever a read may have passed a change of the room's state:
+    a state event or a redaction among the new events, or a read that could not extend the
+    copy (read whole: what came between is unknown). It sees every event of the timeline,
+    unlike client mode's limited `/sync`, so what is kept per room from the state (the
+    room's audience) is dropped by it.
     """
 
     MAX_ROOMS = 256
@@ -96,7 +102,10 @@ class RecentEvents:
     # this old, so such a deletion leaves replies within a minute. A burst still folds once.
     MAX_AGE_SECONDS = 60.0
 
-    def __init__(self, max_size: int = MAX_SIZE) -> None:
+    def __init__(
+        self, max_size: int = MAX_SIZE, on_state: Callable[[str], None] | None = None
+    ) -> None:
+        self._on_state = on_state or (lambda room_id: None)
         self._rooms: dict[str, _Copy] = {}
         self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
@@ -132,6 +141,7 @@ class RecentEvents:
             or read_at - cached.read_at > self.MAX_AGE_SECONDS
         ):
             kept, events = bound, list(await client.latest(room_id, bound))
+            self._on_state(room_id)
         else:
             read_at = cached.read_at  # extended, not read whole: the copy's age stands
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
@@ -143,6 +153,8 @@ class RecentEvents:
             events = _merge(new, old)[:kept] if met else list(new)
             if not met:
                 read_at = time.monotonic()  # the latest `kept`, read whole
+            if not met or any(_changes_state(e) for e in new):
+                self._on_state(room_id)
             older = met and cached.cut
         events, cut, text = _within(events, SCAN_TEXT)
         copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events), read_at)
@@ -166,6 +178,11 @@ def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
     """A read nobody awaits any more (its command was cut off) fails quietly."""
     if not read.cancelled():
         read.exception()
+
+
+def _changes_state(event: Mapping[str, Any]) -> bool:
+    """A state event, or a redaction (of a state event, perhaps: its content goes too)."""
+    return "state_key" in event or event.get("type") == "m.room.redaction"
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
