@@ -73,6 +73,7 @@ class _Copy:
     cut: bool  # `SCAN_TEXT` left older events out
     size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
     read_at: float  # `time.monotonic()` of the copy's last whole read
+    asked_at: float  # `time.monotonic()` when the copy's last read (whole or not) began
 
 
 class RecentEvents:
@@ -84,9 +85,12 @@ class RecentEvents:
     (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
     text at most, and all copies together about `max_size` characters (least recently used
     rooms go first). Commands answered at once in one room take turns per room, so each extends
-    the copy the one before it left instead of all reading the whole bound afresh; a read
-    outlives a command cut off by its deadline, so its copy still serves the next command
-    instead of every one starting over.
+    the copy the one before it left instead of all reading the whole bound afresh; and a
+    command whose turn comes after a read that began once it asked takes that read as its own:
+    it holds all the room had when the command asked (the command itself included), as the
+    command's own read would, so commands waiting at once share one read. A read outlives a
+    command cut off by its deadline, so its copy still serves the next command instead of
+    every one starting over.
 
     `on_state(room_id)` is told whenever a read may have passed a change of the room's state:
     a state event or a redaction among the new events, or a read that could not extend the
@@ -117,11 +121,17 @@ class RecentEvents:
     ) -> tuple[list[JSONDict], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        asked = time.monotonic()
         turn = self._turns.setdefault(room_id, asyncio.Lock())
         async with turn:
             earlier = self._reads.get(room_id)
             if earlier is not None and not earlier.done():
                 await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            shared = self._rooms.pop(room_id, None)
+            if shared is not None:
+                self._rooms[room_id] = shared  # the most recently used last
+                if shared.asked_at >= asked and shared.kept >= bound:
+                    return _served(shared, bound)
             read = asyncio.ensure_future(self._latest(client, room_id, bound))
             read.add_done_callback(_retrieved)
             self._reads[room_id] = read
@@ -134,7 +144,7 @@ class RecentEvents:
         if cached is not None:
             self.size -= cached.size
         older = False  # events beyond the copy's tail that the text bound left out
-        read_at = time.monotonic()
+        read_at = asked_at = time.monotonic()
         if (
             cached is None
             or cached.kept < bound
@@ -157,7 +167,8 @@ class RecentEvents:
                 self._on_state(room_id)
             older = met and cached.cut
         events, cut, text = _within(events, SCAN_TEXT)
-        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events), read_at)
+        size = text + EVENT_OVERHEAD * len(events)
+        copy = _Copy(kept, events, cut or older, size, read_at, asked_at)
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size
@@ -171,7 +182,12 @@ class RecentEvents:
             if gone in self._turns and not self._turns[gone].locked():
                 del self._turns[gone]
                 self._reads.pop(gone, None)
-        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
+        return _served(copy, bound)
+
+
+def _served(copy: _Copy, bound: int) -> tuple[list[JSONDict], bool]:
+    """The copy's latest `bound` events, and whether the text bound cut them (else `bound`)."""
+    return copy.events[:bound], copy.cut and len(copy.events) <= bound
 
 
 def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -289,6 +290,35 @@ async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
     await alice.send_text(small, "a short one")
     await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
     assert logs.size < 10_000  # the large room's copy went
+
+
+async def test_reads_of_a_room_asked_at_once_share_one_request(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (a burst): commands waiting at once for a room's log read it one after
+    another, one `/messages` each; now those that asked before a read began share it, cold or
+    warm, and it holds what was said before they asked."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room = await env.room(alice)
+    client = env.service.client
+    backwards: list[str] = []  # the log's reads of this room: `dir=b` from its newest end
+    request = client._request
+
+    async def counted(method: str, path: str, **kwargs: Any) -> Any:
+        query = kwargs.get("query") or {}
+        if quote(room, safe="") in path and query.get("dir") == "b" and "from" not in query:
+            backwards.append(path)
+        return await request(method, path, **kwargs)
+
+    monkeypatch.setattr(client, "_request", counted)
+    logs = RecentEvents()
+    for said in ("said before anyone asked", "said before the next three asked"):
+        await alice.send_text(room, said)
+        backwards.clear()
+        reads = [logs.latest(client, RoomID(room), TRANSCRIPT_LIMIT) for _ in range(3)]
+        for events, _ in await asyncio.gather(*reads):
+            assert said in [e["content"].get("body") for e in events]
+        assert len(backwards) == 1, backwards
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
