@@ -3,6 +3,7 @@
     python -m bench.load [--data ../shared/data/irc-ubuntu] [--room-messages 3000]
         [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
     python -m bench.load --profile 20 [--profile-out FILE]
+    python -m bench.load --floor ...
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
 `--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
@@ -20,6 +21,10 @@ seconds a command of this process (the service, and the benchmark's own sends an
 Synapse; and the process's RSS before the burst and its peak during it (VmHWM reset before the
 burst; the service runs in this process, Synapse in its own). The replies are read forward from
 a token taken before the burst, each event once.
+
+`--floor` sends, before the bursts, as many messages shaped like a command nobody answers, all
+at once, and reports Synapse's CPU a message: its own floor, paid for each command and again
+for each reply (`floor`).
 
 `--profile N` comes first, on the same room and index (`--concurrency ''` skips the bursts after
 it): one person asks N commands one after another (each waiting
@@ -234,6 +239,52 @@ async def burst(
         await service.stop()
 
 
+async def floor(
+    server: Any,
+    workdir: Path,
+    embedder: Embedder,
+    hs: Any,
+    room: str,
+    people: Sequence[Any],
+    texts: Sequence[str],
+) -> dict[str, Any]:
+    """What a burst's messages cost the homeserver alone: the same people send as many
+    messages at once, shaped like a command that nobody answers (`!nosuchcommand …`: unknown
+    outside the command room, so the service reads nothing, sends nothing and wakes no
+    writer), to the running service. Synapse's CPU a message is then one send with its
+    persistence, push rules and push to the appservice: a command costs it that, and its
+    reply about the same again, whatever the service does."""
+    from bot.service import Service
+    from tests.botkit import service_config
+
+    service = Service(service_config(server, workdir), embedder=embedder, full_at_start=False)
+    await service.start()
+    try:
+        await hs.ping_appservice()
+        per = len(texts) // len(people)
+
+        async def send(n: int, user: Any) -> list[str]:
+            mine = texts[n * per : (n + 1) * per]
+            return list(
+                await asyncio.gather(*(user.send_text(room, f"!nosuchcommand {t}") for t in mine))
+            )
+
+        synapse_at, sent_at = _cpu_seconds(server.pid), time.perf_counter()
+        asked = await asyncio.gather(*(send(n, user) for n, user in enumerate(people)))
+        sent = [event_id for ids in asked for event_id in ids]
+        send_s = time.perf_counter() - sent_at
+        await asyncio.sleep(2.0)  # the last pushes to the appservice
+        await service.queue.join()
+        synapse_s = _cpu_seconds(server.pid) - synapse_at
+    finally:
+        await service.stop()
+    return {
+        "messages": len(sent),
+        "send_seconds": round(send_s, 1),
+        "synapse_cpu_ms_per_message": round(synapse_s * 1000 / max(len(sent), 1), 1),
+    }
+
+
 PROFILE_RATE = 200  # py-spy samples a second
 PROFILE_WARMUP = 3  # commands before the profile starts: the room's copy is then warm
 
@@ -394,6 +445,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         warmup=PROFILE_WARMUP,
                         out=out,
                     )
+                if args.floor:
+                    said = phrases(bodies, total, seed=11)
+                    result["floor"] = await floor(
+                        server, workdir, embedder, hs, room, people, said
+                    )
+                    print(json.dumps(result["floor"]), file=sys.stderr, flush=True)
                 texts = phrases(bodies, total * len(args.concurrency))
                 for i, concurrency in enumerate(args.concurrency):
                     row = await burst(
@@ -442,6 +499,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reporting where a command's CPU goes",
     )
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw stacks in this file")
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="before the bursts: as many messages that nobody answers, sent at once, for "
+        "Synapse's own CPU a message",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))
