@@ -3,6 +3,7 @@
     python -m bench.load [--data ../shared/data/irc-ubuntu] [--room-messages 3000]
         [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
     python -m bench.load --profile 20 [--profile-out FILE]
+    python -m bench.load --floor ...
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
 `--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
@@ -20,6 +21,10 @@ seconds a command of this process (the service, and the benchmark's own sends an
 Synapse; and the process's RSS before the burst and its peak during it (VmHWM reset before the
 burst; the service runs in this process, Synapse in its own). The replies are read forward from
 a token taken before the burst, each event once.
+
+`--floor` sends, before the bursts, as many messages shaped like a command nobody answers, all
+at once, and reports Synapse's CPU a message: its own floor, paid for each command and again
+for each reply (`floor`).
 
 `--profile N` comes first, on the same room and index (`--concurrency ''` skips the bursts after
 it): one person asks N commands one after another (each waiting
@@ -50,6 +55,46 @@ from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
 
 POLL_SECONDS = 1.0
+WAIT_SAMPLE_SECONDS = 0.25  # how often the burst notes where each command in flight waits
+
+
+class Requests:
+    """The service's homeserver requests by kind (wraps its client's one request layer)."""
+
+    KINDS = ("/messages", "/state", "/event/", "/send/", "/members", "/context/")
+
+    def __init__(self, client: Any) -> None:
+        self.by_kind: dict[str, int] = {}
+        inner = client._request
+
+        async def counted(method: str, path: str, **kwargs: Any) -> Any:
+            kind = next((k.strip("/") for k in self.KINDS if k in path), f"{method} other")
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+            return await inner(method, path, **kwargs)
+
+        client._request = counted
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a suspended task waits: its innermost coroutine's function and line."""
+    coro: Any = task.get_coro()
+    where = "?"
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where = f"{frame.f_code.co_qualname}:{frame.f_lineno}"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where
+
+
+async def _sample_waits(into: dict[str, int]) -> None:
+    """Every `WAIT_SAMPLE_SECONDS`, count where each command task in flight is suspended."""
+    while True:
+        await asyncio.sleep(WAIT_SAMPLE_SECONDS)
+        for task in asyncio.all_tasks():
+            if task.get_name().startswith("muninn-command-") and not task.done():
+                where = _awaiting(task)
+                into[where] = into.get(where, 0) + 1
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -126,6 +171,9 @@ async def burst(
     try:
         await hs.ping_appservice()
         rss_before = vm("VmRSS")
+        requests = Requests(service.client)
+        waits: dict[str, int] = {}
+        sampler = asyncio.create_task(_sample_waits(waits))
         _reset_peak()
         per = len(texts) // len(people)
 
@@ -150,6 +198,7 @@ async def burst(
                 people[0], room, token, server.bot_user_id, wanted, seen, answer
             )
         wall_s = time.perf_counter() - sent_at
+        sampler.cancel()
         cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
         peak = vm("VmHWM")
         rss_after = vm("VmRSS")
@@ -177,12 +226,63 @@ async def burst(
             "most_in_flight": service.commands.peak,
             "service_cpu_ms_per_command": round(cpu_s * 1000 / max(len(sent), 1), 1),
             "synapse_cpu_ms_per_command": round(synapse_s * 1000 / max(len(sent), 1), 1),
+            "requests_per_command": {
+                k: round(n / max(len(sent), 1), 2) for k, n in sorted(requests.by_kind.items())
+            },
+            # Command tasks in flight, sampled every WAIT_SAMPLE_SECONDS: where they waited.
+            "waits_sampled": dict(sorted(waits.items(), key=lambda kv: -kv[1])[:15]),
             "rss_before_mib": rss_before,
             "peak_rss_during_mib": peak,
             "rss_after_mib": rss_after,
         }
     finally:
         await service.stop()
+
+
+async def floor(
+    server: Any,
+    workdir: Path,
+    embedder: Embedder,
+    hs: Any,
+    room: str,
+    people: Sequence[Any],
+    texts: Sequence[str],
+) -> dict[str, Any]:
+    """What a burst's messages cost the homeserver alone: the same people send as many
+    messages at once, shaped like a command that nobody answers (`!nosuchcommand …`: unknown
+    outside the command room, so the service reads nothing, sends nothing and wakes no
+    writer), to the running service. Synapse's CPU a message is then one send with its
+    persistence, push rules and push to the appservice: a command costs it that, and its
+    reply about the same again, whatever the service does."""
+    from bot.service import Service
+    from tests.botkit import service_config
+
+    service = Service(service_config(server, workdir), embedder=embedder, full_at_start=False)
+    await service.start()
+    try:
+        await hs.ping_appservice()
+        per = len(texts) // len(people)
+
+        async def send(n: int, user: Any) -> list[str]:
+            mine = texts[n * per : (n + 1) * per]
+            return list(
+                await asyncio.gather(*(user.send_text(room, f"!nosuchcommand {t}") for t in mine))
+            )
+
+        synapse_at, sent_at = _cpu_seconds(server.pid), time.perf_counter()
+        asked = await asyncio.gather(*(send(n, user) for n, user in enumerate(people)))
+        sent = [event_id for ids in asked for event_id in ids]
+        send_s = time.perf_counter() - sent_at
+        await asyncio.sleep(2.0)  # the last pushes to the appservice
+        await service.queue.join()
+        synapse_s = _cpu_seconds(server.pid) - synapse_at
+    finally:
+        await service.stop()
+    return {
+        "messages": len(sent),
+        "send_seconds": round(send_s, 1),
+        "synapse_cpu_ms_per_message": round(synapse_s * 1000 / max(len(sent), 1), 1),
+    }
 
 
 PROFILE_RATE = 200  # py-spy samples a second
@@ -345,6 +445,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         warmup=PROFILE_WARMUP,
                         out=out,
                     )
+                if args.floor:
+                    said = phrases(bodies, total, seed=11)
+                    result["floor"] = await floor(
+                        server, workdir, embedder, hs, room, people, said
+                    )
+                    print(json.dumps(result["floor"]), file=sys.stderr, flush=True)
                 texts = phrases(bodies, total * len(args.concurrency))
                 for i, concurrency in enumerate(args.concurrency):
                     row = await burst(
@@ -393,6 +499,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reporting where a command's CPU goes",
     )
     p.add_argument("--profile-out", type=Path, help="keep py-spy's raw stacks in this file")
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="before the bursts: as many messages that nobody answers, sent at once, for "
+        "Synapse's own CPU a message",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))

@@ -45,7 +45,7 @@ from bot.recent import RecentEvents
 from bot.replies import SearchView, search_reply, text_reply
 from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import ANYONE, Audience, room_audience
+from bot.visibility import ANYONE, Audience, Audiences, room_audience
 from ingest.errors import (
     MatrixAuthError,
     MatrixError,
@@ -95,7 +95,8 @@ class CommandHandler:
         self.server_name = cfg.homeserver.server_name
         self.command_room: RoomID | None = None
         self._limits = RateLimit(cfg.bot.rate_per_minute)
-        self._logs = RecentEvents()
+        self._audiences = Audiences()
+        self._logs = RecentEvents(on_state=self._audiences.drop)
         self._handled = BoundedSeen(4096)
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
@@ -263,12 +264,20 @@ class CommandHandler:
         spec = next(s for s in COMMANDS if s.name == command.topic)
         return spec.help(self.prefix, in_command_room)
 
+    def state_changed(self, room_id: str) -> None:
+        """The dispatcher saw a state event in the room: what is kept from its state goes."""
+        self._audiences.drop(room_id)
+
     async def audience(self, room_id: RoomID) -> Audience:
         """Who reads a reply in `room_id`, and so what log text it may quote (rule 14); the
-        command room's askers may read every room (`ANYONE`: no cut)."""
+        command room's askers may read every room (`ANYONE`: no cut). Kept per room until the
+        room's state may have changed (`Audiences`): ask it after reading the room's log,
+        whose read drops it on a state event the dispatcher may not have seen."""
         if room_id == self.command_room:
             return ANYONE
-        return await room_audience(self.client, room_id, {self.bot_user_id})
+        return await self._audiences.get(
+            room_id, lambda: room_audience(self.client, room_id, {self.bot_user_id})
+        )
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,7 @@ class _Copy:
     cut: bool  # `SCAN_TEXT` left older events out
     size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
     read_at: float  # `time.monotonic()` of the copy's last whole read
+    asked_at: float  # `time.monotonic()` when the copy's last read (whole or not) began
 
 
 class RecentEvents:
@@ -84,9 +85,18 @@ class RecentEvents:
     (more than `bound` new events) is replaced by a fresh read. Each copy keeps `SCAN_TEXT` of
     text at most, and all copies together about `max_size` characters (least recently used
     rooms go first). Commands answered at once in one room take turns per room, so each extends
-    the copy the one before it left instead of all reading the whole bound afresh; a read
-    outlives a command cut off by its deadline, so its copy still serves the next command
-    instead of every one starting over.
+    the copy the one before it left instead of all reading the whole bound afresh; and a
+    command whose turn comes after a read that began once it asked takes that read as its own:
+    it holds all the room had when the command asked (the command itself included), as the
+    command's own read would, so commands waiting at once share one read. A read outlives a
+    command cut off by its deadline, so its copy still serves the next command instead of
+    every one starting over.
+
+    `on_state(room_id)` is told whenever a read may have passed a change of the room's state:
+    a state event or a redaction among the new events, or a read that could not extend the
+    copy (read whole: what came between is unknown). It sees every event of the timeline,
+    unlike client mode's limited `/sync`, so what is kept per room from the state (the
+    room's audience) is dropped by it.
     """
 
     MAX_ROOMS = 256
@@ -96,7 +106,10 @@ class RecentEvents:
     # this old, so such a deletion leaves replies within a minute. A burst still folds once.
     MAX_AGE_SECONDS = 60.0
 
-    def __init__(self, max_size: int = MAX_SIZE) -> None:
+    def __init__(
+        self, max_size: int = MAX_SIZE, on_state: Callable[[str], None] | None = None
+    ) -> None:
+        self._on_state = on_state or (lambda room_id: None)
         self._rooms: dict[str, _Copy] = {}
         self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
@@ -108,11 +121,17 @@ class RecentEvents:
     ) -> tuple[list[JSONDict], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        asked = time.monotonic()
         turn = self._turns.setdefault(room_id, asyncio.Lock())
         async with turn:
             earlier = self._reads.get(room_id)
             if earlier is not None and not earlier.done():
                 await asyncio.wait([earlier])  # a cut-off command's read: let it fill the copy
+            shared = self._rooms.pop(room_id, None)
+            if shared is not None:
+                self._rooms[room_id] = shared  # the most recently used last
+                if shared.asked_at >= asked and shared.kept >= bound:
+                    return _served(shared, bound)
             read = asyncio.ensure_future(self._latest(client, room_id, bound))
             read.add_done_callback(_retrieved)
             self._reads[room_id] = read
@@ -125,13 +144,14 @@ class RecentEvents:
         if cached is not None:
             self.size -= cached.size
         older = False  # events beyond the copy's tail that the text bound left out
-        read_at = time.monotonic()
+        read_at = asked_at = time.monotonic()
         if (
             cached is None
             or cached.kept < bound
             or read_at - cached.read_at > self.MAX_AGE_SECONDS
         ):
             kept, events = bound, list(await client.latest(room_id, bound))
+            self._on_state(room_id)
         else:
             read_at = cached.read_at  # extended, not read whole: the copy's age stands
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
@@ -143,9 +163,12 @@ class RecentEvents:
             events = _merge(new, old)[:kept] if met else list(new)
             if not met:
                 read_at = time.monotonic()  # the latest `kept`, read whole
+            if not met or any(_changes_state(e) for e in new):
+                self._on_state(room_id)
             older = met and cached.cut
         events, cut, text = _within(events, SCAN_TEXT)
-        copy = _Copy(kept, events, cut or older, text + EVENT_OVERHEAD * len(events), read_at)
+        size = text + EVENT_OVERHEAD * len(events)
+        copy = _Copy(kept, events, cut or older, size, read_at, asked_at)
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size
@@ -159,13 +182,23 @@ class RecentEvents:
             if gone in self._turns and not self._turns[gone].locked():
                 del self._turns[gone]
                 self._reads.pop(gone, None)
-        return events[:bound], copy.cut and len(events) <= bound  # else `bound` cut first
+        return _served(copy, bound)
+
+
+def _served(copy: _Copy, bound: int) -> tuple[list[JSONDict], bool]:
+    """The copy's latest `bound` events, and whether the text bound cut them (else `bound`)."""
+    return copy.events[:bound], copy.cut and len(copy.events) <= bound
 
 
 def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
     """A read nobody awaits any more (its command was cut off) fails quietly."""
     if not read.cancelled():
         read.exception()
+
+
+def _changes_state(event: Mapping[str, Any]) -> bool:
+    """A state event, or a redaction (of a state event, perhaps: its content goes too)."""
+    return "state_key" in event or event.get("type") == "m.room.redaction"
 
 
 def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:

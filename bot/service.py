@@ -326,6 +326,7 @@ class Service:
             return False
         if "state_key" in event:
             self.rooms.invalidate(room_id)
+            self.handler.state_changed(room_id)
             if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
                 await self._own_membership(RoomID(room_id), event)
             return False

@@ -32,8 +32,9 @@ no later than the bot's own (`_start`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence, Set
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "ANYONE",
     "NOTHING",
     "Audience",
+    "Audiences",
     "Period",
     "audience_of",
     "periods_of",
@@ -233,3 +235,40 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
                 continue
         found.append((await start(event, "joined"), await start(event, "invited")))
     return audience_of(now, periods, found)
+
+
+class Audiences:
+    """Each room's audience, kept between commands until the room's state may have changed.
+
+    `room_audience` costs the homeserver a `/state` (and more under `joined`) a command; a
+    burst in one room asks it the same answer hundreds of times. Privacy first: the owner
+    drops a room's entry on any sign of a state change (`drop`) — the dispatcher on a state
+    event in the room, and the room's log read on a state event, a redaction or a gap in what
+    it read (client mode's limited `/sync` can skip state the dispatcher then never sees; the
+    log read sees every event). Commands asking at once share one read; a drop during a read
+    keeps its answer from the next command, which reads again.
+    """
+
+    MAX_ROOMS = 256
+
+    def __init__(self) -> None:
+        self._rooms: dict[str, asyncio.Future[Audience]] = {}
+
+    async def get(self, room_id: str, read: Callable[[], Awaitable[Audience]]) -> Audience:
+        known = self._rooms.pop(room_id, None)
+        if known is None or (known.done() and (known.cancelled() or known.exception())):
+            known = asyncio.ensure_future(read())
+            known.add_done_callback(_retrieved)
+        self._rooms[room_id] = known  # the most recently used last
+        while len(self._rooms) > self.MAX_ROOMS:
+            del self._rooms[next(iter(self._rooms))]
+        return await asyncio.shield(known)  # a command cut off leaves the read to the others
+
+    def drop(self, room_id: str) -> None:
+        self._rooms.pop(room_id, None)
+
+
+def _retrieved(read: asyncio.Future[Audience]) -> None:
+    """A read whose failure nobody awaits any more fails quietly (the next one reads again)."""
+    if not read.cancelled():
+        read.exception()

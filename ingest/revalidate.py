@@ -81,6 +81,7 @@ _K = TypeVar("_K")
 # an `m.room.message` with the type of what it edits; only messages are indexed).
 TAIL_TYPES = ("m.room.redaction", "m.room.message")
 TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
+ARRIVALS = 3  # reads beyond `tail_pages` for events that arrive while the tail is read
 MAX_TAILS = 256  # rooms whose last tail is kept (each at most `tail_pages` pages of events)
 NO_PREFIX = ""  # edits are judged by sender and order; an edit into a command is text gone too
 
@@ -225,7 +226,11 @@ class LiveCheck:
             tail, token, read = Tail(), cursor, 0
         limit = self.tail_pages * TAIL_PAGE
         try:
-            for _ in range(self.tail_pages):
+            # A page with events is followed by one more read, until one finds nothing newer;
+            # during a burst each reply's read finds the replies sent meanwhile, so pages are
+            # bounded by `limit` events, plus ARRIVALS short reads, not by `tail_pages` reads
+            # (which sent 8 replies at once to fetching every cited event, ~6 requests each).
+            for _ in range(self.tail_pages + ARRIVALS if self.tail_pages else 0):
                 page = await self.reader.page_after(
                     room_id, token, types=TAIL_TYPES, limit=TAIL_PAGE
                 )

@@ -229,9 +229,12 @@ def puppet_in_events(events: Iterable[Mapping[str, Any]], scope: RoomScope) -> s
 
     Room state names only current members; a puppet that spoke and left shows here.
     """
+    asked: set[str] = set()  # a room's 2,048 latest events have a few hundred senders
     for e in events:
         member = e.get("state_key") if e.get("type") == "m.room.member" else None
         for who in (e.get("sender"), member):
-            if isinstance(who, str) and scope.is_puppet(who):
-                return who
+            if isinstance(who, str) and who not in asked:
+                if scope.is_puppet(who):
+                    return who
+                asked.add(who)
     return None

@@ -109,20 +109,28 @@ class TimelineReader(MatrixHTTP):
         return events[:limit]
 
     async def newer_than(
-        self, room_id: RoomID | str, known: Set[str], limit: int, page_size: int = 50
+        self,
+        room_id: RoomID | str,
+        known: Set[str],
+        limit: int,
+        page_size: int = 50,
+        first_page: int = 10,
     ) -> tuple[list[JSONDict], bool]:
         """The room's events newer than the newest one in `known`, newest first.
 
         Returns `(events, met)`: `met` is False when `limit` events were read without reaching
         a known one (the caller's copy is then too old to extend and `events` replaces it).
+        The first page is short: between two commands a room has a few new events, and the
+        homeserver's cost of a page grows with the events it serves.
         """
         path = _messages(room_id)
         events: list[JSONDict] = []
         token: str | None = None
         while len(events) < limit:
+            size = first_page if token is None else page_size
             query: dict[str, str | int] = {
                 "dir": "b",
-                "limit": min(page_size, limit - len(events)),
+                "limit": min(size, limit - len(events)),
             }
             if token is not None:
                 query["from"] = token

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -159,6 +160,49 @@ async def test_bot_search_respects_joined_history_visibility(
     assert link(room, before) in body_of(reply)  # alice alone was there all along
 
 
+@pytest.mark.parametrize("dispatcher_sees_it", [True, False], ids=["appservice", "missed"])
+async def test_bot_search_after_a_join_does_not_quote_what_the_joiner_may_not_read(
+    env: Env,
+    alice: MatrixUser,
+    bob: MatrixUser,
+    monkeypatch: pytest.MonkeyPatch,
+    dispatcher_sees_it: bool,
+) -> None:
+    """Regression for the audience kept per room between commands: in a `joined` room, a
+    search quotes alice's message while she is the only reader; once bob has joined, the very
+    next search (his) does not. Also when the dispatcher never sees the join (`missed`: client
+    mode's limited `/sync` skips state), since the room's log read meets it."""
+    if not dispatcher_sees_it:
+        monkeypatch.setattr(env.service.handler, "state_changed", lambda room_id: None)
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    before = await alice.send_text(room, "the pangolin enclosure code, members only")
+    _, reply = await ask(alice, room, "!search pangolin enclosure", env.bot_id)
+    assert link(room, before) in body_of(reply)  # the room's audience is now kept
+    await bob.join(room)
+    _, reply = await ask(bob, room, "!search pangolin enclosure", env.bot_id)
+    assert link(room, before) not in body_of(reply) and "members only" not in body_of(reply)
+
+
+@pytest.mark.parametrize("dispatcher_sees_it", [True, False], ids=["appservice", "missed"])
+async def test_bot_search_applies_a_visibility_change_to_the_next_command(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch, dispatcher_sees_it: bool
+) -> None:
+    """Regression for the audience kept per room: a `shared` room made `world_readable` (a
+    reply is then read by anyone) stops quoting its `shared` history at the very next command,
+    whether or not the dispatcher saw the change."""
+    if not dispatcher_sees_it:
+        monkeypatch.setattr(env.service.handler, "state_changed", lambda room_id: None)
+    room = await env.room(alice)
+    said = await alice.send_text(room, "the armadillo feeding rota is on the board")
+    _, reply = await ask(alice, room, "!search armadillo rota", env.bot_id)
+    assert link(room, said) in body_of(reply)
+    await asyncio.sleep(0.01)  # a message in the ms of a change counts under both
+    await alice.set_history_visibility(room, "world_readable")
+    _, reply = await ask(alice, room, "!search armadillo rota", env.bot_id)
+    assert link(room, said) not in body_of(reply) and "feeding rota" not in body_of(reply)
+
+
 async def test_bot_search_keeps_history_a_renamed_member_saw(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
@@ -246,6 +290,35 @@ async def test_bot_search_reads_a_room_of_large_messages_up_to_the_text_bound(
     await alice.send_text(small, "a short one")
     await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
     assert logs.size < 10_000  # the large room's copy went
+
+
+async def test_reads_of_a_room_asked_at_once_share_one_request(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (a burst): commands waiting at once for a room's log read it one after
+    another, one `/messages` each; now those that asked before a read began share it, cold or
+    warm, and it holds what was said before they asked."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    room = await env.room(alice)
+    client = env.service.client
+    backwards: list[str] = []  # the log's reads of this room: `dir=b` from its newest end
+    request = client._request
+
+    async def counted(method: str, path: str, **kwargs: Any) -> Any:
+        query = kwargs.get("query") or {}
+        if quote(room, safe="") in path and query.get("dir") == "b" and "from" not in query:
+            backwards.append(path)
+        return await request(method, path, **kwargs)
+
+    monkeypatch.setattr(client, "_request", counted)
+    logs = RecentEvents()
+    for said in ("said before anyone asked", "said before the next three asked"):
+        await alice.send_text(room, said)
+        backwards.clear()
+        reads = [logs.latest(client, RoomID(room), TRANSCRIPT_LIMIT) for _ in range(3)]
+        for events, _ in await asyncio.gather(*reads):
+            assert said in [e["content"].get("body") for e in events]
+        assert len(backwards) == 1, backwards
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:

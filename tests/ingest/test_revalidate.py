@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from ingest.hits import SearchResult
+from ingest.matrix import Page
 from ingest.query import SearchQuery
 from ingest.revalidate import LiveCheck, Tail, current, read_tail
 from ingest.rooms import RoomCache
@@ -169,6 +171,34 @@ async def test_a_check_kept_between_replies_goes_on_from_its_last_read(
     assert "mill" not in shown(result) and "5521" not in shown(result)
     assert result.dropped_stale == 2 and len(result.hits) == 3
     assert _tail_tokens(room.reader)[0] == stopped
+
+
+async def test_a_tail_read_while_replies_arrive_is_read_whole_not_event_by_event(
+    room: Room, seeder: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: in a burst, the replies sent while one reply's tail is read make every read
+    find something newer; the read gave up after two and fetched each cited event instead (six
+    requests a reply at eight in flight, and Synapse's CPU a command ×2.5). Here an event
+    arrives after each of the first three reads, the first a redaction: the tail is still read,
+    nothing is fetched event by event, and the redacted window is dropped."""
+    arrivals = [
+        lambda: seeder.redact(room.room_id, room.messages[1]),
+        lambda: seeder.send_text(room.room_id, "a reply sent meanwhile"),
+        lambda: seeder.send_text(room.room_id, "another reply sent meanwhile"),
+    ]
+    read = room.reader.page_after
+
+    async def arriving(room_id: str, token: str, **kwargs: Any) -> Page:
+        page = await read(room_id, token, **kwargs)
+        if arrivals:
+            await arrivals.pop(0)()
+        return page
+
+    await seeder.send_text(room.room_id, "unindexed chatter after the cursor")
+    monkeypatch.setattr(room.reader, "page_after", arriving)
+    result = await search(room, "tail", "heron")  # asserts no `GET /event`
+    assert "reeds" not in shown(result)
+    assert result.dropped_stale == 1 and len(result.hits) == 4
 
 
 def _tail_tokens(reader: CountingReader) -> list[str]:
