@@ -26,7 +26,8 @@ from ingest.errors import MatrixUnavailable
 from ingest.matrix import MatrixReader
 from ingest.permalink import MATRIX_TO
 from ingest.store import open_store
-from tests.homeserver import Homeserver, MatrixUser
+from tests.bot.search_contract import check_contract, search_json
+from tests.homeserver import Homeserver
 from tests.indexing import (
     PROJECT,
     Corpus,
@@ -38,25 +39,6 @@ from tests.indexing import (
     utc_ms,
     write_config,
 )
-
-TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale", "below_floor"}
-HIT_KEYS = {
-    "room_id",
-    "room_alias",
-    "thread_root",
-    "first_event_id",
-    "last_event_id",
-    "event_ids",
-    "messages",
-    "score",
-    "permalink",
-    "best_event_id",
-}
-MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
-
-
-async def search_json(config: Path, *args: str) -> dict[str, Any]:
-    return (await muninn(config, "search", *args, "--json")).doc()
 
 
 @dataclass
@@ -83,38 +65,6 @@ async def cli(
         await indexer.close()  # releases the store for the CLI
     config = write_config(folder / "config.yaml", reader_config_doc(hs, corpus.reader, folder))
     yield CliCorpus(corpus, config, folder / "qdrant")
-
-
-def check_contract(doc: dict[str, Any], server_name: str) -> None:
-    """docs/ARCHITECTURE.md §4.3 exactly: the top-level keys, each hit's keys and every value's
-    type."""
-    assert set(doc) == TOP_KEYS
-    assert isinstance(doc["warnings"], list) and all(isinstance(w, str) for w in doc["warnings"])
-    assert isinstance(doc["retrievers"], list)
-    assert set(doc["retrievers"]) <= {"dense", "lexical"}
-    assert type(doc["dropped_stale"]) is int
-    assert type(doc["below_floor"]) is int
-    for hit in doc["hits"]:
-        assert set(hit) == HIT_KEYS
-        assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
-        assert hit["room_alias"] is None or hit["room_alias"].startswith("#")
-        assert hit["thread_root"] is None or hit["thread_root"].startswith("$")
-        assert type(hit["score"]) is float and hit["score"] > 0
-        ids = hit["event_ids"]
-        assert isinstance(ids, list) and all(isinstance(e, str) for e in ids)
-        assert hit["first_event_id"] == ids[0] and hit["last_event_id"] in ids
-        assert hit["best_event_id"] in ids
-        assert hit["messages"]
-        for m in hit["messages"]:
-            assert set(m) == MESSAGE_KEYS
-            assert isinstance(m["event_id"], str) and m["event_id"] in ids
-            assert isinstance(m["sender"], str) and m["sender"].startswith("@")
-            assert type(m["ts"]) is int and m["ts"] > 10**12  # milliseconds, not seconds
-            assert isinstance(m["body"], str)
-        assert hit["permalink"] == (
-            f"{MATRIX_TO}{quote(hit['room_id'], safe='!')}/"
-            f"{quote(hit['best_event_id'], safe='!')}?via={server_name}"
-        )
 
 
 async def test_cli_search_json_follows_the_contract(cli: CliCorpus, hs: Homeserver) -> None:
@@ -322,145 +272,3 @@ async def test_cli_search_bad_query_names_the_field(
 
 
 # ---------------------------------------------------------------- revalidation
-
-
-@dataclass
-class Kiwi:
-    config: Path
-    room_id: str
-    harvest: str  # event id of the window that will go stale
-    export: str  # event id of the window that stays
-    reader: MatrixUser
-
-
-async def kiwi_room(hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path) -> Kiwi:
-    """Two one-message windows about kiwis, indexed by a fresh reader; the store is released."""
-    reader = await hs.register()
-    room_id = await hs.fresh_room(alice)
-    for user in (seeder, reader):
-        await user.join(room_id)
-    harvest = await seeder.send_text(
-        room_id, "kiwi harvest starts monday", ts=utc_ms("2024-07-01T10:00")
-    )
-    export = await seeder.send_text(
-        room_id, "kiwi export paperwork is done", ts=utc_ms("2024-07-03T10:00")
-    )
-    indexer = Indexer(reader_config(hs, reader, tmp_path))
-    try:
-        await indexer.refresh()
-        assert len(await indexer.points()) == 2
-    finally:
-        await indexer.close()
-    config = write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
-    return Kiwi(config, room_id, harvest, export, reader)
-
-
-def event_ids(doc: dict[str, Any]) -> list[str]:
-    return [e for h in doc["hits"] for e in h["event_ids"]]
-
-
-async def test_cli_search_drops_a_hit_redacted_since_indexing(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
-) -> None:
-    """A window whose message was redacted after the last refresh is dropped and counted."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    before = await search_json(kiwi.config, "kiwi")
-    assert set(event_ids(before)) == {kiwi.harvest, kiwi.export}
-    await seeder.redact(kiwi.room_id, kiwi.harvest)
-    after = await search_json(kiwi.config, "kiwi")
-    check_contract(after, hs.server_name)
-    assert event_ids(after) == [kiwi.export]
-    assert after["dropped_stale"] == 1
-
-
-async def test_cli_search_drops_a_hit_whose_edit_was_redacted_since_indexing(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
-) -> None:
-    """The indexed window shows an edit's text; once that edit is redacted, the window is
-    stale though the message it edited still stands."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    edit = await seeder.send_edit(kiwi.room_id, kiwi.harvest, "kiwi harvest moved to gooseberry")
-    indexer = Indexer(reader_config(hs, kiwi.reader, tmp_path))
-    try:
-        await indexer.refresh()
-    finally:
-        await indexer.close()
-    before = await search_json(kiwi.config, "gooseberry")
-    assert kiwi.harvest in event_ids(before)
-    await seeder.redact(kiwi.room_id, edit)
-    run = await muninn(kiwi.config, "search", "gooseberry", "--json")
-    assert "gooseberry" not in run.out
-    assert run.doc()["dropped_stale"] >= 1
-
-
-async def test_cli_search_never_shows_the_words_an_edit_since_indexing_took_back(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
-) -> None:
-    """Index, edit, (no refresh), search: the old words are not shown. The window the index
-    ranked for them is dropped and counted (with its new text it would still say they were
-    there); the next refresh indexes the new text."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    await seeder.send_edit(kiwi.room_id, kiwi.harvest, "kiwi harvest is postponed")
-    run = await muninn(kiwi.config, "search", "kiwi harvest monday", "--json")
-    assert "monday" not in run.out
-    assert run.doc()["dropped_stale"] == 1
-    assert event_ids(run.doc()) == [kiwi.export]
-
-
-async def test_cli_search_drops_a_hit_inside_a_pending_purge(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
-) -> None:
-    """A window inside a purge tombstone not yet applied by a refresh is dropped and counted."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    purge = await muninn(
-        kiwi.config,
-        "purge",
-        "--room",
-        kiwi.room_id,
-        "--from",
-        "2024-07-01",
-        "--to",
-        "2024-07-02",
-        "--json",
-    )
-    assert purge.rc == 0, purge.err
-    doc = await search_json(kiwi.config, "kiwi")
-    assert event_ids(doc) == [kiwi.export]
-    assert doc["dropped_stale"] == 1
-
-
-async def test_cli_search_drops_hits_of_a_room_the_reader_left(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path
-) -> None:
-    """After the reader leaves a room its windows are stale at once, before any refresh."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    await kiwi.reader.leave(kiwi.room_id)
-    doc = await search_json(kiwi.config, "kiwi")
-    assert doc["hits"] == []
-    assert doc["dropped_stale"] == 2
-
-
-@pytest.mark.parametrize("change", ["bridged", "encrypted", "excluded"])
-async def test_cli_search_hides_a_room_refused_since_indexing(
-    hs: Homeserver, alice: MatrixUser, seeder: MatrixUser, tmp_path: Path, change: str
-) -> None:
-    """A room that became bridged, encrypted or excluded after the last refresh shows nothing
-    at once: its windows are still in the store, but no text of theirs reaches the output."""
-    kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    config = kiwi.config
-    if change == "bridged":
-        bridge = {"bridgebot": alice.user_id, "protocol": {"id": "irc"}, "channel": {"id": "#k"}}
-        await alice.send_state(kiwi.room_id, "m.bridge", bridge, "irc/#k")
-    elif change == "encrypted":
-        await alice.enable_encryption(kiwi.room_id)
-    else:
-        doc = reader_config_doc(hs, kiwi.reader, tmp_path)
-        doc["scope"] = {"exclude_room_ids": [kiwi.room_id]}
-        config = write_config(tmp_path / "excluded.yaml", doc)
-    runs = [await muninn(config, "search", "kiwi", *args) for args in (["--json"], [])]
-    for run in runs:
-        assert run.rc == 0, run.err
-        assert "kiwi" not in run.out  # not one excerpt
-        assert kiwi.room_id not in run.out
-    doc = runs[0].doc()
-    assert doc["hits"] == [] and doc["dropped_stale"] == 2

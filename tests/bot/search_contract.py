@@ -1,0 +1,62 @@
+"""The `muninn search --json` document as docs/ARCHITECTURE.md §4.3 defines it, and a way to get
+one from the real CLI: shared by the CLI's test files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from ingest.permalink import MATRIX_TO
+from tests.indexing import muninn
+
+TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale", "below_floor"}
+HIT_KEYS = {
+    "room_id",
+    "room_alias",
+    "thread_root",
+    "first_event_id",
+    "last_event_id",
+    "event_ids",
+    "messages",
+    "score",
+    "permalink",
+    "best_event_id",
+}
+MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
+
+
+async def search_json(config: Path, *args: str) -> dict[str, Any]:
+    return (await muninn(config, "search", *args, "--json")).doc()
+
+
+def check_contract(doc: dict[str, Any], server_name: str) -> None:
+    """docs/ARCHITECTURE.md §4.3 exactly: the top-level keys, each hit's keys and every value's
+    type."""
+    assert set(doc) == TOP_KEYS
+    assert isinstance(doc["warnings"], list) and all(isinstance(w, str) for w in doc["warnings"])
+    assert isinstance(doc["retrievers"], list)
+    assert set(doc["retrievers"]) <= {"dense", "lexical"}
+    assert type(doc["dropped_stale"]) is int
+    assert type(doc["below_floor"]) is int
+    for hit in doc["hits"]:
+        assert set(hit) == HIT_KEYS
+        assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
+        assert hit["room_alias"] is None or hit["room_alias"].startswith("#")
+        assert hit["thread_root"] is None or hit["thread_root"].startswith("$")
+        assert type(hit["score"]) is float and hit["score"] > 0
+        ids = hit["event_ids"]
+        assert isinstance(ids, list) and all(isinstance(e, str) for e in ids)
+        assert hit["first_event_id"] == ids[0] and hit["last_event_id"] in ids
+        assert hit["best_event_id"] in ids
+        assert hit["messages"]
+        for m in hit["messages"]:
+            assert set(m) == MESSAGE_KEYS
+            assert isinstance(m["event_id"], str) and m["event_id"] in ids
+            assert isinstance(m["sender"], str) and m["sender"].startswith("@")
+            assert type(m["ts"]) is int and m["ts"] > 10**12  # milliseconds, not seconds
+            assert isinstance(m["body"], str)
+        assert hit["permalink"] == (
+            f"{MATRIX_TO}{quote(hit['room_id'], safe='!')}/"
+            f"{quote(hit['best_event_id'], safe='!')}?via={server_name}"
+        )
