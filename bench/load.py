@@ -38,8 +38,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import sys
 import tempfile
 import time
@@ -50,99 +48,19 @@ from typing import Any
 from bench.ingest import irc_events, vm
 from bench.latency_e2e import seed_room
 from bench.latency_setup import machine, phrases, stats
+from bench.load_probes import (
+    POLL_SECONDS,
+    Requests,
+    cpu_seconds,
+    now_token,
+    read_new,
+    reset_peak,
+    sample_waits,
+)
+from bench.load_profile import PROFILE_WARMUP, profile
 from bench.output import emit
 from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
-
-POLL_SECONDS = 1.0
-WAIT_SAMPLE_SECONDS = 0.25  # how often the burst notes where each command in flight waits
-
-
-class Requests:
-    """The service's homeserver requests by kind (wraps its client's one request layer)."""
-
-    KINDS = ("/messages", "/state", "/event/", "/send/", "/members", "/context/")
-
-    def __init__(self, client: Any) -> None:
-        self.by_kind: dict[str, int] = {}
-        inner = client._request
-
-        async def counted(method: str, path: str, **kwargs: Any) -> Any:
-            kind = next((k.strip("/") for k in self.KINDS if k in path), f"{method} other")
-            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-            return await inner(method, path, **kwargs)
-
-        client._request = counted
-
-
-def _awaiting(task: asyncio.Task[Any]) -> str:
-    """Where a suspended task waits: its innermost coroutine's function and line."""
-    coro: Any = task.get_coro()
-    where = "?"
-    while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-        if frame is not None:
-            where = f"{frame.f_code.co_qualname}:{frame.f_lineno}"
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
-    return where
-
-
-async def _sample_waits(into: dict[str, int]) -> None:
-    """Every `WAIT_SAMPLE_SECONDS`, count where each command task in flight is suspended."""
-    while True:
-        await asyncio.sleep(WAIT_SAMPLE_SECONDS)
-        for task in asyncio.all_tasks():
-            if task.get_name().startswith("muninn-command-") and not task.done():
-                where = _awaiting(task)
-                into[where] = into.get(where, 0) + 1
-
-
-def _cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU seconds so far (`/proc/PID/stat`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _reset_peak() -> None:
-    """Start VmHWM again from the current RSS (Linux: write 5 to clear_refs)."""
-    Path("/proc/self/clear_refs").write_text("5")
-
-
-def _in_reply_to(event: dict[str, Any]) -> str | None:
-    rel = event.get("content", {}).get("m.relates_to", {})
-    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
-    return reply.get("event_id") if isinstance(reply, dict) else None
-
-
-async def _now_token(user: Any, room: str) -> str:
-    """A `/messages` token at the room's present, to read forward from."""
-    return str((await user.messages(room, direction="b", limit=1))["start"])
-
-
-async def _read_new(
-    user: Any,
-    room: str,
-    token: str,
-    bot_id: str,
-    wanted: set[str],
-    seen: dict[str, dict[str, Any]],
-    answer: dict[str, dict[str, Any]],
-) -> str:
-    """Read the room forward from `token` (each event once: a poll of the latest 1,000 events
-    cost Synapse and this process, which hosts the service, more than the replies did);
-    record the events in `seen` and the bot's replies to `wanted` commands in `answer`; the token
-    to go on from."""
-    while True:
-        page = await user.messages(room, direction="f", from_token=token, limit=500)
-        for event in page["chunk"]:
-            seen[event["event_id"]] = event
-            target = _in_reply_to(event)
-            if event["sender"] == bot_id and target in wanted and target not in answer:
-                answer[target] = event
-        end = page.get("end")
-        if not page["chunk"] or not isinstance(end, str) or end == token:
-            return token if not isinstance(end, str) else end
-        token = end
 
 
 async def burst(
@@ -173,8 +91,8 @@ async def burst(
         rss_before = vm("VmRSS")
         requests = Requests(service.client)
         waits: dict[str, int] = {}
-        sampler = asyncio.create_task(_sample_waits(waits))
-        _reset_peak()
+        sampler = asyncio.create_task(sample_waits(waits))
+        reset_peak()
         per = len(texts) // len(people)
 
         async def ask(n: int, user: Any) -> list[str]:
@@ -182,8 +100,8 @@ async def burst(
             sends = (user.send_text(room, f"!search {text}") for text in mine)
             return list(await asyncio.gather(*sends))
 
-        token = await _now_token(people[0], room)
-        cpu_at, synapse_at = time.process_time(), _cpu_seconds(server.pid)
+        token = await now_token(people[0], room)
+        cpu_at, synapse_at = time.process_time(), cpu_seconds(server.pid)
         sent_at = time.perf_counter()
         asked = await asyncio.gather(*(ask(n, user) for n, user in enumerate(people)))
         sent = [event_id for ids in asked for event_id in ids]
@@ -194,12 +112,12 @@ async def burst(
         deadline = time.perf_counter() + patience
         while len(answer) < len(wanted) and time.perf_counter() < deadline:
             await asyncio.sleep(POLL_SECONDS)
-            token = await _read_new(
+            token = await read_new(
                 people[0], room, token, server.bot_user_id, wanted, seen, answer
             )
         wall_s = time.perf_counter() - sent_at
         sampler.cancel()
-        cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
+        cpu_s, synapse_s = time.process_time() - cpu_at, cpu_seconds(server.pid) - synapse_at
         peak = vm("VmHWM")
         rss_after = vm("VmRSS")
         sent_ts = {e: int(seen[e]["origin_server_ts"]) for e in sent}
@@ -269,13 +187,13 @@ async def floor(
                 await asyncio.gather(*(user.send_text(room, f"!nosuchcommand {t}") for t in mine))
             )
 
-        synapse_at, sent_at = _cpu_seconds(server.pid), time.perf_counter()
+        synapse_at, sent_at = cpu_seconds(server.pid), time.perf_counter()
         asked = await asyncio.gather(*(send(n, user) for n, user in enumerate(people)))
         sent = [event_id for ids in asked for event_id in ids]
         send_s = time.perf_counter() - sent_at
         await asyncio.sleep(2.0)  # the last pushes to the appservice
         await service.queue.join()
-        synapse_s = _cpu_seconds(server.pid) - synapse_at
+        synapse_s = cpu_seconds(server.pid) - synapse_at
     finally:
         await service.stop()
     return {
@@ -283,106 +201,6 @@ async def floor(
         "send_seconds": round(send_s, 1),
         "synapse_cpu_ms_per_message": round(synapse_s * 1000 / max(len(sent), 1), 1),
     }
-
-
-PROFILE_RATE = 200  # py-spy samples a second
-PROFILE_WARMUP = 3  # commands before the profile starts: the room's copy is then warm
-
-
-def top_costs(raw: str, commands: int, rate: int = PROFILE_RATE, top: int = 30) -> list[Any]:
-    """py-spy's `raw` (collapsed) stacks as rows of (function, inclusive ms a command, self ms
-    a command), by inclusive time: a function counts once per sample that has it anywhere on
-    its stack, so nested rows overlap and do not add up."""
-    inclusive: dict[str, int] = {}
-    own: dict[str, int] = {}
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = stack.split(";")
-        for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + int(count)
-        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
-    ms = 1000 / rate / max(commands, 1)
-    rows = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
-    return [(frame, round(n * ms, 1), round(own.get(frame, 0) * ms, 1)) for frame, n in rows]
-
-
-async def profile(
-    server: Any,
-    workdir: Path,
-    embedder: Embedder,
-    hs: Any,
-    room: str,
-    person: Any,
-    texts: Sequence[str],
-    *,
-    warmup: int,
-    out: Path,
-) -> dict[str, Any]:
-    """`texts` asked one after another by one person, each waiting for its reply, under
-    `py-spy record` of this process (every thread, idle ones left out) after `warmup` of
-    them: where a command's CPU goes once the room's copy is warm, as in a burst."""
-    from bot.service import Service
-    from tests.botkit import service_config
-
-    # One asker for every command: the rate limit would otherwise drop them after 10.
-    cfg = service_config(server, workdir, bot={"rate_per_minute": 10_000})
-    service = Service(cfg, embedder=embedder, full_at_start=False)
-    await service.start()
-    spies: list[asyncio.subprocess.Process] = []
-    try:
-        await hs.ping_appservice()
-        token = await _now_token(person, room)
-        seen: dict[str, dict[str, Any]] = {}
-        answer: dict[str, dict[str, Any]] = {}
-        cpu_at = synapse_at = 0.0
-        for n, text in enumerate(texts):
-            if n == warmup:
-                spies = [await _spy(os.getpid(), out), await _spy(server.pid, _synapse(out))]
-                await asyncio.sleep(1.0)  # attached
-                cpu_at, synapse_at = time.process_time(), _cpu_seconds(server.pid)
-            wanted = {await person.send_text(room, f"!search {text}")}
-            while not wanted <= answer.keys():
-                await asyncio.sleep(0.05)
-                token = await _read_new(
-                    person, room, token, server.bot_user_id, wanted, seen, answer
-                )
-        profiled = len(texts) - warmup
-        cpu_s, synapse_s = time.process_time() - cpu_at, _cpu_seconds(server.pid) - synapse_at
-    finally:
-        for spy in spies:
-            if spy.returncode is None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
-            await spy.wait()
-        await service.stop()
-    return {
-        "profiled_commands": profiled,
-        "service_cpu_ms_per_command": round(cpu_s * 1000 / profiled, 1),
-        "synapse_cpu_ms_per_command": round(synapse_s * 1000 / profiled, 1),
-        "profile_file": str(out),
-        "top_inclusive_ms_per_command": _costs_in(out, profiled),
-        "synapse_top_inclusive_ms_per_command": _costs_in(_synapse(out), profiled),
-    }
-
-
-async def _spy(pid: int, out: Path) -> asyncio.subprocess.Process:
-    """`py-spy record` of a process (every thread, idle ones left out) into `out`."""
-    return await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("py-spy")),
-        *("record", "--pid", str(pid), "--rate", str(PROFILE_RATE), "--format", "raw"),
-        *("--function", "--nonblocking", "-o", str(out)),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-
-
-def _synapse(out: Path) -> Path:
-    return out.with_name(out.stem + "-synapse" + out.suffix)
-
-
-def _costs_in(path: Path, commands: int) -> list[Any]:
-    return top_costs(path.read_text(), commands) if path.exists() else []
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,10 +20,10 @@ must keep answering.
 Memory: writes land in an appendable segment, whose id tracker, sparse index and payload
 indexes live on the heap and whose vectors are read whole at open (~11 KB a point at 100k
 points with the WAL, bench/RESULTS.md §10). Closing the store therefore compacts it: the
-optimizer turns every appendable segment with points into an immutable one (no HNSW graph:
-`m=0`), whose vectors, sparse index, id tracker and payload indexes are files mapped cold, so
-the next process touches only the pages its searches read. The cost is paid by the closing
-process, in proportion to the points written since the last compaction.
+optimizer turns every appendable segment of more than ~1,000 points into an immutable one
+(no HNSW graph: `m=0`), whose vectors, sparse index, id tracker and payload indexes are
+files mapped cold, so the next process touches only the pages its searches read. The cost is
+paid by the closing process, in proportion to the points written since the last compaction.
 """
 
 from __future__ import annotations
@@ -60,8 +60,10 @@ _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
 _DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
 _SHARD_MARKER = "edge_config.json"
-# Vector bytes an appendable segment may hold before the optimizer makes it immutable: any.
-_COMPACT_ABOVE_KB = 1
+# Vector kilobytes an appendable segment holds before a close compacts it: ~1,000 MiniLM
+# vectors (~11 MiB of heap). Below that an optimizer pass costs more (~120 ms, ~45 MiB
+# transient) than it frees; a smaller segment keeps growing across closes until it qualifies.
+_COMPACT_ABOVE_KB = 1_500
 
 log = logging.getLogger("muninn.store")
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import qdrant_edge as qe
 
 from ingest.config import IndexConfig, StoreConfig
-from ingest.store import PointFilter, open_store
+from ingest.store import PointFilter, edge, open_store
 from ingest.store.contract import INTEGER_FIELDS, KEYWORD_FIELDS
 from tests.ingest.test_store_contract import COLLECTION, DIM, GEN, names, pid, point
 
@@ -62,14 +63,17 @@ def dense_storage(shard_dir: Path) -> list[str]:
     )
 
 
-def test_edge_generation_is_compacted_at_close_and_answers_the_same(tmp_path: Path) -> None:
+def test_edge_generation_is_compacted_at_close_and_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Closing the store moves the generation's points into an immutable segment mapped cold
     (the next open reads only what its searches touch) beside an empty appendable one; the
     reopened generation answers as before and takes new writes."""
+    monkeypatch.setattr(edge, "_COMPACT_ABOVE_KB", 1)  # as if these 4-d points were many
     store = open_store(CFG, tmp_path)
     coll = store.open(GEN, dense_dim=DIM, create=True)
     coll.upsert([point(n, dense=(1.0, i, 0.0, 0.0)) for i, n in enumerate("ABCD")])
-    # The optimizer compacts a segment from 1 KB of vectors: 100 more 4-d points.
+    # The optimizer then compacts a segment from 1 KB of vectors: 100 more 4-d points.
     coll.upsert([point(f"fill{i}", dense=(0.0, 0.0, 1.0, i)) for i in range(100)])
     before = [h.id for h in coll.dense_search([1.0, 0.0, 0.0, 0.0], None, 4)]
     store.close()
@@ -83,5 +87,22 @@ def test_edge_generation_is_compacted_at_close_and_answers_the_same(tmp_path: Pa
         assert [p.id for p in coll.retrieve([pid("B")])] == [pid("B")]
         coll.upsert([point("E")])
         assert coll.count() == 105
+    finally:
+        store.close()
+
+
+def test_edge_generation_too_small_to_gain_is_not_compacted(tmp_path: Path) -> None:
+    """A close does not pay an optimizer pass (~120 ms, ~45 MiB) for a segment of a few points:
+    it stays appendable, and answers the same when reopened."""
+    store = open_store(CFG, tmp_path)
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    coll.upsert([point(f"fill{i}", dense=(0.0, 0.0, 1.0, i)) for i in range(100)])
+    before = [h.id for h in coll.dense_search([0.0, 0.0, 1.0, 0.0], None, 4)]
+    store.close()
+    assert dense_storage(tmp_path / "qdrant" / GEN) == ["ChunkedMmap"]
+    store = open_store(CFG, tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=DIM, create=False)
+        assert [h.id for h in coll.dense_search([0.0, 0.0, 1.0, 0.0], None, 4)] == before
     finally:
         store.close()
