@@ -347,25 +347,6 @@ def _labels(data: loco_data.Data, qi: int, pool: list[str], share: bool = False)
     return [len(ev & {dia for dia, _, _ in w[p]}) / len(ev) for p in pool]
 
 
-def fit_weighted(
-    x: np.ndarray, y: np.ndarray, sw: np.ndarray, l2: float = 1e-2, iters: int = 50
-) -> np.ndarray:
-    """`loco_rank.fit_logistic` with a weight per row (soft labels allowed)."""
-    xb = np.hstack([np.ones((len(x), 1)), x])
-    w = np.zeros(xb.shape[1])
-    reg = l2 * np.eye(xb.shape[1])
-    reg[0, 0] = 0.0
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-np.clip(xb @ w, -60, 60)))
-        grad = xb.T @ (sw * (p - y)) + reg @ w
-        hess = (xb * (sw * p * (1 - p))[:, None]).T @ xb + reg + 1e-9 * np.eye(len(w))
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
-
-
 def _nb(pool: list[str], nb: dict[str, int], p: np.ndarray) -> np.ndarray:
     """Each row's best pool neighbour's first-pass probability (before or after), 0 if none."""
     out = np.zeros(len(pool))
@@ -386,7 +367,7 @@ def _fit_one(
     if c.model == "softmax":
         lg.w = fit_softmax(lg.design(x), y, qid, c.l2)
     else:
-        lg.w = fit_weighted(lg.design(x), y, sw, c.l2)
+        lg.w = loco_rank.fit_logistic(lg.design(x), y, c.l2, weights=sw)
     return lg
 
 

@@ -45,16 +45,24 @@ def pool_features(
     return _pool_features(id(data), qi, s, stem)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, iters: int = 50) -> np.ndarray:
-    """Pointwise logistic regression by Newton's method (IRLS); weights [bias, *features]."""
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    l2: float = 1e-2,
+    iters: int = 50,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """Pointwise logistic regression by Newton's method (IRLS); weights [bias, *features].
+    `weights`: one per row (soft labels allowed); none is every row at 1."""
+    sw = np.ones(len(x)) if weights is None else weights
     xb = np.hstack([np.ones((len(x), 1)), x])
     w = np.zeros(xb.shape[1])
     reg = l2 * np.eye(xb.shape[1])
     reg[0, 0] = 0.0
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-np.clip(xb @ w, -60, 60)))
-        grad = xb.T @ (p - y) + reg @ w
-        hess = (xb * (p * (1 - p))[:, None]).T @ xb + reg + 1e-9 * np.eye(len(w))
+        grad = xb.T @ (sw * (p - y)) + reg @ w
+        hess = (xb * (sw * p * (1 - p))[:, None]).T @ xb + reg + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.abs(step).max() < 1e-8:
