@@ -94,6 +94,7 @@ async def _index(
     command: SearchCommand,
     rooms: Sequence[RoomID] | None,
     audience: Audience,
+    views: Sequence[RoomView],
 ) -> Candidates:
     if command.regex is not None or not command.texts:
         return Candidates()  # a /regex/ is the transcript's alone
@@ -107,7 +108,8 @@ async def _index(
         before_ts=before,
     )
     try:
-        return await searcher.rank(query)
+        # Each view's log was read for this command: its hits are revalidated from it.
+        return await searcher.rank(query, logs={v.log.room_id: v.log.raw for v in views})
     except StoreError as e:
         log.warning("store unavailable, answering from the transcript: %s", e)
         return Candidates(warnings=[f"the index is unavailable ({e}): transcript only"])
@@ -146,7 +148,7 @@ async def fused_search(
     """
     fetch = min(50, command.limit * 3)
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
-    pool = await _index(searcher, command, rooms, single)
+    pool = await _index(searcher, command, rooms, single, views)
     stones = pool.stones if pool.ranked else []
     if views and not pool.ranked:
         try:

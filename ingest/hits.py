@@ -78,6 +78,8 @@ class Candidates:
     stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
     cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
     early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
+    # room -> its tail since the cursor, from the caller's own log read (`revalidate.Tail`)
+    known: dict[str, Any] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
     below_floor: int = 0  # candidates the ranker judged not to match: never shown

@@ -8,15 +8,16 @@ compatibility record. The writer writes them; search, status and import read the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ingest.chunker import CHUNKER_VERSION
+from ingest.events import normalize
 from ingest.lexical import LEXICAL_VERSION
 from ingest.scrub import SCRUB_VERSION
 from ingest.store import Collection
-from ingest.types import EmbedderIdentity, RoomID
+from ingest.types import EmbedderIdentity, RoomID, Skip, SkipReason
 
 SCHEMA_VERSION = 1
 CURSOR_PREFIX = "cursor:"  # `cursor:<room id>` → where the writer's walk of the room stands
@@ -40,9 +41,38 @@ def compatibility(identity: EmbedderIdentity) -> dict[str, Any]:
     }
 
 
-def cursor_record(token: str | None, tails: Mapping[str, str]) -> dict[str, Any]:
-    """The value of `cursor:<room id>`: the walk's next token and the open windows' tails."""
-    return {"token": token, "tails": dict(tails), "updated_ms": int(time.time() * 1000)}
+def cursor_record(
+    token: str | None, tails: Mapping[str, str], last_event_id: str | None = None
+) -> dict[str, Any]:
+    """The value of `cursor:<room id>`: the walk's next token, the open windows' tails, and
+    the newest event the walk has read (`last_event_id`): a room log read later that holds it
+    holds everything the index may be missing (`ingest.revalidate.tail_since`)."""
+    return {
+        "token": token,
+        "tails": dict(tails),
+        "last_event_id": last_event_id,
+        "updated_ms": int(time.time() * 1000),
+    }
+
+
+def cursor_mark(
+    events: Sequence[Mapping[str, Any]], stones: Sequence[Tombstone], previous: str | None
+) -> str | None:
+    """The cursor's `last_event_id` after a page of `events` (oldest first): its newest event
+    that leaves no trace of a message, neither redacted nor inside a purge (the collection
+    keeps nothing of either, not even the id); else `previous`. An older mark only makes
+    what a log read holds after it a larger superset of the tail."""
+    for event in reversed(events):
+        event_id, ts = event.get("event_id"), event.get("origin_server_ts")
+        if not isinstance(event_id, str) or not isinstance(ts, int):
+            continue
+        if any(stone.covers(ts) for stone in stones):
+            continue
+        item = normalize(event, own_user_ids=frozenset(), command_prefix="")
+        if isinstance(item, Skip) and item.reason is SkipReason.REDACTED:
+            continue
+        return event_id
+    return previous
 
 
 @dataclass(frozen=True)
@@ -125,6 +155,7 @@ __all__ = [
     "Tombstone",
     "add_tombstone",
     "compatibility",
+    "cursor_mark",
     "cursor_record",
     "puppet_refusal",
     "retry_record",

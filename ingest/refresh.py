@@ -39,6 +39,7 @@ from ingest.records import (
     RETRY_PREFIX,
     TOMBSTONE_PREFIX,
     Tombstone,
+    cursor_mark,
     cursor_record,
     puppet_refusal,
     room_tombstones,
@@ -233,11 +234,13 @@ class Writer:
         cursor = await asyncio.to_thread(col.get_meta, CURSOR_PREFIX + room_id)
         token: str | None = (cursor or {}).get("token")
         tails: dict[str, str] = dict((cursor or {}).get("tails") or {})
+        last: str | None = (cursor or {}).get("last_event_id")
         stones = await self._tombstones(col, room_id)
         pending_stones = [s for s, applied in stones if not applied]
         if pending_stones:
             tails = await self._apply_tombstones(col, state, pending_stones, tails, names, report)
-            await self._save_cursor(col, room_id, token, tails)
+            last = None  # it may name a message the purge covers: the next page sets it again
+            await self._save_cursor(col, room_id, token, tails, last)
             for stone in pending_stones:
                 await asyncio.to_thread(
                     col.put_meta, stone.key, {**stone.record(), "applied": True}
@@ -246,7 +249,7 @@ class Writer:
         if cursor is None:
             # Before the first upsert: a room holding points always has a cursor, so a room
             # that leaves scope after a crash in its first page is still found and purged.
-            await self._save_cursor(col, room_id, token, tails)
+            await self._save_cursor(col, room_id, token, tails, last)
         async for page in self.reader.walk(room_id, token, self.cfg.refresh.page_size):
             report.events_read += len(page.events)
             puppet = puppet_in_events(page.events, self._scope)
@@ -266,8 +269,9 @@ class Writer:
             written = report.windows_written
             await self._commit(col, ws, state, names, report)
             token, tails = page.end or token, ws.tails
+            last = cursor_mark(page.events, every_stone, last)
             # Only now, with the page's points acknowledged, does the cursor move past it.
-            await self._save_cursor(col, room_id, token, tails)
+            await self._save_cursor(col, room_id, token, tails, last)
             if report.windows_written > written:
                 # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
                 # segment takes memory in proportion, so a backfill flushes as it goes
@@ -278,9 +282,14 @@ class Writer:
         return report
 
     async def _save_cursor(
-        self, col: Collection, room_id: RoomID, token: str | None, tails: Mapping[str, str]
+        self,
+        col: Collection,
+        room_id: RoomID,
+        token: str | None,
+        tails: Mapping[str, str],
+        last_event_id: str | None,
     ) -> None:
-        record = cursor_record(token, tails)
+        record = cursor_record(token, tails, last_event_id)
         await asyncio.to_thread(col.put_meta, CURSOR_PREFIX + room_id, record)
 
     def _params(self) -> ChunkParams:

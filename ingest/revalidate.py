@@ -20,7 +20,9 @@ a newer valid edit. So a reply reads that tail once a room, filtered to redactio
 messages (`/messages?dir=f&from=<cursor>&filter={"types": …}`: one request when the writer is
 caught up, two when a few events are new), instead of one `GET /event` per cited event; while
 the cursor has not moved (a burst of replies between two refreshes) each read goes on from the
-room's last one instead of reading the whole tail again. Only
+room's last one instead of reading the whole tail again. A caller that has just read the room's
+log for its query (the bot, for the command's transcript) needs no read at all when that log
+reaches back to the cursor's newest walked event (`tail_since`). Only
 when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
 it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
 `unsigned.m.relations.m.replace`, shows an edit).
@@ -54,6 +56,7 @@ __all__ = [
     "current",
     "edited_since",
     "read_tail",
+    "tail_since",
 ]
 
 
@@ -115,11 +118,29 @@ class _Read:
     events: int  # read since the cursor
 
 
-def read_tail(events: Sequence[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
+def read_tail(events: Iterable[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
     tail = tail if tail is not None else Tail()
     for event in events:
         tail.add(event)
     return tail
+
+
+def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | None:
+    """The tail after the writer's newest walked event `mark`, from a read of the room's log
+    (newest first, from the present back without a gap: the bot's read for the command it
+    answers); None when the log does not reach back to `mark`, or no mark is known.
+
+    Read after the command arrived, such a log is as fresh a snapshot as a tail read begun a
+    few milliseconds later, and it saves the command one or two `/messages` of its own.
+    """
+    if mark is None:
+        return None
+    newer: list[Mapping[str, Any]] = []
+    for event in log:
+        if event.get("event_id") == mark:
+            return read_tail(e for e in reversed(newer) if e.get("type") in TAIL_TYPES)
+        newer.append(event)
+    return None
 
 
 def edited_since(message: Mapping[str, Any], edit: Edit) -> bool:
@@ -299,19 +320,28 @@ class LiveCheck:
         cursor: str | None,
         payloads: Sequence[Mapping[str, Any]],
         early: asyncio.Future[Any] | None,
+        known: Tail | None,
     ) -> list[bool]:
         # Started when the cursors were taken (before the points): the same guarantee as a
         # read now, its snapshot only the ranking's few milliseconds older.
-        reading = early if early is not None else asyncio.ensure_future(self.tail(room_id, cursor))
+        reading: asyncio.Future[Any] | None = None
+        if known is None and early is None:
+            reading = asyncio.ensure_future(self.tail(room_id, cursor))
+        elif known is None:
+            reading = early
+        elif early is not None:
+            early.cancel()
         try:
             ok = await self._room_ok(room_id)
         except BaseException:  # the homeserver is down: the caller fails, naming it
-            reading.cancel()
+            if reading is not None:
+                reading.cancel()
             raise
         if not ok:
-            reading.cancel()
+            if reading is not None:
+                reading.cancel()
             return [False] * len(payloads)
-        tail: Tail | None = await reading
+        tail: Tail | None = known if reading is None else await reading
         if tail is not None:
             return [current(p, tail) for p in payloads]
         return list(await asyncio.gather(*(self._one_by_one(room_id, p) for p in payloads)))
@@ -321,12 +351,18 @@ class LiveCheck:
         payloads: Sequence[Mapping[str, Any]],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
+        known: Mapping[str, Tail] | None = None,
     ) -> list[bool]:
+        """Which of `payloads` may be shown. `known`: rooms whose tail since the cursor the
+        caller has already read (`tail_since`); the others read theirs (`early`'s if given)."""
         early = early if early is not None else {}
+        known = known or {}
         rooms = _grouped(payloads, lambda room: room)
         answers = await asyncio.gather(
             *(
-                self._room(r, cursors.get(r), [payloads[i] for i in idx], early.pop(r, None))
+                self._room(
+                    r, cursors.get(r), [payloads[i] for i in idx], early.pop(r, None), known.get(r)
+                )
                 for r, idx in rooms.items()
             )
         )
@@ -370,15 +406,19 @@ class SourcedCheck:
         payloads: Sequence[Mapping[str, Any]],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
+        known: Mapping[str, Tail] | None = None,
     ) -> list[bool]:
-        # Homeserver rooms in one call (their tails are read in parallel), each export apart.
+        # Homeserver rooms in one call (their tails are read in parallel), each export apart:
+        # an export is its room's record, so a homeserver log read (`known`) says nothing of it.
         groups = _grouped(payloads, lambda room: room if room in self.exports else None)
         answered: list[Sequence[bool]] = []
         for room_id, idx in groups.items():
             check = self.homeserver if room_id is None else await self._check(room_id)
             asked = [payloads[i] for i in idx]
             try:
-                answers = await check.windows(asked, cursors, early)
+                answers = await check.windows(
+                    asked, cursors, early, known if room_id is None else None
+                )
             except MatrixUnavailable as e:
                 rooms = room_id or ", ".join(sorted({str(p.get("room_id")) for p in asked}))
                 raise MatrixUnavailable(

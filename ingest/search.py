@@ -35,6 +35,7 @@ from ingest.hits import (
 from ingest.purges import PurgeLog
 from ingest.query import SearchQuery
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
+from ingest.revalidate import tail_since
 from ingest.store import Collection, Store
 from ingest.types import SparseVector, StoredPoint
 
@@ -70,6 +71,7 @@ class WindowCheck(Protocol):
         payloads: Sequence[Mapping[str, Any]],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
+        known: Mapping[str, Any] | None = None,
     ) -> Sequence[bool]: ...
 
     def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
@@ -120,9 +122,12 @@ class Searcher:
             self._collection, self._generation = col, active
         return self._collection
 
-    async def search(self, query: SearchQuery) -> SearchResult:
-        """The first `query.limit` candidates that pass revalidation, best first."""
-        pool = await self.rank(query)
+    async def search(
+        self, query: SearchQuery, logs: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+    ) -> SearchResult:
+        """The first `query.limit` candidates that pass revalidation, best first (`logs`: as
+        for `rank`)."""
+        pool = await self.rank(query, logs)
         result = SearchResult(
             warnings=pool.warnings, retrievers=pool.retrievers, below_floor=pool.below_floor
         )
@@ -141,8 +146,16 @@ class Searcher:
                     result.dropped_stale += 1
         return result
 
-    async def rank(self, query: SearchQuery) -> Candidates:
-        """Every candidate of the query, fused, best first; none of them revalidated yet."""
+    async def rank(
+        self, query: SearchQuery, logs: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+    ) -> Candidates:
+        """Every candidate of the query, fused, best first; none of them revalidated yet.
+
+        `logs`: rooms' events the caller read after the query was asked, newest first, from
+        the present back without a gap (the bot's room log for the command it answers). A
+        room whose log reaches back to the writer's newest walked event is revalidated from
+        it (`ingest.revalidate.tail_since`) instead of reading its tail again.
+        """
         pool = Candidates(texts=query.texts, server_name=self.server_name)
         col = await self._active()
         if col is None:
@@ -151,15 +164,23 @@ class Searcher:
         # The cursors before the points: a point read after its room's cursor holds at least
         # everything up to it, so revalidation needs only the timeline after it.
         cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)
+        records = {k.removeprefix(CURSOR_PREFIX): v for k, v in cursors.items()}
         pool.cursors = {
-            k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
-            for k, v in cursors.items()
+            room: v.get("token") if isinstance(v, dict) else None for room, v in records.items()
         }
+        for room, log_events in (logs or {}).items():
+            record = records.get(room)
+            mark = record.get("last_event_id") if isinstance(record, dict) else None
+            tail = tail_since(log_events, mark if isinstance(mark, str) else None)
+            if tail is not None:
+                pool.known[room] = tail
         check = self.live_check
         if isinstance(check, WindowCheck) and query.room_ids and len(query.room_ids) <= EARLY:
             # The homeserver's part of the check overlaps the embedding and the store's: it
             # needs only the cursors, and is used (once) by this query's first `confirm`.
-            pool.early = check.early({r: pool.cursors.get(r) for r in query.room_ids})
+            pool.early = check.early(
+                {r: pool.cursors.get(r) for r in query.room_ids if r not in pool.known}
+            )
         flt = query.point_filter()
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         points: dict[str, StoredPoint] = {}
@@ -229,7 +250,11 @@ class Searcher:
             return kept
         asked = [p for p, ok in zip(payloads, kept, strict=True) if ok]
         if isinstance(check, WindowCheck):
-            answers = list(await check.windows(asked, pool.cursors, pool.early)) if asked else []
+            answers = (
+                list(await check.windows(asked, pool.cursors, pool.early, pool.known))
+                if asked
+                else []
+            )
         else:
             answers = list(
                 await asyncio.gather(*(check(str(p["room_id"]), cited_events(p)) for p in asked))

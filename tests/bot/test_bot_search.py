@@ -381,6 +381,37 @@ async def test_bot_redaction_leaves_the_index_within_seconds(env: Env, alice: Ma
     assert "walrus" not in body_of(reply).split("\n", 1)[1]
 
 
+async def test_bot_search_checks_its_hits_against_the_log_it_read_for_the_command(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message redacted after indexing, the writer not woken since: the reply does not
+    quote it, and the command checked its index hits against the room log it had just read
+    for the transcript: no tail read (`/messages` with a filter) and no `GET /event` of its
+    own, one or two homeserver requests a command fewer (bench/RESULTS.md §7e)."""
+    room = await env.room(alice)
+    doomed = await alice.send_text(room, "the purple walrus sings at dawn")
+    await env.quiesce(alice, room)
+    await env.settle(room)
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # index as is
+    client = env.service.client
+    checks: list[str] = []  # this room's tail reads and single-event fetches
+    request = client._request
+
+    async def counted(method: str, path: str, **kwargs: Any) -> Any:
+        query = kwargs.get("query") or {}
+        if quote(room, safe="") in path and ("filter" in query or "/event/" in path):
+            checks.append(path)
+        return await request(method, path, **kwargs)
+
+    monkeypatch.setattr(client, "_request", counted)
+    _, reply = await ask(alice, room, "!search purple walrus", env.bot_id)
+    assert link(room, doomed) in body_of(reply)
+    await alice.redact(room, doomed)
+    _, reply = await ask(alice, room, "!search purple walrus", env.bot_id)
+    assert "purple" not in body_of(reply).split("\n", 1)[1]
+    assert checks == []
+
+
 async def test_bot_search_forgets_history_the_homeserver_purged(
     env: Env, hs: Homeserver, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,8 +2,10 @@
 
 Against the real Synapse: a room is indexed by the real writer, then changed without a refresh
 (an edit, a redaction), then searched in process through the real `Searcher` with the product's
-`LiveCheck`, both ways it can check: reading the room's tail since the cursor (the default, one
-or two requests a room) and, when it cannot, fetching each cited event (`tail_pages=0`).
+`LiveCheck`, every way it can check: reading the room's tail since the cursor (one or two
+requests a room), from a log of the room the caller read for the query (the bot's read for its
+command: no request of its own) and, when neither can, fetching each cited event
+(`tail_pages=0`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ import pytest_asyncio
 from ingest.hits import SearchResult
 from ingest.matrix import Page
 from ingest.query import SearchQuery
-from ingest.revalidate import LiveCheck, Tail, current, read_tail
+from ingest.records import CURSOR_PREFIX, Tombstone, cursor_mark
+from ingest.revalidate import LiveCheck, Tail, current, read_tail, tail_since
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms
 
-MODES = {"tail": 2, "each event": 0}  # LiveCheck(tail_pages=…)
+MODES = {"tail": 2, "room log": 2, "each event": 0}  # LiveCheck(tail_pages=…)
+LOG_BOUND = 2048  # the bot's default `transcript_limit`
 
 
 @dataclass
@@ -79,10 +84,15 @@ def searcher(room: Room, mode: str) -> Searcher:
 
 async def search(room: Room, mode: str, text: str, limit: int = 5) -> SearchResult:
     query = SearchQuery.build([text], room_ids=[room.room_id], limit=limit)
+    logs = None
+    if mode == "room log":  # read after the change, as the bot reads it for a command
+        logs = {room.room_id: await room.reader.latest(room.room_id, LOG_BOUND)}
     room.reader.paths.clear()
-    result = await searcher(room, mode).search(query)
+    room.reader.queries.clear()
+    result = await searcher(room, mode).search(query, logs)
     fetched = [p for p in room.reader.paths if "/event/" in p]
-    assert (fetched == []) == (mode == "tail"), room.reader.paths  # the way asked for
+    assert (fetched == []) == (mode != "each event"), room.reader.paths  # the way asked for
+    assert (_tail_tokens(room.reader) == []) == (mode != "tail"), room.reader.paths
     return result
 
 
@@ -199,6 +209,89 @@ async def test_a_tail_read_while_replies_arrive_is_read_whole_not_event_by_event
     result = await search(room, "tail", "heron")  # asserts no `GET /event`
     assert "reeds" not in shown(result)
     assert result.dropped_stale == 1 and len(result.hits) == 4
+
+
+@pytest.mark.parametrize("gap", ["log too short", "cursor without a mark"])
+async def test_a_room_log_that_misses_the_writers_mark_reads_the_tail_instead(
+    room: Room, seeder: MatrixUser, gap: str
+) -> None:
+    """A log that does not reach back to the writer's newest walked event (more was said
+    since than it holds), or a cursor saved before the writer recorded that event (an older
+    collection): what lies between cannot be told from the log, so the tail is read as
+    before, and the window redacted since indexing is still dropped."""
+    await seeder.redact(room.room_id, room.messages[2])
+    for n in range(3):
+        await seeder.send_text(room.room_id, f"unindexed chatter {n}")
+    bound = LOG_BOUND
+    if gap == "log too short":
+        bound = 2  # two of the four events since the writer's walk
+    else:
+        col = await room.indexer.collection()
+        key = CURSOR_PREFIX + room.room_id
+        record = dict(col.get_meta(key) or {})
+        assert record.pop("last_event_id") in room.messages  # the writer records its mark
+        col.put_meta(key, record)
+    logs = {room.room_id: await room.reader.latest(room.room_id, bound)}
+    room.reader.paths.clear()
+    room.reader.queries.clear()
+    result = await searcher(room, "room log").search(
+        SearchQuery.build(["heron flew over the mill"], room_ids=[room.room_id]), logs
+    )
+    assert "mill" not in shown(result) and result.dropped_stale == 1
+    assert _tail_tokens(room.reader), room.reader.paths
+
+
+def test_tail_since_reads_only_what_follows_the_mark() -> None:
+    """Pure: the redactions and edits newer than the writer's mark, none older (the index
+    holds those), nothing of other event types; no mark, or a log without it, tells nothing."""
+
+    def event(event_id: str, kind: str, **content: object) -> dict[str, object]:
+        extra = {"redacts": content["redacts"]} if "redacts" in content else {}
+        return {
+            "type": kind,
+            "event_id": event_id,
+            "sender": "@a:x",
+            "room_id": "!r:x",
+            "origin_server_ts": 1,
+            "content": content,
+            **extra,
+        }
+
+    log = [  # newest first, as a backward read returns them
+        event("$new", "m.room.redaction", redacts="$b"),
+        event("$topic", "m.room.topic", topic="x"),
+        event("$mark", "m.room.message", msgtype="m.text", body="hi"),
+        event("$old", "m.room.redaction", redacts="$a"),
+    ]
+    tail = tail_since(log, "$mark")
+    assert tail is not None and tail.redacted == {"$b"}
+    assert tail_since(log, "$elsewhere") is None
+    assert tail_since(log, None) is None
+    assert tail_since(log[:2], "$mark") is None
+
+
+def test_the_cursor_mark_names_no_redacted_or_purged_message() -> None:
+    """Pure: the writer's mark is the page's newest event, unless it is a redacted message or
+    inside a purge (the collection keeps nothing of either, not even its id): then an older
+    one, or the previous mark."""
+
+    def message(event_id: str, ts: int, redacted: bool = False) -> dict[str, object]:
+        content = {} if redacted else {"msgtype": "m.text", "body": "hi"}
+        return {
+            "type": "m.room.message",
+            "event_id": event_id,
+            "sender": "@a:x",
+            "room_id": "!r:x",
+            "origin_server_ts": ts,
+            "content": content,
+        }
+
+    page = [message("$a", 10), message("$b", 20), message("$c", 30, redacted=True)]
+    assert cursor_mark(page, [], "$prev") == "$b"
+    purge = Tombstone(RoomID("!r:x"), 15, 25)
+    assert cursor_mark(page, [purge], "$prev") == "$a"
+    assert cursor_mark(page[1:], [purge], "$prev") == "$prev"
+    assert cursor_mark([], [], None) is None
 
 
 def _tail_tokens(reader: CountingReader) -> list[str]:
