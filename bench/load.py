@@ -4,6 +4,7 @@
         [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
     python -m bench.load --profile 20 [--profile-out FILE]
     python -m bench.load --floor ...
+    python -m bench.load --synapse-db postgres ...  (`apt-get install postgresql`)
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
 `--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
@@ -56,9 +57,13 @@ from bench.load_probes import (
     read_new,
     reset_peak,
     sample_waits,
+    tree_cpu_seconds,
 )
 from bench.load_profile import PROFILE_WARMUP, profile
 from bench.output import emit
+from bench.postgres import start_postgres
+from bench.retrieval_setup import postgres_problem
+from bench.synapse_run import SYNAPSE_DBS
 from ingest.embed import Embedder, make_embedder
 from ingest.types import RoomID
 
@@ -74,8 +79,10 @@ async def burst(
     *,
     concurrency: int,
     patience: float,
+    db_pid: int | None = None,
 ) -> dict[str, Any]:
-    """One burst against a fresh service; `texts` has one query per command, in send order."""
+    """One burst against a fresh service; `texts` has one query per command, in send order.
+    `db_pid`: Synapse's PostgreSQL cluster, whose CPU is reported beside Synapse's."""
     from bot.service import Service
     from tests.botkit import service_config
 
@@ -102,6 +109,7 @@ async def burst(
 
         token = await now_token(people[0], room)
         cpu_at, synapse_at = time.process_time(), cpu_seconds(server.pid)
+        db_at = tree_cpu_seconds(db_pid) if db_pid else 0.0
         sent_at = time.perf_counter()
         asked = await asyncio.gather(*(ask(n, user) for n, user in enumerate(people)))
         sent = [event_id for ids in asked for event_id in ids]
@@ -118,6 +126,7 @@ async def burst(
         wall_s = time.perf_counter() - sent_at
         sampler.cancel()
         cpu_s, synapse_s = time.process_time() - cpu_at, cpu_seconds(server.pid) - synapse_at
+        db_s = tree_cpu_seconds(db_pid) - db_at if db_pid else None
         peak = vm("VmHWM")
         rss_after = vm("VmRSS")
         sent_ts = {e: int(seen[e]["origin_server_ts"]) for e in sent}
@@ -144,6 +153,9 @@ async def burst(
             "most_in_flight": service.commands.peak,
             "service_cpu_ms_per_command": round(cpu_s * 1000 / max(len(sent), 1), 1),
             "synapse_cpu_ms_per_command": round(synapse_s * 1000 / max(len(sent), 1), 1),
+            "postgres_cpu_ms_per_command": (
+                round(db_s * 1000 / max(len(sent), 1), 1) if db_s is not None else None
+            ),
             "requests_per_command": {
                 k: round(n / max(len(sent), 1), 2) for k, n in sorted(requests.by_kind.items())
             },
@@ -220,7 +232,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"machine": machine(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="muninn-bench-load-") as tmp:
         workdir = Path(tmp)
-        server = await asyncio.to_thread(start_synapse, workdir / "synapse")
+        cluster = None
+        if args.synapse_db == "postgres":
+            cluster = await asyncio.to_thread(start_postgres)
+            await asyncio.to_thread(cluster.create_database, "synapse")
+            result["machine"]["postgres"] = await asyncio.to_thread(cluster.version)
+        database = cluster.synapse_database("synapse") if cluster is not None else None
+        server = await asyncio.to_thread(
+            lambda: start_synapse(workdir / "synapse", database=database)
+        )
+        db_pid = cluster.process.pid if cluster is not None else None
+        result["synapse_db"] = args.synapse_db
         embedder = make_embedder(service_config(server, workdir).embedder)
         try:
             async with aiohttp.ClientSession() as session:
@@ -281,12 +303,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         texts[i * total : (i + 1) * total],
                         concurrency=concurrency,
                         patience=args.patience,
+                        db_pid=db_pid,
                     )
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     result["runs"].append(row)
         finally:
             await embedder.close()
             await asyncio.to_thread(server.stop)
+            if cluster is not None:
+                await asyncio.to_thread(cluster.stop)
     return result
 
 
@@ -323,8 +348,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="before the bursts: as many messages that nobody answers, sent at once, for "
         "Synapse's own CPU a message",
     )
+    p.add_argument(
+        "--synapse-db",
+        choices=SYNAPSE_DBS,
+        default="sqlite",
+        help="Synapse's database: sqlite (on /dev/shm) or postgres (Debian's server, a "
+        "throwaway cluster started here: what operators run)",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
+    if args.synapse_db == "postgres" and (problem := postgres_problem()):
+        print(f"--synapse-db postgres: {problem}", file=sys.stderr)
+        return 2
     results = asyncio.run(run(args))
     emit(results, args.out)
     return 0

@@ -57,6 +57,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and every process under it, the reaped ones included (a
+    PostgreSQL cluster: its postmaster and a backend per connection)."""
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        spent[child] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    tree, grown = {pid}, True
+    while grown:
+        below = {c for c, p in parents.items() if p in tree} - tree
+        tree |= below
+        grown = bool(below)
+    return sum(spent.get(p, 0.0) for p in tree)
+
+
 def reset_peak() -> None:
     """Start VmHWM again from the current RSS (Linux: write 5 to clear_refs)."""
     Path("/proc/self/clear_refs").write_text("5")
