@@ -303,6 +303,7 @@ class CommandHandler:
         return RoomView(await self.read_log(room_id), alias, ANYONE)
 
     async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
+        marks = await self.searcher.marks()  # before the logs are read: they reach back to them
         own_log = await self.read_log(msg.room_id)
         if not await self.may_answer(msg, own_log):
             return
@@ -340,6 +341,7 @@ class CommandHandler:
             prefix=self.prefix,
             server_name=self.server_name,
             pattern=matcher,
+            marks=marks,
         )
         self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}

@@ -26,6 +26,7 @@ from ingest.fusion import rrf
 from ingest.hits import Candidates, Hit, SearchResult, best_message
 from ingest.permalink import permalink
 from ingest.query import SearchQuery
+from ingest.revalidate import LogRead
 from ingest.search import Searcher
 from ingest.types import RoomID
 
@@ -94,7 +95,7 @@ async def _index(
     command: SearchCommand,
     rooms: Sequence[RoomID] | None,
     audience: Audience,
-    views: Sequence[RoomView],
+    logs: Mapping[str, LogRead],
 ) -> Candidates:
     if command.regex is not None or not command.texts:
         return Candidates()  # a /regex/ is the transcript's alone
@@ -108,8 +109,7 @@ async def _index(
         before_ts=before,
     )
     try:
-        # Each view's log was read for this command: its hits are revalidated from it.
-        return await searcher.rank(query, logs={v.log.room_id: v.log.raw for v in views})
+        return await searcher.rank(query, logs)
     except StoreError as e:
         log.warning("store unavailable, answering from the transcript: %s", e)
         return Candidates(warnings=[f"the index is unavailable ({e}): transcript only"])
@@ -135,8 +135,13 @@ async def fused_search(
     prefix: str,
     server_name: str,
     pattern: regex.Pattern[str] | None = None,
+    marks: Mapping[str, str] | None = None,
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
+
+    `marks`: the writer's marks (`Searcher.marks`) taken before the views' logs were read:
+    the index hits of those rooms are then revalidated from the logs, no tail read of their
+    own.
 
     `audiences` holds the visibility cut of the room the index answers from (none: the
     command room, whose askers may read every room). The
@@ -148,7 +153,11 @@ async def fused_search(
     """
     fetch = min(50, command.limit * 3)
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
-    pool = await _index(searcher, command, rooms, single, views)
+    marks = marks or {}
+    logs: dict[str, LogRead] = {
+        v.log.room_id: LogRead(v.log.raw, marks.get(v.log.room_id)) for v in views
+    }
+    pool = await _index(searcher, command, rooms, single, logs)
     stones = pool.stones if pool.ranked else []
     if views and not pool.ranked:
         try:

@@ -50,6 +50,7 @@ from ingest.types import Edit, Redaction, RoomID
 __all__ = [
     "EventSource",
     "LiveCheck",
+    "LogRead",
     "SourcedCheck",
     "Tail",
     "TailSource",
@@ -123,6 +124,19 @@ def read_tail(events: Iterable[Mapping[str, Any]], tail: Tail | None = None) -> 
     for event in events:
         tail.add(event)
     return tail
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """A room's events a caller read for its query, newest first, from the present back
+    without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
+    the log then reaches back to the mark unless more was said since than it holds."""
+
+    events: Sequence[Mapping[str, Any]]
+    mark: str | None
+
+    def tail(self) -> Tail | None:
+        return tail_since(self.events, self.mark)
 
 
 def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | None:

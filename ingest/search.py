@@ -35,7 +35,7 @@ from ingest.hits import (
 from ingest.purges import PurgeLog
 from ingest.query import SearchQuery
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
-from ingest.revalidate import tail_since
+from ingest.revalidate import LogRead
 from ingest.store import Collection, Store
 from ingest.types import SparseVector, StoredPoint
 
@@ -123,7 +123,7 @@ class Searcher:
         return self._collection
 
     async def search(
-        self, query: SearchQuery, logs: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+        self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
     ) -> SearchResult:
         """The first `query.limit` candidates that pass revalidation, best first (`logs`: as
         for `rank`)."""
@@ -147,14 +147,14 @@ class Searcher:
         return result
 
     async def rank(
-        self, query: SearchQuery, logs: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+        self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
     ) -> Candidates:
         """Every candidate of the query, fused, best first; none of them revalidated yet.
 
-        `logs`: rooms' events the caller read after the query was asked, newest first, from
-        the present back without a gap (the bot's room log for the command it answers). A
-        room whose log reaches back to the writer's newest walked event is revalidated from
-        it (`ingest.revalidate.tail_since`) instead of reading its tail again.
+        `logs`: rooms' events the caller read for the query after taking the writer's marks
+        (the bot's room log for the command it answers). A room whose log reaches back to
+        its mark is revalidated from it (`ingest.revalidate.tail_since`) instead of reading
+        its tail: the points, read after the mark, hold at least everything up to it.
         """
         pool = Candidates(texts=query.texts, server_name=self.server_name)
         col = await self._active()
@@ -164,14 +164,12 @@ class Searcher:
         # The cursors before the points: a point read after its room's cursor holds at least
         # everything up to it, so revalidation needs only the timeline after it.
         cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)
-        records = {k.removeprefix(CURSOR_PREFIX): v for k, v in cursors.items()}
         pool.cursors = {
-            room: v.get("token") if isinstance(v, dict) else None for room, v in records.items()
+            k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
+            for k, v in cursors.items()
         }
-        for room, log_events in (logs or {}).items():
-            record = records.get(room)
-            mark = record.get("last_event_id") if isinstance(record, dict) else None
-            tail = tail_since(log_events, mark if isinstance(mark, str) else None)
+        for room, read in (logs or {}).items():
+            tail = read.tail()
             if tail is not None:
                 pool.known[room] = tail
         check = self.live_check
@@ -292,6 +290,22 @@ class Searcher:
             )
             return None
         return vectors
+
+    async def marks(self) -> dict[str, str]:
+        """Each room's mark: the newest event the writer has walked (its cursor's
+        `last_event_id`). Taken before a read of a room's log, a log that reaches back to it
+        holds everything the points read later may lack (`rank`'s `logs`). {} when the index
+        is empty or cannot be read: the tails are then read as usual."""
+        try:
+            col = await self._active()
+            records = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
+        except StoreError:
+            return {}  # `rank` reports the store
+        return {
+            k.removeprefix(CURSOR_PREFIX): str(v["last_event_id"])
+            for k, v in records.items()
+            if isinstance(v, dict) and isinstance(v.get("last_event_id"), str)
+        }
 
     async def tombstones(self) -> list[Mapping[str, Any]]:
         """Every recorded purge, applied or not: the purge file's and the active generation's.

@@ -22,7 +22,7 @@ from ingest.hits import SearchResult
 from ingest.matrix import Page
 from ingest.query import SearchQuery
 from ingest.records import CURSOR_PREFIX, Tombstone, cursor_mark
-from ingest.revalidate import LiveCheck, Tail, current, read_tail, tail_since
+from ingest.revalidate import LiveCheck, LogRead, Tail, current, read_tail, tail_since
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
@@ -84,16 +84,24 @@ def searcher(room: Room, mode: str) -> Searcher:
 
 async def search(room: Room, mode: str, text: str, limit: int = 5) -> SearchResult:
     query = SearchQuery.build([text], room_ids=[room.room_id], limit=limit)
+    check = searcher(room, mode)
     logs = None
-    if mode == "room log":  # read after the change, as the bot reads it for a command
-        logs = {room.room_id: await room.reader.latest(room.room_id, LOG_BOUND)}
+    if mode == "room log":  # the writer's marks, then the log read after the change: the bot
+        logs = await log_reads(room, check, LOG_BOUND)
     room.reader.paths.clear()
     room.reader.queries.clear()
-    result = await searcher(room, mode).search(query, logs)
+    result = await check.search(query, logs)
     fetched = [p for p in room.reader.paths if "/event/" in p]
     assert (fetched == []) == (mode != "each event"), room.reader.paths  # the way asked for
     assert (_tail_tokens(room.reader) == []) == (mode != "tail"), room.reader.paths
     return result
+
+
+async def log_reads(room: Room, check: Searcher, bound: int) -> dict[str, LogRead]:
+    """As the bot reads for a command: the writer's marks first, then the room's log."""
+    marks = await check.marks()
+    events = await room.reader.latest(room.room_id, bound)
+    return {room.room_id: LogRead(events, marks.get(room.room_id))}
 
 
 def shown(result: SearchResult) -> str:
@@ -231,14 +239,34 @@ async def test_a_room_log_that_misses_the_writers_mark_reads_the_tail_instead(
         record = dict(col.get_meta(key) or {})
         assert record.pop("last_event_id") in room.messages  # the writer records its mark
         col.put_meta(key, record)
-    logs = {room.room_id: await room.reader.latest(room.room_id, bound)}
+    check = searcher(room, "room log")
+    logs = await log_reads(room, check, bound)
     room.reader.paths.clear()
     room.reader.queries.clear()
-    result = await searcher(room, "room log").search(
+    result = await check.search(
         SearchQuery.build(["heron flew over the mill"], room_ids=[room.room_id]), logs
     )
     assert "mill" not in shown(result) and result.dropped_stale == 1
     assert _tail_tokens(room.reader), room.reader.paths
+
+
+async def test_a_writer_pass_between_the_log_read_and_the_search_reads_no_tail(
+    room: Room, seeder: MatrixUser
+) -> None:
+    """Regression (a burst): the writer walked on between the command's log read and the
+    search, so the mark in the cursor read then was newer than anything in the log, and the
+    tail was read after all. The mark taken before the log read is in the log: no tail
+    read."""
+    await seeder.redact(room.room_id, room.messages[2])
+    check = searcher(room, "room log")
+    logs = await log_reads(room, check, LOG_BOUND)
+    await seeder.send_text(room.room_id, "said after the log was read")
+    await room.indexer.refresh()  # the cursor's mark moves past the log's newest event
+    room.reader.paths.clear()
+    room.reader.queries.clear()
+    result = await check.search(SearchQuery.build(["heron"], room_ids=[room.room_id]), logs)
+    assert _tail_tokens(room.reader) == [], room.reader.paths
+    assert "mill" not in shown(result) and len(result.hits) == 4
 
 
 def test_tail_since_reads_only_what_follows_the_mark() -> None:
