@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from ingest import lexical, rank
 
 V3 = [i for i, f in enumerate(rank.FEATURES) if f not in loco_rank.PRODUCT_OFF]
 MATCH = [rank.FEATURES.index(f) for f in rank.MATCH_FEATURES]
-EXTRA = ("prf_dense", "prf_gap", "prf_lex")
+EXTRA = ("prf_dense", "prf_gap", "prf_gap0", "prf_lex", "prf_near")
+BEST = rank.FEATURES.index("best_message")
 INF = math.inf
 
 
@@ -102,6 +104,19 @@ def dense_prf(
     return out
 
 
+def near_prf(data: loco_data.Data, qi: int, order: Sequence[int], k: int) -> np.ndarray:
+    """Each pool window's best cosine with another of the top k, one column."""
+    q = data.questions[qi]
+    pool, _ = base(data, qi)
+    wv = data.window_vectors[q.conv]
+    w = np.vstack([wv[p] for p in pool])
+    top = list(order[:k])
+    sims = w @ w[top].T
+    for col, j in enumerate(top):
+        sims[j, col] = -1.0
+    return np.asarray(sims.max(axis=1))
+
+
 def lexical_prf(
     data: loco_data.Data, qi: int, order: Sequence[int], k: int, m: int, loo: bool
 ) -> np.ndarray:
@@ -155,12 +170,16 @@ def design(
         return cols[0]
     k, beta, m = p
     order = first_order(data, qi, c.order, v3)
-    if {"prf_dense", "prf_gap"} & set(c.extra):
+    if {"prf_dense", "prf_gap", "prf_gap0"} & set(c.extra):
         d = dense_prf(data, qi, order, k, beta, c.loo)
+        if "prf_gap0" in c.extra:
+            cols.append(((d - d.max()) * (x[:, BEST] == 0))[:, None])
         if "prf_dense" in c.extra:
             cols.append(d[:, None])
         if "prf_gap" in c.extra:
             cols.append((d - d.max())[:, None])
+    if "prf_near" in c.extra:
+        cols.append(near_prf(data, qi, order, k)[:, None])
     if "prf_lex" in c.extra:
         cols.append(lexical_prf(data, qi, order, k, m, c.loo)[:, None])
     return np.hstack(cols)
@@ -181,7 +200,7 @@ class Fitted:
 def _grid(c: Config) -> list[tuple[Any, ...]]:
     if not c.extra:
         return [(0, 0.0, 0)]
-    betas = c.betas if {"prf_dense", "prf_gap"} & set(c.extra) else (0.0,)
+    betas = c.betas if {"prf_dense", "prf_gap", "prf_gap0"} & set(c.extra) else (0.0,)
     ms = c.ms if "prf_lex" in c.extra else (0,)
     return list(itertools.product(c.ks, betas, ms))
 
@@ -274,6 +293,56 @@ def folds(data: loco_data.Data, c: Config) -> Run:
     return run
 
 
+def separation(data: loco_data.Data) -> None:
+    """How well each feature alone tells evidence from the rest of its pool: the mean over
+    questions of the within-pool AUC (v3 fitted on every question: in sample, a diagnostic)."""
+    qis = [i for i in range(len(data.questions)) if base(data, i)[0]]
+    v3 = fit_at(data, qis, Config(extra=("prf_gap",), order="v3"), (5, 1.0, 0)).v3
+    assert v3 is not None
+
+    def auc(col: Callable[[int, list[int]], np.ndarray]) -> float:
+        out = []
+        for qi in qis:
+            lab = np.asarray(_labels(data, qi)) > 0
+            if lab.all() or not lab.any():
+                continue
+            f = col(qi, first_order(data, qi, "v3", v3))
+            pos, neg = f[lab][:, None], f[~lab][None, :]
+            out.append(float((pos > neg).mean() + 0.5 * (pos == neg).mean()))
+        return statistics.mean(out)
+
+    print("| feature (alone) | within-pool AUC |\n|---|---|")
+    print(f"| cosine with the question | {auc(lambda qi, o: base(data, qi)[1][:, 0]):.3f} |")
+    print(f"| v3 (in sample) | {auc(lambda qi, o: base(data, qi)[1][:, V3] @ v3[1:]):.3f} |")
+    for k in (3, 5, 10):
+        for beta in (1.0, INF):
+            a = auc(lambda qi, o: dense_prf(data, qi, o, k, beta, True))  # noqa: B023
+            print(f"| cosine with the Rocchio query, v3 top {k}, β {beta} | {a:.3f} |")
+        a = auc(lambda qi, o: near_prf(data, qi, o, k))  # noqa: B023
+        print(f"| prf_near, v3 top {k} | {a:.3f} |")
+        a = auc(lambda qi, o: lexical_prf(data, qi, o, k, 10, True))  # noqa: B023
+        print(f"| prf_lex, v3 top {k}, m 10 | {a:.3f} |")
+    # A second search: the pool plus the next windows of the conversation by the Rocchio query
+    # (v3's top 3, β 1) or by the question itself (a deeper dense list).
+    print("\n| evidence windows in the pool + the next n by | n 0 | n 10 | n 20 |")
+    print("|---|---|---|---|")
+    for name, beta in (("the Rocchio query", 1.0), ("the question", 0.0)):
+        cells = []
+        for extra in (0, 10, 20):
+            held = total = 0
+            for qi in qis:
+                q, (pool, _) = data.questions[qi], base(data, qi)
+                w, wv = data.windows[q.conv], data.window_vectors[q.conv]
+                ev = {p for p in w if any(d in q.evidence for d, _, _ in w[p])}
+                ids = list(wv)
+                fb = np.mean([wv[pool[i]] for i in first_order(data, qi, "v3", v3)[:3]], axis=0)
+                s = np.vstack([wv[p] for p in ids]) @ (np.asarray(q.vector) + beta * fb)
+                more = [ids[i] for i in np.argsort(-s) if ids[i] not in pool][:extra]
+                held, total = held + len(ev & {*pool, *more}), total + len(ev)
+            cells.append(f"{held / total:.3f}")
+        print(f"| {name} | {' | '.join(cells)} |")
+
+
 def configs() -> dict[str, Config]:
     d, g, lx = ("prf_dense",), ("prf_gap",), ("prf_lex",)
     return {
@@ -290,6 +359,13 @@ def configs() -> dict[str, Config]:
         "+ prf_lex, v3 order (second pass)": Config(extra=lx, order="v3"),
         "+ prf_lex, v3 order, feedback kept": Config(extra=lx, order="v3", loo=False),
         "+ prf_gap + prf_lex, v3 order (second pass)": Config(extra=(*g, *lx), order="v3"),
+        "+ prf_near, v3 order (second pass)": Config(
+            extra=("prf_near",), order="v3", ks=(2, 3, 5)
+        ),
+        "+ prf_near, fused order": Config(extra=("prf_near",), ks=(2, 3, 5)),
+        "+ prf_gap0 (no question word), v3 order (second pass)": Config(
+            extra=("prf_gap0",), order="v3"
+        ),
     }
 
 
@@ -297,10 +373,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.loco_prf", description=__doc__)
     p.add_argument("--candidates", type=Path, default=Path("bench/out/candidates-prf.json"))
     p.add_argument("--only", help="levers whose name contains this (the product row always)")
+    p.add_argument("--auc", action="store_true", help="each feature's separation alone, only")
     args = p.parse_args(argv)
     data = loco_data.load(args.candidates)
     if not data.window_vectors or not data.window_vectors[0]:
         sys.exit(f"{args.candidates}: no window vectors (rebuild it with bench.candidates)")
+    if args.auc:
+        separation(data)
+        return 0
     names = " / ".join(data.names)
     print(f"| lever | R@2000 all | R@2000 {names} | MRR all | MRR {names} | R@1 |")
     print("|---|---|---|---|---|---|")
