@@ -14,8 +14,9 @@ For the levers that need more than the store holds, it also keeps: every questio
 vector; the texts `bench.split` cuts a question into, each with its own dense and lexical
 lists; every message's own vector (its line of the embedded window text, as per-message
 vectors would embed it); every window's own vector (its embedded text, as the store holds it:
-pseudo-relevance feedback, `bench.loco_prf`); every window's first and last timestamp; and what embedding the
-messages costs against embedding the windows (`cost`: seconds, back to back, same embedder).
+pseudo-relevance feedback, `bench.loco_prf`); every window's first and last timestamp; and
+what embedding the messages costs against embedding the windows (`cost`: seconds, back to
+back, same embedder).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ async def _messages(
     col: Any, embedder: Embedder, room: SeededRoom, flt: PointFilter, windows: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, float]]:
     """Every window of the room (added to `windows`), its time span, every message's vector,
-    every window's vector (its embedded text, as the store holds it), and the seconds embedding the windows' texts and the messages' lines took, back to back."""
+    every window's vector (its embedded text, as the store holds it), and the seconds embedding
+    the windows' texts and the messages' lines took, back to back."""
     points = await asyncio.to_thread(lambda: list(col.scroll(flt)))
     _listed(points, room, windows)
     span = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
