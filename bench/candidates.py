@@ -13,8 +13,10 @@ deep list: the store ranks deterministically.
 For the levers that need more than the store holds, it also keeps: every question's query
 vector; the texts `bench.split` cuts a question into, each with its own dense and lexical
 lists; every message's own vector (its line of the embedded window text, as per-message
-vectors would embed it); every window's first and last timestamp; and what embedding the
-messages costs against embedding the windows (`cost`: seconds, back to back, same embedder).
+vectors would embed it); every window's own vector (its embedded text, as the store holds it:
+pseudo-relevance feedback, `bench.loco_prf`); every window's first and last timestamp; and
+what embedding the messages costs against embedding the windows (`cost`: seconds, back to
+back, same embedder).
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ def _rounded(vector: Sequence[float]) -> list[float]:
 
 async def _messages(
     col: Any, embedder: Embedder, room: SeededRoom, flt: PointFilter, windows: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, float]]:
     """Every window of the room (added to `windows`), its time span, every message's vector,
-    and the seconds embedding the windows' texts and the messages' lines took, back to back."""
+    every window's vector (its embedded text, as the store holds it), and the seconds embedding
+    the windows' texts and the messages' lines took, back to back."""
     points = await asyncio.to_thread(lambda: list(col.scroll(flt)))
     _listed(points, room, windows)
     span = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
@@ -81,7 +84,7 @@ async def _messages(
             dias.append(room.dia_ids.get(str(m["event_id"]), str(m["event_id"])))
             lines.append(text_lines[i] if i < len(text_lines) else str(m["body"]))
     t0 = time.monotonic()
-    await embedder.embed_documents(texts)
+    window_vectors = await embedder.embed_documents(texts)
     t1 = time.monotonic()
     vectors = await embedder.embed_documents(lines)
     t2 = time.monotonic()
@@ -91,7 +94,9 @@ async def _messages(
         "messages": len(lines),
         "message_s": t2 - t1,
     }
-    return span, {d: _rounded(v) for d, v in zip(dias, vectors, strict=True)}, cost
+    by_window = {p.id: _rounded(v) for p, v in zip(points, window_vectors, strict=True)}
+    by_message = {d: _rounded(v) for d, v in zip(dias, vectors, strict=True)}
+    return span, by_message, by_window, cost
 
 
 async def collect(
@@ -139,7 +144,9 @@ async def collect(
                     ],
                 }
             )
-        span, message_vectors, cost = await _messages(col, embedder, room, flt, windows)
+        span, message_vectors, window_vectors, cost = await _messages(
+            col, embedder, room, flt, windows
+        )
         out.append(
             {
                 "sample_id": conv.sample_id,
@@ -147,6 +154,7 @@ async def collect(
                 "windows": windows,
                 "spans": span,
                 "message_vectors": message_vectors,
+                "window_vectors": window_vectors,
                 "cost": cost,
             }
         )

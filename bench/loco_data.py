@@ -55,6 +55,8 @@ class Data:
     message_vectors: tuple[Mapping[str, np.ndarray], ...] = ()
     spans: tuple[Mapping[str, tuple[int, int]], ...] = ()
     costs: tuple[Mapping[str, float], ...] = ()
+    # Per conv, when the cache holds them: each window's own vector by window id.
+    window_vectors: tuple[Mapping[str, np.ndarray], ...] = ()
 
 
 def load(path: Path) -> Data:
@@ -62,13 +64,14 @@ def load(path: Path) -> Data:
     qs: list[Question] = []
     windows = []
     names = []
-    vectors, spans, costs = [], [], []
+    vectors, spans, costs, wvs = [], [], [], []
     for c, conv in enumerate(doc["conversations"]):
         names.append(str(conv["sample_id"]))
         windows.append({pid: [tuple(m) for m in msgs] for pid, msgs in conv["windows"].items()})
         vectors.append({d: np.asarray(v) for d, v in conv.get("message_vectors", {}).items()})
         spans.append({p: (int(a), int(b)) for p, (a, b) in conv.get("spans", {}).items()})
         costs.append(conv.get("cost", {}))
+        wvs.append({p: np.asarray(v) for p, v in conv.get("window_vectors", {}).items()})
         for q in conv["questions"]:
             qs.append(
                 Question(
@@ -92,7 +95,13 @@ def load(path: Path) -> Data:
                 )
             )
     return Data(
-        tuple(qs), tuple(windows), tuple(names), tuple(vectors), tuple(spans), tuple(costs)
+        tuple(qs),
+        tuple(windows),
+        tuple(names),
+        tuple(vectors),
+        tuple(spans),
+        tuple(costs),
+        tuple(wvs),
     )
 
 
