@@ -23,6 +23,10 @@ class Requests:
 
         async def counted(method: str, path: str, **kwargs: Any) -> Any:
             kind = next((k.strip("/") for k in self.KINDS if k in path), f"{method} other")
+            if kind == "messages":  # whose: the room log's, revalidation's or the writer's
+                query = kwargs.get("query") or {}
+                which = "log" if query.get("dir") == "b" else "walk"
+                kind = "messages " + ("tail" if "filter" in query else which)
             self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
             return await inner(method, path, **kwargs)
 
