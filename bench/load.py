@@ -11,8 +11,9 @@ Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room o
 the real service (appservice mode, the real MiniLM) indexing it. Then, for each `--concurrency`
 value in turn (same room, index and Synapse), a fresh `Service` with
 `bot.max_concurrent_commands` set to it (`1`, with a 600 s deadline, is the old one-at-a-time
-path) and every other setting at its default, the per-asker rate limit included: `--people`
-users each send `--per-person` `!search` commands (two-word phrases of the room's own
+path) and every other setting at its default, the per-asker rate limit included, its writer
+first caught up with the room (the earlier bursts' commands and replies): `--people` users each
+send `--per-person` `!search` commands (two-word phrases of the room's own
 messages), all at once, and the run waits until every command has its reply.
 
 Reported per run, on the server clock (`origin_server_ts`): replies/s (commands answered over
@@ -95,6 +96,9 @@ async def burst(
     await service.start()
     try:
         await hs.ping_appservice()
+        # The writer walks the earlier bursts' commands and replies first, as after any
+        # ordinary message: each burst starts with the index caught up, not behind by them.
+        await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 600)
         rss_before = vm("VmRSS")
         requests = Requests(service.client)
         waits: dict[str, int] = {}
