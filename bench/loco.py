@@ -15,7 +15,6 @@ coefficients and floor `ingest.rank` ships.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 from bench.loco_data import CATEGORY_NAMES, Data, Stage1, fused, hits, load, scores
 from bench.loco_rank import PRODUCT_OFF, Model, Ranker, label
 from bench.locomo import Scores
+from bench.output import save
 from ingest import rank
 
 # ---------------------------------------------------------------- folds
@@ -223,9 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         results[name] = folds(data, fit)
         print(fmt(name, results[name]), flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    save(results, args.out)
     return 0
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import statistics
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +35,7 @@ import numpy as np
 
 from bench import loco, loco_data, loco_rank
 from bench.locomo import budget_recall, reciprocal_rank
+from bench.output import save
 from ingest import rank
 from ingest.fusion import rrf
 from ingest.search import LEXICAL_FLOOR
@@ -229,9 +229,13 @@ def train(data: loco_data.Data, train_qis: Sequence[int], c: Config) -> Model:
 
 
 def folds(
-    data: loco_data.Data, c: Config
+    data: loco_data.Data,
+    c: Any,
+    train: Callable[[loco_data.Data, Sequence[int], Any], Any] = train,
+    order: Callable[[loco_data.Data, int, Any, Any, float], list[str]] = order,
 ) -> tuple[dict[str, Any], dict[int, tuple[float, float]]]:
-    """`bench.loco.folds` for a config, plus each question's (R@2000, reciprocal rank)."""
+    """`bench.loco.folds` for a config, plus each question's (R@2000, reciprocal rank);
+    `train` fits a model with a `floor` on the training questions, `order` ranks with it."""
     per_q: dict[int, tuple[float, float]] = {}
 
     def fit(d: loco_data.Data, train_qis: Sequence[int]) -> Callable[[int], list[str]]:
@@ -335,9 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in results:
         if name != base:
             print(f"{name}: {paired(data, per_q[base], per_q[name])}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    save(results, args.out)
     return 0
 
 

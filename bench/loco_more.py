@@ -30,10 +30,9 @@ import argparse
 import bisect
 import functools
 import itertools
-import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from bench import loco, loco_data, loco_extra, loco_rank
-from bench.locomo import budget_recall, reciprocal_rank
+from bench.output import save
 from ingest import lexical, rank
 
 BEST = rank.FEATURES.index("best_message")
@@ -502,21 +501,8 @@ def train(data: loco_data.Data, qis: Sequence[int], c: Config) -> Fitted:
 def folds(
     data: loco_data.Data, c: Config
 ) -> tuple[dict[str, Any], dict[int, tuple[float, float]]]:
-    per_q: dict[int, tuple[float, float]] = {}
-
-    def fit(d: loco_data.Data, qis: Sequence[int]) -> Callable[[int], list[str]]:
-        m = train(d, qis, c)
-
-        def r(qi: int) -> list[str]:
-            out = order(d, qi, c, m, m.floor)
-            q = d.questions[qi]
-            h = loco_data.hits(d, q, out)
-            per_q[qi] = (budget_recall(h, q.evidence, 2000), reciprocal_rank(h, q.evidence))
-            return out
-
-        return r
-
-    return loco.folds(data, fit), per_q
+    """`loco_extra.folds` with this harness's model."""
+    return loco_extra.folds(data, c, train, order)
 
 
 V3 = "v3: + best_message_gap − lexical (the product now)"
@@ -620,9 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n| lever | {cats} |\n|---|---|---|---|---|")
     for name, row in results.items():
         print(f"| {name} | {loco_extra.category_cells(row)} |")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    save(results, args.out)
     return 0
 
 

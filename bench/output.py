@@ -8,8 +8,12 @@ from typing import Any
 
 
 def emit(results: Any, out: Path | None) -> None:
-    doc = json.dumps(results, indent=2)
-    print(doc)
+    print(json.dumps(results, indent=2))
+    save(results, out)
+
+
+def save(results: Any, out: Path | None) -> None:
+    """The JSON document in `out` only (a benchmark that prints tables instead)."""
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(doc + "\n")
+        out.write_text(json.dumps(results, indent=2) + "\n")
