@@ -211,7 +211,8 @@ def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None)
     text = shorten(text, TEXT_REPLY)
     html = "<br>".join(safe_html(line) for line in text.split("\n"))
     results = None if results_kind is None else {results_kind: text}
-    return notice(reply_to, safe_plain(text), html, results=results)
+    plain = "\n".join(safe_plain(line) for line in text.split("\n"))
+    return notice(reply_to, plain, html, results=results)
 
 
 def scan_sentence(scan: ScanInfo) -> str:
