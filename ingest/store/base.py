@@ -59,6 +59,7 @@ class CollectionBase(ABC):
         self._tally: Tally | None = None
         self._damage: str | None = None
         self._write_lock = threading.Lock()
+        self._removed_text = False
 
     @property
     def name(self) -> str:
@@ -105,6 +106,11 @@ class CollectionBase(ABC):
     @abstractmethod
     def optimize(self) -> None:
         """Let the engine merge segments and build indexes, where it does not do so itself."""
+
+    def forget_removed(self) -> None:
+        """Text was taken out (a redaction, an edit, a purge): the close of this generation
+        rewrites whatever files of the engine still hold it (rule 13b)."""
+        self._removed_text = True
 
     # -- chat points
 

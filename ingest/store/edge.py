@@ -24,6 +24,8 @@ optimizer turns every appendable segment of more than ~1,000 points into an immu
 (no HNSW graph: `m=0`), whose vectors, sparse index, id tracker and payload indexes are
 files mapped cold, so the next process touches only the pages its searches read. The cost is
 paid by the closing process, in proportion to the points written since the last compaction.
+After a redaction, an edit or a purge the close rewrites the shard whole instead, so that no
+file keeps the removed text (`ingest.store.edge_rewrite`, `.rewrite-`/`.replaced-` beside it).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import IO, Any
 import qdrant_edge as qe
 
 from ingest.errors import StoreError, StoreUnavailable
+from ingest.store import edge_rewrite
 from ingest.store.base import CollectionBase, StoreBase
 from ingest.store.contract import (
     CHAT,
@@ -56,6 +59,7 @@ from ingest.store.contract import (
     Scored,
     Term,
 )
+from ingest.store.edge_rewrite import fsync_dir
 
 _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
@@ -184,20 +188,41 @@ class EdgeCollection(CollectionBase):
             self._shard.optimize()
 
     def close(self, *, compact: bool = False) -> None:
-        """Flush, compact (`optimize`) if asked, release the shard."""
+        """Flush, compact (`optimize`) if asked, release the shard. Asked to compact after
+        text was taken out (`forget_removed`), the shard is rewritten instead (rule 13b)."""
+        fresh = None
         with self._guard("close"):
             try:
                 self._shard.flush()
-                if compact:
-                    self._compact()
+                fresh = self._rewritten() if compact and self._removed_text else None
+                if compact and fresh is None:
+                    _compact(self._shard, self._path)
             finally:
                 self._shard.close()
+            if fresh is not None:
+                try:
+                    _compact(fresh, self._path)
+                finally:
+                    fresh.close()
+                edge_rewrite.replace(self._path)
 
-    def _compact(self) -> None:
+    def _rewritten(self) -> Any:
         try:
-            self._shard.optimize()
-        except Exception as e:  # an optimisation: the data is flushed and stays as it was
-            log.warning("qdrant-edge could not compact %s: %s", self._path, e)
+            return edge_rewrite.rewrite(
+                self._path, self._shard, lambda d: _create(d, self._dense_dim)
+            )
+        except Exception as e:  # the index is whole as it is; only the forgetting waits
+            log.warning(
+                "qdrant-edge could not rewrite %s to forget removed text: %s", self._path, e
+            )
+            return None
+
+
+def _compact(shard: Any, path: Path) -> None:
+    try:
+        shard.optimize()
+    except Exception as e:  # an optimisation: the data is flushed and stays as it was
+        log.warning("qdrant-edge could not compact %s: %s", path, e)
 
 
 def _config(dense_dim: int) -> Any:
@@ -217,6 +242,13 @@ def _config(dense_dim: int) -> Any:
         # what keeps a second process out of the shard: never turn it off.
         wal_enabled=True,
     )
+
+
+def _create(shard_dir: Path, dense_dim: int) -> Any:
+    """A new shard with today's config and indexes."""
+    shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
+    _ensure_indexes(shard)
+    return shard
 
 
 def _stored_dense_dim(shard_dir: Path) -> int | None:
@@ -287,9 +319,10 @@ class EdgeStore(StoreBase):
         return handle
 
     def _sweep(self) -> None:
-        """Finish drops a crash interrupted."""
+        """Finish drops and rewrites a crash interrupted."""
         for leftover in self._path.glob(f"{_DROPPING}*"):
             shutil.rmtree(leftover, ignore_errors=True)
+        edge_rewrite.sweep(self._path)
 
     def generations(self) -> list[str]:
         prefix = f"{self.collection}-"
@@ -322,10 +355,10 @@ class EdgeStore(StoreBase):
                 dim = _stored_dense_dim(shard_dir)
                 config = _config(dim) if dim is not None else None
                 shard = qe.EdgeShard.load(str(shard_dir), config)
+                _ensure_indexes(shard)
             else:
                 assert dense_dim is not None  # StoreBase.open refuses a creation without it
-                shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
-            _ensure_indexes(shard)
+                shard = _create(shard_dir, dense_dim)
         except Exception as e:
             raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
         known = dense_dim if dense_dim is not None else _stored_dense_dim(shard_dir)
@@ -345,10 +378,10 @@ class EdgeStore(StoreBase):
         try:
             if was_active:
                 (self._path / _ACTIVE).unlink(missing_ok=True)
-                _fsync_dir(self._path)
+                fsync_dir(self._path)
             doomed = self._path / f"{_DROPPING}{generation}"
             os.replace(self._path / generation, doomed)
-            _fsync_dir(self._path)
+            fsync_dir(self._path)
             shutil.rmtree(doomed)
         except OSError as e:
             raise StoreError(f"{self.location}: cannot drop {generation}: {e}") from e
@@ -358,7 +391,7 @@ class EdgeStore(StoreBase):
             if was_active:  # first: a crash between the two leaves the damaged one in place
                 self._set_active(new_name)
             os.replace(self._path / generation, self._path / new_name)
-            _fsync_dir(self._path)
+            fsync_dir(self._path)
         except OSError as e:
             raise StoreError(f"{self.location}: cannot rename {generation}: {e}") from e
 
@@ -380,14 +413,6 @@ def _write_atomically(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as e:
         raise StoreError(f"cannot write {path}: {e}") from e
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
