@@ -5,6 +5,7 @@ the chat/meta split, filters, the schema record (`CollectionBase`), and generati
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ingest.errors import CompatibilityError, StoreError
+from ingest.errors import CompatibilityError, DiskFull, StoreError
 from ingest.store.contract import (
     CHAT,
     DENSE,
@@ -95,6 +96,10 @@ class CollectionBase(ABC):
     @abstractmethod
     def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]: ...
 
+    def _before_write(self) -> None:
+        """Raise `DiskFull` when a write now could not be stored safely (rule 13c)."""
+        return None  # a server keeps its own disk
+
     def _dense_sample(self, n: int) -> list[list[float]]:
         """Up to `n` stored dense vectors of chat points, picked anywhere (none: not checked)."""
         return []
@@ -140,6 +145,7 @@ class CollectionBase(ABC):
     def _tallied(self, ids: list[str], adding: bool, write: Callable[[], None]) -> None:
         """Write, keeping the tally: the change is recorded as pending first, so a process
         killed between the write and its tally leaves a tally that explains either side."""
+        self._before_write()
         with self._write_lock:
             if self._tally is None:
                 write()
@@ -218,6 +224,7 @@ class CollectionBase(ABC):
 
     def delete_meta(self, key: str) -> None:
         with self._guard("delete meta"):
+            self._before_write()
             self._delete([meta_id(key)])
 
     def list_meta(self, prefix: str = "") -> dict[str, dict[str, Any]]:
@@ -240,6 +247,7 @@ class CollectionBase(ABC):
     def _put_entry(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
         clean = json_clean(value, f"meta {key!r}")
         with self._guard("put meta"):
+            self._before_write()
             self._put_raw(corpus, key, clean)
 
     def _put_raw(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
@@ -287,13 +295,21 @@ class CollectionBase(ABC):
                 self._damage = f"{self._name}: {damage}"
                 return
             self._tally = Tally(counted)
-            if tally is None or tally.pending:
-                # An older generation gets its tally now (a write killed mid-way, settled).
-                self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
-            if not tallied:
-                record = {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
-                self._put_raw(_INTERNAL, _SCHEMA_KEY, record)
-                self._schema_version = SCHEMA_VERSION
+            with contextlib.suppress(DiskFull):  # read on a full disk: the next open settles it
+                self._settle(tally, tallied)
+
+    def _settle(self, tally: Tally | None, tallied: bool) -> None:
+        """An older generation gets its tally now; a write killed mid-way is settled."""
+        stale = tally is None or tally.pending != 0
+        if self._tally is None or (tallied and not stale):
+            return
+        self._before_write()
+        if stale:
+            self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
+        if not tallied:
+            record = {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
+            self._put_raw(_INTERNAL, _SCHEMA_KEY, record)
+            self._schema_version = SCHEMA_VERSION
 
 
 # ---------------------------------------------------------------- shared store logic
@@ -374,6 +390,10 @@ class StoreBase(ABC):
                 self._close_collection(coll, compact=False)
             if generation in self.generations():
                 self._remove(generation, was_active=self.active() == generation)
+
+    def check_space(self) -> None:
+        """Raise `DiskFull` while the store could not write safely (rule 13c)."""
+        return None  # a server keeps its own disk
 
     def set_aside(self, generation: str) -> str:
         """Rename a damaged generation out of its name's way (`<generation>-damaged-<time>`),

@@ -43,7 +43,7 @@ from typing import IO, Any
 
 import qdrant_edge as qe
 
-from ingest.errors import StoreError, StoreUnavailable
+from ingest.errors import DiskFull, StoreError, StoreUnavailable
 from ingest.store import edge_rewrite
 from ingest.store.base import CollectionBase, StoreBase
 from ingest.store.contract import (
@@ -60,6 +60,7 @@ from ingest.store.contract import (
     Term,
 )
 from ingest.store.edge_rewrite import fsync_dir
+from ingest.store.space import SpaceGuard, allocated_bytes
 
 _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
@@ -90,10 +91,16 @@ def _filter(corpus: str, terms: list[Term]) -> Any:
 class EdgeCollection(CollectionBase):
     """One qdrant-edge shard."""
 
-    def __init__(self, name: str, dense_dim: int | None, shard: Any, path: Path) -> None:
+    def __init__(
+        self, name: str, dense_dim: int | None, shard: Any, path: Path, space: SpaceGuard
+    ) -> None:
         super().__init__(name, dense_dim)
         self._shard = shard
         self._path = path
+        self._space = space
+
+    def _before_write(self) -> None:
+        self._space.check()
 
     @contextlib.contextmanager
     def _guard(self, op: str) -> Iterator[None]:
@@ -194,6 +201,7 @@ class EdgeCollection(CollectionBase):
         with self._guard("close"):
             try:
                 self._shard.flush()
+                compact = compact and self._room_to_compact()
                 fresh = self._rewritten() if compact and self._removed_text else None
                 if compact and fresh is None:
                     _compact(self._shard, self._path)
@@ -205,6 +213,17 @@ class EdgeCollection(CollectionBase):
                 finally:
                     fresh.close()
                 edge_rewrite.replace(self._path)
+
+    def _room_to_compact(self) -> bool:
+        """Compacting and rewriting write new segments (a rewrite, a whole copy): not on a disk
+        without room for them (rule 13c); the shard stays as flushed."""
+        try:
+            need = allocated_bytes(self._path) if self._removed_text else 0
+            self._space.check(need)
+        except DiskFull as e:
+            log.warning("not compacting %s: %s", self._path, e)
+            return False
+        return True
 
     def _rewritten(self) -> Any:
         try:
@@ -279,11 +298,15 @@ def _ensure_indexes(shard: Any) -> None:
 class EdgeStore(StoreBase):
     """Generations as shard directories under one path, held by one process at a time."""
 
-    def __init__(self, path: Path, collection: str) -> None:
+    def __init__(self, path: Path, collection: str, space: SpaceGuard | None = None) -> None:
         super().__init__(collection)
         self._path = path
         self._lock_file = self._acquire(path)
+        self.space = space or SpaceGuard(path)
         self._sweep()
+
+    def check_space(self) -> None:
+        self.space.check()
 
     @property
     def location(self) -> str:
@@ -348,6 +371,8 @@ class EdgeStore(StoreBase):
         exists = (shard_dir / _SHARD_MARKER).is_file()
         if not exists and not create:
             raise StoreError(f"{self.location}: no generation {generation!r}")
+        # Loading writes too (it maps and fills index pages): on a full disk it dies of SIGBUS.
+        self.space.check()
         try:
             if exists:
                 # Loading with today's config moves a shard built by an older release to it
@@ -362,7 +387,7 @@ class EdgeStore(StoreBase):
         except Exception as e:
             raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
         known = dense_dim if dense_dim is not None else _stored_dense_dim(shard_dir)
-        coll = EdgeCollection(generation, known, shard, shard_dir)
+        coll = EdgeCollection(generation, known, shard, shard_dir, self.space)
         try:
             coll.ensure_schema(create=create)
             coll.check_integrity()
