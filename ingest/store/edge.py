@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import shutil
@@ -45,47 +44,33 @@ import qdrant_edge as qe
 
 from ingest.errors import DiskFull, StoreError, StoreUnavailable
 from ingest.store import edge_rewrite
-from ingest.store.base import CollectionBase, StoreBase
+from ingest.store.base import CollectionBase
 from ingest.store.contract import (
     CHAT,
     DENSE,
-    INTEGER_FIELDS,
-    KEYWORD_FIELDS,
     LEXICAL,
-    RETIRED_INDEXES,
-    IntRange,
     PointRecord,
     Raw,
     Scored,
     Term,
 )
 from ingest.store.edge_rewrite import fsync_dir
+from ingest.store.edge_shard import (
+    SHARD_MARKER,
+    compact_shard,
+    create_shard,
+    ensure_indexes,
+    shard_config,
+    shard_filter,
+    stored_dense_dim,
+)
 from ingest.store.space import SpaceGuard, allocated_bytes
+from ingest.store.storebase import StoreBase
 
 _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
 _DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
-_SHARD_MARKER = "edge_config.json"
-# Vector kilobytes an appendable segment holds before a close compacts it: ~1,000 MiniLM
-# vectors (~11 MiB of heap). Below that an optimizer pass costs more (~120 ms, ~45 MiB
-# transient) than it frees; a smaller segment keeps growing across closes until it qualifies.
-_COMPACT_ABOVE_KB = 1_500
-
 log = logging.getLogger("muninn.store")
-
-
-def _condition(term: Term) -> Any:
-    if isinstance(term, IntRange):
-        return qe.FieldCondition(term.key, range=qe.RangeFloat(gte=term.gte, lte=term.lte))
-    match = qe.FieldCondition(term.key, match=qe.MatchAny(list(term.values)))
-    if not term.or_empty:
-        return match
-    return qe.Filter(should=[qe.IsEmptyCondition(term.key), match])
-
-
-def _filter(corpus: str, terms: list[Term]) -> Any:
-    corpus_is = qe.FieldCondition("corpus", match=qe.MatchValue(corpus))
-    return qe.Filter(must=[corpus_is, *(_condition(t) for t in terms)])
 
 
 class EdgeCollection(CollectionBase):
@@ -137,7 +122,7 @@ class EdgeCollection(CollectionBase):
 
     def _scroll(self, corpus: str, terms: list[Term], batch: int) -> Iterator[Raw]:
         offset: Any = None
-        flt = _filter(corpus, terms)
+        flt = shard_filter(corpus, terms)
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=batch, filter=flt, with_payload=True, with_vector=False
@@ -149,7 +134,9 @@ class EdgeCollection(CollectionBase):
                 return
 
     def _count(self, corpus: str, terms: list[Term]) -> int:
-        return int(self._shard.count(qe.CountRequest(exact=True, filter=_filter(corpus, terms))))
+        return int(
+            self._shard.count(qe.CountRequest(exact=True, filter=shard_filter(corpus, terms)))
+        )
 
     def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]:
         if using == LEXICAL:
@@ -157,7 +144,7 @@ class EdgeCollection(CollectionBase):
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector, using=using),
-            filter=_filter(CHAT, terms),
+            filter=shard_filter(CHAT, terms),
             with_payload=True,
             with_vector=False,
         )
@@ -169,7 +156,7 @@ class EdgeCollection(CollectionBase):
         # Point ids are uuid5s, so the ids from a random one on are points from anywhere in
         # the files; from the first id on again when that end holds fewer than `n`.
         found: dict[str, list[float]] = {}
-        flt = _filter(CHAT, [])
+        flt = shard_filter(CHAT, [])
         for offset in (str(uuid.uuid4()), None):
             request = qe.ScrollRequest(
                 offset=offset, limit=n, filter=flt, with_payload=False, with_vector=True
@@ -204,12 +191,12 @@ class EdgeCollection(CollectionBase):
                 compact = compact and self._room_to_compact()
                 fresh = self._rewritten() if compact and self._removed_text else None
                 if compact and fresh is None:
-                    _compact(self._shard, self._path)
+                    compact_shard(self._shard, self._path)
             finally:
                 self._shard.close()
             if fresh is not None:
                 try:
-                    _compact(fresh, self._path)
+                    compact_shard(fresh, self._path)
                 finally:
                     fresh.close()
                 edge_rewrite.replace(self._path)
@@ -228,71 +215,13 @@ class EdgeCollection(CollectionBase):
     def _rewritten(self) -> Any:
         try:
             return edge_rewrite.rewrite(
-                self._path, self._shard, lambda d: _create(d, self._dense_dim)
+                self._path, self._shard, lambda d: create_shard(d, self._dense_dim)
             )
         except Exception as e:  # the index is whole as it is; only the forgetting waits
             log.warning(
                 "qdrant-edge could not rewrite %s to forget removed text: %s", self._path, e
             )
             return None
-
-
-def _compact(shard: Any, path: Path) -> None:
-    try:
-        shard.optimize()
-    except Exception as e:  # an optimisation: the data is flushed and stays as it was
-        log.warning("qdrant-edge could not compact %s: %s", path, e)
-
-
-def _config(dense_dim: int) -> Any:
-    cold = qe.Memory.Cold  # mapped, read on demand: what an idle service holds is what it read
-    return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, memory=cold)
-        },
-        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=cold)},
-        payload_memory=cold,
-        id_tracker_memory=cold,
-        # No HNSW graph (m=0): searches are filtered by room, and a scan of a room's points is
-        # as fast (bench/store_latency.py); the graph cost minutes of CPU and memory at 100k.
-        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=_COMPACT_ABOVE_KB),
-        # The WAL makes an acknowledged update survive a killed process, and its file lock is
-        # what keeps a second process out of the shard: never turn it off.
-        wal_enabled=True,
-    )
-
-
-def _create(shard_dir: Path, dense_dim: int) -> Any:
-    """A new shard with today's config and indexes."""
-    shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
-    _ensure_indexes(shard)
-    return shard
-
-
-def _stored_dense_dim(shard_dir: Path) -> int | None:
-    """The dense dimension a shard was created with, from its own config file."""
-    try:
-        doc = json.loads((shard_dir / _SHARD_MARKER).read_text(encoding="utf-8"))
-        return int(doc["vectors"][DENSE]["size"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _ensure_indexes(shard: Any) -> None:
-    """Create missing payload indexes and drop retired ones (idempotent, so a change of the
-    indexes reaches old generations without a rebuild)."""
-    have = set(shard.info().payload_schema)
-    for field in RETIRED_INDEXES:
-        if field in have:
-            shard.update(qe.UpdateOperation.delete_field_index(field))
-    wanted: list[tuple[str, Any]] = [(f, qe.PayloadSchemaType.Keyword) for f in KEYWORD_FIELDS]
-    # Timestamps are only ever filtered by range: without the exact-value lookup map the index
-    # holds ~0.8 KB less a point in memory (bench/RESULTS.md §10).
-    wanted += [(f, qe.IntegerIndexParams(lookup=False, range=True)) for f in INTEGER_FIELDS]
-    for field, schema in wanted:
-        if field not in have:
-            shard.update(qe.UpdateOperation.create_field_index(field, schema))
 
 
 class EdgeStore(StoreBase):
@@ -352,7 +281,7 @@ class EdgeStore(StoreBase):
         return sorted(
             d.name
             for d in self._path.iterdir()
-            if d.is_dir() and d.name.startswith(prefix) and (d / _SHARD_MARKER).is_file()
+            if d.is_dir() and d.name.startswith(prefix) and (d / SHARD_MARKER).is_file()
         )
 
     def active(self) -> str | None:
@@ -368,7 +297,7 @@ class EdgeStore(StoreBase):
         self, generation: str, dense_dim: int | None, create: bool
     ) -> CollectionBase:
         shard_dir = self._path / generation
-        exists = (shard_dir / _SHARD_MARKER).is_file()
+        exists = (shard_dir / SHARD_MARKER).is_file()
         if not exists and not create:
             raise StoreError(f"{self.location}: no generation {generation!r}")
         # Loading writes too (it maps and fills index pages): on a full disk it dies of SIGBUS.
@@ -377,16 +306,16 @@ class EdgeStore(StoreBase):
             if exists:
                 # Loading with today's config moves a shard built by an older release to it
                 # (the dimension is checked as before, by the schema record).
-                dim = _stored_dense_dim(shard_dir)
-                config = _config(dim) if dim is not None else None
+                dim = stored_dense_dim(shard_dir)
+                config = shard_config(dim) if dim is not None else None
                 shard = qe.EdgeShard.load(str(shard_dir), config)
-                _ensure_indexes(shard)
+                ensure_indexes(shard)
             else:
                 assert dense_dim is not None  # StoreBase.open refuses a creation without it
-                shard = _create(shard_dir, dense_dim)
+                shard = create_shard(shard_dir, dense_dim)
         except Exception as e:
             raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
-        known = dense_dim if dense_dim is not None else _stored_dense_dim(shard_dir)
+        known = dense_dim if dense_dim is not None else stored_dense_dim(shard_dir)
         coll = EdgeCollection(generation, known, shard, shard_dir, self.space)
         try:
             coll.ensure_schema(create=create)
