@@ -7,6 +7,7 @@ for a benchmark that needs no homeserver.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -16,6 +17,15 @@ from typing import Any
 from ingest.config import Config, parse_config
 
 SERVER_NAME = "bench.local"
+
+
+def arguments(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """`python -m MODULE`'s parser, its help the module's docstring as written."""
+    return argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def emit(results: Any, out: Path | None) -> None:

@@ -19,7 +19,6 @@ waited. `--on-loop` folds the whole unbounded log on the loop instead, as before
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import statistics
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import emit
+from bench import arguments, emit
 from bench.irc import irc_events
 from bot import pinboard, transcript
 from bot.commands.records import SearchCommand
@@ -176,11 +175,7 @@ async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.folds",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = arguments("bench.folds", __doc__)
     p.add_argument("--data", type=Path, help="the irc-ubuntu folder (else synthetic bodies)")
     p.add_argument("--sizes", default="2048,100000", help="comma-separated event counts")
     p.add_argument("--repeat", type=int, default=5)

@@ -17,7 +17,6 @@ on the index built (`bench.probes`, a fresh process).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -29,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import emit, offline_config, vm
+from bench import arguments, emit, offline_config, vm
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
 from ingest.config import Config
@@ -251,7 +250,7 @@ async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__)
+    p = arguments("bench.ingest", __doc__)
     p.add_argument("--data", type=Path, required=True, help="the irc-ubuntu folder")
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
     p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")

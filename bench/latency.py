@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import SERVER_NAME, emit, machine, offline_config, stats
+from bench import SERVER_NAME, arguments, emit, machine, offline_config, stats
 from bench.irc import ROOM, held_out_texts, messages
 from bench.latency_e2e import end_to_end
 from ingest import lexical
@@ -255,11 +255,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.latency",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = arguments("bench.latency", __doc__)
     p.add_argument("--data", type=Path, default=Path("../shared/data/irc-ubuntu"))
     p.add_argument("--sizes", default="10000", help="indexed messages, comma-separated")
     p.add_argument("--real-limit", type=int, default=100_000, help="model-embed every window ≤ N")

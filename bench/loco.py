@@ -14,7 +14,6 @@ coefficients and floor `ingest.rank` ships.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import save
+from bench import arguments, save
 from bench.locomo import Scores
 from bench.replay import (
     CATEGORY_NAMES,
@@ -208,7 +207,7 @@ def fmt(name: str, row: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.loco", description=__doc__)
+    p = arguments("bench.loco", __doc__)
     p.add_argument("--candidates", type=Path, default=Path("bench/out/candidates.json"))
     p.add_argument("--out", type=Path)
     p.add_argument("--only", help="levers whose name contains this")

@@ -17,7 +17,6 @@ and the first after the idle spell (a reload if it was unloaded) are timed.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import resource
@@ -25,19 +24,45 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench import SERVER_NAME, emit, offline_config, vm
-from bot.demo.homeserver import service_config
+from bench import SERVER_NAME, arguments, emit, offline_config, vm
+from bot.demo.client import MatrixUser
+from bot.demo.homeserver import Homeserver, service_config
+from bot.demo.synapse import SynapseServer
 from ingest.embed import Embedder, make_embedder, minilm
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.query import SearchQuery
 from ingest.search import Searcher
 from ingest.store import open_store
 
+if TYPE_CHECKING:
+    from bot.service import Service
+
 POLL_SECONDS = 1.0
 WAIT_SAMPLE_SECONDS = 0.25  # how often the burst notes where each command in flight waits
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What a burst, the floor and a profile run against: the Synapse, its seeded room and the
+    people in it, the folder a fresh service's config points into, the embedder all share."""
+
+    server: SynapseServer
+    hs: Homeserver
+    room: str
+    people: Sequence[MatrixUser]
+    workdir: Path
+    embedder: Embedder
+
+    def service(self, **bot: Any) -> Service:
+        """A fresh service on the room's index (not started), `bot` settings over the defaults."""
+        from bot.service import Service
+
+        cfg = service_config(self.server, self.workdir, bot=bot)
+        return Service(cfg, embedder=self.embedder, full_at_start=False)
 
 
 class Requests:
@@ -182,26 +207,13 @@ def top_costs(raw: str, commands: int, rate: int = PROFILE_RATE, top: int = 30) 
     return [(frame, round(n * ms, 1), round(own.get(frame, 0) * ms, 1)) for frame, n in rows]
 
 
-async def profile(
-    server: Any,
-    workdir: Path,
-    embedder: Embedder,
-    hs: Any,
-    room: str,
-    person: Any,
-    texts: Sequence[str],
-    *,
-    warmup: int,
-    out: Path,
-) -> dict[str, Any]:
+async def profile(stage: Stage, texts: Sequence[str], *, warmup: int, out: Path) -> dict[str, Any]:
     """`texts` asked one after another by one person, each waiting for its reply, under
     `py-spy record` of this process (every thread, idle ones left out) after `warmup` of
     them: where a command's CPU goes once the room's copy is warm, as in a burst."""
-    from bot.service import Service
-
+    server, hs, room, person = stage.server, stage.hs, stage.room, stage.people[0]
     # One asker for every command: the rate limit would otherwise drop them after 10.
-    cfg = service_config(server, workdir, bot={"rate_per_minute": 10_000})
-    service = Service(cfg, embedder=embedder, full_at_start=False)
+    service = stage.service(rate_per_minute=10_000)
     await service.start()
     spies: list[asyncio.subprocess.Process] = []
     try:
@@ -311,11 +323,7 @@ async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.probes",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = arguments("bench.probes", __doc__)
     p.add_argument("--store", type=Path, required=True, help="the embedded store's folder")
     p.add_argument("--collection", required=True)
     p.add_argument("--seconds", type=float, default=60.0, help="how long to idle")

@@ -28,7 +28,6 @@ every lever over it (`bench.loco`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -38,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import arguments
 from bench.locomo import BUDGETS, HIT_CUTOFFS, Hit, Scores, keywords, load
 from bench.retrieval_setup import (
     CANDIDATES,
@@ -261,9 +261,7 @@ async def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.retrieval", description=__doc__.split("\n")[0]
-    )
+    p = arguments("bench.retrieval", __doc__)
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     p.add_argument(
         "--synapse-db",
