@@ -37,6 +37,7 @@ from ingest.config import registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
+from ingest.facts import read_facts
 from ingest.matrix import load_registration
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import Tombstone
@@ -165,6 +166,7 @@ class Service:
                 resolve_room=self._resolve_search_room,
                 purge=self._purge,
                 token_file=token_path(cfg),
+                status=lambda: asyncio.to_thread(read_facts, self.store),
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_TS",
     "PURGE_PATH",
     "SEARCH_PATH",
+    "STATUS_PATH",
     "PurgeRequest",
     "ResolveRoom",
     "SearchRequest",
@@ -31,6 +32,7 @@ __all__ = [
 
 SEARCH_PATH = "/_muninn/search"
 PURGE_PATH = "/_muninn/purge"
+STATUS_PATH = "/_muninn/status"  # body {} → `ingest.facts.StoreFacts.as_json()`
 MAX_IDS = 100  # room_ids or senders in one search
 # Times are ms in [0, 2^53): a larger int is stored as a float, and a tombstone keyed by it
 # would never match its own key again (re-applied on every pass).

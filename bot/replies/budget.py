@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
+from ingest.stamps import utc_minute
 
 __all__ = [
     "EXCERPT_WIDTH",
@@ -217,7 +217,7 @@ def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None)
 
 def when(ts: int) -> str:
     """A time as replies show it, with its zone: people read it wherever they are."""
-    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{utc_minute(ts)} UTC"
 
 
 def plural(count: int, one: str, many: str | None = None) -> str:
