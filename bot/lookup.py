@@ -191,8 +191,8 @@ async def fused_search(
         hits, order = _fuse(window, found, command, audiences, server_name)
         order = [(k, v) for k, v in order if shown.isdisjoint(hits[k].event_ids)]
         top = order[: command.limit]
-        shown = {key for key, _ in top}
-        unchecked = [h for h in window if h.point_id in shown and h.point_id not in live]
+        top_keys = {key for key, _ in top}
+        unchecked = [h for h in window if h.point_id in top_keys and h.point_id not in live]
         if not unchecked:
             break
         for hit, ok in zip(unchecked, await searcher.confirm(pool, unchecked), strict=True):
