@@ -106,3 +106,30 @@ def test_reply_words_have_real_plurals_and_times_their_zone() -> None:
     assert plural(1, "weaker match", "weaker matches") == "1 weaker match"
     assert plural(3, "weaker match", "weaker matches") == "3 weaker matches"
     assert when(NOW) == "2026-11-15 12:00 UTC"
+
+
+def test_http_search_request_carries_the_operators_and_names_bad_fields() -> None:
+    """`POST /_muninn/search` takes the CLI's filters as fields (what `muninn search` posts
+    while the service holds the store); a bad one is a 400 naming it."""
+    from bot.http_api.wire import SearchRequest, filter_fields
+    from ingest.errors import QueryError
+    from ingest.filters import MessageFilter
+
+    flt = MessageFilter.build(
+        exclude_words=["test"],
+        exclude_senders=["@b:hs"],
+        has_link=True,
+        in_thread=False,
+        mentions=["@c:hs"],
+    )
+    request = SearchRequest.parse({"texts": ["x"], **filter_fields(flt, "recent", 5)})
+    assert (request.filter, request.sort, request.offset) == (flt, "recent", 5)
+    for body, field in (
+        ({"texts": ["x"], "has_link": "yes"}, "has_link"),
+        ({"texts": ["x"], "offset": "2"}, "offset"),
+        ({"texts": ["x"], "exclude": "test"}, "exclude"),
+        ({"texts": ["x"], "sort": 3}, "sort"),
+    ):
+        with pytest.raises(QueryError) as caught:
+            SearchRequest.parse(body)
+        assert caught.value.field == field
