@@ -58,18 +58,18 @@ def _filters(command: SearchCommand) -> list[str]:
 
 
 def understood(command: SearchCommand, prefix: str = "!") -> list[str]:
-    """Sentences: what was searched for, with which filters and dates, and what to try."""
+    """Sentences: how the search was read past its words (which the reply's first line
+    already quotes: a room's later lines never repeat them), and what to try."""
+    said: list[str] = []
     if command.regex is not None:
-        searched = f"Searched the latest messages for /{scrub(command.regex)}/"
-    else:
-        searched = f"Searched for {' or '.join(_quoted((t,)) for t in command.texts)}"
-        stems = [s for t in command.texts for s in prefixes(t)]
-        if stems:
-            searched += f" (words starting with {_quoted(tuple(stems))})"
-    filters = _filters(command)
-    lines = [searched + (": " + "; ".join(filters) if filters else "") + "."]
+        said.append("only the latest messages (a /regex/ reads no index)")
+    stems = [s for t in command.texts for s in prefixes(t)]
+    if stems:
+        said.append(f"words starting with {_quoted(tuple(stems))}")
+    said.extend(_filters(command))
+    lines = [f"Searched: {'; '.join(said)}."] if said else []
     tips = ["fewer or other words", f"{prefix}search word* for words starting so"]
-    if filters:
+    if _filters(command):
         tips.insert(0, "fewer filters or a wider time range")
     lines.append("Try " + ", or ".join(tips) + ".")
     return lines
