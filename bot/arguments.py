@@ -45,11 +45,11 @@ _USER = re.compile(r"@?([^\s:@]+)(?::([A-Za-z0-9.\-]+(?::\d{1,5})?|\[[0-9A-Fa-f:
 _ROOM = re.compile(r"([#!])([^\s:]+)(?::(\S+))?")
 
 
-def user(value: str, server_name: str | None) -> str:
+def user(value: str, server_name: str | None, key: str = "from") -> str:
     """`@alice:example.org`, or `@alice` / `alice` on this homeserver."""
     match = _USER.fullmatch(value)
     if match is None:
-        raise ArgumentError(f"from: takes @user:server or @user, not {echo(value)}")
+        raise ArgumentError(f"{key}: takes @user:server or @user, not {echo(value)}")
     localpart, server = match.group(1), match.group(2) or server_name
     return f"@{localpart}:{server}" if server else f"@{localpart}"
 

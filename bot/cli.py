@@ -16,6 +16,7 @@ from pathlib import Path
 from bot import operations
 from bot.config import ServiceConfig, load_config
 from bot.logs import setup_logging
+from bot.operations.search import search_filter_args, search_filter_flags
 from bot.registration import check_registration, generate_registration
 from bot.roster.cli import roster_apply, roster_plan
 from ingest.config import config_path
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--after", type=parse_time, help="only windows at or after this time")
     s.add_argument("--before", type=parse_time, help="only windows at or before this time")
     s.add_argument("--limit", type=int, default=5, help="hits to return (default 5, max 50)")
+    search_filter_flags(s)
     s.add_argument(
         "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.3)"
     )
@@ -147,6 +149,7 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
             before=args.before,
             limit=args.limit,
             as_json=args.json,
+            **search_filter_args(args),
         )
     if args.command == "pins":
         return await operations.pins(cfg, room=args.room, as_json=args.json)
