@@ -12,6 +12,7 @@ from bot.config import ServiceConfig
 from bot.operations.common import (
     HELD,
     adapters,
+    cli_reader,
     print_json,
     progress_bar,
     resolve_room,
@@ -23,7 +24,6 @@ from ingest.export import (
     ExportReader,
     export_record,
 )
-from ingest.matrix import MatrixReader
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     EXPORT_PREFIX,
@@ -119,7 +119,7 @@ async def _purge_through_the_service(
     from bot.http_api import post_purge, service_url
 
     token = service_token(cfg, held, "purge")
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
     finally:
