@@ -74,7 +74,7 @@ async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
     if room.startswith("#"):
         found = await reader.resolve_alias(room)
         if found is None:
-            raise QueryError("room", f"no room has the alias {room}")
+            raise QueryError("room", f"no room has the alias {reader.full_alias(room)}")
         return found
     raise QueryError("room", f"{room!r} is neither a room id (!…) nor an alias (#…)")
 
