@@ -14,9 +14,9 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ingest.stamps import utc_minute
 from ingest.types import EventID, Message, RoomAlias, RoomID, UserID, Window
 
 __all__ = [
@@ -102,8 +102,7 @@ def message_line(message: Message, names: Names, fmt: LineFormat = FULL_LINE) ->
     """`[2026-11-01 16:34] alice: message text`, time in UTC; `fmt` drops or shortens parts."""
     prefix = ""
     if fmt.date:
-        when = datetime.fromtimestamp(message.ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
-        prefix = f"[{when}] "
+        prefix = f"[{utc_minute(message.ts)}] "
     if fmt.label == "name":
         prefix += f"{display_name(message.sender, names)}: "
     elif fmt.label == "short":

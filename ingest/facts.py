@@ -41,6 +41,8 @@ class StoreFacts:
     retries: dict[str, JSONDict]
     imported: dict[str, str]  # room id → the export file `muninn import` read
     room_points: dict[str, int]
+    # Rule 13a: what the generation no longer holds of what was written (None: it is whole).
+    damage: str | None = None
 
     def room(self, room_id: str) -> tuple[JSONDict | None, JSONDict | None, JSONDict, int]:
         """A room's cursor, refusal marker, failing-pass record ({} when none) and points."""
@@ -61,6 +63,7 @@ class StoreFacts:
             "retries": self.retries,
             "imported": self.imported,
             "room_points": self.room_points,
+            "damage": self.damage,
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class StoreFacts:
             retries=dict(doc["retries"]),
             imported=dict(doc["imported"]),
             room_points={k: int(v) for k, v in doc["room_points"].items()},
+            damage=doc.get("damage"),
         )
 
 
@@ -106,4 +110,5 @@ def read_facts(store: Store) -> StoreFacts:
         retries=retries,
         imported={room: str(path) for room, path in imported.items()},
         room_points={r: col.count(PointFilter(room_ids=(RoomID(r),))) for r in rooms},
+        damage=col.damage,
     )

@@ -109,6 +109,7 @@ class SkipReason(enum.StrEnum):
     REDACTED = "redacted"  # an event that arrived already redacted
     PURGED = "purged"  # inside an operator's purge tombstone (writer-owned)
     DUPLICATE = "duplicate"  # already indexed (a replayed page after a crash; writer-owned)
+    UNWRITABLE = "unwritable"  # the writer failed on it: logged by its ids and passed
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from bot.http_api.wire import (
     purge_document,
 )
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
-from ingest.errors import MuninnError, QueryError
+from ingest.errors import MuninnError, QueryError, StoreError
 from ingest.facts import StoreFacts
 from ingest.hits import SearchResult
 from ingest.query import SearchQuery
@@ -71,8 +71,10 @@ def store_check(store: Store) -> HealthCheck:
         active = store.active()
         if active is None:
             return "empty (no active generation yet)"
-        points = store.open(active, dense_dim=None, create=False).count()
-        return f"{active}: {points} points"
+        col = store.open(active, dense_dim=None, create=False)
+        if col.damage is not None:  # rule 13a: failing until the rebuild switches in
+            raise StoreError(f"damaged: {col.damage}; the next refresh rebuilds it")
+        return f"{active}: {col.count()} points"
 
     async def check() -> str:
         return await asyncio.to_thread(probe)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.stamps import utc_minute
 from ingest.store import Store
 from ingest.types import RoomID
 
@@ -94,7 +94,7 @@ async def search(
         print("no hits")
     for hit in result.hits:
         best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = datetime.fromtimestamp(int(best["ts"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        when = utc_minute(best["ts"])
         body = " ".join(str(best["body"]).split())
         excerpt = body if len(body) <= 100 else body[:99] + "…"
         print(

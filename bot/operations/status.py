@@ -65,6 +65,8 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         "generation": active,
         "versions": facts.versions,
         "points": total,
+        # Rule 13a: the generation no longer holds what was written (None: it does).
+        "damage": facts.damage,
         "rooms": rooms,
         "command_room": command,
     }
@@ -72,6 +74,8 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         print_json(doc)
         return 0
     print(f"reader {me}; generation {active}; {total} points")
+    if doc["damage"] is not None:
+        print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     for r in rooms:
         shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
         if r["error"]:

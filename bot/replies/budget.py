@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
+from ingest.stamps import utc_minute as when
 
 __all__ = [
     "EXCERPT_WIDTH",
@@ -212,10 +212,6 @@ def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None)
     html = "<br>".join(safe_html(line) for line in text.split("\n"))
     results = None if results_kind is None else {results_kind: text}
     return notice(reply_to, safe_plain(text), html, results=results)
-
-
-def when(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def scan_sentence(scan: ScanInfo) -> str:

@@ -61,7 +61,7 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
     names = view.names.get(hit.room_id, {})
     name = display_name(UserID(sender), names)
     cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
-    stamp = when(int(best["ts"]))
+    stamp = when(best["ts"])
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
     room_html = f"{safe_html(room)} · " if view.show_rooms else ""

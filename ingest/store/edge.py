@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -152,6 +153,23 @@ class EdgeCollection(CollectionBase):
         return [
             (str(h.id), dict(h.payload or {}), float(h.score)) for h in self._shard.query(request)
         ]
+
+    def _dense_sample(self, n: int) -> list[list[float]]:
+        # Point ids are uuid5s, so the ids from a random one on are points from anywhere in
+        # the files; from the first id on again when that end holds fewer than `n`.
+        found: dict[str, list[float]] = {}
+        flt = _filter(CHAT, [])
+        for offset in (str(uuid.uuid4()), None):
+            request = qe.ScrollRequest(
+                offset=offset, limit=n, filter=flt, with_payload=False, with_vector=True
+            )
+            for r in self._shard.scroll(request)[0]:
+                vector = (r.vector or {}).get(DENSE)
+                if vector is not None and len(found) < n:
+                    found[str(r.id)] = [float(x) for x in vector]
+            if len(found) >= n:
+                break
+        return list(found.values())
 
     def flush(self) -> None:
         """Persist segments; the WAL already holds every acknowledged update."""
@@ -310,9 +328,11 @@ class EdgeStore(StoreBase):
             _ensure_indexes(shard)
         except Exception as e:
             raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
-        coll = EdgeCollection(generation, dense_dim, shard, shard_dir)
+        known = dense_dim if dense_dim is not None else _stored_dense_dim(shard_dir)
+        coll = EdgeCollection(generation, known, shard, shard_dir)
         try:
             coll.ensure_schema(create=create)
+            coll.check_integrity()
         except BaseException:
             coll.close()
             raise
@@ -332,6 +352,15 @@ class EdgeStore(StoreBase):
             shutil.rmtree(doomed)
         except OSError as e:
             raise StoreError(f"{self.location}: cannot drop {generation}: {e}") from e
+
+    def _rename(self, generation: str, new_name: str, was_active: bool) -> None:
+        try:
+            if was_active:  # first: a crash between the two leaves the damaged one in place
+                self._set_active(new_name)
+            os.replace(self._path / generation, self._path / new_name)
+            _fsync_dir(self._path)
+        except OSError as e:
+            raise StoreError(f"{self.location}: cannot rename {generation}: {e}") from e
 
     def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         assert isinstance(coll, EdgeCollection)

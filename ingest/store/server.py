@@ -194,6 +194,7 @@ class ServerStore(StoreBase):
                 raise StoreError(f"{self._where}: no generation {generation!r}")
         coll = ServerCollection(generation, dense_dim, self._client, self._where)
         coll.ensure_schema(create=create)
+        coll.check_integrity()
         return coll
 
     def _check_dim(self, generation: str, dense_dim: int) -> None:
@@ -245,6 +246,13 @@ class ServerStore(StoreBase):
                     change_aliases_operations=[models.DeleteAliasOperation(delete_alias=delete)]
                 )
             self._client.delete_collection(generation)
+
+    def _rename(self, generation: str, new_name: str, was_active: bool) -> None:
+        # A server collection has no rename; its files are the server's to keep whole.
+        raise StoreError(
+            f"{self._where}: {generation} is damaged and a server collection cannot be set "
+            "aside: drop it (the next refresh rebuilds it)"
+        )
 
     def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         """Collections share the store's client; nothing is held per collection."""

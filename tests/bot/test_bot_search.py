@@ -54,6 +54,31 @@ async def test_bot_search_finds_indexed_and_fresh_messages(
         assert (await alice.get_event(room, event_id))["event_id"] == event_id
 
 
+FAR_FUTURE_TS = 253_402_300_800_000  # 10000-01-01 00:00 UTC, where `datetime` gives up
+
+
+async def test_bot_a_far_future_message_holds_back_neither_the_index_nor_a_reply(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """Regression (issue 21): one message stamped in the year 10000 (an appservice's `?ts=`)
+    failed its room on every writer pass, so nothing said after it was indexed, and a
+    `!search` whose answer held it got no reply. Both messages are indexed and found."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    future = await seeder.send_text(room, "the quokka time machine lands", ts=FAR_FUTURE_TS)
+    after = await alice.send_text(room, "a wombat left footprints in the sand")
+    await env.quiesce(alice, room)
+    await env.settle(room)
+    col = await env.service.writer.open()
+    for event_id in (future, after):
+        flt = PointFilter(room_ids=(room,), event_ids=(event_id,))
+        assert await asyncio.to_thread(col.count, flt) == 1
+    _, reply = await ask(alice, room, "!search quokka", env.bot_id)
+    assert link(room, future) in body_of(reply) and "10000-01-01 00:00" in body_of(reply)
+    _, reply = await ask(alice, room, "!search wombat", env.bot_id)
+    assert link(room, after) in body_of(reply)
+
+
 async def test_bot_search_sees_only_this_room(
     env: Env, alice: MatrixUser, bob: MatrixUser
 ) -> None:
