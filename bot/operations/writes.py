@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ServiceConfig
+from bot.dates import shown
 from bot.operations.common import (
     HELD,
     adapters,
@@ -105,9 +106,10 @@ async def purge(cfg: ServiceConfig, *, room: str, from_ts: int, to_ts: int, as_j
     if as_json:
         print_json(doc)
     else:
+        named = room if room == doc["room_id"] else f"{room} ({doc['room_id']})"
         print(
-            f"purge tombstone written for {doc['room_id']} [{doc['from_ts']}, {doc['to_ts']}]; "
-            "the next refresh applies it"
+            f"purge tombstone written for {named} from {shown(doc['from_ts'])} to "
+            f"{shown(doc['to_ts'])}; the next refresh applies it"
         )
     return 0
 
