@@ -132,7 +132,7 @@ class CommandHandler:
             )
         except UnknownCommand as e:
             self.metrics.commands.labels(command="unknown", outcome="unknown").inc()
-            if in_command_room:
+            if in_command_room or e.suggestion is not None:  # a typo of ours: say so
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
