@@ -53,7 +53,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "pin",
-        "pin the message you reply to, or ^N (N messages up), or this one",
+        "pin the message you reply to, or ^N (N messages up), or this one (with a #label or note)",
         (
             ArgSpec("[^N]", f"the N-th message above (1 to {MAX_OFFSET})"),
             ArgSpec("[#label]", "file it under a label"),
