@@ -224,7 +224,9 @@ class CommandHandler:
         so a Persona always finds `org.muninn.results`."""
         text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
         in_command_room = msg.room_id == self.command_room
-        reply = text_reply(msg.reply_to, text, results_kind=kind if in_command_room else None)
+        results_kind = kind if in_command_room else None
+        # `!help` is Muninn's own text: no invisible word joiner in `from:@user` (rule 16).
+        reply = text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
         await self.send(msg, reply)
 
     async def _answer_small(

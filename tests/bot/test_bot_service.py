@@ -8,6 +8,7 @@ module temp dir, the session's MiniLM).
 from __future__ import annotations
 
 import time
+import unicodedata
 import uuid
 from typing import Any
 
@@ -93,6 +94,18 @@ async def test_bot_board_holds_twelve(env: Env, alice: MatrixUser) -> None:
         await alice.send_text(room, f"!pin pin number {n}")
     pins = await board(env, alias)
     assert [p["note"] for p in pins] == [f"pin number {n}" for n in range(13, 1, -1)]
+
+
+async def test_bot_help_carries_no_invisible_characters(env: Env, alice: MatrixUser) -> None:
+    """`!help search` shows `from:@user` as it is typed (regression: a U+2060 after the `@`,
+    copied along, made the search silently empty), and still mentions nobody."""
+    room = await env.room(alice)
+    _, reply = await ask(alice, room, "!help search", env.bot_id)
+    content = reply["content"]
+    for text in (content["body"], content["formatted_body"]):
+        assert "[from:@user]" in text
+        assert not [c for c in text if unicodedata.category(c) == "Cf"], text
+    assert content["m.mentions"] == {}
 
 
 async def test_bot_pin_refuses_junk_and_pins_what_its_reply_cites(

@@ -165,6 +165,9 @@ def test_parse_custom_prefix() -> None:
         ("!search https://example.org/x 10:30", search(texts=("https://example.org/x 10:30",))),
         ("!search from:@alice x", search(texts=("x",), sender="@alice:example.org")),
         ("!search from:@alice:other.org x", search(texts=("x",), sender="@alice:other.org")),
+        # copied out of a reply: invisible word joiners and zero-width spaces are ignored
+        ("!search from:@\u2060alice x", search(texts=("x",), sender="@alice:example.org")),
+        ("!search from:@al\u200bice\ufeff x", search(texts=("x",), sender="@alice:example.org")),
         ("!search FROM:alice x", search(texts=("x",), sender="@alice:example.org")),
         ("!search from:@a:[::1]:8448 x", search(texts=("x",), sender="@a:[::1]:8448")),
         ("!search before:2026-11-01 x", search(texts=("x",), before_ms=ms(2026, 11, 1))),
