@@ -8,6 +8,7 @@ Dates are `bot.dates`.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from bot.html import quoted
 from bot.patterns import pattern_problem
@@ -23,6 +24,7 @@ __all__ = [
     "pattern",
     "room",
     "user",
+    "visible",
 ]
 
 MAX_OFFSET = 50  # ^N reaches at most this far up
@@ -45,11 +47,18 @@ _USER = re.compile(r"@?([^\s:@]+)(?::([A-Za-z0-9.\-]+(?::\d{1,5})?|\[[0-9A-Fa-f:
 _ROOM = re.compile(r"([#!])([^\s:]+)(?::(\S+))?")
 
 
-def user(value: str, server_name: str | None) -> str:
+def visible(value: str) -> str:
+    """`value` without invisible format characters (U+2060 word joiner, zero-width spaces,
+    direction marks): `from:@\u2060alice` copied out of a reply is `from:@alice`."""
+    return "".join(c for c in value if unicodedata.category(c) != "Cf")
+
+
+def user(value: str, server_name: str | None, key: str = "from") -> str:
     """`@alice:example.org`, or `@alice` / `alice` on this homeserver."""
+    value = visible(value)
     match = _USER.fullmatch(value)
     if match is None:
-        raise ArgumentError(f"from: takes @user:server or @user, not {echo(value)}")
+        raise ArgumentError(f"{key}: takes @user:server or @user, not {echo(value)}")
     localpart, server = match.group(1), match.group(2) or server_name
     return f"@{localpart}:{server}" if server else f"@{localpart}"
 
@@ -58,7 +67,7 @@ def room(value: str, server_name: str | None, *, in_command_room: bool) -> str:
     """`#alias:server`, `#alias` (this homeserver), `!id:server` or a v12 `!id`."""
     if not in_command_room:
         raise ArgumentError("cross-room search (in:) is only available in the command room")
-    match = _ROOM.fullmatch(value)
+    match = _ROOM.fullmatch(visible(value))
     if match is None:
         raise ArgumentError(f"in: takes #alias or !roomid, not {echo(value)}")
     sigil, local, server = match.groups()

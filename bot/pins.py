@@ -24,7 +24,7 @@ from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
 from ingest.hits import purged
-from ingest.permalink import permalink
+from ingest.permalink import cited_events, permalink
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
 from ingest.types import RoomID
@@ -62,16 +62,27 @@ def pin_target(
     bot_user_id: str,
     prefix: str,
 ) -> str | None:
-    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (pin) itself."""
+    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (a pin with
+    a note) itself; None when there is none (`refusal` says why, for the reply).
+
+    A reply to Muninn's own reply targets the message it cites when it cites exactly one (a
+    search with one result), else nothing: its flattened text is no message to pin. A bare
+    `!pin` (no reply, ^N, label or note) pins nothing: the message "!pin" is none either."""
     item = history[index]
     target = reply_target(item.content)
     if target is not None:
-        return target
+        own = next((h for h in history if h.event_id == target and h.sender == bot_user_id), None)
+        if own is None:
+            return target
+        cited = cited_events(str(own.content.get("formatted_body", own.body)))
+        return cited[0] if len(cited) == 1 else None
     if command.offset is not None:
         return resolve_offset(
             history, index, command.offset, bot_user_id=bot_user_id, prefix=prefix
         )
-    return item.event_id if isinstance(command, PinCommand) else None
+    if isinstance(command, PinCommand) and (command.note or command.label):
+        return item.event_id
+    return None
 
 
 def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> list[Marker]:
@@ -195,6 +206,22 @@ class BoardReader:
         )
 
 
+def _nothing_pinned(item: TimelineItem, command: PinCommand, prefix: str) -> str:
+    """Why a `!pin` found no target, and how to pin."""
+    how = (
+        f"reply to the message itself with {prefix}pin, or use {prefix}pin ^N for the N-th "
+        "message above"
+    )
+    if reply_target(item.content) is not None:
+        return f"Nothing pinned: that is Muninn's own reply, not a message; {how}."
+    if command.offset is not None:
+        return f"There are fewer than {command.offset} messages above; nothing pinned."
+    return (
+        f"Nothing pinned: {how}, or add a label or note to pin this one "
+        f"({prefix}pin #label what to remember)."
+    )
+
+
 class PinActions:
     def __init__(self, handler: CommandHandler) -> None:
         self.h = handler
@@ -224,9 +251,7 @@ class PinActions:
             await self._unpin(msg, command, target, before)
             return
         if target is None:
-            raise CommandError(
-                f"There are fewer than {command.offset} messages above; nothing pinned."
-            )
+            raise CommandError(_nothing_pinned(history[index], command, h.prefix))
         items = {i.event_id: i for i in history}
         # The confirmation quotes the message only if the whole room may see it (rule 14):
         # `^5` may reach above the join of someone who just came in.

@@ -31,7 +31,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
-    "chunker": (2, "74767ddefa707a589a8a0da02efe4f86df23031015efbdfad650f83799a13555"),
+    "chunker": (3, "120c8200effe2b517e2d24a514dc6c560fca54abdd32e2d21681cf487048e48a"),
     "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
     "scrub": (3, "6071e75f367756588b1d503d3626482d50ec1c68c9e418069817a93b5ff9ddb0"),
 }
@@ -105,6 +105,7 @@ def _messages() -> list[Message]:
                 ts=ts,
                 body=body,
                 thread_root=thread,
+                mentions=(SENDERS[(n + 1) % 3],) if n % 5 == 0 else None,
             )
         )
     return out
