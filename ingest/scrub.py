@@ -138,7 +138,8 @@ _GLUED_P = _option(r"-p(?P<sep>)" + _QUOTED_OR_BARE)
 _SSHPASS_P = _option(r"-p(?P<sep>[ \t]*+)" + _QUOTED_OR_BARE)
 _LOGIN_P = _option(r"(?:-p|--password)(?P<sep>[ \t]++|=)" + _QUOTED_OR_BARE)
 _CURL_USER = _option(
-    r"(?:-u|--user)(?:[ \t]*+|=)[\"']?[^\s:\"']*:" + _NOT_MARKED + r"(?P<secret>[^\s\"']+)"
+    # The user part holds no `[`: a marker's own `:` (`[redacted:…]`) is not a user's.
+    r"(?:-u|--user)(?:[ \t]*+|=)[\"']?[^\s:\"'\[]*:" + _NOT_MARKED + r"(?P<secret>[^\s\"']+)"
 )
 
 # Words that follow `password:` in prose or stand for "no value" in a config.
