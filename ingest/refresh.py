@@ -239,6 +239,7 @@ class Writer:
             tails = await self._apply_tombstones(col, state, pending_stones, tails, names, report)
             last = None  # it may name a message the purge covers: the next page sets it again
             await self._save_cursor(col, room_id, token, tails, last)
+            _forget_removed(col, report)
             for stone in pending_stones:
                 await asyncio.to_thread(
                     col.put_meta, stone.key, {**stone.record(), "applied": True}
@@ -270,6 +271,7 @@ class Writer:
             last = cursor_mark(page.events, every_stone, last)
             # Only now, with the page's points acknowledged, does the cursor move past it.
             await self._save_cursor(col, room_id, token, tails, last)
+            _forget_removed(col, report)
             if report.windows_written > written:
                 # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
                 # segment takes memory in proportion, so a backfill flushes as it goes
@@ -334,6 +336,13 @@ class Writer:
             await self._commit(col, ws, state, names, report)
             tails = ws.tails
         return tails
+
+
+def _forget_removed(col: Collection, report: RoomReport) -> None:
+    """Rule 13b: text a redaction, an edit or a purge took out must not stay in the store's
+    files; the generation's close rewrites them."""
+    if report.redactions_applied or report.edits_applied or report.purged_messages:
+        col.forget_removed()
 
 
 __all__ = ["RoomSource", "Writer"]
