@@ -72,7 +72,16 @@ class HomeserverConfig(Section):
     def _url(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"must be an http(s) URL, got {v!r}")
-        return v.rstrip("/")
+        v = v.rstrip("/")
+        if "/_matrix" in v:
+            # Every request adds /_matrix/client/v3/...: a URL carrying it gets 404 on a
+            # doubled prefix, which would not say why.
+            base = v[: v.index("/_matrix")]
+            raise ValueError(
+                f"is the homeserver's base URL, without /_matrix/...: drop the suffix "
+                f"(homeserver.url: {base}), got {v!r}"
+            )
+        return v
 
 
 class ReaderConfig(Section):

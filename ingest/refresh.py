@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ingest.chunker import DENSE_LINE, LineFormat, Names
+from ingest.chunker import Names
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.errors import (
@@ -90,12 +90,10 @@ class Writer:
         *,
         purges: PurgeLog | None = None,
         command_prefix: str = "!",
-        dense_line: LineFormat = DENSE_LINE,
     ) -> None:
         """`command_prefix`: the bot's, whose commands are never indexed (rule 9)."""
         self.cfg = cfg
         self.command_prefix = command_prefix
-        self.dense_line = dense_line  # the embedded text's line format (benchmarks vary it)
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -309,7 +307,6 @@ class Writer:
             embedder=self.embedder,
             compat=self.compat,
             max_bytes=self.cfg.chunker.max_bytes,
-            dense=self.dense_line,
         )
 
     # ------------------------------------------------------------ purge tombstones
