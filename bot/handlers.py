@@ -135,7 +135,7 @@ class CommandHandler:
             )
         except UnknownCommand as e:
             self.metrics.commands.labels(command="unknown", outcome="unknown").inc()
-            if in_command_room:
+            if in_command_room or e.suggestion is not None:  # a typo of ours: say so
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
@@ -227,7 +227,9 @@ class CommandHandler:
         so a Persona always finds `org.muninn.results`."""
         text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
         in_command_room = msg.room_id == self.command_room
-        reply = text_reply(msg.reply_to, text, results_kind=kind if in_command_room else None)
+        results_kind = kind if in_command_room else None
+        # `!help` is Muninn's own text: no invisible word joiner in `from:@user` (rule 16).
+        reply = text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
         await self.send(msg, reply)
 
     async def _answer_small(

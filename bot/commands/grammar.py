@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from bot.arguments import MAX_OFFSET, ArgumentError, echo
@@ -13,7 +14,7 @@ from bot.dates import DATE_HELP
 from ingest.events import is_command
 from ingest.query import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
 
-__all__ = ["COMMANDS", "command_name", "help_text", "parse"]
+__all__ = ["COMMANDS", "command_name", "did_you_mean", "help_text", "parse"]
 
 
 def _build_help(ctx: Context, args: str) -> Command:
@@ -77,7 +78,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         "pin",
-        "pin the message you reply to, or ^N (N messages up), or this one",
+        "pin the message you reply to, or ^N (N messages up), or this one (with a #label or note)",
         (
             ArgSpec("[^N]", f"the N-th message above (1 to {MAX_OFFSET})"),
             ArgSpec("[#label]", "file it under a label"),
@@ -113,6 +114,13 @@ _LOOKUP: dict[str, CommandSpec] = {
 
 
 # ---------------------------------------------------------------- entry points
+
+
+def did_you_mean(word: str) -> str | None:
+    """The command `word` is most likely a typo of (`serach` → `search`), or None when it is
+    like none of them (another bot's word). Aliases count, the canonical name is returned."""
+    close = difflib.get_close_matches(word.casefold(), list(_LOOKUP), n=1, cutoff=0.75)
+    return _LOOKUP[close[0]].name if close else None
 
 
 _COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -168,7 +176,7 @@ def parse(
     word, args = head
     spec = _LOOKUP.get(word.casefold())
     if spec is None:
-        raise UnknownCommand(word, prefix)
+        raise UnknownCommand(word, prefix, did_you_mean(word))
     ctx = Context(prefix, now_ms, in_command_room, server_name, spec)
     try:
         return spec.build(ctx, args)

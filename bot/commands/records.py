@@ -35,12 +35,15 @@ class UsageError(CommandError):
 
 
 class UnknownCommand(UsageError):
-    """`!word` where `word` is no Muninn command. Outside the command room the handler may stay
-    silent instead, since other bots in the room use the same prefix."""
+    """`!word` where `word` is no Muninn command; `suggestion` the command it is a typo of, if
+    any. Outside the command room the handler answers only a typo (other bots in the room may
+    use the same prefix for their own words)."""
 
-    def __init__(self, word: str, prefix: str) -> None:
+    def __init__(self, word: str, prefix: str, suggestion: str | None = None) -> None:
         self.word = word
-        super().__init__(f"unknown command {prefix}{echo(word)}; try {prefix}help")
+        self.suggestion = suggestion
+        hint = f"did you mean {prefix}{suggestion}?" if suggestion else f"try {prefix}help"
+        super().__init__(f"no command {prefix}{echo(word)}; {hint}")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from bot.http_api.wire import filter_fields
 from bot.operations.common import (
     HELD,
     adapters,
+    cli_reader,
     print_json,
     resolve_room,
     service_token,
@@ -201,7 +202,7 @@ async def _search_the_service(
     from bot.http_api import post_search, result_from_json, service_url
 
     token = service_token(cfg, held, "search")
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
     finally:

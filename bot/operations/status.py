@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from bot.config import ServiceConfig
-from bot.operations.common import HELD, print_json, resolve_room, service_token
+from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
 from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
 from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
@@ -21,7 +21,7 @@ from ingest.types import Refusal, RoomID, Verdict
 
 async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     facts = await store_facts(cfg)
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         me = await reader.whoami()
         joined = await reader.joined_rooms()

@@ -201,18 +201,24 @@ def matrix_json(value: Any) -> Any:
     return value
 
 
-def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None) -> dict[str, Any]:
+def text_reply(
+    reply_to: ReplyTo, text: str, *, results_kind: str | None = None, own: bool = False
+) -> dict[str, Any]:
     """A short notice from plain text (usage, refusals); lines become `<br>`. With
     `results_kind` (the command room) it carries `{results_kind: text}` as its results.
 
     The text may quote the asker's command (a usage error names the bad fragment): the caller
     scrubs it (`CommandHandler.say`), so the body and the results carry the same words, cut
     to the same `TEXT_REPLY` characters.
+
+    `own`: Muninn's own text quoting nobody (`!help`): escaped, but no word joiner after an
+    `@` (`from:@user` is copied as typed; `m.mentions: {}` alone keeps it from pinging).
     """
     text = shorten(text, TEXT_REPLY)
-    html = "<br>".join(safe_html(line) for line in text.split("\n"))
+    lines = text.split("\n")
+    html = "<br>".join(escape(line) if own else safe_html(line) for line in lines)
     results = None if results_kind is None else {results_kind: text}
-    return notice(reply_to, safe_plain(text), html, results=results)
+    return notice(reply_to, text if own else safe_plain(text), html, results=results)
 
 
 def when(ts: int) -> str:

@@ -442,13 +442,16 @@ async def test_bot_command_room_ignores_unlisted_askers(
 async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:
     """An unknown !word gets a usage reply in the command room (and silence elsewhere)."""
     _, reply = await ask(env.persona, env.command_room, "!frobnicate", env.bot_id)
-    assert "unknown command" in body_of(reply)
-    assert "unknown command" in reply["content"]["org.muninn.results"]["error"]
+    assert "no command !frobnicate; try !help" in body_of(reply)
+    assert "no command" in reply["content"]["org.muninn.results"]["error"]
 
 
 async def test_bot_stays_silent_on_unknown_commands_in_rooms(env: Env, alice: MatrixUser) -> None:
-    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply."""
+    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply, but a typo
+    of Muninn's own command is answered (regression: `!serach backups` got silence)."""
     room = await env.room(alice)
     ignored = await alice.send_text(room, "!weather Oslo")
+    _, typo = await ask(alice, room, "!serach backups", env.bot_id)
+    assert "no command !serach; did you mean !search?" in body_of(typo)
     await env.quiesce(alice, room)
     assert await replies(alice, room, ignored, env.bot_id) == []
