@@ -134,3 +134,11 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
         with pytest.raises(QueryError) as caught:
             SearchRequest.parse(body)
         assert caught.value.field == field
+
+
+def test_reply_counts_say_1_event_not_1_events() -> None:
+    """Regression (issue 25 item 13): "1 events" in the footer of a reply."""
+    from bot.replies import scan_sentence
+    from bot.roomlog import ScanInfo
+
+    assert scan_sentence(ScanInfo(1, 2048, None)) == "scanned the whole room (1 event)"
