@@ -396,6 +396,7 @@ class CommandHandler:
             command=command,
             prefix=self.prefix,
             more=result.remaining,
+            first=(page.depth if page else 0) + 1,
         )
         await self.send(msg, search_reply(msg.reply_to, view))
 

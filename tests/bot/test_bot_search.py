@@ -560,6 +560,7 @@ async def test_bot_more_pages_through_every_hit_once(
         _, reply = await ask(alice, room, "!more", env.bot_id)
         page = _shown(body_of(reply), room, sent)
         assert len(page) == 5 and not page & seen and gone not in page
+        assert body_of(reply).startswith(f"Results {len(seen) + 1}–{len(seen) + 5} for")
         seen |= page
     assert len(seen) == 25 and gone not in seen
     assert "!more" not in body_of(reply)
