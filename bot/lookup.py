@@ -24,11 +24,11 @@ from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.filters import MessageFilter, keep_messages
 from ingest.fusion import rrf
-from ingest.hits import Candidates, Hit, SearchResult, best_message
+from ingest.hits import Candidates, Hit, SearchResult, best_message, order_hits
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.revalidate import LogRead
-from ingest.search import MAX_CANDIDATES, Searcher, order_hits
+from ingest.search import MAX_CANDIDATES, Searcher
 from ingest.types import Message, RoomID
 
 __all__ = ["RoomView", "fused_search", "tombstones"]
