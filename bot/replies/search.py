@@ -116,7 +116,7 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
     ]
     lines = [f"⚠ {w}" for w in result.warnings]
     if not count and view.command is not None:
-        lines.extend(understood(view.command, view.prefix))
+        lines.extend(understood(view.command))
     foot = _footer(view)
     plain = "\n".join([*(safe_plain(x) for x in lines), *([foot] if foot else [])])
     html = "".join(f"<p>{safe_html(w)}</p>" for w in lines)
