@@ -9,7 +9,7 @@ import pytest
 
 from bot.commands.grammar import COMMANDS, parse
 from bot.commands.records import MoreCommand, SearchCommand, UsageError
-from bot.paging import Pages
+from bot.paging import Pages, ShownIds
 from bot.replies.budget import plural, when
 from bot.replies.understood import understood
 
@@ -76,17 +76,18 @@ def test_pages_are_per_asker_room_thread_capped_and_expire() -> None:
     state kept is capped (least recently used out first)."""
     pages = Pages(max_pages=2)
     command = run("!search x")
-    pages.remember(("@a", "!r", None), command, frozenset({"$1"}), 1, 0, more=True)
+    pages.remember(("@a", "!r", None), command, ShownIds().adding(["$1"]), 1, 0, more=True)
     assert pages.take(("@b", "!r", None), 0) is None
     assert pages.take(("@a", "!r", "$t"), 0) is None
     page = pages.take(("@a", "!r", None), 599_999)
-    assert page is not None and page.shown == {"$1"}
-    pages.remember(("@a", "!r", None), command, frozenset(), 1, 0, more=True)
+    assert page is not None and "$1" in page.shown and "$2" not in page.shown
+    assert not page.shown.isdisjoint(["$2", "$1"]) and page.shown.isdisjoint(["$2"])
+    pages.remember(("@a", "!r", None), command, ShownIds(), 1, 0, more=True)
     assert pages.take(("@a", "!r", None), 600_001) is None  # expired
     for asker in ("@1", "@2", "@3"):
-        pages.remember((asker, "!r", None), command, frozenset(), 1, 0, more=True)
+        pages.remember((asker, "!r", None), command, ShownIds(), 1, 0, more=True)
     assert len(pages) == 2 and pages.take(("@1", "!r", None), 0) is None
-    pages.remember(("@2", "!r", None), command, frozenset(), 1, 0, more=False)
+    pages.remember(("@2", "!r", None), command, ShownIds(), 1, 0, more=False)
     assert pages.take(("@2", "!r", None), 0) is None  # the last page: nothing to continue
 
 
