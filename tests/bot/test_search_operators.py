@@ -47,7 +47,7 @@ def test_parse_search_operators_fill_the_typed_filter() -> None:
         ("!search x is:dm", "is: takes thread"),
         ("!search x sort:oldest", "sort: takes relevance or recent"),
         ("!search x -limit:3", "cannot be negated"),
-        ("!search x mentions:", "mentions: needs a value"),
+        ("!search x mentions:nobody@", "mentions: takes @user"),
     ],
 )
 def test_parse_search_operator_errors_name_why(body: str, problem: str) -> None:
@@ -56,10 +56,11 @@ def test_parse_search_operator_errors_name_why(body: str, problem: str) -> None:
         run(body)
 
 
-def test_parse_search_keeps_hyphens_and_lone_dashes_as_text() -> None:
-    """`e-mail` and a lone `-` are text, not exclusions."""
+def test_parse_search_keeps_hyphens_lone_dashes_and_prose_colons_as_text() -> None:
+    """`e-mail`, a lone `-` and "is:" with nothing after it are text, not operators."""
     command = run("!search e-mail - outage")
     assert command.texts == ("e-mail - outage",) and not command.filter
+    assert run("!search the cause is: dns").texts == ("the cause is: dns",)
 
 
 def test_more_parses_and_help_search_shows_examples() -> None:
