@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
+from bot.replies.budget import plural
 from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
 from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
@@ -73,13 +74,18 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     if as_json:
         print_json(doc)
         return 0
-    print(f"reader {me}; generation {active}; {total} points")
+    print(f"reader {me}; generation {active}; {plural(total, 'point')}")
     if doc["damage"] is not None:
         print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     for r in rooms:
-        shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
+        shown = (
+            r["verdict"]
+            if r["verdict"] != "eligible"
+            else f"indexed, {plural(r['points'], 'point')}"
+        )
         if r["error"]:
-            shown += f"; FAILED {r['failed_passes']} pass(es) in a row, retried: {r['error']}"
+            passes = plural(r["failed_passes"], "pass", "passes")
+            shown += f"; FAILED {passes} in a row, retried: {r['error']}"
         print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
     if command is not None:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"

@@ -19,6 +19,7 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from bot.replies.budget import plural
 from ingest.embed import make_embedder
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.export import (
@@ -49,7 +50,7 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
         # The other rooms are done; exit non-zero so that a cron job notices the rest.
         names = ", ".join(r.room_id for r in report.failed)
         print(
-            f"muninn: {len(report.failed)} room(s) failed, retried next pass: {names}",
+            f"muninn: {plural(len(report.failed), 'room')} failed, retried next pass: {names}",
             file=sys.stderr,
         )
         return 1

@@ -156,7 +156,7 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     assert head.startswith(f"reader {reader.user_id}; generation muninn_test-")
     assert head.endswith("; 2 points")
     shown = dict(line.strip().split(": ", 1) for line in rooms)
-    assert shown[first] == shown[second] == "indexed, 1 points"
+    assert shown[first] == shown[second] == "indexed, 1 point"
     assert shown[excluded].startswith("excluded ")
 
 
