@@ -415,16 +415,33 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so."""
+    """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so;
+    the plan said so beforehand, the summary counts it failed, not joined, and the line says
+    whom to invite (regression: "2 joined" of which one failed, a raw 403); an alias its
+    server cannot resolve is `?` while the rest is planned (regression: the plan aborted)."""
     reader = await hs.register()
     private = await alice.create_room(preset="private_chat")
+    public = await alice.create_room()
+    remote = "#somewhere:unreachable.invalid"
     cfg = make_cfg(synapse, reader, tmp_path)
-    code = await roster_apply(cfg, write_roster(tmp_path, private), as_json=False)
+    roster = write_roster(tmp_path, private, public, remote)
+    code, planned = await run_json(roster_plan, cfg, roster, capsys)
+    assert code == 0
+    assert (
+        f"invite-only, the reader not invited: invite {reader.user_id} first"
+        in (planned[private]["reason"])
+    )
+    assert "invite" not in planned[public]["reason"]
+    assert planned[remote]["action"] == "unresolved"
+    assert "could not be resolved" in planned[remote]["reason"]
+    code = await roster_apply(cfg, roster, as_json=False)
     out, err = capsys.readouterr()
     assert code == 1
     assert f"join {private}: " in err and "M_FORBIDDEN" in err
-    assert "FAILED" in out
-    assert await reader.joined_rooms() == []
+    assert out.splitlines()[0] == ("1 joined, 0 left, 0 refused, 0 kept, 1 unresolved, 1 FAILED")
+    assert f"invite {reader.user_id} to the room first" in out and "FAILED" in out
+    assert f"unresolved {remote}: the alias could not be resolved" in err
+    assert await reader.joined_rooms() == [public]
 
 
 def test_load_roster_accepts_a_bare_alias_or_id_as_shorthand(tmp_path: Path) -> None:
