@@ -18,6 +18,7 @@ from bot.arguments import ArgumentError
 from bot.config import ServiceConfig, load_config
 from bot.dates import TIME_HELP, instant
 from bot.logs import setup_logging
+from bot.operations.search import search_filter_args, search_filter_flags
 from bot.registration import check_registration, generate_registration
 from bot.roster.cli import roster_apply, roster_plan
 from ingest.config import config_path
@@ -66,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         "--before", type=parse_time, metavar="T", help="only windows at or before T (yesterday)"
     )
     s.add_argument("--limit", type=int, default=5, help="hits to return (default 5, max 50)")
+    search_filter_flags(s)
     s.add_argument(
         "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.3)"
     )
@@ -141,6 +143,7 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
             before=args.before,
             limit=args.limit,
             as_json=args.json,
+            **search_filter_args(args),
         )
     if args.command == "pins":
         return await operations.pins(cfg, room=args.room, as_json=args.json)

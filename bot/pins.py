@@ -8,6 +8,7 @@ markers are read from the room log here (`markers`, `pin_target`); `bot.pinboard
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from bot.incoming import Incoming
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
+
+log = logging.getLogger("muninn.pins")
 
 
 def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
@@ -83,29 +86,37 @@ def pin_target(
 
 
 def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> list[Marker]:
-    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved."""
+    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved. A marker
+    that cannot be read is skipped: anyone can post one, and one must never break the board
+    of the room (`!pins`, `!pin`, `!unpin`, `muninn pins`)."""
     markers = []
     for index, item in enumerate(history):
         body = item.body
         if item.redacted or item.sender == bot_user_id or not is_command(body, prefix):
             continue
         try:
-            command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+            marker = _marker(history, index, bot_user_id, prefix)
         except UsageError:
             continue
-        if isinstance(command, PinCommand | UnpinCommand):
-            target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
-            markers.append(
-                marker_from_command(
-                    item.event_id,
-                    item.sender,
-                    item.ts,
-                    command,
-                    target,
-                    thread_root=item.thread_root,
-                )
-            )
+        except Exception as e:  # a malformed marker the grammar did not foresee (see above)
+            log.warning("skipping pin marker %s: %s: %s", item.event_id, type(e).__name__, e)
+            continue
+        if marker is not None:
+            markers.append(marker)
     return markers
+
+
+def _marker(
+    history: Sequence[TimelineItem], index: int, bot_user_id: str, prefix: str
+) -> Marker | None:
+    item = history[index]
+    command = parse(item.body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+    if not isinstance(command, PinCommand | UnpinCommand):
+        return None
+    target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
+    return marker_from_command(
+        item.event_id, item.sender, item.ts, command, target, thread_root=item.thread_root
+    )
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,8 @@ class StoreConfig(Section):
     path: Path | None = None  # embedded qdrant-edge shard directory
     url: str | None = None  # a Qdrant server or cluster, e.g. http://qdrant:6333
     api_key: str | None = None
+    # Embedded: free space under `path` below which nothing is written (ingest/store/space.py).
+    min_free_mb: Annotated[int, Field(ge=0)] = 256
 
     @model_validator(mode="after")
     def _one_kind(self) -> StoreConfig:

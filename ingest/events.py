@@ -292,7 +292,19 @@ def _message(
         return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
-    return Message(**_fields(env), body=body, thread_root=root, msgtype=msgtype)
+    return Message(
+        **_fields(env), body=body, thread_root=root, msgtype=msgtype, mentions=mentions(content)
+    )
+
+
+def mentions(content: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The user ids of a message's `m.mentions`, or None when its client set none (then the
+    text is all there is: `ingest.filters.mentioned`)."""
+    block = content.get("m.mentions")
+    if not isinstance(block, dict):
+        return None
+    ids = block.get("user_ids")
+    return tuple(u for u in ids if isinstance(u, str)) if isinstance(ids, list) else ()
 
 
 def _edit_has_fallback(new: Mapping[str, Any]) -> bool:

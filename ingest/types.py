@@ -126,6 +126,8 @@ class Message:
     # The m.replace event whose text `body` holds, when the message was edited (writer-owned).
     edit_event_id: EventID | None = None
     edit_ts: int | None = None
+    # `m.mentions.user_ids` when the sender's client set `m.mentions` (None: it did not).
+    mentions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

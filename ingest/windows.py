@@ -276,6 +276,7 @@ def messages_from_payload(room_id: RoomID, payload: Mapping[str, object]) -> tup
                 thread_root=EventID(str(thread_root)) if thread_root else None,
                 edit_event_id=raw.get("edit_event_id"),
                 edit_ts=raw.get("edit_ts"),
+                mentions=tuple(raw["mentions"]) if isinstance(raw.get("mentions"), list) else None,
             )
         )
     return tuple(out)

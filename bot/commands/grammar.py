@@ -8,7 +8,7 @@ import re
 
 from bot.arguments import MAX_OFFSET, ArgumentError, echo
 from bot.commands.builders import build_pin, build_pins, build_search, build_unpin
-from bot.commands.records import MAX_ROOMS, Command, HelpCommand, UnknownCommand
+from bot.commands.records import MAX_ROOMS, Command, HelpCommand, MoreCommand, UnknownCommand
 from bot.commands.spec import ArgSpec, CommandSpec, Context
 from bot.dates import DATE_HELP
 from ingest.events import is_command
@@ -28,6 +28,12 @@ def _build_help(ctx: Context, args: str) -> Command:
     return HelpCommand(spec.name)
 
 
+def _build_more(ctx: Context, args: str) -> Command:
+    if args.strip():
+        raise ctx.error("more takes nothing: it shows the next page of your last search here")
+    return MoreCommand()
+
+
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         "search",
@@ -45,11 +51,30 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 command_room_only=True,
             ),
             ArgSpec("[limit:N]", f"at most N results (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
+            ArgSpec("[-word]", 'leave out messages with the word; -"two words", -from:@user'),
+            ArgSpec("[has:link]", "only messages with a link"),
+            ArgSpec("[is:thread]", "only messages in threads (-is:thread: outside them)"),
+            ArgSpec("[mentions:@user]", "only messages that mention the user"),
+            ArgSpec("[sort:recent]", "newest first (relevance still decides what matches)"),
             ArgSpec("<text> [| <text> …]", f'up to {MAX_TEXTS} alternatives; "quote" exact words'),
+            ArgSpec("[word*]", "words starting with it (at least 3 letters before the *)"),
             ArgSpec("or /regex/[i]", "a regular expression instead of text (i: ignore case)"),
         ),
         build_search,
         aliases=("s", "find"),
+        examples=(
+            "backup* -test",
+            "deploy from:@alice after:7d sort:recent",
+            "has:link mentions:@bob release",
+            "outage is:thread | incident",
+        ),
+        more=("A reply with more hits says so: send !more within 10 minutes for the next page.",),
+    ),
+    CommandSpec(
+        "more",
+        "the next page of your last search here (for 10 minutes after it)",
+        (),
+        _build_more,
     ),
     CommandSpec(
         "pin",

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from bot.arguments import echo
 from bot.errors import CommandError
+from ingest.filters import NO_FILTER, MessageFilter
 from ingest.query import DEFAULT_LIMIT
 
 __all__ = [
     "MAX_ROOMS",
     "Command",
     "HelpCommand",
+    "MoreCommand",
     "PinCommand",
     "PinsCommand",
     "SearchCommand",
@@ -55,6 +57,8 @@ class SearchCommand:
     after_ms: int | None = None
     rooms: tuple[str, ...] = ()  # aliases or room ids; only ever non-empty in the command room
     limit: int = DEFAULT_LIMIT
+    filter: MessageFilter = NO_FILTER  # -word, -from:, has:link, is:thread, mentions:
+    sort: str = "relevance"  # or "recent" (`sort:recent`)
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,13 @@ class PinsCommand:
 
 
 @dataclass(frozen=True)
+class MoreCommand:
+    """`!more`: the next page of the asker's last search in this room (or thread)."""
+
+
+@dataclass(frozen=True)
 class HelpCommand:
     topic: str | None = None  # a command's canonical name
 
 
-Command = SearchCommand | PinCommand | UnpinCommand | PinsCommand | HelpCommand
+Command = SearchCommand | PinCommand | UnpinCommand | PinsCommand | HelpCommand | MoreCommand

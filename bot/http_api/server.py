@@ -68,6 +68,7 @@ def store_check(store: Store) -> HealthCheck:
     """Read the active generation and count its points: the store answers, or says why not."""
 
     def probe() -> str:
+        store.check_space()  # rule 13c: a disk too full to write fails the store's health
         active = store.active()
         if active is None:
             return "empty (no active generation yet)"

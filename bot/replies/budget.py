@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
-from ingest.stamps import utc_minute as when
+from ingest.stamps import utc_minute
 
 __all__ = [
     "EXCERPT_WIDTH",
@@ -23,6 +23,7 @@ __all__ = [
     "fit_reply",
     "matrix_json",
     "notice",
+    "plural",
     "relation",
     "scan_sentence",
     "shorten",
@@ -220,10 +221,20 @@ def text_reply(
     return notice(reply_to, text if own else safe_plain(text), html, results=results)
 
 
+def when(ts: int) -> str:
+    """A time as replies show it, with its zone: people read it wherever they are."""
+    return f"{utc_minute(ts)} UTC"
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """`1 pin`, `2 pins`: a count with its noun (`many` when the plural is not `one` + s)."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def scan_sentence(scan: ScanInfo) -> str:
     """How far the transcript fold looked, as a reply's footer says it."""
     if scan.scanned < scan.bound and not scan.cut:
         return f"scanned the whole room ({scan.scanned} events)"
-    back = f", back to {when(scan.oldest_ts)} UTC" if scan.oldest_ts is not None else ""
+    back = f", back to {when(scan.oldest_ts)}" if scan.oldest_ts is not None else ""
     why = " (as much text as one command reads)" if scan.cut else ""
     return f"scanned the latest {scan.scanned} events{back}{why}"

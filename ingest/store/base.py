@@ -1,18 +1,19 @@
-"""The logic both store adapters share, written once over a few engine primitives: validation,
-the chat/meta split, filters, the schema record (`CollectionBase`), and generation bookkeeping
-(`StoreBase`). The contract they implement is `ingest.store.contract`.
+"""The collection logic both store adapters share, written once over a few engine primitives
+(`CollectionBase`): validation, the chat/meta split, filters, the schema record and the point
+tally (`ingest.store.integrity`). Generation bookkeeping is `ingest.store.storebase`; the
+contract they implement, `ingest.store.contract`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ingest.errors import CompatibilityError, StoreError
+from ingest.errors import CompatibilityError, DiskFull
 from ingest.store.contract import (
     CHAT,
     DENSE,
@@ -24,7 +25,6 @@ from ingest.store.contract import (
     Scored,
     Term,
     canonical_id,
-    check_name,
     check_sparse,
     filter_terms,
     json_clean,
@@ -59,6 +59,7 @@ class CollectionBase(ABC):
         self._tally: Tally | None = None
         self._damage: str | None = None
         self._write_lock = threading.Lock()
+        self._removed_text = False
 
     @property
     def name(self) -> str:
@@ -94,6 +95,10 @@ class CollectionBase(ABC):
     @abstractmethod
     def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]: ...
 
+    def _before_write(self) -> None:
+        """Raise `DiskFull` when a write now could not be stored safely (rule 13c)."""
+        return None  # a server keeps its own disk
+
     def _dense_sample(self, n: int) -> list[list[float]]:
         """Up to `n` stored dense vectors of chat points, picked anywhere (none: not checked)."""
         return []
@@ -105,6 +110,11 @@ class CollectionBase(ABC):
     @abstractmethod
     def optimize(self) -> None:
         """Let the engine merge segments and build indexes, where it does not do so itself."""
+
+    def forget_removed(self) -> None:
+        """Text was taken out (a redaction, an edit, a purge): the close of this generation
+        rewrites whatever files of the engine still hold it (rule 13b)."""
+        self._removed_text = True
 
     # -- chat points
 
@@ -134,6 +144,7 @@ class CollectionBase(ABC):
     def _tallied(self, ids: list[str], adding: bool, write: Callable[[], None]) -> None:
         """Write, keeping the tally: the change is recorded as pending first, so a process
         killed between the write and its tally leaves a tally that explains either side."""
+        self._before_write()
         with self._write_lock:
             if self._tally is None:
                 write()
@@ -212,6 +223,7 @@ class CollectionBase(ABC):
 
     def delete_meta(self, key: str) -> None:
         with self._guard("delete meta"):
+            self._before_write()
             self._delete([meta_id(key)])
 
     def list_meta(self, prefix: str = "") -> dict[str, dict[str, Any]]:
@@ -234,6 +246,7 @@ class CollectionBase(ABC):
     def _put_entry(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
         clean = json_clean(value, f"meta {key!r}")
         with self._guard("put meta"):
+            self._before_write()
             self._put_raw(corpus, key, clean)
 
     def _put_raw(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
@@ -281,121 +294,18 @@ class CollectionBase(ABC):
                 self._damage = f"{self._name}: {damage}"
                 return
             self._tally = Tally(counted)
-            if tally is None or tally.pending:
-                # An older generation gets its tally now (a write killed mid-way, settled).
-                self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
-            if not tallied:
-                record = {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
-                self._put_raw(_INTERNAL, _SCHEMA_KEY, record)
-                self._schema_version = SCHEMA_VERSION
+            with contextlib.suppress(DiskFull):  # read on a full disk: the next open settles it
+                self._settle(tally, tallied)
 
-
-# ---------------------------------------------------------------- shared store logic
-
-
-class StoreBase(ABC):
-    """Generation bookkeeping both adapters share: names, one handle per generation, closing."""
-
-    def __init__(self, collection: str) -> None:
-        self.collection = check_name(collection, "collection")
-        self._open: dict[str, CollectionBase] = {}
-        self._lock = threading.RLock()
-        self._closed = False
-
-    @property
-    @abstractmethod
-    def location(self) -> str: ...
-    @abstractmethod
-    def generations(self) -> list[str]: ...
-    @abstractmethod
-    def active(self) -> str | None: ...
-    @abstractmethod
-    def _open_generation(
-        self, generation: str, dense_dim: int | None, create: bool
-    ) -> CollectionBase: ...
-    @abstractmethod
-    def _set_active(self, generation: str) -> None: ...
-    @abstractmethod
-    def _remove(self, generation: str, was_active: bool) -> None: ...
-    @abstractmethod
-    def _rename(self, generation: str, new_name: str, was_active: bool) -> None: ...
-    @abstractmethod
-    def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
-        """Release `coll`; `compact` when it stays (a close), not when it is being dropped."""
-
-    @abstractmethod
-    def _shutdown(self) -> None: ...
-
-    def check_generation(self, generation: str) -> str:
-        check_name(generation, "generation")
-        if not generation.startswith(f"{self.collection}-"):
-            raise StoreError(f"generation {generation!r} is not named {self.collection}-…")
-        return generation
-
-    def open(self, generation: str, *, dense_dim: int | None, create: bool) -> CollectionBase:
-        """The generation's collection (one shared handle); `create` makes it if missing."""
-        self.check_generation(generation)
-        if dense_dim is None and create:
-            raise StoreError(f"{generation}: creating a generation needs its dense dimension")
-        with self._lock:
-            self._check_open()
-            coll = self._open.get(generation)
-            if coll is None:
-                coll = self._open_generation(generation, dense_dim, create)
-                self._open[generation] = coll
-            elif dense_dim is not None and coll.dense_dim != dense_dim:
-                raise CompatibilityError(
-                    f"{generation}: holds {coll.dense_dim}-d vectors, {dense_dim}-d were asked for"
-                )
-            return coll
-
-    def activate(self, generation: str) -> None:
-        """Point searches at `generation` in one atomic step."""
-        self.check_generation(generation)
-        with self._lock:
-            self._check_open()
-            if generation not in self.generations():
-                raise StoreError(f"{self.location}: no generation {generation!r} to activate")
-            self._set_active(generation)
-
-    def drop(self, generation: str) -> None:
-        """Delete a generation and everything in it; dropping the active one clears `active()`."""
-        self.check_generation(generation)
-        with self._lock:
-            self._check_open()
-            coll = self._open.pop(generation, None)
-            if coll is not None:
-                self._close_collection(coll, compact=False)
-            if generation in self.generations():
-                self._remove(generation, was_active=self.active() == generation)
-
-    def set_aside(self, generation: str) -> str:
-        """Rename a damaged generation out of its name's way (`<generation>-damaged-<time>`),
-        so that the same versions build it anew beside it; searches keep reading it, if it
-        was the active one, until the rebuild switches in and drops it. The new name."""
-        self.check_generation(generation)
-        new_name = f"{generation}-damaged-{int(time.time())}"
-        with self._lock:
-            self._check_open()
-            coll = self._open.pop(generation, None)
-            if coll is not None:
-                self._close_collection(coll, compact=False)
-            self._rename(generation, new_name, was_active=self.active() == generation)
-        return new_name
-
-    def close(self) -> None:
-        """Flush and release every open generation; idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                for coll in self._open.values():
-                    self._close_collection(coll, compact=True)
-            finally:
-                self._open.clear()
-                self._shutdown()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"{self.location}: the store is closed")
+    def _settle(self, tally: Tally | None, tallied: bool) -> None:
+        """An older generation gets its tally now; a write killed mid-way is settled."""
+        stale = tally is None or tally.pending != 0
+        if self._tally is None or (tallied and not stale):
+            return
+        self._before_write()
+        if stale:
+            self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
+        if not tallied:
+            record = {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
+            self._put_raw(_INTERNAL, _SCHEMA_KEY, record)
+            self._schema_version = SCHEMA_VERSION

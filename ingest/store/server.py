@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ingest.errors import CompatibilityError, StoreError, StoreUnavailable
-from ingest.store.base import CollectionBase, StoreBase
+from ingest.store.base import CollectionBase
 from ingest.store.contract import (
     CHAT,
     DENSE,
@@ -31,6 +31,7 @@ from ingest.store.contract import (
     Scored,
     Term,
 )
+from ingest.store.storebase import StoreBase
 
 _UPSERT_BATCH = 256  # keeps a request well under the server's 32 MiB default body limit
 _UNAVAILABLE_STATUS = {502, 503, 504}

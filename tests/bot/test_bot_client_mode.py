@@ -88,7 +88,7 @@ async def test_bot_unloads_an_idle_model_and_answers_after_it(
         _, reply = await ask(alice, room, "!search orchard water", me.user_id)
         body = reply["content"]["body"]
         assert "Alice: the quince orchard needs water" in body
-        assert "answered by: dense, lexical" in body
+        assert minilm.loaded()  # the search reloaded the model: the dense side answered
     finally:
         await service.stop()
 

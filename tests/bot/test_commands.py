@@ -215,6 +215,7 @@ def test_parse_custom_prefix() -> None:
         ),
         ("!search limit:20 x", search(texts=("x",), limit=20)),
         ("!search LIMIT:50 x", search(texts=("x",), limit=50)),
+        ("!search limit:007 x", search(texts=("x",), limit=7)),
         ("!search /dep.oy/", search(regex="dep.oy")),
         ("!search /Dep/i", search(regex="(?i)Dep")),
         ("!search /a\\/b/", search(regex="a\\/b")),
@@ -278,6 +279,8 @@ def test_parse_search_in_room_in_the_command_room(body: str, rooms: tuple[str, .
         ("!search limit:0 x", "limit: takes a number from 1 to 50"),
         ("!search limit:51 x", "limit: takes a number"),
         ("!search limit:ten x", "limit: takes a number"),
+        ("!search limit:² x", "limit: takes a number from 1 to 50"),  # isdigit, not int
+        pytest.param("!search limit:" + "9" * 5000 + " x", "from 1 to 50", id="limit-5000-digits"),
         ("!search in:#dev x", "only available in the command room"),
     ],
 )
@@ -432,13 +435,16 @@ def test_parse_pin_forms(body: str, expected: PinCommand) -> None:
         ("!pin ^0", "N from 1 to 50"),
         ("!pin ^51", "N from 1 to 50"),
         ("!pin ^x", "N from 1 to 50"),
+        ("!pin ^²", "N from 1 to 50"),  # regression: `str.isdigit` took it, `int` raised
+        pytest.param("!pin ^" + "9" * 5000, "N from 1 to 50", id="offset-5000-digits"),
+        ("!unpin ^³", "N from 1 to 50"),
         ("!pin ^1 ^2", "only one ^N"),
         ("!pin #bad:label", "a label is #word"),
         ("!pin #" + "x" * 33, "a label is #word"),
     ],
 )
 def test_parse_pin_malformed(body: str, problem: str) -> None:
-    """Bad offsets and labels are usage errors."""
+    """Bad offsets and labels are usage errors naming the bound."""
     with pytest.raises(UsageError, match=re.escape(problem)):
         run(body)
 

@@ -48,7 +48,7 @@ def test_search_reply_shows_a_far_future_hit() -> None:
     """Regression: a hit stamped in the year 10000 raised in the reply's date, so the
     `!search` got no reply at all."""
     content = _search(_hit("kiwi from the future", FAR_FUTURE_TS))
-    assert "1. 10000-01-01 00:00 · eve: **kiwi** from the future" in content["body"]
+    assert "1. 10000-01-01 00:00 UTC · eve: **kiwi** from the future" in content["body"]
 
 
 def test_pins_reply_shows_a_pin_stamped_beyond_any_date() -> None:

@@ -21,6 +21,7 @@ from ingest.errors import StoreError
 from ingest.query import SearchQuery
 from ingest.search import Searcher
 from ingest.store import PointRecord, Store, generation_name, open_store
+from ingest.store.contract import meta_id
 from ingest.store.integrity import Tally, corrupt_vectors
 from ingest.types import SparseVector
 from tests.homeserver import Homeserver, MatrixUser
@@ -165,3 +166,19 @@ async def test_refresh_rebuilds_a_damaged_store_and_search_finds_the_messages_ag
     finally:
         await ix.close()
     assert (await muninn(config, "status", "--json")).doc()["damage"] is None
+
+
+def test_a_generation_built_before_the_tally_gets_one_and_is_not_damaged(tmp_path: Path) -> None:
+    """An upgrade does not rebuild every index: a generation without a tally (schema 1) is
+    counted at its first open and checked from then on."""
+    _build(tmp_path)
+    store = _open(tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=None, create=False)
+        coll._delete([meta_id("integrity", "store")])  # as an older release left it
+        coll._put_raw("store", "schema", {"version": 1, "dense_dim": DIM})
+    finally:
+        store.close()
+    assert _damage_of(tmp_path) is None
+    os.truncate(_shard_file(tmp_path, "mutable_id_tracker.mappings"), 40)
+    assert _damage_of(tmp_path) is not None
