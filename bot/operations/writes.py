@@ -15,10 +15,10 @@ from bot.operations.common import (
     adapters,
     cli_reader,
     print_json,
-    progress_bar,
     resolve_room,
     service_token,
 )
+from bot.progress import progress_display
 from ingest.embed import make_embedder
 from ingest.errors import MatrixError, QueryError, StoreUnavailable
 from ingest.export import (
@@ -45,7 +45,8 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
         purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
         writer = Writer(cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix)
-        report = await writer.refresh(only=only, progress=progress_bar())
+        with progress_display() as progress:
+            report = await writer.refresh(only=only, progress=progress)
     _print_report(report, as_json=as_json)
     if report.failed:
         # The other rooms are done; exit non-zero so that a cron job notices the rest.
@@ -59,8 +60,6 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
 
 
 def _print_report(report: RefreshReport, *, as_json: bool) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")  # end the progress line
     if as_json:
         print_json(report.as_json())
     else:
@@ -176,7 +175,9 @@ async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int
     embedder = make_embedder(cfg.embedder)
     try:
         writer = Writer(cfg, source, store, embedder, command_prefix=cfg.bot.prefix)
-        report = await writer.refresh(only=[source.room_id], progress=progress_bar())
+        # The file is counted: the line has a bar and the time left.
+        with progress_display(len(source.events)) as progress:
+            report = await writer.refresh(only=[source.room_id], progress=progress)
         if all(r.verdict == "eligible" for r in report.rooms):
             # What `muninn search` revalidates this room's hits against (not the homeserver,
             # where the reader may never have been in the room).
