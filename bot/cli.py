@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from bot import operations
 from bot.arguments import ArgumentError
+from bot.cli_pages import add_pages
 from bot.config import ServiceConfig, load_config
 from bot.dates import TIME_HELP, instant
 from bot.logs import setup_logging
@@ -26,6 +28,7 @@ from ingest.errors import MuninnError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell tool killed by it reports
 
 
 def parse_time(text: str) -> int:
@@ -123,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--once", action="store_true", help="play the script, then stop (exit 0)")
     d.add_argument("--port", type=int, help="Synapse's port on 127.0.0.1 (default: a free one)")
+    add_pages(p)
     return p
 
 
@@ -188,6 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `muninn roster plan | head`: the reader left; end quietly, as shell tools do. The
+        # interpreter's last flush of stdout would fail again: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from ingest.config import ScopeConfig
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
 from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import spawn_muninn, write_config
 
 SERVER = "muninn.test"
 
@@ -468,3 +472,30 @@ def test_load_roster_entry_of_the_wrong_shape_shows_the_right_forms(tmp_path: Pa
     for p in problems:
         assert "must be a room alias or id" in p and "{room:" in p and "instance of" not in p
     assert problems[0].startswith("rooms[0]: ") and "got 42" in problems[0]
+
+
+async def test_cli_roster_plan_into_a_closed_pipe_ends_quietly(
+    synapse: SynapseServer, hs: Homeserver, tmp_path: Path
+) -> None:
+    """`muninn roster plan | head` whose reader is gone ends without a traceback
+    (regression: a BrokenPipeError traceback)."""
+    reader = await hs.register()
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+            "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        },
+    )
+    roster = write_roster(tmp_path, *(f"#r{n}-{unique_localpart('x')}:{SERVER}" for n in range(3)))
+    read, write = os.pipe()
+    os.close(read)  # `head` has already gone: every write to the pipe fails
+    try:
+        proc = await spawn_muninn(
+            config, "roster", "plan", "--roster", str(roster), stdout=write, stderr=PIPE
+        )
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    assert proc.returncode == 141
