@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from bot.config import ServiceConfig, parse_config
-from ingest.config import registration_path
+from ingest.config import registration_path, yaml_problem
 from ingest.errors import ConfigError
 from ingest.matrix import USER_LOCALPART, load_registration, read_registration
 
@@ -202,8 +202,10 @@ def _load_raw(cfg_path: Path) -> tuple[str, dict[str, Any]]:
         raw = yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError([f"no config file at {cfg_path}"]) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([f"cannot read the config: {e}"], str(cfg_path)) from None
+    except yaml.YAMLError as e:
+        raise ConfigError([yaml_problem(e)], str(cfg_path)) from None
     if not isinstance(raw, dict):
         raise ConfigError(["the file must be a YAML mapping of sections"], str(cfg_path))
     if "reader" in raw:
