@@ -9,10 +9,9 @@ of the two rates says how much of the ingest time is the embedder's. Points writ
 reported, and memory: RSS after the model loads, after the first page's windows are embedded,
 at the end of the ingest, the ingest's peak, and the process's peak (which includes closing
 the store — its compaction — and the raw re-embedding); then the time the close took.
-`--max-batch-tokens` sets the embedder's padded-token cut of a batch (a huge value: the
-count-only batching of before). `--synapse-read N` also seeds an N-event room into a real
-Synapse and times the reader's walk. `--idle-seconds N` then measures an idle service's memory
-on the index built (`bench.probes`, a fresh process).
+`--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
+`--idle-seconds N` then measures an idle service's memory on the index built (`bench.probes`,
+a fresh process).
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ async def run_import(
     max_bytes: int,
     batch: int,
     writer_only: bool = False,
-    max_batch_tokens: int = MAX_BATCH_TOKENS,
     raw: bool = True,
     idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
@@ -133,9 +131,7 @@ async def run_import(
         inner: Embedder = (
             HashingEmbedder()
             if writer_only
-            else MiniLMEmbedder(
-                batch_size=batch, max_batch_tokens=max_batch_tokens, unload_after_seconds=unload
-            )
+            else MiniLMEmbedder(batch_size=batch, unload_after_seconds=unload)
         )
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
@@ -193,7 +189,7 @@ async def run_import(
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,
-        "max_batch_tokens": max_batch_tokens,
+        "max_batch_tokens": MAX_BATCH_TOKENS,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
         "idle": idle,
     }
@@ -255,12 +251,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
     p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")
     p.add_argument("--batch", type=int, default=32, help="embedder batch size")
-    p.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=MAX_BATCH_TOKENS,
-        help="padded tokens a batch at most (1000000000: count-only, as before)",
-    )
     p.add_argument("--synapse-read", type=int, default=0, help="also time a walk of N events")
     p.add_argument(
         "--writer-only",
@@ -284,7 +274,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.max_bytes,
                 args.batch,
                 args.writer_only,
-                args.max_batch_tokens,
                 not args.no_raw,
                 args.idle_seconds,
             )

@@ -29,6 +29,7 @@ every lever over it (`bench.loco`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
@@ -296,14 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"--data {args.data}: no such file", file=sys.stderr)
         return 2
-    settings = Settings(
-        max_bytes=args.max_bytes,
-        gap_seconds=args.gap_seconds,
-        candidates=args.candidates,
-        dense_weight=args.dense_weight,
-        lexical_weight=args.lexical_weight,
-        proposed=args.proposed,
-    )
+    # Every field of Settings is the flag of the same name.
+    settings = Settings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Settings)})
     exit_on_sigterm()
     if args.folds:
         from bench import loco

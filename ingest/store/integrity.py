@@ -25,6 +25,7 @@ from typing import Any
 INTEGRITY_KEY = "integrity"
 SAMPLE = 256
 _NORM_TOLERANCE = 1e-3
+_ZERO = 1e-6
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,13 @@ def count_damage(tally: Tally | None, counted: int, *, tallied: bool) -> str | N
 
 
 def corrupt_vectors(vectors: Iterable[Sequence[float]]) -> int:
-    """How many of these stored cosine vectors are not of unit length."""
+    """How many of these stored cosine vectors are not of unit length. A (near) zero vector is
+    not counted: the engine stores one as given (it cannot be normalised), so an embedder's
+    zero vector would otherwise make every rebuild damaged again."""
     bad = 0
     for v in vectors:
         norm = math.sqrt(math.fsum(x * x for x in v))
-        if not math.isfinite(norm) or abs(norm - 1.0) > _NORM_TOLERANCE:
+        if not math.isfinite(norm) or (norm > _ZERO and abs(norm - 1.0) > _NORM_TOLERANCE):
             bad += 1
     return bad
 

@@ -87,6 +87,7 @@ def test_tally_explains_either_side_of_a_write_in_flight() -> None:
     assert not Tally(10, pending=-3).explains(6)
     assert Tally(10, pending=2).explains(12) and not Tally(10, pending=2).explains(13)
     assert corrupt_vectors([[0.6, 0.8], [3.0, 0.0], [float("nan"), 0.0]]) == 2
+    assert corrupt_vectors([[0.0, 0.0]]) == 0  # stored as given: not damage
 
 
 def test_edge_store_written_and_reopened_is_not_damaged(tmp_path: Path) -> None:
