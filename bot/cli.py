@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="the service: live stream, refresh loop, command handling")
 
     r = sub.add_parser("refresh", help="one writer pass over the joined rooms")
-    r.add_argument("--room", action="append", help="only this room (id or alias); repeatable")
+    r.add_argument("--room", action="append", help="only this room (id or alias; #dev is this server's); repeatable")
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
 
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     pn = sub.add_parser("pins", help="a room's pinboard, as the bot folds it")
-    pn.add_argument("room", metavar="ROOM", help="room id or alias")
+    pn.add_argument("room", metavar="ROOM", help="room id or alias (#dev is #dev:<server_name>)")
     pn.add_argument("--json", action="store_true", help="print the board as one JSON document")
 
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     pu = sub.add_parser(
         "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
     )
-    pu.add_argument("--room", required=True, help="room id or alias")
+    pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
     pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--json", action="store_true")
