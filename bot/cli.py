@@ -56,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="the service: live stream, refresh loop, command handling")
 
     r = sub.add_parser("refresh", help="one writer pass over the joined rooms")
-    r.add_argument("--room", action="append", help="only this room (id or alias; #dev is this server's); repeatable")
+    r.add_argument(
+        "--room",
+        action="append",
+        help="only this room (id or alias; #dev is this server's); repeatable",
+    )
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
 
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
