@@ -80,13 +80,13 @@ async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
 
 
 def service_token(cfg: ServiceConfig, held: StoreUnavailable, verb: str) -> str:
-    """The running service's listener token, for `muninn search`/`purge` while it holds the
-    embedded store; the error names how to reach it when it has no listener."""
+    """The running service's listener token, for `muninn search`/`purge`/`status` while it
+    holds the embedded store; the error names how to reach it when it has no listener."""
     from bot.http_api import read_token, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
-            f"{held}. To {verb} while `muninn run` holds the store, give the service a "
+            f"{held}. For `muninn {verb}` while `muninn run` holds the store, give the service a "
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             f"`muninn {verb}` then asks it"
         ) from None
