@@ -21,7 +21,10 @@ import binascii
 import bisect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from ingest.scrub_tokens import NOT_MARKED as _NOT_MARKED
+from ingest.scrub_tokens import TOKEN_RULES
+from ingest.scrub_tokens import Rule as _Rule
 
 __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 
@@ -30,32 +33,10 @@ __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 SCRUB_VERSION = 3
 
 _MARK = "[redacted:"
-_NOT_MARKED = r"(?!\[redacted:)"
 
 
 def _marker(kind: str) -> str:
     return f"{_MARK}{kind}]"
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """A pattern; the group named `secret` (or the whole match) is what gets replaced."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    # Returns the kind for this match, or None to leave it alone (e.g. prose, short values).
-    accept: Callable[[re.Match[str]], str | None] | None = None
-    # Lower-case strings one of which every match holds: without them the pass is skipped,
-    # so a long message costs a few substring searches, not one regex pass per rule.
-    needles: tuple[str, ...] = ()
-    # A command (`mysql`) the match counts only after, on the same line.
-    after: re.Pattern[str] | None = None
-
-
-def _token(kind: str, regex: str, *needles: str) -> _Rule:
-    """A self-identifying token: a known prefix, not glued to a preceding word."""
-    pattern = re.compile(r"(?<![A-Za-z0-9_\-])" + regex + r"(?![A-Za-z0-9_\-])")
-    return _Rule(kind, pattern, needles=needles)
 
 
 # --- key/value pairs: `password=…`, `"client_secret": "…"`, `export PGPASSWORD=…`, `?token=…`
@@ -138,7 +119,8 @@ _GLUED_P = _option(r"-p(?P<sep>)" + _QUOTED_OR_BARE)
 _SSHPASS_P = _option(r"-p(?P<sep>[ \t]*+)" + _QUOTED_OR_BARE)
 _LOGIN_P = _option(r"(?:-p|--password)(?P<sep>[ \t]++|=)" + _QUOTED_OR_BARE)
 _CURL_USER = _option(
-    r"(?:-u|--user)(?:[ \t]*+|=)[\"']?[^\s:\"']*:" + _NOT_MARKED + r"(?P<secret>[^\s\"']+)"
+    # The user part holds no `[`: a marker's own `:` (`[redacted:…]`) is not a user's.
+    r"(?:-u|--user)(?:[ \t]*+|=)[\"']?[^\s:\"'\[]*:" + _NOT_MARKED + r"(?P<secret>[^\s\"']+)"
 )
 
 # Words that follow `password:` in prose or stand for "no value" in a config.
@@ -255,10 +237,6 @@ def _secret_group(m: re.Match[str]) -> str | int:
     return 0
 
 
-# GitLab's token prefixes: personal, OAuth app, deploy, runner, CI job, trigger, feed, mail,
-# agent, SCIM, feature flags.
-_GITLAB = ("pat", "oas", "dt", "rt", "rtr", "cbt", "ptt", "ft", "imt", "agent", "soat", "ffct")
-
 _RULES: tuple[_Rule, ...] = (
     # Multi-line, BEGIN … END, first: nothing inside it may be reported as another kind.
     _Rule(
@@ -301,50 +279,7 @@ _RULES: tuple[_Rule, ...] = (
         ),
         needles=("/api/webhooks/",),
     ),
-    _token("jwt", r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*", "eyj"),
-    _token("matrix_token", r"(?:syt|syr)_[A-Za-z0-9_\-]{20,}", "syt_", "syr_"),
-    # MAS: <prefix>_<30 random>_<6 crc>; an identifier like `mat_settings_x` has no 20-run.
-    _token(
-        "matrix_token",
-        r"(?:mat|mct|mar|mcr)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{4,8})?",
-        "mat_",
-        "mct_",
-        "mar_",
-        "mcr_",
-    ),
-    # Pre-2021 Synapse macaroons, base64 of "0010location".
-    _token("matrix_token", r"MDAx[A-Za-z0-9+/_\-]{40,}={0,2}", "mdax"),
-    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", "gh"),
-    _token("github_token", r"github_pat_[A-Za-z0-9_]{30,}", "github_pat_"),
-    _token(
-        "gitlab_token",
-        r"(?:gl(?:" + "|".join(_GITLAB) + r")-|GR1348941)[A-Za-z0-9_\-]{20,}",
-        *(f"gl{p}-" for p in _GITLAB),
-        "gr1348941",
-    ),
-    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", "_v1_"),
-    # <bot id>:<35 characters>, the secret half always opening with `AA`.
-    _token("telegram_bot_token", r"[0-9]{8,10}:AA[A-Za-z0-9_\-]{33}", ":aa"),
-    _token("slack_token", r"xox[abprse]-[A-Za-z0-9\-]{10,}", "xox"),
-    _token("aws_access_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}", "akia", "asia"),
-    _token("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
-    _token("webhook_secret", r"whsec_[A-Za-z0-9+/]{20,}={0,2}", "whsec_"),
-    # `sk-` alone needs a 20-character run without hyphens: `sk-learn-is-great` is prose.
-    _token(
-        "api_key", r"sk-(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,})", "sk-"
-    ),
-    _token("google_api_key", r"AIza[A-Za-z0-9_\-]{35}", "aiza"),
-    _token("google_oauth_token", r"ya29\.[A-Za-z0-9_\-]{20,}", "ya29."),
-    _token("npm_token", r"npm_[A-Za-z0-9]{30,}", "npm_"),
-    # A PyPI token is a macaroon whose base64 always opens with `AgE`.
-    _token("pypi_token", r"pypi-AgE[A-Za-z0-9_\-]{30,}", "pypi-"),
-    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", "hf_"),
-    _token("sendgrid_key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", "sg."),
-    _token("twilio_key", r"SK[0-9a-fA-F]{32}", "sk"),
-    # base64 of the bot's user id, a 6-character timestamp, an HMAC.
-    _token(
-        "discord_token", r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}", "."
-    ),
+    *TOKEN_RULES,
     _Rule("authorization", _AUTHORIZATION, _accept_authorization, ("authorization",)),
     _Rule(
         "bearer_token",

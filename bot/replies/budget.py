@@ -218,7 +218,8 @@ def text_reply(
     lines = text.split("\n")
     html = "<br>".join(escape(line) if own else safe_html(line) for line in lines)
     results = None if results_kind is None else {results_kind: text}
-    return notice(reply_to, text if own else safe_plain(text), html, results=results)
+    plain = text if own else "\n".join(safe_plain(line) for line in lines)
+    return notice(reply_to, plain, html, results=results)
 
 
 def when(ts: int) -> str:

@@ -381,3 +381,11 @@ def test_scrub_idempotent_on_mixed_shapes(parts: list[str]) -> None:
     nothing more than scrubbing once."""
     once = scrub("".join(parts))
     assert scrub(once) == once
+
+
+def test_scrub_a_marker_is_never_read_as_a_curl_user() -> None:
+    """A later rule's marker (`PWD=[redacted:…]` after `curl -u`) holds a `:` that is no
+    `user:password`: scrubbing again changes nothing (found by the property above)."""
+    once = scrub("curl -u bob:hunter2 https://x -u rootMYSQL_PWD=letmein9 mysql")
+    assert "hunter2" not in once and "letmein9" not in once
+    assert scrub(once) == once
