@@ -61,6 +61,16 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         await reader.close()
     total = facts.points
     active = facts.generation
+    # Rooms `muninn import` indexed from an export (still their record), joined or not.
+    imported: list[dict[str, Any]] = [
+        {
+            "room_id": room_id,
+            "source": source,
+            "points": facts.room_points.get(room_id, 0),
+            "joined": room_id in joined,
+        }
+        for room_id, source in sorted(facts.imported.items())
+    ]
     doc = {
         "reader": me,
         "generation": active,
@@ -70,6 +80,7 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         "damage": facts.damage,
         "rooms": rooms,
         "command_room": command,
+        "imported": imported,
     }
     if as_json:
         print_json(doc)
@@ -90,6 +101,9 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     if command is not None:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
         print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
+    for i in imported:
+        where = "" if i["joined"] else " (not joined: a homeserver pass over this store purges it)"
+        print(f"imported {i['room_id']}: {i['points']} points from {i['source']}{where}")
     return 0
 
 

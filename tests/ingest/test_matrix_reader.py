@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import yaml
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
+from bot.operations.common import CLI_RETRY
 from ingest.config import parse_config
 from ingest.errors import (
     ConfigError,
@@ -652,3 +654,24 @@ def test_reader_full_alias_puts_a_short_alias_on_its_homeserver(given: str, full
     """The one alias rule: `#dev` is `#dev:<server_name>`; a server part is kept."""
     reader = MatrixReader("http://127.0.0.1:1", "token", "@muninn:example.org")
     assert reader.full_alias(given) == full
+
+
+async def test_reader_https_to_a_plain_http_port_fails_naming_the_cause(
+    synapse: SynapseServer, hs: Homeserver
+) -> None:
+    """`https://` to Synapse's plain-HTTP port fails within the connect bound (TCP and TLS
+    handshake), after the CLI's two tries, saying "TLS to a port that speaks plain HTTP?" and
+    the URL to use (regression: every try hung ~60 s, then said "ssl:default [None]")."""
+    user = await hs.register()
+    tls = synapse.base_url.replace("http://", "https://")
+    reader = MatrixReader(tls, user.access_token, user.user_id, retry=CLI_RETRY)
+    reader.connect_timeout = 0.5  # the product's is CONNECT_TIMEOUT; the rule is the same
+    try:
+        with pytest.raises(MatrixUnavailable) as caught:
+            await asyncio.wait_for(reader.whoami(), 30)
+    finally:
+        await reader.close()
+    message = str(caught.value)
+    assert "failed 2 time(s)" in message and "no connection within 0.5 s" in message
+    assert "TLS to a port that speaks plain HTTP?" in message
+    assert f"homeserver.url: {synapse.base_url}" in message
