@@ -22,12 +22,14 @@ import bisect
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import regex
 
 from ingest import lexical
 
 __all__ = [
+    "BY_EMBEDDER",
     "COEFFICIENTS",
     "FEATURES",
     "FLOOR",
@@ -36,9 +38,11 @@ __all__ = [
     "NEIGHBOUR_GAP_MS",
     "RANKER_VERSION",
     "STOP_WORDS",
+    "RankModel",
     "Span",
     "content_terms",
     "features",
+    "for_embedder",
     "probability",
     "rerank",
 ]
@@ -109,6 +113,28 @@ MATCH_COEFFICIENTS: Mapping[str, float] = {
 # The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
 # question needs a cosine of about 0.30 to be shown.
 FLOOR = 0.0020
+
+
+@dataclass(frozen=True)
+class RankModel:
+    """The ranker's and the floor's coefficients for one embedder: both read its cosines, whose
+    scale is the model's own (e5's unrelated texts meet near 0.75, MiniLM's near 0.1)."""
+
+    coefficients: Mapping[str, float]
+    match: Mapping[str, float]
+    floor: float
+
+
+MINILM = RankModel(COEFFICIENTS, MATCH_COEFFICIENTS, FLOOR)
+# Keyed by `EmbedderIdentity.model`; another embedder (Ollama's) is ranked as MiniLM is.
+BY_EMBEDDER: Mapping[str, RankModel] = {"all-MiniLM-L6-v2-int8": MINILM}
+
+
+def for_embedder(model: str) -> RankModel:
+    """The coefficients trained for the embedder `model` (MiniLM's for one never trained)."""
+    return BY_EMBEDDER.get(model, MINILM)
+
+
 # Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
 # "painted" and "paints" meet in "pain"); the store's lexical index itself stays unstemmed.
 # 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).

@@ -94,7 +94,7 @@ class Searcher:
         lexical_floor: float = LEXICAL_FLOOR,
         rrf_k: int = RRF_K,
         ranker: bool = True,
-        relevance_floor: float = rank.FLOOR,
+        relevance_floor: float | None = None,
         purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
@@ -107,7 +107,8 @@ class Searcher:
         self.lexical_floor = lexical_floor
         self.rrf_k = rrf_k
         # The second stage (`ingest.rank`) re-orders the fused candidates when both retrievers
-        # answered; windows under `relevance_floor` are not shown at all.
+        # answered; windows under `relevance_floor` (None: the one trained for the embedder,
+        # `ingest.rank.for_embedder`) are not shown at all.
         self.ranker = ranker
         self.relevance_floor = relevance_floor
         self._collection: Collection | None = None
@@ -231,7 +232,18 @@ class Searcher:
                 per_text.setdefault(
                     text_key(text), (lists[("dense", text)], lists[("lexical", text)])
                 )
-        return rank.rerank(ids, bodies, per_text, senders, spans=spans, floor=self.relevance_floor)
+        model = rank.for_embedder(self.embedder.identity.model if self.embedder else "")
+        floor = model.floor if self.relevance_floor is None else self.relevance_floor
+        return rank.rerank(
+            ids,
+            bodies,
+            per_text,
+            senders,
+            spans=spans,
+            coefficients=model.coefficients,
+            match=model.match,
+            floor=floor,
+        )
 
     def lexical_query(self, text: str) -> SparseVector:
         """The sparse query vector of one text, without its stop words: "when did … the …"
