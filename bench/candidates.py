@@ -68,14 +68,22 @@ def _rounded(vector: Sequence[float]) -> list[float]:
 
 
 async def _messages(
-    col: Any, embedder: Embedder, room: SeededRoom, flt: PointFilter, windows: dict[str, Any]
+    col: Any,
+    embedder: Embedder,
+    room: SeededRoom,
+    flt: PointFilter,
+    windows: dict[str, Any],
+    vectors_too: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, float]]:
     """Every window of the room (added to `windows`), its time span, every message's vector,
     every window's vector (its embedded text, as the store holds it), and the seconds embedding
-    the windows' texts and the messages' lines took, back to back."""
+    the windows' texts and the messages' lines took, back to back (without `vectors_too`, only
+    the windows and spans: the product's levers need no more)."""
     points = await asyncio.to_thread(lambda: list(col.scroll(flt)))
     _listed(points, room, windows)
     span = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
+    if not vectors_too:
+        return span, {}, {}, {}
     texts = [str(p.payload["text"]) for p in points]
     dias, lines = [], []
     for p in points:
@@ -100,7 +108,7 @@ async def _messages(
 
 
 async def collect(
-    store: Store, embedder: Embedder, rooms: Sequence[SeededRoom]
+    store: Store, embedder: Embedder, rooms: Sequence[SeededRoom], vectors_too: bool = True
 ) -> list[dict[str, Any]]:
     active = store.active()
     assert active is not None
@@ -145,7 +153,7 @@ async def collect(
                 }
             )
         span, message_vectors, window_vectors, cost = await _messages(
-            col, embedder, room, flt, windows
+            col, embedder, room, flt, windows, vectors_too
         )
         out.append(
             {
@@ -165,9 +173,16 @@ def _nostop(text: str) -> Any:
     return lexical.query_vector(" ".join(content_terms(text)) or text)
 
 
-async def main_async(data: Path, out: Path, dense_line: LineFormat = DENSE_LINE) -> None:
+async def main_async(
+    data: Path,
+    out: Path,
+    dense_line: LineFormat = DENSE_LINE,
+    model: str = "minilm",
+    vectors_too: bool = True,
+) -> None:
+    """`model`: the local embedder (`embedder.model`); `vectors_too`: as for `collect`."""
     conversations = load(data)
-    async with seeded_synapse(conversations, "muninn-cand-") as seeded:
+    async with seeded_synapse(conversations, "muninn-cand-", model) as seeded:
         work, hs, rooms, reader, embedder = seeded
         t = time.monotonic()
         store, _report = await build_index(
@@ -181,7 +196,7 @@ async def main_async(data: Path, out: Path, dense_line: LineFormat = DENSE_LINE)
         )
         log(f"indexed in {time.monotonic() - t:.0f}s")
         try:
-            convs = await collect(store, embedder, rooms)
+            convs = await collect(store, embedder, rooms, vectors_too)
         finally:
             await asyncio.to_thread(store.close)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -191,6 +206,7 @@ async def main_async(data: Path, out: Path, dense_line: LineFormat = DENSE_LINE)
         "gap_seconds": GAP_SECONDS,
         "depth": DEPTH,
         "dense_line": dataclasses.asdict(dense_line),
+        "embedder": dict(embedder.identity.as_record()),
     }
     text = json.dumps({**doc, "conversations": convs}) + "\n"
     await asyncio.to_thread(out.write_text, text, encoding="utf-8")

@@ -164,6 +164,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path("bench/out/candidates.json"),
         help="--folds: the candidate lists (collected here unless the file exists)",
     )
+    p.add_argument(
+        "--embedder-model",
+        default="minilm",
+        help="--folds: the local embedder the candidates are collected with (embedder.model)",
+    )
+    p.add_argument(
+        "--no-message-vectors",
+        action="store_true",
+        help="--folds: collect no message or window vectors (the product's levers need none)",
+    )
     add_flag(p)
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
@@ -186,7 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not args.candidates_cache.is_file():
             dense_line = DENSE_TEXTS[args.dense_text]
-            asyncio.run(candidates.main_async(args.data, args.candidates_cache, dense_line))
+            asyncio.run(
+                candidates.main_async(
+                    args.data,
+                    args.candidates_cache,
+                    dense_line,
+                    args.embedder_model,
+                    not args.no_message_vectors,
+                )
+            )
         extra = ["--out", str(args.out)] if args.out else []
         return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))

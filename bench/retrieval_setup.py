@@ -74,16 +74,17 @@ async def seed_all(
 
 @contextlib.asynccontextmanager
 async def seeded_synapse(
-    conversations: Sequence[Conversation], prefix: str
+    conversations: Sequence[Conversation], prefix: str, model: str = "minilm"
 ) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
     """A work folder, a Synapse seeded with `conversations`, the reader and the product's
-    embedder (closed on the way out): what `candidates` and `tune` start from."""
+    embedder (`model`: the local one; closed on the way out): what `candidates` and `tune`
+    start from."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         async with SynapseBench(work / "synapse") as sb:
             rooms, reader = await seed_all(sb.homeserver, conversations)
             log("seeded")
-            embedder = make_embedder(EmbedderConfig())
+            embedder = make_embedder(EmbedderConfig(model=model))
             try:
                 yield work, sb.homeserver, rooms, reader, embedder
             finally:
