@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.output import emit
+from bench import emit
 from ingest.config import ChunkerConfig, EmbedderConfig
 from ingest.embed import make_embedder
 

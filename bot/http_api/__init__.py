@@ -17,6 +17,10 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
   writer records the tombstone (`Writer.add_tombstone`) and wakes the room's refresh, which
   applies it within seconds. Same guards and 400s as search; `muninn purge` falls back to it
   (`post_purge`) exactly as `muninn search` does.
+- `POST /_muninn/status`: JSON `{}` → `ingest.facts.StoreFacts.as_json()`, the store's half of
+  `muninn status` (generation, points, each room's cursor, refusal, failing passes, import),
+  read by the service; `muninn status` asks it (`post_status`) while the service holds the
+  store, with the same token and guards.
 
 Who may search and purge: `/metrics` and `/healthz` are open, but the search and purge
 endpoints answer every room with no asker's visibility and write permanent tombstones, so they
@@ -35,7 +39,7 @@ documents, decoded and encoded the same on both sides), `token` (the listener to
 `client` (how `muninn search` and `muninn purge` reach it).
 """
 
-from bot.http_api.client import post_purge, post_search, service_url
+from bot.http_api.client import post_purge, post_search, post_status, service_url
 from bot.http_api.server import HealthCheck, HttpApi, is_loopback, store_check
 from bot.http_api.token import TOKEN_FILE, read_token, token_path, write_token
 from bot.http_api.wire import (
@@ -43,6 +47,7 @@ from bot.http_api.wire import (
     MAX_TS,
     PURGE_PATH,
     SEARCH_PATH,
+    STATUS_PATH,
     PurgeRequest,
     SearchRequest,
     purge_document,
@@ -54,6 +59,7 @@ __all__ = [
     "MAX_TS",
     "PURGE_PATH",
     "SEARCH_PATH",
+    "STATUS_PATH",
     "TOKEN_FILE",
     "HealthCheck",
     "HttpApi",
@@ -62,6 +68,7 @@ __all__ = [
     "is_loopback",
     "post_purge",
     "post_search",
+    "post_status",
     "purge_document",
     "read_token",
     "result_from_json",

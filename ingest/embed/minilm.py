@@ -191,10 +191,9 @@ class MiniLMEmbedder(LocalEmbedder):
     def __init__(
         self,
         batch_size: int = 32,
-        max_batch_tokens: int = MAX_BATCH_TOKENS,
         unload_after_seconds: float | None = None,
     ) -> None:
-        super().__init__(batch_size, max_batch_tokens, unload_after_seconds)
+        super().__init__(batch_size, MAX_BATCH_TOKENS, unload_after_seconds)
 
     @property
     def identity(self) -> EmbedderIdentity:
