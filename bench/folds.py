@@ -1,16 +1,25 @@
-"""Folds over the room log: the pinboard fold and the transcript scan at 2,048 and 100k events.
+"""Folds over the room log: the pinboard fold and the transcript scan at 2,048 and 100k events,
+and how long one `!search` over large messages holds the event loop.
 
     python -m bench.folds [--data ../shared/data/irc-ubuntu] [--sizes 2048,100000] [--out FILE]
+    python -m bench.folds --stall [--events 2048] [--chars 16000] [--on-loop]
 
 Both folds are pure functions over plain records, so this measures them alone (no homeserver):
 the per-command cost the bot pays on top of reading the room. Message bodies come from the
 Ubuntu IRC logs when `--data` is given (real lengths and vocabulary), else from a fixed
 synthetic generator. The pinboard log mixes 1 marker in 20 events (pins, re-pins, unpins).
+
+`--stall` (issue 11, item 4) builds a room log of `--events` messages of about `--chars`
+characters each, bounds it as the bot's read does (`bot.recent.within_text`), and runs the
+transcript fold the way the bot does (in a thread) while a 1 ms ticker runs on the loop. It
+prints the events folded, the fold's wall time (the first fold, uncached scrub) and the longest
+gap between two ticks: how long appservice transactions, `/healthz` and other rooms would have
+waited. `--on-loop` folds the whole unbounded log on the loop instead, as before the fix.
 """
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import random
 import statistics
 import sys
@@ -20,9 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.output import emit
+from bench import arguments, emit
+from bench.irc import irc_events
 from bot import pinboard, transcript
+from bot.commands.records import SearchCommand
+from bot.lookup import RoomView, _transcript_finds
 from bot.pinboard import Marker, MarkerKind
+from bot.recent import within_text
+from bot.roomlog import RoomLog
+from bot.visibility import ANYONE
+from ingest.types import RoomID
 
 
 @dataclass(frozen=True)
@@ -35,8 +51,6 @@ class Event:
 
 def _bodies(data: Path | None, n: int) -> list[str]:
     if data is not None:
-        from bench.ingest import irc_events
-
         out = [
             str(e["content"]["body"]) for e in irc_events(data, n) if e["type"] != "m.room.create"
         ]
@@ -107,13 +121,76 @@ def bench_size(bodies: Sequence[str], n: int, repeat: int) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------- the event loop's stall
+
+
+_WORDS = ["deploy", "server", "backup", "kernel", "lunch", "the", "a", "upgrade", "wifi"]
+
+
+def _log(events: int, chars: int) -> list[dict[str, Any]]:
+    rng = random.Random(1)
+    words = chars // 6
+    return [
+        {
+            "type": "m.room.message",
+            "event_id": f"$e{i}",
+            "sender": "@a:x",
+            "origin_server_ts": i,
+            "room_id": "!r",
+            "content": {
+                "msgtype": "m.text",
+                "body": f"msg {i} " + " ".join(rng.choice(_WORDS) for _ in range(words)),
+            },
+        }
+        for i in range(events)
+    ]
+
+
+async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float, float]:
+    kept, cut = (raw, False) if on_loop else within_text(raw)
+    view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
+    command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.01)
+    started = time.perf_counter()
+    if on_loop:
+        _transcript_finds([view], command, None, [], "@bot:x", "!", 15)
+    else:
+        await asyncio.to_thread(_transcript_finds, [view], command, None, [], "@bot:x", "!", 15)
+    took = time.perf_counter() - started
+    done.set()
+    await ticker
+    return len(kept), took, max(gaps)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.folds", description=__doc__)
+    p = arguments("bench.folds", __doc__)
     p.add_argument("--data", type=Path, help="the irc-ubuntu folder (else synthetic bodies)")
     p.add_argument("--sizes", default="2048,100000", help="comma-separated event counts")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--out", type=Path)
+    p.add_argument("--stall", action="store_true", help="the event loop's stall instead")
+    p.add_argument("--events", type=int, default=2048, help="--stall: messages in the log")
+    p.add_argument("--chars", type=int, default=16_000, help="--stall: characters a message")
+    p.add_argument("--on-loop", action="store_true", help="--stall: unbounded, on the loop")
     args = p.parse_args(argv)
+    if args.stall:
+        raw = _log(args.events, args.chars)
+        folded, took, stall = asyncio.run(_measure(raw, args.on_loop))
+        where = "on the loop, unbounded" if args.on_loop else "in a thread, within SCAN_TEXT"
+        print(f"{where}: {folded} events folded in {took:.2f} s; longest loop stall {stall:.3f} s")
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     bodies = _bodies(args.data, max(sizes))
     results = {"sizes": [bench_size(bodies, n, args.repeat) for n in sizes]}

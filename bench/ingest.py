@@ -2,125 +2,41 @@
 
     python -m bench.ingest --data ../shared/data/irc-ubuntu [--messages 100000] [--out FILE]
 
-The Ubuntu IRC logs (Kummerfeld et al. 2019, CC-BY-4.0) become one room's JSONL export: nick →
-`@irc_<nick>:bench.local`, file date + `[HH:MM]` → `origin_server_ts` (messages within a minute
-spread by a second each), annotated reply links → `m.in_reply_to` replies with the spec's
-fallback. The export goes through the real writer (`ExportReader` → `Writer`: scope,
-normalisation, scrub, windows, embedding, the embedded store), then the very window texts the
-writer embedded are embedded again alone, so the ratio of the two rates says how much of the
-ingest time is the embedder's. Points written are reported, and memory: RSS after the model
-loads, after the first page's windows are embedded, at the end of the ingest, the ingest's
-peak, and the process's peak (which includes closing the store — its compaction — and the raw
-re-embedding); then the time the close took. `--max-batch-tokens` sets
-the embedder's padded-token cut of a batch (a huge value: the count-only batching of before).
+The Ubuntu IRC logs become one room's JSONL export (`bench.irc`), which goes through the real
+writer (`ExportReader` → `Writer`: scope, normalisation, scrub, windows, embedding, the embedded
+store); then the very window texts the writer embedded are embedded again alone, so the ratio
+of the two rates says how much of the ingest time is the embedder's. Points written are
+reported, and memory: RSS after the model loads, after the first page's windows are embedded,
+at the end of the ingest, the ingest's peak, and the process's peak (which includes closing
+the store — its compaction — and the raw re-embedding); then the time the close took.
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
-`--dense-text` sets the embedded text's line format (`bench.dense_text`); `--idle-seconds N`
-then measures an idle service's memory on the index built (`bench.idle`, a fresh process).
+`--idle-seconds N` then measures an idle service's memory on the index built (`bench.probes`,
+a fresh process).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import dataclasses
 import hashlib
 import json
-import re
 import resource
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.dense_text import DENSE_TEXTS, add_flag
-from bench.output import emit
-from ingest.chunker import DENSE_LINE, LineFormat
-from ingest.config import Config, parse_config
+from bench import arguments, emit, offline_config, vm
+from bench.irc import irc_events
+from bench.synapse import SynapseBench
+from ingest.config import Config
 from ingest.embed import DelegatingEmbedder, Embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.store import open_store
 from ingest.types import EmbedderIdentity
-
-ROOM = "!irc-ubuntu:bench.local"
-_LINE = re.compile(r"^\[(\d\d):(\d\d)\] <([^>]+)> (.*)$")
-_FILE_DATE = re.compile(r"(\d{4}-\d\d-\d\d)")
-
-
-def _nick_id(nick: str) -> str:
-    safe = re.sub(r"[^a-z0-9._=-]", "_", nick.lower()) or "anon"
-    return f"@irc_{safe}:bench.local"
-
-
-def _links(annotation: Path) -> dict[int, int]:
-    """reply line → parent line, from `parent child -` annotation lines."""
-    out: dict[int, int] = {}
-    if not annotation.is_file():
-        return out
-    for line in annotation.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-            parent, child = int(parts[0]), int(parts[1])
-            if parent != child:
-                out[child] = parent
-    return out
-
-
-def irc_events(data: Path, limit: int) -> Iterator[dict[str, Any]]:
-    """Raw Matrix events for the first `limit` IRC messages of `data/train` (then `dev`)."""
-    create = {
-        "type": "m.room.create",
-        "state_key": "",
-        "sender": "@irc_bench:bench.local",
-        "event_id": "$create",
-        "room_id": ROOM,
-        "origin_server_ts": 0,
-        "content": {"room_version": "12"},
-    }
-    yield create
-    count = 0
-    files = sorted((data / "train").glob("*.raw.txt")) + sorted((data / "dev").glob("*.raw.txt"))
-    for raw in files:
-        date = _FILE_DATE.search(raw.name)
-        if date is None:
-            continue
-        day = datetime.strptime(date.group(1), "%Y-%m-%d").replace(tzinfo=UTC)
-        links = _links(raw.with_name(raw.name.replace(".raw.txt", ".annotation.txt")))
-        by_line: dict[int, tuple[str, str, str]] = {}
-        second = 0
-        last_minute = -1
-        for n, line in enumerate(raw.read_text(errors="replace").splitlines()):
-            m = _LINE.match(line)
-            if m is None:
-                continue
-            minute = int(m.group(1)) * 60 + int(m.group(2))
-            second = second + 1 if minute == last_minute else 0
-            last_minute = minute
-            ts = int(day.timestamp() * 1000) + (minute * 60 + min(second, 59)) * 1000
-            sender, body = _nick_id(m.group(3)), m.group(4)
-            event_id = f"${raw.stem}-{n}"
-            content: dict[str, Any] = {"msgtype": "m.text", "body": body}
-            parent = by_line.get(links.get(n, -1))
-            if parent is not None:
-                p_id, p_sender, p_body = parent
-                content["body"] = f"> <{p_sender}> {p_body}\n\n{body}"
-                content["m.relates_to"] = {"m.in_reply_to": {"event_id": p_id}}
-            by_line[n] = (event_id, sender, body)
-            yield {
-                "type": "m.room.message",
-                "sender": sender,
-                "event_id": event_id,
-                "room_id": ROOM,
-                "origin_server_ts": ts,
-                "content": content,
-            }
-            count += 1
-            if count >= limit:
-                return
 
 
 class HashingEmbedder:
@@ -190,36 +106,13 @@ class _Recording(DelegatingEmbedder):
                 self.rss_after_first = vm("VmRSS")
 
 
-def vm(key: str) -> float:
-    """A memory line of /proc/self/status (VmRSS, VmHWM) in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def _config(workdir: Path, max_bytes: int) -> Config:
-    return parse_config(
-        {
-            "homeserver": {"url": "http://127.0.0.1:1", "server_name": "bench.local"},
-            "reader": {"user_id": "@muninn:bench.local", "access_token": "bench-not-used"},
-            "index": {"store": {"path": str(workdir / "qdrant")}, "collection": "bench"},
-            "chunker": {"max_bytes": max_bytes},
-            "refresh": {"page_size": 500},
-        },
-        workdir,
-    )
-
-
 async def run_import(
     data: Path,
     messages: int,
     max_bytes: int,
     batch: int,
     writer_only: bool = False,
-    max_batch_tokens: int = MAX_BATCH_TOKENS,
     raw: bool = True,
-    dense_line: LineFormat = DENSE_LINE,
     idle_seconds: float = 0.0,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
@@ -231,21 +124,21 @@ async def run_import(
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
         export_size = export.stat().st_size
-        cfg = _config(workdir, max_bytes)
+        cfg = offline_config(
+            workdir / "qdrant", chunker={"max_bytes": max_bytes}, refresh={"page_size": 500}
+        )
         unload = cfg.embedder.unload_after_seconds or None  # the product's, as `muninn import`
         inner: Embedder = (
             HashingEmbedder()
             if writer_only
-            else MiniLMEmbedder(
-                batch_size=batch, max_batch_tokens=max_batch_tokens, unload_after_seconds=unload
-            )
+            else MiniLMEmbedder(batch_size=batch, unload_after_seconds=unload)
         )
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         export_mib = round(vm("VmRSS") - rss_before_export, 1)  # what the reader holds
         store = open_store(cfg.index, cfg.base_dir)
-        writer = Writer(cfg, source, store, embedder, dense_line=dense_line)
+        writer = Writer(cfg, source, store, embedder)
         await embedder.probe()  # model load is not ingest time
         rss_loaded = vm("VmRSS")
         start = time.perf_counter()
@@ -275,7 +168,6 @@ async def run_import(
         "skipped": dict(room.skipped),
         "points": points,
         "windows_embedded": texts,
-        "dense_line": dataclasses.asdict(dense_line),
         "embedded_bytes_per_window": round(embedder.bytes / texts, 1),
         "embedded_tokens_per_window": round(embedder.tokens / texts, 1),
         "seconds": round(elapsed, 2),
@@ -297,18 +189,18 @@ async def run_import(
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "max_bytes": max_bytes,
         "batch_size": batch,
-        "max_batch_tokens": max_batch_tokens,
+        "max_batch_tokens": MAX_BATCH_TOKENS,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
         "idle": idle,
     }
 
 
 async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
-    """`bench.idle` on the index just built, in a fresh process (this one's heap is not its)."""
+    """`bench.probes` on the index just built, in a fresh process (this one's heap is not its)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bench.idle",
+        "bench.probes",
         "--store",
         str(cfg.index.store.path),
         "--collection",
@@ -319,39 +211,31 @@ async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
     )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"bench.idle failed ({proc.returncode})")
+        raise RuntimeError(f"bench.probes failed ({proc.returncode})")
     result: dict[str, Any] = json.loads(out)
     return result
 
 
 async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
     """Seed a `count`-event room into a real Synapse and time the reader's forward walk."""
-    import aiohttp
-
-    from bot.demo.synapse import start_synapse
     from ingest.matrix import MatrixReader
-    from tests.homeserver import Homeserver
 
     with tempfile.TemporaryDirectory(prefix="muninn-bench-read-") as tmp:
-        server = await asyncio.to_thread(start_synapse, Path(tmp))
-        try:
-            async with aiohttp.ClientSession() as session:
-                hs = Homeserver(server, session)
-                owner = await hs.register()
-                room = await hs.fresh_room(owner)
-                seed_start = time.perf_counter()
-                for i in range(count):
-                    await owner.send_text(room, f"message {i}: the quick brown fox {i % 97}")
-                seed_elapsed = time.perf_counter() - seed_start
-                reader = MatrixReader(hs.base_url, owner.access_token, owner.user_id)
-                start = time.perf_counter()
-                seen = 0
-                async for page in reader.walk(room, None, page_size):
-                    seen += len(page.events)
-                elapsed = time.perf_counter() - start
-                await reader.close()
-        finally:
-            server.stop()
+        async with SynapseBench(Path(tmp)) as sb:
+            hs = sb.homeserver
+            owner = await hs.register()
+            room = await hs.fresh_room(owner)
+            seed_start = time.perf_counter()
+            for i in range(count):
+                await owner.send_text(room, f"message {i}: the quick brown fox {i % 97}")
+            seed_elapsed = time.perf_counter() - seed_start
+            reader = MatrixReader(hs.base_url, owner.access_token, owner.user_id)
+            start = time.perf_counter()
+            seen = 0
+            async for page in reader.walk(room, None, page_size):
+                seen += len(page.events)
+            elapsed = time.perf_counter() - start
+            await reader.close()
     return {
         "events": seen,
         "page_size": page_size,
@@ -362,17 +246,11 @@ async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__)
+    p = arguments("bench.ingest", __doc__)
     p.add_argument("--data", type=Path, required=True, help="the irc-ubuntu folder")
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
     p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")
     p.add_argument("--batch", type=int, default=32, help="embedder batch size")
-    p.add_argument(
-        "--max-batch-tokens",
-        type=int,
-        default=MAX_BATCH_TOKENS,
-        help="padded tokens a batch at most (1000000000: count-only, as before)",
-    )
     p.add_argument("--synapse-read", type=int, default=0, help="also time a walk of N events")
     p.add_argument(
         "--writer-only",
@@ -384,10 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--idle-seconds",
         type=float,
         default=0.0,
-        help="then measure an idle service on the index built (`bench.idle`), this long",
+        help="then measure an idle service on the index built (`bench.probes`), this long",
     )
     p.add_argument("--out", type=Path, help="write the JSON results here")
-    add_flag(p)
     args = p.parse_args(argv)
     results: dict[str, Any] = {
         "import": asyncio.run(
@@ -397,9 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.max_bytes,
                 args.batch,
                 args.writer_only,
-                args.max_batch_tokens,
                 not args.no_raw,
-                DENSE_TEXTS[args.dense_text],
                 args.idle_seconds,
             )
         )

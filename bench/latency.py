@@ -5,7 +5,7 @@
         [--room-messages 1500] [--searches 40] [--no-e2e] [--out FILE]
 
 In process (no homeserver: `live_check=None`, so no revalidation round trips): the first N
-messages of the Ubuntu IRC logs (`bench.ingest.irc_events`: nick → mxid, minute → timestamp,
+messages of the Ubuntu IRC logs (`bench.irc.irc_events`: nick → mxid, minute → timestamp,
 reply links → replies) become one room's JSONL export, which goes through the real writer
 (`ExportReader` → `Writer`: scope, normalisation, scrub, windows at the product's chunker
 defaults, lexical vectors, the embedded store). Then `--queries` held-out texts (messages of the
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import resource
 import sys
@@ -46,21 +47,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from bench import SERVER_NAME, arguments, emit, machine, offline_config, stats
+from bench.irc import ROOM, held_out_texts, messages
 from bench.latency_e2e import end_to_end
-from bench.latency_setup import (
-    NOISE,
-    ROOM,
-    SERVER_NAME,
-    SampledEmbedder,
-    bench_config,
-    held_out_texts,
-    machine,
-    messages,
-    stats,
-)
-from bench.output import emit
 from ingest import lexical
-from ingest.embed import Embedder, make_embedder
+from ingest.config import EmbedderConfig
+from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.export import ExportReader
 from ingest.query import SearchQuery
 from ingest.refresh import Writer
@@ -68,7 +62,41 @@ from ingest.search import Searcher
 from ingest.store import Store, open_store
 from ingest.types import SparseVector
 
+NOISE = 0.5  # the norm of the noise added to a sampled vector (cosine ≈ 0.9 to its source)
+
 # ---------------------------------------------------------------- in process
+
+
+class SampledEmbedder(DelegatingEmbedder):
+    """The real model for the first `sample` document texts, perturbed copies of them after."""
+
+    def __init__(self, inner: Embedder, sample: int, seed: int = 3) -> None:
+        super().__init__(inner)
+        self.sample = sample
+        self.pool: list[np.ndarray[Any, np.dtype[np.float32]]] = []
+        self.real = 0
+        self.synthetic = 0
+        self.embed_seconds = 0.0
+        self._rng = np.random.default_rng(seed)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        room = max(0, self.sample - self.real)
+        out: list[list[float]] = []
+        if room:
+            start = time.perf_counter()
+            real = await self.inner.embed_documents(texts[:room])
+            self.embed_seconds += time.perf_counter() - start
+            self.pool.extend(np.asarray(v, dtype=np.float32) for v in real)
+            self.real += len(real)
+            out.extend(real)
+        for text in texts[room:]:
+            h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            base = self.pool[h % len(self.pool)]
+            noise = self._rng.standard_normal(base.shape[0]).astype(np.float32)
+            vec = base + noise * (NOISE / float(np.linalg.norm(noise)))
+            out.append((vec / float(np.linalg.norm(vec))).tolist())
+            self.synthetic += 1
+        return out
 
 
 async def _time_search(searcher: Searcher, texts: Sequence[str], warmup: int) -> dict[str, Any]:
@@ -142,7 +170,7 @@ async def in_process(
             for event in messages(data, size):
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
-        cfg = bench_config(workdir)
+        cfg = offline_config(workdir / "qdrant")
         sampled = size > real_limit
         doc_embedder: Embedder = SampledEmbedder(embedder, dense_sample) if sampled else embedder
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
@@ -199,7 +227,7 @@ async def in_process(
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     queries = held_out_texts(args.data, args.queries + args.warmup)
-    embedder = make_embedder(bench_config(Path(tempfile.gettempdir())).embedder)
+    embedder = make_embedder(EmbedderConfig())
     await embedder.probe()
     results: dict[str, Any] = {"machine": machine(), "in_process": []}
     for size in sizes:
@@ -227,11 +255,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.latency",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = arguments("bench.latency", __doc__)
     p.add_argument("--data", type=Path, default=Path("../shared/data/irc-ubuntu"))
     p.add_argument("--sizes", default="10000", help="indexed messages, comma-separated")
     p.add_argument("--real-limit", type=int, default=100_000, help="model-embed every window ≤ N")

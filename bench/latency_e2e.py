@@ -1,5 +1,5 @@
 """`bench.latency`'s end-to-end part: a real Synapse, a seeded room, the real service, and
-`!search` → reply timed against Synapse's own `POST /search`."""
+`!search` → reply timed against Synapse's own `POST /search`; `seed_room` is `bench.load`'s too."""
 
 from __future__ import annotations
 
@@ -11,33 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import irc_events
-from bench.latency_setup import phrases, stats
+from bench import stats
+from bench.irc import phrases, speakers_and_lines
+from bench.probes import Requests, in_reply_to
+from bench.synapse import SynapseBench, synapse_search
+from bot.demo.homeserver import service_config
 from ingest.query import SearchQuery
 from ingest.types import RoomID
-
-
-class RequestCounter:
-    """Counts the homeserver requests a `MatrixReader` makes (wraps its one request layer)."""
-
-    def __init__(self, reader: Any) -> None:
-        self.n = 0
-        inner = reader._request
-
-        async def counted(method: str, path: str, **kwargs: Any) -> Any:
-            self.n += 1
-            return await inner(method, path, **kwargs)
-
-        reader._request = counted
-
-    def since(self, mark: int) -> int:
-        return self.n - mark
-
-
-def _in_reply_to(event: dict[str, Any]) -> str | None:
-    rel = event.get("content", {}).get("m.relates_to", {})
-    reply = rel.get("m.in_reply_to") if isinstance(rel, dict) else None
-    return reply.get("event_id") if isinstance(reply, dict) else None
 
 
 async def seed_room(
@@ -70,28 +50,16 @@ async def seed_room(
 
 
 async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int) -> dict[str, Any]:
-    import aiohttp
-
-    from bench.synapse_run import synapse_search
-    from bot.demo.synapse import start_synapse
     from bot.service import Service
-    from tests.botkit import service_config
-    from tests.homeserver import Homeserver
 
-    bodies = [
-        str(e["content"]["body"]).split("\n\n")[-1]
-        for e in irc_events(data, room_messages)
-        if e["type"] == "m.room.message"
-    ]
-    senders = [str(e["sender"]) for e in irc_events(data, room_messages)][1:]
+    senders, bodies = speakers_and_lines(data, room_messages)
     texts = phrases(bodies, searches + warmup)
     with tempfile.TemporaryDirectory(prefix="muninn-bench-e2e-") as tmp:
         workdir = Path(tmp)
-        server = await asyncio.to_thread(start_synapse, workdir / "synapse")
         service: Service | None = None
-        try:
-            async with aiohttp.ClientSession() as session:
-                hs = Homeserver(server, session)
+        async with SynapseBench(workdir / "synapse") as sb:
+            server, hs = sb.synapse, sb.homeserver
+            try:
                 asker = await hs.register(displayname="Asker")
                 room = await hs.fresh_room(asker, preset="public_chat")
                 await hs.join_bot(asker, room)
@@ -109,14 +77,14 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 col = await service.writer.open()
                 points = await asyncio.to_thread(col.count)
                 bot_id = server.bot_user_id
-                requests = RequestCounter(service.client)
+                requests = Requests(service.client)
                 reply_requests: list[int] = []
                 client: list[float] = []
                 server_side: list[float] = []
                 reply_hits: list[int] = []
                 for i, text in enumerate(texts):
                     start = time.perf_counter()
-                    mark = requests.n
+                    mark = requests.total
                     command = await asker.send_text(room, f"!search {text}")
                     reply = None
                     while reply is None:
@@ -125,7 +93,7 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                             (
                                 e
                                 for e in chunk
-                                if e["sender"] == bot_id and _in_reply_to(e) == command
+                                if e["sender"] == bot_id and in_reply_to(e) == command
                             ),
                             None,
                         )
@@ -134,7 +102,7 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                                 raise RuntimeError(f"no reply to {command!r} in 60 s")
                             await asyncio.sleep(0.02)
                     elapsed = time.perf_counter() - start
-                    made = requests.since(mark)
+                    made = requests.total - mark
                     sent = await asker.get_event(room, command)
                     if i >= warmup:
                         reply_requests.append(made)
@@ -157,10 +125,10 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                     read_log.append(time.perf_counter() - start)
                     query = SearchQuery.build([text], room_ids=[room], limit=5)
                     start = time.perf_counter()
-                    mark = requests.n
+                    mark = requests.total
                     await service.searcher.search(query)
                     searcher.append(time.perf_counter() - start)
-                    searcher_requests.append(requests.since(mark))
+                    searcher_requests.append(requests.total - mark)
                 synapse: list[float] = []
                 synapse_results: list[int] = []
                 for i, text in enumerate(texts):
@@ -172,10 +140,9 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                     if i >= warmup:
                         synapse.append(elapsed)
                         synapse_results.append(len(answer.events))
-        finally:
-            if service is not None:
-                await service.stop()
-            await asyncio.to_thread(server.stop)
+            finally:
+                if service is not None:
+                    await service.stop()
     return {
         "room_messages": len(bodies),
         "senders": seats,

@@ -47,35 +47,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import irc_events, vm
+from bench import arguments, emit, machine, stats, vm
+from bench.irc import phrases, speakers_and_lines
 from bench.latency_e2e import seed_room
-from bench.latency_setup import machine, phrases, stats
-from bench.load_probes import (
+from bench.probes import (
     POLL_SECONDS,
+    PROFILE_WARMUP,
     Requests,
+    Stage,
     cpu_seconds,
     now_token,
+    profile,
     read_new,
     reset_peak,
     sample_waits,
     tree_cpu_seconds,
 )
-from bench.load_profile import PROFILE_WARMUP, profile
-from bench.output import emit
-from bench.postgres import start_postgres
-from bench.retrieval_setup import postgres_problem
-from bench.synapse_run import SYNAPSE_DBS
-from ingest.embed import Embedder, make_embedder
+from bench.synapse import SYNAPSE_DBS, SynapseBench, postgres_problem
+from bot.demo.homeserver import service_config
+from ingest.embed import make_embedder
 from ingest.types import RoomID
 
 
 async def burst(
-    server: Any,
-    workdir: Path,
-    embedder: Embedder,
-    hs: Any,
-    room: str,
-    people: Sequence[Any],
+    stage: Stage,
     texts: Sequence[str],
     *,
     concurrency: int,
@@ -84,15 +79,12 @@ async def burst(
 ) -> dict[str, Any]:
     """One burst against a fresh service; `texts` has one query per command, in send order.
     `db_pid`: Synapse's PostgreSQL cluster, whose CPU is reported beside Synapse's."""
-    from bot.service import Service
-    from tests.botkit import service_config
-
+    server, hs, room, people = stage.server, stage.hs, stage.room, stage.people
     # 1 is the path before commands ran concurrently: one at a time and no deadline.
     bot: dict[str, Any] = {"max_concurrent_commands": concurrency}
     if concurrency == 1:
         bot["command_timeout_seconds"] = 600
-    cfg = service_config(server, workdir, bot=bot)
-    service = Service(cfg, embedder=embedder, full_at_start=False)
+    service = stage.service(**bot)
     await service.start()
     try:
         await hs.ping_appservice()
@@ -173,25 +165,15 @@ async def burst(
         await service.stop()
 
 
-async def floor(
-    server: Any,
-    workdir: Path,
-    embedder: Embedder,
-    hs: Any,
-    room: str,
-    people: Sequence[Any],
-    texts: Sequence[str],
-) -> dict[str, Any]:
+async def floor(stage: Stage, texts: Sequence[str]) -> dict[str, Any]:
     """What a burst's messages cost the homeserver alone: the same people send as many
     messages at once, shaped like a command that nobody answers (`!nosuchcommand …`: unknown
     outside the command room, so the service reads nothing, sends nothing and wakes no
     writer), to the running service. Synapse's CPU a message is then one send with its
     persistence, push rules and push to the appservice: a command costs it that, and its
     reply about the same again, whatever the service does."""
-    from bot.service import Service
-    from tests.botkit import service_config
-
-    service = Service(service_config(server, workdir), embedder=embedder, full_at_start=False)
+    server, hs, room, people = stage.server, stage.hs, stage.room, stage.people
+    service = stage.service()
     await service.start()
     try:
         await hs.ping_appservice()
@@ -220,37 +202,20 @@ async def floor(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    import aiohttp
-
-    from bot.demo.synapse import start_synapse
     from bot.service import Service
-    from tests.botkit import service_config
-    from tests.homeserver import Homeserver
 
-    events = [
-        e for e in irc_events(args.data, args.room_messages) if e["type"] == "m.room.message"
-    ]
-    bodies = [str(e["content"]["body"]).split("\n\n")[-1] for e in events]
-    senders = [str(e["sender"]) for e in events]
+    senders, bodies = speakers_and_lines(args.data, args.room_messages)
     total = args.people * args.per_person
-    result: dict[str, Any] = {"machine": machine(), "runs": []}
+    result: dict[str, Any] = {"machine": machine(), "runs": [], "synapse_db": args.synapse_db}
     with tempfile.TemporaryDirectory(prefix="muninn-bench-load-") as tmp:
         workdir = Path(tmp)
-        cluster = None
-        if args.synapse_db == "postgres":
-            cluster = await asyncio.to_thread(start_postgres)
-            await asyncio.to_thread(cluster.create_database, "synapse")
-            result["machine"]["postgres"] = await asyncio.to_thread(cluster.version)
-        database = cluster.synapse_database("synapse") if cluster is not None else None
-        server = await asyncio.to_thread(
-            lambda: start_synapse(workdir / "synapse", database=database)
-        )
-        db_pid = cluster.process.pid if cluster is not None else None
-        result["synapse_db"] = args.synapse_db
-        embedder = make_embedder(service_config(server, workdir).embedder)
-        try:
-            async with aiohttp.ClientSession() as session:
-                hs = Homeserver(server, session)
+        async with SynapseBench(workdir / "synapse", args.synapse_db) as sb:
+            server, hs = sb.synapse, sb.homeserver
+            db_pid = sb.postgres.process.pid if sb.postgres is not None else None
+            if sb.postgres is not None:
+                result["machine"]["postgres"] = await asyncio.to_thread(sb.postgres.version)
+            embedder = make_embedder(service_config(server, workdir).embedder)
+            try:
                 owner = await hs.register(displayname="Owner")
                 room = await hs.fresh_room(owner, preset="public_chat")
                 await hs.join_bot(owner, room)
@@ -275,35 +240,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     await indexer.stop()
                 result["index_seconds"] = round(time.perf_counter() - start, 1)
                 result["room_messages"] = len(bodies)
+                stage = Stage(server, hs, room, people, workdir, embedder)
                 if args.profile:
                     asked = phrases(bodies, args.profile + PROFILE_WARMUP, seed=7)
                     out = args.profile_out or workdir / "profile.txt"
-                    result["profile"] = await profile(
-                        server,
-                        workdir,
-                        embedder,
-                        hs,
-                        room,
-                        people[0],
-                        asked,
-                        warmup=PROFILE_WARMUP,
-                        out=out,
-                    )
+                    result["profile"] = await profile(stage, asked, warmup=PROFILE_WARMUP, out=out)
                 if args.floor:
                     said = phrases(bodies, total, seed=11)
-                    result["floor"] = await floor(
-                        server, workdir, embedder, hs, room, people, said
-                    )
+                    result["floor"] = await floor(stage, said)
                     print(json.dumps(result["floor"]), file=sys.stderr, flush=True)
                 texts = phrases(bodies, total * len(args.concurrency))
                 for i, concurrency in enumerate(args.concurrency):
                     row = await burst(
-                        server,
-                        workdir,
-                        embedder,
-                        hs,
-                        room,
-                        people,
+                        stage,
                         texts[i * total : (i + 1) * total],
                         concurrency=concurrency,
                         patience=args.patience,
@@ -311,20 +260,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     )
                     print(json.dumps(row), file=sys.stderr, flush=True)
                     result["runs"].append(row)
-        finally:
-            await embedder.close()
-            await asyncio.to_thread(server.stop)
-            if cluster is not None:
-                await asyncio.to_thread(cluster.stop)
+            finally:
+                await embedder.close()
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.load",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = arguments("bench.load", __doc__)
     p.add_argument("--data", type=Path, default=Path("../shared/data/irc-ubuntu"))
     p.add_argument("--room-messages", type=int, default=3000)
     p.add_argument("--people", type=int, default=40)

@@ -3,7 +3,7 @@
     python -m bench.loco --candidates bench/out/candidates.json [--out FILE] [--train]
 
 (`python -m bench.retrieval --folds` collects the candidates first, then runs this.)
-Replays the read path offline over the cached deep lists of `bench.candidates`: the first stage
+Replays the read path offline over the cached deep lists (`bench.replay`): the first stage
 (dense and lexical lists, the lexical floor, RRF) exactly as `ingest.search` does it, then the
 second-stage ranker of `ingest.rank`. For each of the three locomo-dev conversations, a lever's
 free choices (RRF's k, the ranker's coefficients, the relevance floor) are fitted on the other
@@ -14,7 +14,6 @@ coefficients and floor `ingest.rank` ships.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,10 +21,21 @@ from typing import Any
 
 import numpy as np
 
-from bench.loco_data import CATEGORY_NAMES, Data, Stage1, fused, hits, load, scores
-from bench.loco_rank import PRODUCT_OFF, Model, Ranker, label
+from bench import arguments, save
 from bench.locomo import Scores
-from bench.output import save
+from bench.replay import (
+    CATEGORY_NAMES,
+    PRODUCT_OFF,
+    Data,
+    Model,
+    Ranker,
+    Stage1,
+    fused,
+    hits,
+    label,
+    load,
+    scores,
+)
 from ingest import rank
 
 # ---------------------------------------------------------------- folds
@@ -197,7 +207,7 @@ def fmt(name: str, row: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.loco", description=__doc__)
+    p = arguments("bench.loco", __doc__)
     p.add_argument("--candidates", type=Path, default=Path("bench/out/candidates.json"))
     p.add_argument("--out", type=Path)
     p.add_argument("--only", help="levers whose name contains this")

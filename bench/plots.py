@@ -10,7 +10,6 @@ extra (matplotlib).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -21,6 +20,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from bench import arguments
 
 BUDGETS = (1000, 2000, 4000)
 _STYLE = {
@@ -124,7 +125,7 @@ def latency_plot(folder: Path, out: Path) -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.plots", description=__doc__)
+    p = arguments("bench.plots", __doc__)
     p.add_argument("--in", dest="src", type=Path, default=Path("bench/out"))
     p.add_argument("--out", type=Path, default=Path("bench"))
     args = p.parse_args(argv)

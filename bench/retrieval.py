@@ -1,7 +1,8 @@
 """Retrieval quality, Muninn against Synapse's own search, on a LoCoMo-format file (issue 7.1).
 
     python -m bench.retrieval --data ../shared/data/locomo-dev/locomo-dev.json \
-        [--synapse-db sqlite|postgres] [--out bench/out/retrieval.json]
+        [--synapse-db sqlite|postgres] [--proposed] [--out bench/out/retrieval.json]
+    python -m bench.retrieval --data … --folds [--candidates-cache FILE]
 
 Starts a Synapse on loopback (SQLite, in a temporary directory), loads every conversation as
 one room (two appservice users named after the speakers, one message a turn, backdated to the
@@ -11,32 +12,34 @@ temporary directory), then asks every question of categories 1–4 that has evid
 - `muninn-hybrid`, `muninn-dense`, `muninn-lexical`: `ingest.search.Searcher`, room filter,
   limit 50 (the dense and lexical rows are the same Searcher with the other weight at 0);
 - `synapse-sqlite`: `POST /search`, `order_by: rank`, this room, the question as typed;
-- `synapse-sqlite-keywords`: the same with the §9 keyword row (the three longest content
-  words joined by ` or `);
+- `synapse-sqlite-keywords`: the same with the question's three longest content words joined
+  by ` or ` (`bench.locomo.keywords`);
 - with `--synapse-db postgres`, also `synapse-postgres` and `synapse-postgres-keywords`: a
   second Synapse on PostgreSQL (Debian's server, a throwaway cluster on loopback started by
-  `bench.postgres`), seeded with the same conversations at the same times, asked the same way.
+  `bench.synapse`), seeded with the same conversations at the same times, asked the same way.
   PostgreSQL is what most operators run, and its full-text search (`to_tsvector('english')`,
   `ts_rank_cd`) ranks differently from SQLite's FTS4.
 
-Metrics are defined in `bench.locomo`. Nothing is cached across runs.
+Metrics are defined in `bench.locomo`. Nothing is cached across runs, but `--folds` (leave one
+conversation out: the command of record) builds its candidate cache once
+(`bench.retrieval_setup.collect_candidates`, unless `--candidates-cache` exists) and replays
+every lever over it (`bench.loco`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.dense_text import DENSE_TEXTS, add_flag
-from bench.locomo import Scores, load
-from bench.retrieval_ask import ask_muninn, ask_synapse_rows, searchers, table
+from bench import arguments
+from bench.locomo import BUDGETS, HIT_CUTOFFS, Hit, Scores, keywords, load
 from bench.retrieval_setup import (
     CANDIDATES,
     DENSE_WEIGHT,
@@ -45,14 +48,139 @@ from bench.retrieval_setup import (
     MAX_BYTES,
     Settings,
     build_index,
+    collect_candidates,
     exit_on_sigterm,
     log,
-    postgres_problem,
     seed,
 )
-from bench.synapse_run import SYNAPSE_DBS, SynapseBench
+from bench.synapse import SYNAPSE_DBS, SeededRoom, SynapseBench, postgres_problem, synapse_search
+from bot.demo.client import MatrixUser
 from ingest.config import EmbedderConfig
-from ingest.embed import make_embedder
+from ingest.embed import Embedder, make_embedder
+from ingest.hits import Hit as MuninnHit
+from ingest.query import MAX_LIMIT, SearchQuery
+from ingest.search import Searcher
+from ingest.store import Store
+
+LIMIT = MAX_LIMIT  # hits asked of every system
+
+# ---------------------------------------------------------------- asking
+
+
+def muninn_hit(hit: MuninnHit, dia_ids: Mapping[str, str]) -> Hit:
+    return Hit(
+        tuple(
+            (dia_ids.get(str(m["event_id"]), str(m["event_id"])), len(str(m["body"])))
+            for m in hit.messages
+        )
+    )
+
+
+async def ask_muninn(
+    searcher: Searcher, rooms: Sequence[SeededRoom], scores: Scores, by_cat: dict[int, Scores]
+) -> list[str]:
+    warnings: set[str] = set()
+    for room in rooms:
+        for q in room.conversation.questions:
+            query = SearchQuery.build([q.text], room_ids=[room.room_id], limit=LIMIT)
+            result = await searcher.search(query)
+            warnings.update(result.warnings)
+            hits = [muninn_hit(h, room.dia_ids) for h in result.hits]
+            scores.add(hits, q.evidence)
+            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
+    return sorted(warnings)
+
+
+async def ask_synapse(
+    user: MatrixUser,
+    rooms: Sequence[SeededRoom],
+    scores: Scores,
+    by_cat: dict[int, Scores],
+    *,
+    as_keywords: bool,
+) -> int:
+    """Score Synapse's answers; returns how many searches it refused (scored as no hits)."""
+    refused = 0
+    for room in rooms:
+        for q in room.conversation.questions:
+            term = keywords(q.text) if as_keywords else q.text
+            answer = await synapse_search(user, room.room_id, term, LIMIT)
+            refused += answer.error is not None
+            hits = [Hit(((room.dia_ids.get(e, e), len(body)),)) for e, body in answer.events]
+            scores.add(hits, q.evidence)
+            by_cat.setdefault(q.category, Scores()).add(hits, q.evidence)
+    return refused
+
+
+def searchers(
+    store: Store, embedder: Embedder, server_name: str, s: Settings
+) -> dict[str, Searcher]:
+    def make(weights: dict[str, float]) -> Searcher:
+        return Searcher(
+            store, embedder, server_name=server_name, candidates=s.candidates, weights=weights
+        )
+
+    rows = {
+        "muninn-hybrid": make({"dense": s.dense_weight, "lexical": s.lexical_weight}),
+        "muninn-dense": make({"dense": 1.0, "lexical": 0.0}),
+        "muninn-lexical": make({"dense": 0.0, "lexical": 1.0}),
+    }
+    if s.proposed:  # the product without its second stage: what the ranker adds
+        rows["muninn-hybrid-rrf-only"] = Searcher(
+            store,
+            embedder,
+            server_name=server_name,
+            candidates=s.candidates,
+            weights={"dense": s.dense_weight, "lexical": s.lexical_weight},
+            ranker=False,
+        )
+    return rows
+
+
+async def ask_synapse_rows(
+    db: str,
+    reader: MatrixUser,
+    rooms: Sequence[SeededRoom],
+    systems: dict[str, Scores],
+    categories: dict[str, dict[int, Scores]],
+) -> dict[str, int]:
+    """The `synapse-DB` (question as typed) and `synapse-DB-keywords` rows; refusals by row."""
+    refused: dict[str, int] = {}
+    for name, as_kw in ((f"synapse-{db}", False), (f"synapse-{db}-keywords", True)):
+        t = time.monotonic()
+        systems[name], categories[name] = Scores(), {}
+        refused[name] = await ask_synapse(
+            reader, rooms, systems[name], categories[name], as_keywords=as_kw
+        )
+        log(f"{name}: {time.monotonic() - t:.1f}s, {refused[name]} refused")
+    return refused
+
+
+# ---------------------------------------------------------------- report
+
+
+COLUMNS = [
+    *(f"recall@{b}" for b in BUDGETS),
+    *(f"recall@{k}" for k in HIT_CUTOFFS),
+    "mrr",
+    "questions",
+]
+
+
+def table(systems: Mapping[str, Mapping[str, float | int]]) -> str:
+    """A Markdown table: one row a system. Budget columns are characters, @k columns hits."""
+    heads = ["system", "R@1000ch", "R@2000ch", "R@4000ch", "R@1", "R@5", "R@10", "MRR", "n"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join("---" for _ in heads) + "|"]
+    for name, row in systems.items():
+        cells = [name]
+        for col in COLUMNS:
+            v = row[col]
+            cells.append(str(v) if col == "questions" else f"{float(v):.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the run
 
 
 async def run(
@@ -134,9 +262,7 @@ async def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.retrieval", description=__doc__.split("\n")[0]
-    )
+    p = arguments("bench.retrieval", __doc__)
     p.add_argument("--data", type=Path, required=True, help="a LoCoMo-format JSON file")
     p.add_argument(
         "--synapse-db",
@@ -164,7 +290,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path("bench/out/candidates.json"),
         help="--folds: the candidate lists (collected here unless the file exists)",
     )
-    add_flag(p)
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
         print(f"--synapse-db postgres: {problem}", file=sys.stderr)
@@ -172,21 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"--data {args.data}: no such file", file=sys.stderr)
         return 2
-    settings = Settings(
-        max_bytes=args.max_bytes,
-        gap_seconds=args.gap_seconds,
-        candidates=args.candidates,
-        dense_weight=args.dense_weight,
-        lexical_weight=args.lexical_weight,
-        proposed=args.proposed,
-    )
+    # Every field of Settings is the flag of the same name.
+    settings = Settings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Settings)})
     exit_on_sigterm()
     if args.folds:
-        from bench import candidates, loco
+        from bench import loco
 
         if not args.candidates_cache.is_file():
-            dense_line = DENSE_TEXTS[args.dense_text]
-            asyncio.run(candidates.main_async(args.data, args.candidates_cache, dense_line))
+            asyncio.run(collect_candidates(args.data, args.candidates_cache))
         extra = ["--out", str(args.out)] if args.out else []
         return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))

@@ -1,12 +1,19 @@
-"""`bench.retrieval`'s setup, shared with `bench.candidates` and `bench.tune`: the recommended
-settings, a Synapse seeded with the conversations, one full writer pass into a new store, and
-the checks and signal handling done before minutes of seeding."""
+"""`bench.retrieval`'s setup: the recommended settings, a Synapse seeded with the conversations,
+one full writer pass into a new store, the signal handling done before minutes of seeding, and
+`--folds`' candidate cache.
+
+The cache holds, for every LoCoMo question, the dense and lexical lists (the question as typed,
+and without its stop words) `DEPTH` deep with their scores, every listed window's messages, and
+every window's time span; `bench.loco` replays the read path over it in numpy (`bench.replay`),
+so a lever costs seconds instead of an embedding run. A list of N candidates is the first N of
+the deep list: the store ranks deterministically.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
+import json
 import signal
 import sys
 import tempfile
@@ -16,18 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.locomo import Conversation
-from bench.postgres import PostgresError, find_bindir
-from bench.synapse_run import SeededRoom, SynapseBench, seed_conversation
-from ingest.chunker import DENSE_LINE, LineFormat
+from bench.locomo import Conversation, load
+from bench.synapse import SeededRoom, SynapseBench, seed_conversation
+from bot.demo.client import MatrixUser
+from bot.demo.homeserver import Homeserver
+from ingest import lexical
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
+from ingest.rank import content_terms
+from ingest.records import COMPAT_KEY
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport
 from ingest.search import CANDIDATES as SEARCH_CANDIDATES
-from ingest.store import Store, open_store
-from tests.homeserver import Homeserver, MatrixUser
+from ingest.store import PointFilter, Store, open_store
 
 # The settings this benchmark recommends (see bench/RESULTS.md); flags override them.
 MAX_BYTES = 350
@@ -35,6 +44,7 @@ GAP_SECONDS = 1800
 CANDIDATES = SEARCH_CANDIDATES
 DENSE_WEIGHT = 1.0
 LEXICAL_WEIGHT = 1.0
+DEPTH = 100  # the cached lists' depth
 
 
 def log(msg: str) -> None:
@@ -77,7 +87,7 @@ async def seeded_synapse(
     conversations: Sequence[Conversation], prefix: str
 ) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
     """A work folder, a Synapse seeded with `conversations`, the reader and the product's
-    embedder (closed on the way out): what `candidates` and `tune` start from."""
+    embedder (closed on the way out): what the candidate cache starts from."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         async with SynapseBench(work / "synapse") as sb:
@@ -110,14 +120,13 @@ async def build_index(
     *,
     max_bytes: int,
     gap_seconds: int,
-    dense_line: LineFormat = DENSE_LINE,
 ) -> tuple[Store, RefreshReport]:
     """One full writer pass into a new embedded store; the store is returned open."""
     cfg = writer_config(hs, reader, store_dir, max_bytes, gap_seconds)
     store = open_store(cfg.index, cfg.base_dir)
     matrix = MatrixReader.from_config(cfg)
     try:
-        report = await Writer(cfg, matrix, store, embedder, dense_line=dense_line).refresh()
+        report = await Writer(cfg, matrix, store, embedder).refresh()
     finally:
         await matrix.close()
     return store, report
@@ -135,17 +144,6 @@ async def seed(
     return rooms, reader, seconds
 
 
-def postgres_problem() -> str | None:
-    """Why `--synapse-db postgres` cannot run here (checked before minutes of seeding)."""
-    try:
-        find_bindir()
-    except PostgresError as e:
-        return str(e)
-    if importlib.util.find_spec("psycopg2") is None:  # Synapse's driver, in this interpreter
-        return "Synapse on PostgreSQL needs psycopg2: pip install -e '.[bench]'"
-    return None
-
-
 def exit_on_sigterm() -> None:
     """SIGTERM unwinds like an exception, so `finally` blocks stop the benchmark's Synapse."""
 
@@ -153,3 +151,88 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _exit)
+
+
+# ---------------------------------------------------------------- the candidate cache
+
+
+def _listed(found: Sequence[Any], room: SeededRoom, windows: dict[str, Any]) -> list[Any]:
+    for p in found:
+        if p.id not in windows:
+            windows[p.id] = [
+                [room.dia_ids.get(str(m["event_id"]), str(m["event_id"])), m["sender"], m["body"]]
+                for m in p.payload["messages"]
+            ]
+    return [[p.id, p.score] for p in found]
+
+
+def _every_point(col: Any, flt: PointFilter) -> list[Any]:
+    return list(col.scroll(flt))
+
+
+def _nostop(text: str) -> Any:
+    return lexical.query_vector(" ".join(content_terms(text)) or text)
+
+
+async def collect(
+    store: Store, embedder: Embedder, rooms: Sequence[SeededRoom]
+) -> list[dict[str, Any]]:
+    """Every question's deep lists, every listed window, every window's (first_ts, last_ts)."""
+    active = store.active()
+    assert active is not None
+    col = store.open(active, dense_dim=None, create=False)
+    assert col.get_meta(COMPAT_KEY) is not None
+    out: list[dict[str, Any]] = []
+    for room in rooms:
+        conv = room.conversation
+        vectors = await embedder.embed_queries([q.text for q in conv.questions])
+        windows: dict[str, Any] = {}
+        flt = PointFilter(room_ids=(room.room_id,))
+        questions = [
+            {
+                "text": q.text,
+                "category": q.category,
+                "evidence": list(q.evidence),
+                "dense": _listed(col.dense_search(vec, flt, DEPTH), room, windows),
+                "lexical": _listed(
+                    col.sparse_search(lexical.query_vector(q.text), flt, DEPTH), room, windows
+                ),
+                "lexical_nostop": _listed(
+                    col.sparse_search(_nostop(q.text), flt, DEPTH), room, windows
+                ),
+            }
+            for q, vec in zip(conv.questions, vectors, strict=True)
+        ]
+        points = await asyncio.to_thread(_every_point, col, flt)
+        _listed(points, room, windows)
+        spans = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
+        out.append(
+            {
+                "sample_id": conv.sample_id,
+                "questions": questions,
+                "windows": windows,
+                "spans": spans,
+            }
+        )
+    return out
+
+
+async def collect_candidates(data: Path, out: Path) -> None:
+    """Seed, index at the product's chunker settings, collect, write the cache to `out`."""
+    conversations = load(data)
+    async with seeded_synapse(conversations, "muninn-cand-") as seeded:
+        work, hs, rooms, reader, embedder = seeded
+        t = time.monotonic()
+        store, _report = await build_index(
+            hs, reader, work / "qdrant", embedder, max_bytes=MAX_BYTES, gap_seconds=GAP_SECONDS
+        )
+        log(f"indexed in {time.monotonic() - t:.0f}s")
+        try:
+            convs = await collect(store, embedder, rooms)
+        finally:
+            await asyncio.to_thread(store.close)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"data": str(data), "max_bytes": MAX_BYTES, "gap_seconds": GAP_SECONDS, "depth": DEPTH}
+    text = json.dumps({**doc, "conversations": convs}) + "\n"
+    await asyncio.to_thread(out.write_text, text, encoding="utf-8")
+    log(f"wrote {out}")

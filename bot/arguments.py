@@ -8,6 +8,7 @@ Dates are `bot.dates`.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from bot.html import quoted
 from bot.patterns import pattern_problem
@@ -23,6 +24,7 @@ __all__ = [
     "pattern",
     "room",
     "user",
+    "visible",
 ]
 
 MAX_OFFSET = 50  # ^N reaches at most this far up
@@ -45,11 +47,18 @@ _USER = re.compile(r"@?([^\s:@]+)(?::([A-Za-z0-9.\-]+(?::\d{1,5})?|\[[0-9A-Fa-f:
 _ROOM = re.compile(r"([#!])([^\s:]+)(?::(\S+))?")
 
 
-def user(value: str, server_name: str | None) -> str:
+def visible(value: str) -> str:
+    """`value` without invisible format characters (U+2060 word joiner, zero-width spaces,
+    direction marks): `from:@\u2060alice` copied out of a reply is `from:@alice`."""
+    return "".join(c for c in value if unicodedata.category(c) != "Cf")
+
+
+def user(value: str, server_name: str | None, key: str = "from") -> str:
     """`@alice:example.org`, or `@alice` / `alice` on this homeserver."""
+    value = visible(value)
     match = _USER.fullmatch(value)
     if match is None:
-        raise ArgumentError(f"from: takes @user:server or @user, not {echo(value)}")
+        raise ArgumentError(f"{key}: takes @user:server or @user, not {echo(value)}")
     localpart, server = match.group(1), match.group(2) or server_name
     return f"@{localpart}:{server}" if server else f"@{localpart}"
 
@@ -58,7 +67,7 @@ def room(value: str, server_name: str | None, *, in_command_room: bool) -> str:
     """`#alias:server`, `#alias` (this homeserver), `!id:server` or a v12 `!id`."""
     if not in_command_room:
         raise ArgumentError("cross-room search (in:) is only available in the command room")
-    match = _ROOM.fullmatch(value)
+    match = _ROOM.fullmatch(visible(value))
     if match is None:
         raise ArgumentError(f"in: takes #alias or !roomid, not {echo(value)}")
     sigil, local, server = match.groups()
@@ -67,10 +76,23 @@ def room(value: str, server_name: str | None, *, in_command_room: bool) -> str:
     return f"{sigil}{local}:{server}" if server else f"{sigil}{local}"
 
 
+def _bounded(digits: str, high: int) -> int | None:
+    """`digits` as a number from 1 to `high`, else None. ASCII digits only: `str.isdigit`
+    takes `²`, which `int` refuses; and no longer than `high` (leading zeros aside), so a
+    5,000-digit number never reaches `int`'s own limit."""
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    if len(digits.lstrip("0")) > len(str(high)):
+        return None
+    number = int(digits)
+    return number if 1 <= number <= high else None
+
+
 def limit(value: str) -> int:
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+    number = _bounded(value, MAX_LIMIT)
+    if number is None:
         raise ArgumentError(f"limit: takes a number from 1 to {MAX_LIMIT}, not {echo(value)}")
-    return int(value)
+    return number
 
 
 _LABEL = re.compile(r"#([\w-]{1,32})")
@@ -86,10 +108,10 @@ def label(word: str) -> str:
 
 
 def offset(word: str) -> int:
-    digits = word[1:] or "1"  # a bare ^ is the message just above
-    if not digits.isdigit() or not 1 <= int(digits) <= MAX_OFFSET:
+    number = _bounded(word[1:] or "1", MAX_OFFSET)  # a bare ^ is the message just above
+    if number is None:
         raise ArgumentError(f"^N counts messages up, N from 1 to {MAX_OFFSET}, not {echo(word)}")
-    return int(digits)
+    return number
 
 
 def pattern(text: str, flags: str) -> str:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bot import operations
+from bot.arguments import ArgumentError
 from bot.config import ServiceConfig, load_config
+from bot.dates import TIME_HELP, instant
 from bot.logs import setup_logging
+from bot.operations.search import search_filter_args, search_filter_flags
 from bot.registration import check_registration, generate_registration
 from bot.roster.cli import roster_apply, roster_plan
 from ingest.config import config_path
@@ -26,25 +29,11 @@ EXIT_USAGE = 2
 
 
 def parse_time(text: str) -> int:
-    """A CLI time: milliseconds since the epoch, or an ISO date/datetime (UTC unless given)."""
-    if text.isdigit():
-        return _bounded(int(text), text)
+    """A CLI time T in ms: the chat's date grammar (`bot.dates.TIME_HELP`), ms or ISO."""
     try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (use 2026-11-01, 2026-11-01T16:34 or milliseconds)"
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return _bounded(int(dt.timestamp() * 1000), text)
-
-
-def _bounded(ms: int, text: str) -> int:
-    # Stored times are ints under 2^53 (larger ones become floats and stop matching).
-    if not 0 <= ms < 2**53:
-        raise argparse.ArgumentTypeError(f"not a time from 1970 on: {text!r}")
-    return ms
+        return instant(text, int(time.time() * 1000))
+    except ArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,13 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--room", action="append", help="only this room (id or alias); repeatable")
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
 
-    s = sub.add_parser("search", help="search the index (the one read path)")
+    s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
     s.add_argument("texts", nargs="+", metavar="TEXT", help="1 to 8 query texts, fused")
     s.add_argument("--room", action="append", help="only this room (id or alias)")
     s.add_argument("--sender", action="append", help="only windows with this sender (mxid)")
-    s.add_argument("--after", type=parse_time, help="only windows at or after this time")
-    s.add_argument("--before", type=parse_time, help="only windows at or before this time")
+    s.add_argument(
+        "--after", type=parse_time, metavar="T", help="only windows at or after T (7d, 2026-11-01)"
+    )
+    s.add_argument(
+        "--before", type=parse_time, metavar="T", help="only windows at or before T (yesterday)"
+    )
     s.add_argument("--limit", type=int, default=5, help="hits to return (default 5, max 50)")
+    search_filter_flags(s)
     s.add_argument(
         "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.3)"
     )
@@ -85,10 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
     st.add_argument("--json", action="store_true")
 
-    pu = sub.add_parser("purge", help="write a purge tombstone the next refresh applies")
+    pu = sub.add_parser(
+        "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
+    )
     pu.add_argument("--room", required=True, help="room id or alias")
-    pu.add_argument("--from", dest="from_ts", required=True, type=parse_time)
-    pu.add_argument("--to", dest="to_ts", required=True, type=parse_time)
+    pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
+    pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--json", action="store_true")
 
     im = sub.add_parser("import", help="index a room export (Element JSON or JSONL of events)")
@@ -147,6 +143,7 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
             before=args.before,
             limit=args.limit,
             as_json=args.json,
+            **search_filter_args(args),
         )
     if args.command == "pins":
         return await operations.pins(cfg, room=args.room, as_json=args.json)

@@ -1,7 +1,9 @@
 """The DATE of `before:`, `after:` and `during:`: a UTC calendar span or a span back from now.
 
 Pure: `period` maps the argument's text and the command's clock to a `Period`, or raises
-`ArgumentError`.
+`ArgumentError`. The CLI's times (`--after`, `--before`, `--from`, `--to`) are the same
+grammar read as an instant (`instant`): a span's first moment, plus milliseconds and full ISO
+datetimes; `shown` prints an instant back the way people read it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,15 @@ from datetime import UTC, datetime
 
 from bot.arguments import ArgumentError, echo
 
-__all__ = ["DATE_HELP", "Period", "period"]
+__all__ = ["DATE_HELP", "TIME_HELP", "Period", "instant", "period", "shown"]
 
 DATE_HELP = "YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, today or yesterday (UTC)"
+TIME_HELP = (
+    "T is a date as in chat (YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, 2w, today, "
+    "yesterday; UTC, a span meaning its first moment, 7d meaning 7 days ago), an ISO datetime "
+    "with seconds or a UTC offset (2026-11-01T16:34:05+01:00), or milliseconds since 1970"
+)
+_MAX_MS = 2**53  # stored times are ints under 2^53 (larger ones become floats, never matching)
 _MAX_RELATIVE_DAYS = 36_500
 _MINUTE_MS, _HOUR_MS, _DAY_MS = 60_000, 3_600_000, 86_400_000
 
@@ -75,3 +83,30 @@ def period(value: str, now_ms: int) -> Period:
             except (ValueError, OverflowError):
                 break
     raise ArgumentError(f"not a date: {echo(value)} (use {DATE_HELP})")
+
+
+def instant(value: str, now_ms: int) -> int:
+    """A CLI time T (`TIME_HELP`) in ms: the chat DATE's first moment, ms, or ISO datetime."""
+    text = value.strip()
+    if text.isdigit():
+        ms = int(text)
+    else:
+        try:
+            ms = period(text, now_ms).start
+        except ArgumentError:
+            try:
+                dt = datetime.fromisoformat(text)
+            except ValueError:
+                raise ArgumentError(f"not a time: {echo(value)} ({TIME_HELP})") from None
+            ms = _ms(dt if dt.tzinfo is not None else dt.replace(tzinfo=UTC))
+    if not 0 <= ms < _MAX_MS:
+        raise ArgumentError(f"not a time from 1970 on: {echo(value)}")
+    return ms
+
+
+def shown(ms: int) -> str:
+    """An instant as people read it: `2026-11-01 16:34:05 UTC` (seconds kept, ms dropped)."""
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"

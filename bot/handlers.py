@@ -27,6 +27,7 @@ from bot.commands.grammar import COMMANDS, command_name, help_text, parse
 from bot.commands.records import (
     Command,
     HelpCommand,
+    MoreCommand,
     PinCommand,
     PinsCommand,
     SearchCommand,
@@ -39,6 +40,7 @@ from bot.errors import CommandError
 from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
+from bot.paging import Page, Pages
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.recent import RecentEvents
@@ -99,6 +101,7 @@ class CommandHandler:
         self._events = EventMemo()  # the audience walks' member and visibility events
         self._logs = RecentEvents(on_state=self._audiences.drop)
         self._handled = BoundedSeen(4096)
+        self._pages = Pages()  # `!more`
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
         self.metrics = metrics or ServiceMetrics()
@@ -133,7 +136,7 @@ class CommandHandler:
             )
         except UnknownCommand as e:
             self.metrics.commands.labels(command="unknown", outcome="unknown").inc()
-            if in_command_room:
+            if in_command_room or e.suggestion is not None:  # a typo of ours: say so
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
@@ -225,7 +228,9 @@ class CommandHandler:
         so a Persona always finds `org.muninn.results`."""
         text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
         in_command_room = msg.room_id == self.command_room
-        reply = text_reply(msg.reply_to, text, results_kind=kind if in_command_room else None)
+        results_kind = kind if in_command_room else None
+        # `!help` is Muninn's own text: no invisible word joiner in `from:@user` (rule 16).
+        reply = text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
         await self.send(msg, reply)
 
     async def _answer_small(
@@ -244,6 +249,8 @@ class CommandHandler:
                 await self._answer_small(msg, self._help(command, in_command_room), "help")
             elif isinstance(command, SearchCommand):
                 await self._search(msg, command, in_command_room)
+            elif isinstance(command, MoreCommand):
+                await self._more(msg, in_command_room)
             elif isinstance(command, PinCommand | UnpinCommand):
                 await self.pins.pin(msg, command)
             elif isinstance(command, PinsCommand):
@@ -304,7 +311,24 @@ class CommandHandler:
         alias = info.state.canonical_alias if info.state else None
         return RoomView(await self.read_log(room_id), alias, ANYONE)
 
-    async def _search(self, msg: Incoming, command: SearchCommand, in_command_room: bool) -> None:
+    async def _more(self, msg: Incoming, in_command_room: bool) -> None:
+        page = self._pages.take(_page_key(msg), msg.ts)
+        if page is None:
+            await self._answer_small(
+                msg,
+                f"No search of yours to continue here (a next page is kept for 10 minutes): "
+                f"search again with {self.prefix}search",
+            )
+            return
+        await self._search(msg, page.command, in_command_room, page)
+
+    async def _search(
+        self,
+        msg: Incoming,
+        command: SearchCommand,
+        in_command_room: bool,
+        page: Page | None = None,
+    ) -> None:
         marks = await self.searcher.marks()  # before the logs are read: they reach back to them
         own_log = await self.read_log(msg.room_id)
         if not await self.may_answer(msg, own_log):
@@ -344,7 +368,16 @@ class CommandHandler:
             server_name=self.server_name,
             pattern=matcher,
             marks=marks,
+            names=await self._mention_names(command, rooms),
+            shown=page.shown if page else frozenset(),
+            depth=page.depth if page else 0,
         )
+        shown = (page.shown if page else frozenset()) | {
+            e for hit in result.hits for e in hit.event_ids
+        }
+        depth = (page.depth if page else 0) + len(result.hits)
+        more = result.next_offset is not None
+        self._pages.remember(_page_key(msg), command, frozenset(shown), depth, msg.ts, more)
         self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
@@ -362,5 +395,28 @@ class CommandHandler:
             room_labels=labels,
             show_rooms=in_command_room,
             results_json=in_command_room,
+            command=command,
+            prefix=self.prefix,
+            more=result.remaining,
         )
         await self.send(msg, search_reply(msg.reply_to, view))
+
+    async def _mention_names(
+        self, command: SearchCommand, rooms: list[RoomID] | None
+    ) -> dict[str, tuple[str, ...]]:
+        """The display names of the users `mentions:` asks for, in the rooms searched: how
+        a client without `m.mentions` writes a mention."""
+        found: dict[str, set[str]] = {}
+        if not command.filter.mentions:
+            return {}
+        for room_id in rooms or ():
+            names = (await self.rooms.get(room_id)).names
+            for user in command.filter.mentions:
+                if user in names:
+                    found.setdefault(user, set()).add(names[user])
+        return {user: tuple(sorted(n)) for user, n in found.items()}
+
+
+def _page_key(msg: Incoming) -> tuple[str, str, str | None]:
+    """Whose `!more` continues which search: the asker's, in this room, in this thread."""
+    return (msg.sender, msg.room_id, msg.reply_to.thread_root)

@@ -2,7 +2,10 @@
 
 Everything a reply quotes from a user (bodies, notes, labels, sender names, even parts of their
 command echoed in an error) goes through `safe_plain` / `safe_html` or `excerpt`, so quoted text
-can neither inject HTML nor ping anyone (docs/ARCHITECTURE.md §3 rule 16).
+can neither inject HTML nor ping anyone (docs/ARCHITECTURE.md §3 rule 16), nor forge the reply
+around it: `reply_line`, under all three, folds it to one line (a note cannot add a result
+line), strips bidi embeddings, overrides and isolates (they reorder what follows them), and caps
+combining marks; the HTML form is isolated in `<bdi>` as well.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "no_mentions",
     "permalink",
     "quoted",
+    "reply_line",
     "safe_html",
     "safe_plain",
 ]
@@ -37,6 +41,14 @@ WORD_JOINER = "\u2060"
 # left alone. Text already neutralised (followed by the word joiner) is not touched again.
 _MENTION_AT = regex.compile(r"(?<!\w)@(?=[^\s\u2060])")
 _SNAP = 20  # how far an excerpt edge may move to land on a word boundary
+
+# Line breaks of every kind (a plain body's lines are the reply's own structure).
+_LINE_BREAKS = regex.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
+# Bidi embeddings and overrides (U+202A–202E) and isolates (U+2066–2069): quoted, they would
+# reorder the reply's own text after them (`‮` turns a line around).
+_BIDI_CONTROLS = regex.compile(r"[\u202a-\u202e\u2066-\u2069]+")
+MAX_MARKS = 4  # combining marks kept on one character: no script needs more, a flood has 100s
+_MARK_FLOOD = regex.compile(r"(\p{M}{" + str(MAX_MARKS) + r"})\p{M}+")
 
 
 def escape(text: str) -> str:
@@ -54,9 +66,17 @@ def neutralise_mentions(text: str) -> str:
     return _MENTION_AT.sub("@" + WORD_JOINER, text)
 
 
+def reply_line(text: str) -> str:
+    """User text as one line of a reply: line breaks become a space, bidi controls go, and at
+    most `MAX_MARKS` combining marks stay on a character. Not escaped, not neutralised (the
+    callers do that after, so `@\u202eroom` is still caught as `@room`)."""
+    text = _BIDI_CONTROLS.sub("", _LINE_BREAKS.sub(" ", text))
+    return _MARK_FLOOD.sub(r"\1", text)
+
+
 def safe_plain(text: str) -> str:
-    """User text for a reply's plain `body`."""
-    return neutralise_mentions(text)
+    """User text for a line of a reply's plain `body`."""
+    return neutralise_mentions(reply_line(text))
 
 
 def quoted(text: str, limit: int) -> str:
@@ -66,8 +86,9 @@ def quoted(text: str, limit: int) -> str:
 
 
 def safe_html(text: str) -> str:
-    """User text for a reply's `formatted_body`: escaped first, then neutralised."""
-    return neutralise_mentions(escape(text))
+    """User text for a reply's `formatted_body`: one line, escaped, neutralised, in `<bdi>`
+    (a right-to-left name does not pull the reply's own text after it around)."""
+    return f"<bdi>{neutralise_mentions(escape(reply_line(text)))}</bdi>"
 
 
 def no_mentions() -> dict[str, Any]:
@@ -138,9 +159,11 @@ def _render(body: str, marks: Sequence[tuple[int, int]], window: tuple[int, int]
     if end < len(body):
         plain.append("…")
         rich.append("…")
-    # Neutralising the assembled strings also catches an `@` split from its word by a mark; our
-    # own markup (`<mark>`, entities, `**`) contains no `@`, so only user text is touched.
-    return Excerpt(neutralise_mentions("".join(plain)), neutralise_mentions("".join(rich)))
+    # Cleaning and neutralising the assembled strings also catches an `@` split from its word
+    # by a mark; our own markup (`<mark>`, entities, `**`, `…`) holds no `@`, no bidi control
+    # and no combining mark, so only user text is touched.
+    plain_text = neutralise_mentions(reply_line("".join(plain)))
+    return Excerpt(plain_text, f"<bdi>{neutralise_mentions(reply_line(''.join(rich)))}</bdi>")
 
 
 def excerpt(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,13 +22,14 @@ from bot.roomlog import RoomLog
 from bot.transcript import TranscriptHit, fold_search
 from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
+from ingest.filters import MessageFilter, keep_messages
 from ingest.fusion import rrf
 from ingest.hits import Candidates, Hit, SearchResult, best_message
 from ingest.permalink import permalink
-from ingest.query import SearchQuery
+from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.revalidate import LogRead
-from ingest.search import Searcher
-from ingest.types import RoomID
+from ingest.search import MAX_CANDIDATES, Searcher, order_hits
+from ingest.types import Message, RoomID
 
 __all__ = ["RoomView", "fused_search", "tombstones"]
 
@@ -96,6 +97,8 @@ async def _index(
     rooms: Sequence[RoomID] | None,
     audience: Audience,
     logs: Mapping[str, LogRead],
+    flt: MessageFilter,
+    depth: int,
 ) -> Candidates:
     if command.regex is not None or not command.texts:
         return Candidates()  # a /regex/ is the transcript's alone
@@ -107,6 +110,9 @@ async def _index(
         senders=(command.sender,) if command.sender else None,
         after_ts=after,
         before_ts=before,
+        limit=command.limit,
+        filter=flt,
+        offset=min(depth, MAX_OFFSET),  # a later page: a deeper pool (`Searcher._depth`)
     )
     try:
         return await searcher.rank(query, logs)
@@ -136,6 +142,9 @@ async def fused_search(
     server_name: str,
     pattern: regex.Pattern[str] | None = None,
     marks: Mapping[str, str] | None = None,
+    names: Mapping[str, tuple[str, ...]] | None = None,
+    shown: Set[str] = frozenset(),
+    depth: int = 0,
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
 
@@ -150,14 +159,19 @@ async def fused_search(
     until every index hit shown has passed. Revalidating all `fetch` up front cost three times
     the homeserver round trips for hits the reply never shows. `pattern` is the command's
     /regex/ already compiled (`compile_pattern`); without it the fold compiles it.
+
+    `names`: user id → display names, for `mentions:` in text without `m.mentions`. A next
+    page (`!more`) gives the event ids earlier pages `shown` (no hit citing one is shown
+    again) and `depth`, how many hits they showed; `next_offset` is set when more remain.
     """
-    fetch = min(50, command.limit * 3)
+    fetch = min(MAX_CANDIDATES, (command.limit + depth) * 3)
+    flt = command.filter.with_names(names or {})
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
     marks = marks or {}
     logs: dict[str, LogRead] = {
         v.log.room_id: LogRead(v.log.raw, marks.get(v.log.room_id)) for v in views
     }
-    pool = await _index(searcher, command, rooms, single, logs)
+    pool = await _index(searcher, command, rooms, single, logs, flt, depth)
     stones = pool.stones if pool.ranked else []
     if views and not pool.ranked:
         try:
@@ -168,26 +182,31 @@ async def fused_search(
     # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
     # messages, run in a thread so appservice transactions and other rooms do not wait.
     found = await asyncio.to_thread(
-        _transcript_finds, views, command, pattern, stones, bot_user_id, prefix, fetch
+        _transcript_finds, views, command, pattern, stones, bot_user_id, prefix, fetch, flt
     )
     live: set[str] = set()  # point ids confirmed
     stale: set[str] = set()
     while True:
         window = pool.first(fetch, skip=stale)
         hits, order = _fuse(window, found, command, audiences, server_name)
+        order = [(k, v) for k, v in order if shown.isdisjoint(hits[k].event_ids)]
         top = order[: command.limit]
-        shown = {key for key, _ in top}
-        unchecked = [h for h in window if h.point_id in shown and h.point_id not in live]
+        top_keys = {key for key, _ in top}
+        unchecked = [h for h in window if h.point_id in top_keys and h.point_id not in live]
         if not unchecked:
             break
         for hit, ok in zip(unchecked, await searcher.confirm(pool, unchecked), strict=True):
             (live if ok else stale).add(hit.point_id)
+    more = len(order) > len(top) and depth + len(top) < MAX_OFFSET
     return SearchResult(
-        hits=[replace(hits[k], score=score) for k, score in top],
+        hits=order_hits([replace(hits[k], score=score) for k, score in top], command.sort),
         warnings=list(pool.warnings),
         retrievers=[*pool.retrievers, *(["transcript"] if views else [])],
         dropped_stale=len(stale),
         below_floor=pool.below_floor,
+        next_offset=depth + len(top) if more else None,
+        sort=command.sort,
+        remaining=len(order) - len(top) if more else 0,
     )
 
 
@@ -199,19 +218,32 @@ def _transcript_finds(
     bot_user_id: str,
     prefix: str,
     fetch: int,
+    flt: MessageFilter | None = None,
 ) -> list[tuple[RoomView, TranscriptHit, str | None]]:
-    """Each room's transcript fold (pure and CPU-bound: callers run it off the event loop)."""
+    """Each room's transcript fold (pure and CPU-bound: callers run it off the event loop);
+    the command's filters judged by the index's own predicate (`keep_messages`)."""
     found: list[tuple[RoomView, TranscriptHit, str | None]] = []
+    flt = flt if flt is not None else command.filter
     for view in views:
         messages = [
             m
             for m in view.log.without_purged(stones).messages(bot_user_id, prefix)
-            if view.audience.sees(m.ts)
+            if view.audience.sees(m.ts) and keep_messages(flt, [_as_payload(m)], m.thread_root)
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
-        folded = fold_search(messages, command, bound=max(1, len(messages)), pattern=pattern)
+        folded = fold_search(
+            messages, command, bound=max(1, len(messages)), pattern=pattern, limit=fetch
+        )
         found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
     return found
+
+
+def _as_payload(message: Message) -> dict[str, Any]:
+    """A log message as the index's payload holds it, for `keep_messages`."""
+    said: dict[str, Any] = {"body": message.body, "sender": message.sender}
+    if message.mentions is not None:
+        said["mentions"] = list(message.mentions)
+    return said
 
 
 async def tombstones(searcher: Searcher) -> list[Mapping[str, Any]]:

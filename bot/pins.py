@@ -8,6 +8,7 @@ markers are read from the room log here (`markers`, `pin_target`); `bot.pinboard
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
 from ingest.hits import purged
-from ingest.permalink import permalink
+from ingest.permalink import cited_events, permalink
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
 from ingest.types import RoomID
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from bot.incoming import Incoming
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
+
+log = logging.getLogger("muninn.pins")
 
 
 def _index_of(history: list[TimelineItem], msg: Incoming) -> int:
@@ -59,42 +62,61 @@ def pin_target(
     bot_user_id: str,
     prefix: str,
 ) -> str | None:
-    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (pin) itself."""
+    """The target of the `!pin`/`!unpin` at `history[index]`: reply, else ^N, else (a pin with
+    a note) itself; None when there is none (`refusal` says why, for the reply).
+
+    A reply to Muninn's own reply targets the message it cites when it cites exactly one (a
+    search with one result), else nothing: its flattened text is no message to pin. A bare
+    `!pin` (no reply, ^N, label or note) pins nothing: the message "!pin" is none either."""
     item = history[index]
     target = reply_target(item.content)
     if target is not None:
-        return target
+        own = next((h for h in history if h.event_id == target and h.sender == bot_user_id), None)
+        if own is None:
+            return target
+        cited = cited_events(str(own.content.get("formatted_body", own.body)))
+        return cited[0] if len(cited) == 1 else None
     if command.offset is not None:
         return resolve_offset(
             history, index, command.offset, bot_user_id=bot_user_id, prefix=prefix
         )
-    return item.event_id if isinstance(command, PinCommand) else None
+    if isinstance(command, PinCommand) and (command.note or command.label):
+        return item.event_id
+    return None
 
 
 def markers(history: Sequence[TimelineItem], bot_user_id: str, prefix: str) -> list[Marker]:
-    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved."""
+    """The `!pin`/`!unpin` markers of a history (oldest first), targets resolved. A marker
+    that cannot be read is skipped: anyone can post one, and one must never break the board
+    of the room (`!pins`, `!pin`, `!unpin`, `muninn pins`)."""
     markers = []
     for index, item in enumerate(history):
         body = item.body
         if item.redacted or item.sender == bot_user_id or not is_command(body, prefix):
             continue
         try:
-            command = parse(body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+            marker = _marker(history, index, bot_user_id, prefix)
         except UsageError:
             continue
-        if isinstance(command, PinCommand | UnpinCommand):
-            target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
-            markers.append(
-                marker_from_command(
-                    item.event_id,
-                    item.sender,
-                    item.ts,
-                    command,
-                    target,
-                    thread_root=item.thread_root,
-                )
-            )
+        except Exception as e:  # a malformed marker the grammar did not foresee (see above)
+            log.warning("skipping pin marker %s: %s: %s", item.event_id, type(e).__name__, e)
+            continue
+        if marker is not None:
+            markers.append(marker)
     return markers
+
+
+def _marker(
+    history: Sequence[TimelineItem], index: int, bot_user_id: str, prefix: str
+) -> Marker | None:
+    item = history[index]
+    command = parse(item.body, prefix=prefix, now_ms=item.ts, in_command_room=True)
+    if not isinstance(command, PinCommand | UnpinCommand):
+        return None
+    target = pin_target(history, index, command, bot_user_id=bot_user_id, prefix=prefix)
+    return marker_from_command(
+        item.event_id, item.sender, item.ts, command, target, thread_root=item.thread_root
+    )
 
 
 @dataclass(frozen=True)
@@ -184,6 +206,22 @@ class BoardReader:
         )
 
 
+def _nothing_pinned(item: TimelineItem, command: PinCommand, prefix: str) -> str:
+    """Why a `!pin` found no target, and how to pin."""
+    how = (
+        f"reply to the message itself with {prefix}pin, or use {prefix}pin ^N for the N-th "
+        "message above"
+    )
+    if reply_target(item.content) is not None:
+        return f"Nothing pinned: that is Muninn's own reply, not a message; {how}."
+    if command.offset is not None:
+        return f"There are fewer than {command.offset} messages above; nothing pinned."
+    return (
+        f"Nothing pinned: {how}, or add a label or note to pin this one "
+        f"({prefix}pin #label what to remember)."
+    )
+
+
 class PinActions:
     def __init__(self, handler: CommandHandler) -> None:
         self.h = handler
@@ -213,9 +251,7 @@ class PinActions:
             await self._unpin(msg, command, target, before)
             return
         if target is None:
-            raise CommandError(
-                f"There are fewer than {command.offset} messages above; nothing pinned."
-            )
+            raise CommandError(_nothing_pinned(history[index], command, h.prefix))
         items = {i.event_id: i for i in history}
         # The confirmation quotes the message only if the whole room may see it (rule 14):
         # `^5` may reach above the join of someone who just came in.

@@ -37,6 +37,7 @@ from ingest.config import registration_path
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
+from ingest.facts import read_facts
 from ingest.matrix import load_registration
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import Tombstone
@@ -165,6 +166,7 @@ class Service:
                 resolve_room=self._resolve_search_room,
                 purge=self._purge,
                 token_file=token_path(cfg),
+                status=lambda: asyncio.to_thread(read_facts, self.store),
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)
@@ -197,7 +199,19 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         try:
-            await self.start()
+            # A stop is honoured during the start too (a homeserver that does not answer
+            # yet): systemd's SIGKILL follows TimeoutStopSec, whatever is in flight.
+            starting = asyncio.create_task(self.start(), name="muninn-start")
+            stopping = asyncio.create_task(stop.wait(), name="muninn-stop-request")
+            await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():
+                log.info("stop requested while starting; stopping")
+                starting.cancel()
+            stopping.cancel()
+            await asyncio.gather(starting, stopping, return_exceptions=True)
+            error = None if starting.cancelled() else starting.exception()
+            if error is not None:
+                raise error
             await stop.wait()
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):

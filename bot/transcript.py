@@ -24,6 +24,7 @@ from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
 from bot.roomlog import TextMemo
+from ingest.query import plain_text
 
 __all__ = [
     "DEFAULT_BOUND",
@@ -289,17 +290,18 @@ def fold_search(
     bound: int = DEFAULT_BOUND,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     pattern: regex.Pattern[str] | None = None,
+    limit: int | None = None,
 ) -> TranscriptResult:
-    """`fold` with a parsed `!search`'s texts, pattern (or `pattern`, its compiled form),
-    filters and limit."""
+    """`fold` with a parsed `!search`'s texts (their `word*` read as the word), pattern (or
+    `pattern`, its compiled form), filters and limit (or `limit`: a next page's depth)."""
     return fold(
         events,
-        texts=command.texts,
+        texts=tuple(plain_text(t) for t in command.texts),
         pattern=pattern or command.regex,
         bound=bound,
         timeout_s=timeout_s,
         sender=command.sender,
         after_ms=command.after_ms,
         before_ms=command.before_ms,
-        limit=command.limit,
+        limit=limit or command.limit,
     )

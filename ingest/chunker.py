@@ -14,9 +14,9 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ingest.stamps import utc_minute
 from ingest.types import EventID, Message, RoomAlias, RoomID, UserID, Window
 
 __all__ = [
@@ -39,7 +39,8 @@ __all__ = [
 
 # Bump when boundaries, line format or payload shape change: the collection records it (§3.13).
 # 2: the embedded text has no minute on its lines (DENSE_LINE).
-CHUNKER_VERSION: int = 2
+# 3: a message's `m.mentions` user ids in its payload (`mentions:`, `ingest.filters`).
+CHUNKER_VERSION: int = 3
 
 # mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
 Names = Mapping[UserID, str] | Mapping[str, str]
@@ -102,8 +103,7 @@ def message_line(message: Message, names: Names, fmt: LineFormat = FULL_LINE) ->
     """`[2026-11-01 16:34] alice: message text`, time in UTC; `fmt` drops or shortens parts."""
     prefix = ""
     if fmt.date:
-        when = datetime.fromtimestamp(message.ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M")
-        prefix = f"[{when}] "
+        prefix = f"[{utc_minute(message.ts)}] "
     if fmt.label == "name":
         prefix += f"{display_name(message.sender, names)}: "
     elif fmt.label == "short":
@@ -232,14 +232,18 @@ def window_payload(
         "first_ts": min(stamps),
         "last_ts": max(stamps),
         "senders": _unique([m.sender for m in window.messages]),
-        "messages": [
-            {"event_id": m.event_id, "sender": m.sender, "ts": m.ts, "body": m.body}
-            for m in window.messages
-        ],
+        "messages": [_message_payload(m) for m in window.messages],
         "text": text,
         "content_hash": content_hash(text, versions),
         "versions": dict(versions),
     }
+
+
+def _message_payload(m: Message) -> dict[str, Any]:
+    said: dict[str, Any] = {"event_id": m.event_id, "sender": m.sender, "ts": m.ts, "body": m.body}
+    if m.mentions is not None:  # `mentions:` reads it (`ingest.filters`); absent: the text
+        said["mentions"] = list(m.mentions)
+    return said
 
 
 def _unique(*parts: Iterable[str]) -> list[str]:

@@ -72,7 +72,16 @@ class HomeserverConfig(Section):
     def _url(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"must be an http(s) URL, got {v!r}")
-        return v.rstrip("/")
+        v = v.rstrip("/")
+        if "/_matrix" in v:
+            # Every request adds /_matrix/client/v3/...: a URL carrying it gets 404 on a
+            # doubled prefix, which would not say why.
+            base = v[: v.index("/_matrix")]
+            raise ValueError(
+                f"is the homeserver's base URL, without /_matrix/...: drop the suffix "
+                f"(homeserver.url: {base}), got {v!r}"
+            )
+        return v
 
 
 class ReaderConfig(Section):
@@ -101,6 +110,8 @@ class StoreConfig(Section):
     path: Path | None = None  # embedded qdrant-edge shard directory
     url: str | None = None  # a Qdrant server or cluster, e.g. http://qdrant:6333
     api_key: str | None = None
+    # Embedded: free space under `path` below which nothing is written (ingest/store/space.py).
+    min_free_mb: Annotated[int, Field(ge=0)] = 256
 
     @model_validator(mode="after")
     def _one_kind(self) -> StoreConfig:

@@ -51,6 +51,11 @@ class StoreUnavailable(StoreError):
     """The vector store cannot be reached."""
 
 
+class DiskFull(StoreError):
+    """Too little free space where the embedded store writes: writing stops (searches go on)
+    until space returns, instead of the mapped files killing the process with SIGBUS."""
+
+
 class CompatibilityError(StoreError):
     """A collection's compatibility record does not match what this process writes."""
 

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ingest.stamps import TS_LIMIT
 from ingest.types import (
     Edit,
     EventID,
@@ -182,9 +183,10 @@ def _envelope(event: Mapping[str, Any], room_id: RoomID | None) -> _Envelope | s
         return "event_id is missing or not a string"
     if not isinstance(sender, str) or not sender:
         return "sender is missing or not a string"
-    # bool is an int in Python; a JSON `true` is not a timestamp.
-    if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
-        return "origin_server_ts is missing or not a non-negative integer"
+    # bool is an int in Python; a JSON `true` is not a timestamp. Past canonical JSON's 2^53
+    # no homeserver can have sent it, and the store's integers end at 2^63.
+    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < TS_LIMIT:
+        return "origin_server_ts is missing or not an integer in [0, 2^53)"
     if not isinstance(rid, str) or not rid:
         return "room_id is missing or not a string"
     return _Envelope(EventID(event_id), RoomID(rid), UserID(sender), ts)
@@ -290,7 +292,19 @@ def _message(
         return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
-    return Message(**_fields(env), body=body, thread_root=root, msgtype=msgtype)
+    return Message(
+        **_fields(env), body=body, thread_root=root, msgtype=msgtype, mentions=mentions(content)
+    )
+
+
+def mentions(content: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The user ids of a message's `m.mentions`, or None when its client set none (then the
+    text is all there is: `ingest.filters.mentioned`)."""
+    block = content.get("m.mentions")
+    if not isinstance(block, dict):
+        return None
+    ids = block.get("user_ids")
+    return tuple(u for u in ids if isinstance(u, str)) if isinstance(ids, list) else ()
 
 
 def _edit_has_fallback(new: Mapping[str, Any]) -> bool:

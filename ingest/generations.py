@@ -80,6 +80,8 @@ class Generations:
         col = await asyncio.to_thread(
             self.store.open, self.generation, dense_dim=identity.dimension, create=True
         )
+        if col.damage is not None:
+            col, active = await self._rebuild_damaged(col.damage, active, identity.dimension)
         if await asyncio.to_thread(col.get_meta, COMPAT_KEY) is None:
             await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": False})
         if active is None:
@@ -96,6 +98,25 @@ class Generations:
         await self._copy_purges_to_the_file(col)
         self.collection = col
         return col
+
+    async def _rebuild_damaged(
+        self, damage: str, active: str | None, dense_dim: int
+    ) -> tuple[Collection, str | None]:
+        """This writer's generation is damaged (rule 13a): build it anew from the homeserver.
+
+        Active, it is set aside under another name and searches keep reading what is left of
+        it until the rebuild switches in and drops it (status and /healthz say it is damaged
+        meanwhile); being built, it is dropped. Its purges and refusals are carried over."""
+        if active == self.generation:
+            active = await asyncio.to_thread(self.store.set_aside, self.generation)
+            log.error("%s; searches read it as %s until its rebuild switches in", damage, active)
+        else:
+            await asyncio.to_thread(self.store.drop, self.generation)
+            log.error("%s; rebuilding it", damage)
+        col = await asyncio.to_thread(
+            self.store.open, self.generation, dense_dim=dense_dim, create=True
+        )
+        return col, active
 
     async def _copy_purges_to_the_file(self, col: Collection) -> None:
         """The purge file and the store hold the same purges: those recorded only in the store

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest import lexical, rank
+from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.permalink import permalink
 from ingest.types import StoredPoint
 
@@ -52,6 +53,9 @@ class SearchResult:
     retrievers: list[str] = field(default_factory=list)
     dropped_stale: int = 0
     below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
+    next_offset: int | None = None  # the `offset` of the next page; None on the last
+    sort: str = "relevance"
+    remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +64,8 @@ class SearchResult:
             "retrievers": list(self.retrievers),
             "dropped_stale": self.dropped_stale,
             "below_floor": self.below_floor,
+            "next_offset": self.next_offset,
+            "sort": self.sort,
         }
 
 
@@ -83,7 +89,8 @@ class Candidates:
     texts: tuple[str, ...] = ()
     server_name: str = ""
     below_floor: int = 0  # candidates the ranker judged not to match: never shown
-    _built: dict[str, Hit] = field(default_factory=dict, repr=False)
+    filter: MessageFilter = NO_FILTER  # `ingest.filters`: applied as hits are built
+    _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
         """The best `n` candidates whose point ids are not in `skip` (hits built on demand)."""
@@ -93,21 +100,33 @@ class Candidates:
                 break
             if pid in skip:
                 continue
-            hit = self._built.get(pid)
-            if hit is None:
-                hit = self._built[pid] = build_hit(
-                    self.points[pid], score, self.texts, self.server_name
+            if pid not in self._built:
+                self._built[pid] = build_hit(
+                    self.points[pid], score, self.texts, self.server_name, self.filter
                 )
-            out.append(hit)
+            hit = self._built[pid]
+            if hit is not None:  # None: the filter kept none of its messages
+                out.append(hit)
         return out
 
 
-def build_hit(point: StoredPoint, score: float, texts: Sequence[str], server_name: str) -> Hit:
+def build_hit(
+    point: StoredPoint,
+    score: float,
+    texts: Sequence[str],
+    server_name: str,
+    flt: MessageFilter | None = None,
+) -> Hit | None:
+    """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
     p = point.payload
+    said = [m for m in p.get("messages", []) if has_text(m)]
+    if flt:
+        said = list(keep_messages(flt, said, p.get("thread_root")))
+        if not said:
+            return None
     messages = tuple(
         {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
-        for m in p.get("messages", [])
-        if has_text(m)
+        for m in said
     )
     best = best_message(messages, texts)
     return Hit(

@@ -25,7 +25,15 @@ import regex
 
 from ingest.types import SparseVector
 
-__all__ = ["LEXICAL_VERSION", "document_vector", "query_vector", "term_index", "tokens"]
+__all__ = [
+    "LEXICAL_VERSION",
+    "MAX_EXPANSIONS",
+    "document_vector",
+    "expand_prefix",
+    "query_vector",
+    "term_index",
+    "tokens",
+]
 
 # Bump when tokens or weights change: stored sparse vectors must then be rebuilt.
 LEXICAL_VERSION: int = 1
@@ -102,6 +110,20 @@ def document_vector(
     return _vector((t, tf * (k1 + 1.0) / (tf + norm)) for t, tf in counts.items())
 
 
-def query_vector(text: str) -> SparseVector:
-    """1.0 for each unique query token; the store's IDF does the weighting."""
-    return _vector((t, 1.0) for t in dict.fromkeys(tokens(text)))
+def query_vector(text: str, expansions: Iterable[str] = ()) -> SparseVector:
+    """1.0 for each unique query token; the store's IDF does the weighting. `expansions`: the
+    words a `word*` of the text stands for (`expand_prefix`), added as tokens of their own."""
+    return _vector((t, 1.0) for t in dict.fromkeys([*tokens(text), *expansions]))
+
+
+MAX_EXPANSIONS = 16  # words one `word*` stands for: the most frequent of the room's words
+
+
+def expand_prefix(stem: str, vocabulary: Counter[str], cap: int = MAX_EXPANSIONS) -> list[str]:
+    """The words of `vocabulary` (token → count, as the rooms say them) starting with `stem`,
+    most frequent first, at most `cap`: the index holds hashed terms only, so a prefix is
+    expanded against the words actually said, never guessed."""
+    folded = unicodedata.normalize("NFKC", stem).casefold()
+    found = [(n, t) for t, n in vocabulary.items() if t.startswith(folded)]
+    found.sort(key=lambda item: (-item[0], item[1]))
+    return [t for _, t in found[:cap]]

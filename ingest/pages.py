@@ -6,16 +6,29 @@ redactions resolved (a redacted applied edit re-reads the original from the home
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from ingest.errors import MuninnError
 from ingest.events import normalize
 from ingest.records import Tombstone
 from ingest.scrub import scrub
-from ingest.types import Edit, EventID, Message, Redaction, RoomID, Skip, SkipReason
+from ingest.types import (
+    Edit,
+    EventID,
+    Message,
+    Normalized,
+    Redaction,
+    RoomID,
+    Skip,
+    SkipReason,
+)
 from ingest.windows import EditOutcome, RevertEdit, WindowSet
+
+log = logging.getLogger("muninn.refresh")
 
 
 class EventSource(Protocol):
@@ -46,44 +59,77 @@ async def apply_events(
     own_user_ids: frozenset[str],
     command_prefix: str,
 ) -> None:
-    """Apply one page's events in order to `ws`, counting what each did in `tally`."""
+    """Apply one page's events in order to `ws`, counting what each did in `tally`.
+
+    One event never holds a room back: an event the writer cannot take (whatever its content
+    makes the chunker or the ids raise) is logged with its room and event ids, counted as
+    `unwritable` and passed, so the cursor moves on. The store's and the homeserver's errors
+    (`MuninnError`) still fail the room, which the next pass retries.
+    """
     items = [
         normalize(e, own_user_ids=own_user_ids, command_prefix=command_prefix) for e in events
     ]
     ws.prefetch(_referenced_ids(items))
     for item in items:
-        if isinstance(item, Skip):
-            tally.skipped[str(item.reason)] += 1
-        elif isinstance(item, Message):
-            if any(s.covers(item.ts) for s in stones):
-                tally.skipped[str(SkipReason.PURGED)] += 1
-            elif ws.add_message(_scrubbed(item)):
-                tally.indexed += 1
-            else:
-                tally.skipped[str(SkipReason.DUPLICATE)] += 1
-        elif isinstance(item, Edit):
-            outcome = ws.apply_edit(item, scrub(item.new_body))
-            if outcome == EditOutcome.APPLIED:
-                tally.edits_applied += 1
-            elif outcome == EditOutcome.UNKNOWN_TARGET and item.withdrawn is not None:
-                # A bot editing its own notice: neither is indexed, neither is invalid.
-                tally.skipped[str(item.withdrawn)] += 1
-            elif outcome != EditOutcome.NOT_NEWER:
-                tally.skipped[str(SkipReason.INVALID_EDIT)] += 1
-        elif isinstance(item, Redaction):
-            result = ws.redact(item)
-            if isinstance(result, RevertEdit):
-                message = await _reread(
-                    ws.room_id,
-                    result,
-                    stones,
-                    reader=reader,
-                    own_user_ids=own_user_ids,
-                    command_prefix=command_prefix,
-                )
-                ws.set_message(result.target, message)
-            if result:
-                tally.redactions_applied += 1
+        try:
+            await _apply(ws, item, stones, tally, reader, own_user_ids, command_prefix)
+        except MuninnError:
+            raise
+        except Exception as e:  # any fault of one event's content (see above)
+            event_id = getattr(item, "event_id", None)
+            log.warning(
+                "room %s: event %s cannot be written, skipped (%s: %s)",
+                ws.room_id,
+                event_id,
+                type(e).__name__,
+                e,
+                extra={"room_id": ws.room_id, "event_id": event_id},
+            )
+            tally.skipped[str(SkipReason.UNWRITABLE)] += 1
+
+
+async def _apply(
+    ws: WindowSet,
+    item: Normalized,
+    stones: Sequence[Tombstone],
+    tally: PageTally,
+    reader: EventSource,
+    own_user_ids: frozenset[str],
+    command_prefix: str,
+) -> None:
+    """One event's effect on `ws` (`WindowSet` changes nothing when it raises)."""
+    if isinstance(item, Skip):
+        tally.skipped[str(item.reason)] += 1
+    elif isinstance(item, Message):
+        if any(s.covers(item.ts) for s in stones):
+            tally.skipped[str(SkipReason.PURGED)] += 1
+        elif ws.add_message(_scrubbed(item)):
+            tally.indexed += 1
+        else:
+            tally.skipped[str(SkipReason.DUPLICATE)] += 1
+    elif isinstance(item, Edit):
+        outcome = ws.apply_edit(item, scrub(item.new_body))
+        if outcome == EditOutcome.APPLIED:
+            tally.edits_applied += 1
+        elif outcome == EditOutcome.UNKNOWN_TARGET and item.withdrawn is not None:
+            # A bot editing its own notice: neither is indexed, neither is invalid.
+            tally.skipped[str(item.withdrawn)] += 1
+        elif outcome != EditOutcome.NOT_NEWER:
+            tally.skipped[str(SkipReason.INVALID_EDIT)] += 1
+    elif isinstance(item, Redaction):
+        result = ws.redact(item)
+        if isinstance(result, RevertEdit):
+            message = await _reread(
+                ws.room_id,
+                result,
+                stones,
+                reader=reader,
+                own_user_ids=own_user_ids,
+                command_prefix=command_prefix,
+            )
+            ws.set_message(result.target, message)
+        if result:
+            tally.redactions_applied += 1
 
 
 async def _reread(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
-__all__ = ["MATRIX_TO", "permalink"]
+__all__ = ["MATRIX_TO", "cited_events", "permalink"]
 
 MATRIX_TO = "https://matrix.to/#/"
 
@@ -30,3 +31,16 @@ def permalink(room_id: str, event_id: str | None, via: str | Sequence[str] = ())
     if room_id.startswith("!") and servers:
         link += "?" + "&".join("via=" + quote(server, safe="") for server in servers)
     return link
+
+
+_LINK = re.compile(re.escape(MATRIX_TO) + r"([^/?\s\"'<>]+)/([^/?\s\"'<>]+)")
+
+
+def cited_events(text: str) -> list[str]:
+    """The event ids `text` links to with `permalink`, in order, once each."""
+    found: list[str] = []
+    for _room, event in _LINK.findall(text):
+        event_id = unquote(event)
+        if event_id.startswith("$") and event_id not in found:
+            found.append(event_id)
+    return found

@@ -9,12 +9,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ingest.errors import QueryError
+from ingest.filters import NO_FILTER, MessageFilter
 from ingest.store import PointFilter
 
 MAX_TEXTS = 8
 MAX_TEXT_BYTES = 1000
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
+MAX_OFFSET = 200  # how deep a next page may reach: the candidate pool grows with it
+SORTS = ("relevance", "recent")  # `recent`: relevance decides what matches, the clock the order
+MIN_PREFIX = 3  # `word*` needs at least this many characters before the `*`
+
+
+def prefix_problem(text: str) -> str | None:
+    """Why a text's `word*` cannot be searched, if it cannot: a prefix of fewer than
+    `MIN_PREFIX` characters would match half the room."""
+    for word in text.split():
+        stem = word.rstrip("*").strip("\"'“”„")
+        if word.endswith("*") and stem and len(stem) < MIN_PREFIX:
+            return f"word* needs at least {MIN_PREFIX} characters before the *, not {word[:20]!r}"
+    return None
+
+
+def prefixes(text: str) -> tuple[str, ...]:
+    """The `word*` stems of a text (without the `*`)."""
+    stems = (w.rstrip("*") for w in text.split() if w.endswith("*"))
+    return tuple(s for s in stems if len(s) >= MIN_PREFIX)
+
+
+def plain_text(text: str) -> str:
+    """The text with its `word*` marks removed: what the embedder and the transcript read."""
+    return " ".join(w.rstrip("*") if w.endswith("*") else w for w in text.split())
 
 
 @dataclass(frozen=True)
@@ -27,6 +52,9 @@ class SearchQuery:
     after_ts: int | None = None
     before_ts: int | None = None
     limit: int = DEFAULT_LIMIT
+    filter: MessageFilter = NO_FILTER
+    sort: str = "relevance"
+    offset: int = 0  # hits of earlier pages to pass over
 
     @classmethod
     def build(
@@ -38,6 +66,9 @@ class SearchQuery:
         after_ts: int | None = None,
         before_ts: int | None = None,
         limit: int = DEFAULT_LIMIT,
+        filter: MessageFilter | None = None,
+        sort: str = "relevance",
+        offset: int = 0,
     ) -> SearchQuery:
         if isinstance(texts, str):
             raise QueryError("texts", "must be a list of strings, not one string")
@@ -48,10 +79,16 @@ class SearchQuery:
                 raise QueryError("texts", f"text {i + 1} is empty")
             if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
                 raise QueryError("texts", f"text {i + 1} is over {MAX_TEXT_BYTES} bytes")
+            if problem := prefix_problem(text):
+                raise QueryError("texts", problem)
         if not 1 <= limit <= MAX_LIMIT:
             raise QueryError("limit", f"must be 1 to {MAX_LIMIT}, got {limit}")
         if after_ts is not None and before_ts is not None and after_ts > before_ts:
             raise QueryError("after", "is later than before")
+        if sort not in SORTS:
+            raise QueryError("sort", f"must be one of {', '.join(SORTS)}, got {sort!r}")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise QueryError("offset", f"must be 0 to {MAX_OFFSET}, got {offset}")
         return cls(
             texts=tuple(texts),
             room_ids=tuple(room_ids) if room_ids is not None else None,
@@ -59,6 +96,9 @@ class SearchQuery:
             after_ts=after_ts,
             before_ts=before_ts,
             limit=limit,
+            filter=filter or MessageFilter(),
+            sort=sort,
+            offset=offset,
         )
 
     def point_filter(self) -> PointFilter:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ingest.chunker import DENSE_LINE, LineFormat, Names
+from ingest.chunker import Names
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.errors import (
@@ -90,12 +90,10 @@ class Writer:
         *,
         purges: PurgeLog | None = None,
         command_prefix: str = "!",
-        dense_line: LineFormat = DENSE_LINE,
     ) -> None:
         """`command_prefix`: the bot's, whose commands are never indexed (rule 9)."""
         self.cfg = cfg
         self.command_prefix = command_prefix
-        self.dense_line = dense_line  # the embedded text's line format (benchmarks vary it)
         self.reader = reader
         self.store = store
         self.embedder = embedder
@@ -241,6 +239,7 @@ class Writer:
             tails = await self._apply_tombstones(col, state, pending_stones, tails, names, report)
             last = None  # it may name a message the purge covers: the next page sets it again
             await self._save_cursor(col, room_id, token, tails, last)
+            _forget_removed(col, report)
             for stone in pending_stones:
                 await asyncio.to_thread(
                     col.put_meta, stone.key, {**stone.record(), "applied": True}
@@ -272,6 +271,7 @@ class Writer:
             last = cursor_mark(page.events, every_stone, last)
             # Only now, with the page's points acknowledged, does the cursor move past it.
             await self._save_cursor(col, room_id, token, tails, last)
+            _forget_removed(col, report)
             if report.windows_written > written:
                 # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
                 # segment takes memory in proportion, so a backfill flushes as it goes
@@ -307,7 +307,6 @@ class Writer:
             embedder=self.embedder,
             compat=self.compat,
             max_bytes=self.cfg.chunker.max_bytes,
-            dense=self.dense_line,
         )
 
     # ------------------------------------------------------------ purge tombstones
@@ -337,6 +336,13 @@ class Writer:
             await self._commit(col, ws, state, names, report)
             tails = ws.tails
         return tails
+
+
+def _forget_removed(col: Collection, report: RoomReport) -> None:
+    """Rule 13b: text a redaction, an edit or a purge took out must not stay in the store's
+    files; the generation's close rewrites them."""
+    if report.redactions_applied or report.edits_applied or report.purged_messages:
+        col.forget_removed()
 
 
 __all__ = ["RoomSource", "Writer"]

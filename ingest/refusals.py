@@ -55,6 +55,7 @@ async def purge_room(col: Collection, room_id: RoomID, report: RoomReport) -> No
     )
     await asyncio.to_thread(col.delete, ids)
     await asyncio.to_thread(col.delete_meta, CURSOR_PREFIX + room_id)
+    col.forget_removed()  # rule 13b: the store's files must not keep the room's text
     report.windows_deleted += len(ids)
     report.purged_room = True
     log.warning(

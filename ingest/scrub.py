@@ -16,55 +16,52 @@ share the same text), and a rule runs only when a literal its matches need is in
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from ingest.scrub_tokens import NOT_MARKED as _NOT_MARKED
+from ingest.scrub_tokens import TOKEN_RULES
+from ingest.scrub_tokens import Rule as _Rule
 
 __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 
-SCRUB_VERSION = 2
+# 3: command lines (`mysql -pX`, `curl -u u:p`, `docker login -p`, `sshpass -p`), Azure keys,
+# Telegram, GitLab and DigitalOcean tokens, a bare `Basic`, `pw:`, the word in other languages.
+SCRUB_VERSION = 3
 
 _MARK = "[redacted:"
-_NOT_MARKED = r"(?!\[redacted:)"
 
 
 def _marker(kind: str) -> str:
     return f"{_MARK}{kind}]"
 
 
-@dataclass(frozen=True)
-class _Rule:
-    """A pattern; the group named `secret` (or the whole match) is what gets replaced."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    # Returns the kind for this match, or None to leave it alone (e.g. prose, short values).
-    accept: Callable[[re.Match[str]], str | None] | None = None
-    # Lower-case strings one of which every match holds: without them the pass is skipped,
-    # so a long message costs a few substring searches, not one regex pass per rule.
-    needles: tuple[str, ...] = ()
-
-
-def _token(kind: str, regex: str, *needles: str) -> _Rule:
-    """A self-identifying token: a known prefix, not glued to a preceding word."""
-    pattern = re.compile(r"(?<![A-Za-z0-9_\-])" + regex + r"(?![A-Za-z0-9_\-])")
-    return _Rule(kind, pattern, needles=needles)
-
-
 # --- key/value pairs: `password=…`, `"client_secret": "…"`, `export PGPASSWORD=…`, `?token=…`
 
 # A password key may be glued to a prefix (`PGPASSWORD`, `dbpassword`); the others need a
 # separator before them (`DB_PASS`, `MYSQL_PWD`), so `bypass` and `compass` are not keys.
+# The word for password in other languages (typed as people type it, some without accents).
+_PASSWORD_WORDS = (
+    "passwort", "kennwort", "mot de passe", "contraseña", "contrasena", "senha", "wachtwoord",
+    "пароль", "密码", "密碼", "パスワード", "hasło", "haslo", "lösenord", "passord", "salasana",
+    "şifre", "heslo", "adgangskode",
+)  # fmt: skip
 _KEYWORDS = (
-    r"[A-Za-z0-9]*?(?:password|passwd)|passphrase|pwd|pass|secret|token"
+    r"[A-Za-z0-9]*?(?:password|passwd)|passphrase|pwd|pw|pass|secret|token"
     r"|api[ _\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key|client[_\-]?secret"
+    r"|account[_\-]?key|shared[_\-]?access[_\-]?key"  # Azure connection strings
+    r"|" + "|".join(w.replace(" ", r"[ \t]+") for w in _PASSWORD_WORDS)
 )
-_KEY_NEEDLES = ("pass", "pwd", "secret", "token", "key")  # in every key `_KEYWORDS` matches
+# Lower-case strings in every key `_KEYWORDS` matches.
+_KEY_NEEDLES = ("pass", "pw", "secret", "token", "key", *(w.split()[-1] for w in _PASSWORD_WORDS))
 _KEY = r"(?P<key>(?:[A-Za-z0-9]+[_.\-])*(?:" + _KEYWORDS + r"))"
 _KEY_VALUE = re.compile(
     r"(?<![A-Za-z0-9_.\-])"
     r"(?P<q>[\"']?)" + _KEY + r"(?P=q)"
-    r"[ \t]*(?P<sep>:=|=>|[:=])[ \t]*" + _NOT_MARKED + r"(?:"
+    r"[ \t]*(?P<sep>:=|=>|[:=\uff1a])[ \t]*" + _NOT_MARKED + r"(?:"
     r"\"" + _NOT_MARKED + r"(?P<dq>[^\"\n]{4,})\""
     r"|'" + _NOT_MARKED + r"(?P<sq>[^'\n]{4,})'"
     r"|(?P<bare>[^\s\"'<>,;&)\]}]+))",
@@ -97,6 +94,35 @@ _AUTHORIZATION = re.compile(
     re.IGNORECASE,
 )
 
+# A password given on a command line to the command's own option: `mysql -u root -pX`,
+# `sshpass -p X`, `docker login -u bob -p X`, `curl -u bob:X`. The option counts only after
+# its command on the same line (`_Rule.after`), so `use -p to set the port` is left alone.
+_QUOTED_OR_BARE = (
+    r"(?:\"" + _NOT_MARKED + r"(?P<dq>[^\"\n]+)\"|'" + _NOT_MARKED + r"(?P<sq>[^'\n]+)'"
+    r"|" + _NOT_MARKED + r"(?P<bare>[^\s\"'`;&|)]+))"
+)
+
+
+def _command(words: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![A-Za-z0-9_.\-/])(?:" + words + r")(?![A-Za-z0-9_.\-])", re.I)
+
+
+def _option(option: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\S)" + option)  # case matters: `mysql -P` is the port
+
+
+_MYSQL = _command(r"mysql[a-z]*|mariadb[a-z\-]*")
+_SSHPASS = _command(r"sshpass")
+_DOCKER_LOGIN = _command(r"(?:docker|podman|nerdctl)[ \t]++login")
+_CURL = _command(r"curl")
+_GLUED_P = _option(r"-p(?P<sep>)" + _QUOTED_OR_BARE)
+_SSHPASS_P = _option(r"-p(?P<sep>[ \t]*+)" + _QUOTED_OR_BARE)
+_LOGIN_P = _option(r"(?:-p|--password)(?P<sep>[ \t]++|=)" + _QUOTED_OR_BARE)
+_CURL_USER = _option(
+    # The user part holds no `[`: a marker's own `:` (`[redacted:…]`) is not a user's.
+    r"(?:-u|--user)(?:[ \t]*+|=)[\"']?[^\s:\"'\[]*:" + _NOT_MARKED + r"(?P<secret>[^\s\"']+)"
+)
+
 # Words that follow `password:` in prose or stand for "no value" in a config.
 _PROSE_VALUES = (
     "required optional none null nil empty unset undefined default true false yes no ok "
@@ -108,9 +134,11 @@ _END_OF_LINE = re.compile(r"[ \t]*(?:\r?\n|$)")
 
 
 def _key_kind(key: str) -> str:
-    k = key.lower().replace("-", "_").replace(" ", "_")
-    if k.endswith(("password", "passwd", "passphrase", "pwd", "pass")):
+    k = re.sub(r"[\s\-]+", "_", key.lower())
+    if k.endswith(("password", "passwd", "passphrase", "pwd", "pw", "pass", *_FOREIGN_KEYS)):
         return "password"
+    if k.endswith(("accountkey", "account_key", "sharedaccesskey", "shared_access_key")):
+        return "azure_key"
     if k.endswith("secret_access_key") and "aws" in k:
         return "aws_secret"
     if k.endswith(("api_key", "apikey")):
@@ -118,6 +146,9 @@ def _key_kind(key: str) -> str:
     if k.endswith("token"):
         return "token"
     return "secret"
+
+
+_FOREIGN_KEYS = tuple(w.replace(" ", "_") for w in _PASSWORD_WORDS)
 
 
 def _looks_secret(value: str) -> bool:
@@ -143,7 +174,7 @@ def _accept_key_value(m: re.Match[str]) -> str | None:
     if bare is None or _looks_secret(bare):
         return _key_kind(m.group("key"))
     kind = _key_kind(m.group("key"))
-    if m.group("sep") != ":" and _is_value(bare):
+    if m.group("sep") not in (":", "\uff1a") and _is_value(bare):  # also a full-width colon
         return kind
     word = bare.rstrip(".!")
     last_on_line = _END_OF_LINE.match(m.string, m.end() - len(bare) + len(word)) is not None
@@ -157,6 +188,25 @@ def _accept_flag(m: re.Match[str]) -> str | None:
     if bare is not None and m.group("sep") != "=" and not _looks_secret(bare):
         return None  # `--token to pass it`: a space-separated value must look like one
     return _key_kind(m.group("key"))
+
+
+def _accept_command_line(m: re.Match[str]) -> str | None:
+    bare = m.group("bare")
+    if bare is not None and m.group("sep").strip(" \t") == "" and m.group("sep"):
+        # `sshpass -p is insecure`: a space-separated value must look like one.
+        return "password" if _looks_secret(bare) else None
+    return "password"
+
+
+def _accept_basic(m: re.Match[str]) -> str | None:
+    """`Basic` + base64 of `user:password` (`the Basic plan` is prose): it must decode so."""
+    value = m.group("secret")
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        text = decoded.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return "basic_auth" if ":" in text and text.isprintable() else None
 
 
 def _accept_next_line(m: re.Match[str]) -> str | None:
@@ -229,42 +279,7 @@ _RULES: tuple[_Rule, ...] = (
         ),
         needles=("/api/webhooks/",),
     ),
-    _token("jwt", r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*", "eyj"),
-    _token("matrix_token", r"(?:syt|syr)_[A-Za-z0-9_\-]{20,}", "syt_", "syr_"),
-    # MAS: <prefix>_<30 random>_<6 crc>; an identifier like `mat_settings_x` has no 20-run.
-    _token(
-        "matrix_token",
-        r"(?:mat|mct|mar|mcr)_[A-Za-z0-9]{20,}(?:_[A-Za-z0-9]{4,8})?",
-        "mat_",
-        "mct_",
-        "mar_",
-        "mcr_",
-    ),
-    # Pre-2021 Synapse macaroons, base64 of "0010location".
-    _token("matrix_token", r"MDAx[A-Za-z0-9+/_\-]{40,}={0,2}", "mdax"),
-    _token("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}", "gh"),
-    _token("github_token", r"github_pat_[A-Za-z0-9_]{30,}", "github_pat_"),
-    _token("gitlab_token", r"glpat-[A-Za-z0-9_\-]{20,}", "glpat-"),
-    _token("slack_token", r"xox[abprse]-[A-Za-z0-9\-]{10,}", "xox"),
-    _token("aws_access_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}", "akia", "asia"),
-    _token("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", "_live_", "_test_"),
-    _token("webhook_secret", r"whsec_[A-Za-z0-9+/]{20,}={0,2}", "whsec_"),
-    # `sk-` alone needs a 20-character run without hyphens: `sk-learn-is-great` is prose.
-    _token(
-        "api_key", r"sk-(?:(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{20,}|[A-Za-z0-9]{20,})", "sk-"
-    ),
-    _token("google_api_key", r"AIza[A-Za-z0-9_\-]{35}", "aiza"),
-    _token("google_oauth_token", r"ya29\.[A-Za-z0-9_\-]{20,}", "ya29."),
-    _token("npm_token", r"npm_[A-Za-z0-9]{30,}", "npm_"),
-    # A PyPI token is a macaroon whose base64 always opens with `AgE`.
-    _token("pypi_token", r"pypi-AgE[A-Za-z0-9_\-]{30,}", "pypi-"),
-    _token("huggingface_token", r"hf_[A-Za-z0-9]{30,}", "hf_"),
-    _token("sendgrid_key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", "sg."),
-    _token("twilio_key", r"SK[0-9a-fA-F]{32}", "sk"),
-    # base64 of the bot's user id, a 6-character timestamp, an HMAC.
-    _token(
-        "discord_token", r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,}", "."
-    ),
+    *TOKEN_RULES,
     _Rule("authorization", _AUTHORIZATION, _accept_authorization, ("authorization",)),
     _Rule(
         "bearer_token",
@@ -272,14 +287,49 @@ _RULES: tuple[_Rule, ...] = (
         _accept_bearer,
         ("bearer ",),
     ),
+    _Rule(
+        "basic_auth",
+        re.compile(
+            r"(?<![A-Za-z0-9_\-])Basic[ \t]+"
+            + _NOT_MARKED
+            + r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])",
+            re.IGNORECASE,
+        ),
+        _accept_basic,
+        ("basic",),
+    ),
+    _Rule("password", _GLUED_P, _accept_command_line, ("mysql", "mariadb"), _MYSQL),
+    _Rule("password", _SSHPASS_P, _accept_command_line, ("sshpass",), _SSHPASS),
+    _Rule("password", _LOGIN_P, _accept_command_line, ("login",), _DOCKER_LOGIN),
+    _Rule("password", _CURL_USER, None, ("curl",), _CURL),
     _Rule("password", _FLAG, _accept_flag, ("--",)),
     _Rule("secret", _KEY_VALUE, _accept_key_value, _KEY_NEEDLES),
     _Rule("secret", _NEXT_LINE, _accept_next_line, _KEY_NEEDLES),
 )
 
 
+def _after_command(command: re.Pattern[str], text: str) -> Callable[[int], bool]:
+    """Whether a position follows `command` on its line: one pass over the text, then a
+    lookup per match (scanning back from each match would be quadratic in a long line)."""
+    ends = [m.end() for m in command.finditer(text)]
+    breaks = [m.start() for m in re.finditer("\n", text)]
+
+    def follows(position: int) -> bool:
+        i = bisect.bisect_right(ends, position) - 1
+        if i < 0:
+            return False
+        j = bisect.bisect_left(breaks, ends[i])
+        return j == len(breaks) or breaks[j] >= position
+
+    return follows
+
+
 def _apply(rule: _Rule, text: str, found: list[tuple[str, str]]) -> str:
+    follows = _after_command(rule.after, text) if rule.after is not None else None
+
     def sub(m: re.Match[str]) -> str:
+        if follows is not None and not follows(m.start()):
+            return m.group(0)
         kind = rule.accept(m) if rule.accept is not None else rule.kind
         if kind is None:
             return m.group(0)

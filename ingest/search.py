@@ -15,7 +15,9 @@ transcript) takes `Searcher.rank` and has `Searcher.confirm` revalidate what it 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,10 +35,10 @@ from ingest.hits import (
     window_span,
 )
 from ingest.purges import PurgeLog
-from ingest.query import SearchQuery
+from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
 from ingest.revalidate import LogRead
-from ingest.store import Collection, Store
+from ingest.store import Collection, PointFilter, Store
 from ingest.types import SparseVector, StoredPoint
 
 log = logging.getLogger("muninn.search")
@@ -53,6 +55,12 @@ WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
 # ranked high by the dense side, pushed the one window holding `ERR_7731X` (lexical score 9
 # against their 0.9) down to fourth. Applied only when dense lists are fused; 0 disables it.
 LEXICAL_FLOOR = 0.2
+# `word*`: the words it may stand for are read from this many of the query's points at most.
+VOCABULARY_POINTS = 5000
+# With filters (has:link, -word…) or a later page, each list fetches this many times more
+# candidates: a filter drops some, a page passes over the earlier ones.
+FILTERED_DEPTH = 3
+MAX_CANDIDATES = 200
 
 
 # Revalidation against the homeserver: given (room_id, event_ids) of one window say whether it
@@ -132,10 +140,11 @@ class Searcher:
             warnings=pool.warnings, retrievers=pool.retrievers, below_floor=pool.below_floor
         )
         checked: set[str] = set()
-        while len(result.hits) < query.limit:
+        wanted = query.offset + query.limit
+        while len(result.hits) < wanted:
             # As many at once as hits are missing: the candidates a one-by-one walk would
             # check (each is reached even if all before it pass), their round trips overlapping.
-            batch = pool.first(query.limit - len(result.hits), skip=checked)
+            batch = pool.first(wanted - len(result.hits), skip=checked)
             if not batch:
                 break
             checked.update(h.point_id for h in batch)
@@ -144,6 +153,12 @@ class Searcher:
                     result.hits.append(hit)
                 else:
                     result.dropped_stale += 1
+        # A candidate left unchecked is a next page (checked when it is asked for: a page
+        # that then finds it stale says it is the last).
+        more = len(result.hits) == wanted and bool(pool.first(1, skip=checked))
+        result.hits = order_hits(result.hits[query.offset :], query.sort)
+        result.next_offset = wanted if more else None
+        result.sort = query.sort
         return result
 
     async def rank(
@@ -156,7 +171,7 @@ class Searcher:
         its mark is revalidated from it (`ingest.revalidate.tail_since`) instead of reading
         its tail: the points, read after the mark, hold at least everything up to it.
         """
-        pool = Candidates(texts=query.texts, server_name=self.server_name)
+        pool = Candidates(texts=query.texts, server_name=self.server_name, filter=query.filter)
         col = await self._active()
         if col is None:
             pool.warnings.append("the index is empty: run `muninn refresh` first")
@@ -182,20 +197,25 @@ class Searcher:
         flt = query.point_filter()
         lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
         points: dict[str, StoredPoint] = {}
-        dense_vectors = await self._query_vectors(col, query.texts, pool)
+        depth = self._depth(query)
+        vocabulary = await self._vocabulary(col, query, flt)
+        # A `word*` is the lexical side's: its words are the room's, which neither the
+        # embedder nor the ranker's term features know. Such a query is answered lexically.
+        dense_vectors = (
+            None
+            if vocabulary
+            else await self._query_vectors(col, [plain_text(t) for t in query.texts], pool)
+        )
         # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
         # still the best answer there is.
         fusing = dense_vectors is not None and self.weights.get("dense", 1.0) > 0
         floor = self.lexical_floor if fusing else 0.0
         for i, text in enumerate(query.texts):
-            found = await asyncio.to_thread(
-                col.sparse_search, self.lexical_query(text), flt, self.candidates
-            )
+            sparse = self._sparse(text, vocabulary)
+            found = await asyncio.to_thread(col.sparse_search, sparse, flt, depth)
             lists[("lexical", text)] = _scored(_above_floor(found, floor), points)
             if dense_vectors is not None:
-                found = await asyncio.to_thread(
-                    col.dense_search, dense_vectors[i], flt, self.candidates
-                )
+                found = await asyncio.to_thread(col.dense_search, dense_vectors[i], flt, depth)
                 lists[("dense", text)] = _scored(found, points)
         pool.retrievers = sorted({r for r, _ in lists}, key=["dense", "lexical"].index)
         pool.stones = await self.tombstones()
@@ -237,6 +257,40 @@ class Searcher:
         """The sparse query vector of one text, without its stop words: "when did … the …"
         otherwise fills the list with windows that share only function words."""
         return lexical.query_vector(" ".join(rank.content_terms(text)) or text)
+
+    def _sparse(self, text: str, vocabulary: Counter[str]) -> SparseVector:
+        """`lexical_query`, with each `word*` standing for the words of `vocabulary` it starts
+        (`lexical.expand_prefix`)."""
+        if not vocabulary:
+            return self.lexical_query(text)
+        words = plain_text(text)
+        expanded = [w for s in prefixes(text) for w in lexical.expand_prefix(s, vocabulary)]
+        return lexical.query_vector(" ".join(rank.content_terms(words)) or words, expanded)
+
+    def _depth(self, query: SearchQuery) -> int:
+        """Candidates a list fetches: more for a filter that drops some, or a later page."""
+        depth = self.candidates
+        if query.filter or query.offset:
+            depth = max(depth, (query.offset + query.limit) * FILTERED_DEPTH, MAX_LIMIT)
+        return min(depth, MAX_CANDIDATES)
+
+    async def _vocabulary(
+        self, col: Collection, query: SearchQuery, flt: PointFilter
+    ) -> Counter[str]:
+        """The words said in the query's rooms (its filter's points, up to `VOCABULARY_POINTS`),
+        read only when a text has a `word*`."""
+        if not any(prefixes(t) for t in query.texts):
+            return Counter()  # empty: the query has no `word*`
+
+        def read() -> Counter[str]:
+            words: Counter[str] = Counter()
+            for point in itertools.islice(col.scroll(flt), VOCABULARY_POINTS):
+                for m in point.payload.get("messages", []):
+                    if has_text(m):
+                        words.update(lexical.tokens(str(m["body"])))
+            return words
+
+        return await asyncio.to_thread(read)
 
     async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
@@ -327,6 +381,19 @@ class Searcher:
             log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
             return filed
         return [*filed, *stored.values()]
+
+
+def order_hits(hits: Sequence[Hit], sort: str) -> list[Hit]:
+    """A page's hits in the asked order: `recent` is newest first by the shown best message
+    (relevance chose them), else as ranked."""
+    if sort != "recent":
+        return list(hits)
+    return sorted(hits, key=lambda h: -hit_ts(h))
+
+
+def hit_ts(hit: Hit) -> int:
+    best = next((m for m in hit.messages if m["event_id"] == hit.best_event_id), None)
+    return int((best or hit.messages[-1])["ts"])
 
 
 def _describe(identity: Mapping[str, Any]) -> str:

@@ -109,6 +109,7 @@ class SkipReason(enum.StrEnum):
     REDACTED = "redacted"  # an event that arrived already redacted
     PURGED = "purged"  # inside an operator's purge tombstone (writer-owned)
     DUPLICATE = "duplicate"  # already indexed (a replayed page after a crash; writer-owned)
+    UNWRITABLE = "unwritable"  # the writer failed on it: logged by its ids and passed
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ class Message:
     # The m.replace event whose text `body` holds, when the message was edited (writer-owned).
     edit_event_id: EventID | None = None
     edit_ts: int | None = None
+    # `m.mentions.user_ids` when the sender's client set `m.mentions` (None: it did not).
+    mentions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

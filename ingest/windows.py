@@ -133,12 +133,6 @@ class WindowSet:
         self, pid: str | None, key: TimelineKey, messages: Sequence[Message]
     ) -> list[str]:
         """Re-chunk `messages` in place of window `pid`; returns the new windows' point ids."""
-        if pid is not None:
-            for eid in _event_ids(self._windows.get(pid) or ()):
-                self._index.get(eid, set()).discard(pid)
-            self._windows[pid] = None
-            self._dirty.add(pid)
-        new_ids: list[str] = []
         # Boundaries are measured with localparts, not display names, so that they depend on
         # the message sequence alone and a renamed member does not move closed windows.
         windows = chunk(
@@ -147,8 +141,16 @@ class WindowSet:
             max_bytes=self.params.max_bytes,
             names={},
         )
-        for w in windows:
-            new_pid = point_id(self.room_id, key, w.messages[0].event_id)
+        # What an event's content can make raise is above: the working set changes only below,
+        # so a writer that skips the event goes on from an intact set.
+        pids = [point_id(self.room_id, key, w.messages[0].event_id) for w in windows]
+        if pid is not None:
+            for eid in _event_ids(self._windows.get(pid) or ()):
+                self._index.get(eid, set()).discard(pid)
+            self._windows[pid] = None
+            self._dirty.add(pid)
+        new_ids: list[str] = []
+        for w, new_pid in zip(windows, pids, strict=True):
             if new_pid not in self._stored_hash and new_pid not in self._windows:
                 sw = self.lookup.window_by_id(new_pid)
                 self._stored_hash[new_pid] = sw.content_hash if sw else None
@@ -274,6 +276,7 @@ def messages_from_payload(room_id: RoomID, payload: Mapping[str, object]) -> tup
                 thread_root=EventID(str(thread_root)) if thread_root else None,
                 edit_event_id=raw.get("edit_event_id"),
                 edit_ts=raw.get("edit_ts"),
+                mentions=tuple(raw["mentions"]) if isinstance(raw.get("mentions"), list) else None,
             )
         )
     return tuple(out)

@@ -1,54 +1,18 @@
-"""Helpers for the bot's end-to-end tests: a config for `muninn run`, and waiting for replies."""
+"""Helpers for the bot's end-to-end tests: a config for `muninn run` (`bot.demo.homeserver`, which
+the benchmarks share), and waiting for replies."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
-from bot.config import ServiceConfig, parse_config
-from bot.demo.synapse import SynapseServer
+from bot.demo.homeserver import service_config, service_doc
 from tests.homeserver import MatrixUser
 
+__all__ = ["ask", "replies", "service_config", "service_doc", "wait_membership", "wait_reply"]
+
 REPLY_TIMEOUT = 15.0
-
-
-def service_config(
-    synapse: SynapseServer,
-    tmp: Path,
-    *,
-    client: MatrixUser | None = None,
-    **sections: dict[str, Any],
-) -> ServiceConfig:
-    """Appservice mode on the test Synapse's registration, or client mode as `client`."""
-    return parse_config(service_doc(synapse, tmp, client=client, **sections), tmp)
-
-
-def service_doc(
-    synapse: SynapseServer,
-    tmp: Path,
-    *,
-    client: MatrixUser | None = None,
-    **sections: dict[str, Any],
-) -> dict[str, Any]:
-    """`service_config`'s document, for a test that writes the config file itself."""
-    doc: dict[str, Any] = {
-        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
-        "index": {"store": {"path": str(tmp / "qdrant")}, "collection": "muninn_bot"},
-        "refresh": {"debounce_seconds": 0.3, "interval_seconds": 3600},
-    }
-    if client is None:
-        doc["appservice"] = {
-            "registration": str(synapse.registration_path),
-            "host": "127.0.0.1",
-            "port": synapse.appservice_port,
-        }
-    else:
-        doc["reader"] = {"user_id": client.user_id, "access_token": client.access_token}
-    for name, values in sections.items():
-        doc[name] = {**doc.get(name, {}), **values}
-    return doc
 
 
 def _in_reply_to(event: dict[str, Any]) -> str | None:

@@ -17,7 +17,9 @@ from bot.commands.records import (
 from bot.commands.spec import Context
 from bot.commands.tokens import Kind, key_value, tokenize
 from bot.dates import period
-from ingest.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS
+from ingest.errors import QueryError
+from ingest.filters import MessageFilter
+from ingest.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS, SORTS, prefix_problem
 
 __all__ = ["build_pin", "build_pins", "build_search", "build_unpin"]
 
@@ -33,15 +35,78 @@ class _SearchDraft:
     befores: list[int] = field(default_factory=list)
     rooms: list[str] = field(default_factory=list)
     limit: int = DEFAULT_LIMIT
+    excluded: list[str] = field(default_factory=list)  # -word, -"two words"
+    excluded_senders: list[str] = field(default_factory=list)  # -from:
+    has_link: bool = False
+    in_thread: bool | None = None
+    mentions: list[str] = field(default_factory=list)
+    sort: str = "relevance"
+
+    def message_filter(self, ctx: Context) -> MessageFilter:
+        try:
+            return MessageFilter.build(
+                exclude_words=self.excluded,
+                exclude_senders=self.excluded_senders,
+                has_link=self.has_link,
+                in_thread=self.in_thread,
+                mentions=self.mentions,
+            )
+        except QueryError as e:
+            raise ctx.error(str(e).partition(": ")[2]) from None
 
 
-_SEARCH_KEYS = frozenset({"from", "before", "after", "during", "in", "limit"})
+_SEARCH_KEYS = frozenset(
+    {"from", "before", "after", "during", "in", "limit", "has", "is", "mentions", "sort"}
+)
+_NEGATED_KEYS = frozenset({"from", "is"})
+
+
+def _excluded(draft: _SearchDraft, text: str, ctx: Context) -> bool:
+    """`-word`, `-from:@user`, `-is:thread`: a leading `-` before a letter, digit or key."""
+    if len(text) < 2 or text[0] != "-" or not (text[1].isalnum() or text[1] == "@"):
+        return False
+    key, sep, value = text[1:].partition(":")
+    if sep and key.casefold() in _NEGATED_KEYS:
+        if not value:
+            raise ctx.error(f"-{key}: needs a value")
+        if key.casefold() == "from":
+            draft.excluded_senders.append(arguments.user(value, ctx.server_name))
+        elif value.casefold() == "thread":
+            draft.in_thread = False
+        else:
+            raise ctx.error(f"-is: takes thread, not {arguments.echo(value)}")
+    elif sep and key.casefold() in _SEARCH_KEYS:
+        raise ctx.error(f"-{key}: cannot be negated (only -from: and -is:thread can)")
+    else:
+        draft.excluded.append(text[1:])
+    return True
+
+
+def _search_flag(draft: _SearchDraft, key: str, value: str, ctx: Context) -> None:
+    """has:link, is:thread, mentions:@user, sort:recent."""
+    word = value.casefold()
+    if key == "has":
+        if word != "link":
+            raise ctx.error(f"has: takes link, not {arguments.echo(value)}")
+        draft.has_link = True
+    elif key == "is":
+        if word != "thread":
+            raise ctx.error(f"is: takes thread, not {arguments.echo(value)}")
+        draft.in_thread = True
+    elif key == "mentions":
+        draft.mentions.append(arguments.user(value, ctx.server_name, key="mentions"))
+    elif word not in SORTS:
+        raise ctx.error(f"sort: takes {' or '.join(SORTS)}, not {arguments.echo(value)}")
+    else:
+        draft.sort = word
 
 
 def _search_filter(draft: _SearchDraft, key: str, value: str, ctx: Context) -> None:
     if not value:
         raise ctx.error(f"{key}: needs a value")
-    if key == "from":
+    if key in ("has", "is", "mentions", "sort"):
+        _search_flag(draft, key, value, ctx)
+    elif key == "from":
         if draft.sender is not None:
             raise ctx.error("only one from: per search")
         draft.sender = arguments.user(value, ctx.server_name)
@@ -68,6 +133,11 @@ def _search_texts(draft: _SearchDraft, ctx: Context) -> tuple[str, ...]:
             raise ctx.error("give either a /regex/ or text, not both")
         return ()
     if len(texts) == 1 and not texts[0]:
+        if draft.excluded or draft.excluded_senders:
+            raise ctx.error(
+                "nothing to search for: a -word or -from: only leaves messages out; "
+                "add the words to find"
+            )
         raise ctx.error("nothing to search for")
     if not all(texts):
         raise ctx.error("empty text between |")
@@ -75,6 +145,9 @@ def _search_texts(draft: _SearchDraft, ctx: Context) -> tuple[str, ...]:
         raise ctx.error(f"at most {MAX_TEXTS} texts separated by |")
     if any(len(t.encode()) > MAX_TEXT_BYTES for t in texts):
         raise ctx.error(f"each text is at most {MAX_TEXT_BYTES} bytes")
+    for text in texts:
+        if problem := prefix_problem(text):
+            raise ctx.error(problem)
     return tuple(texts)
 
 
@@ -87,8 +160,13 @@ def build_search(ctx: Context, args: str) -> Command:
             if draft.regex is not None:
                 raise ctx.error("only one /regex/ per search")
             draft.regex = arguments.pattern(token.text, token.flags)
+        elif token.kind is Kind.PHRASE and token.flags == "-":
+            if token.text.strip():
+                draft.excluded.append(token.text)
         elif kv := key_value(token, _SEARCH_KEYS):
             _search_filter(draft, kv[0], kv[1], ctx)
+        elif token.kind is Kind.WORD and _excluded(draft, token.text, ctx):
+            pass
         elif token.text:
             draft.groups[-1].append(token.text)
     texts = _search_texts(draft, ctx)
@@ -97,7 +175,15 @@ def build_search(ctx: Context, args: str) -> Command:
     if after is not None and before is not None and after >= before:
         raise ctx.error("the time filters leave no time to search")
     return SearchCommand(
-        texts, draft.regex, draft.sender, before, after, tuple(draft.rooms), draft.limit
+        texts,
+        draft.regex,
+        draft.sender,
+        before,
+        after,
+        tuple(draft.rooms),
+        draft.limit,
+        draft.message_filter(ctx),
+        draft.sort,
     )
 
 

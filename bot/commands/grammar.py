@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from bot.arguments import MAX_OFFSET, ArgumentError, echo
 from bot.commands.builders import build_pin, build_pins, build_search, build_unpin
-from bot.commands.records import MAX_ROOMS, Command, HelpCommand, UnknownCommand
+from bot.commands.records import MAX_ROOMS, Command, HelpCommand, MoreCommand, UnknownCommand
 from bot.commands.spec import ArgSpec, CommandSpec, Context
 from bot.dates import DATE_HELP
 from ingest.events import is_command
 from ingest.query import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
 
-__all__ = ["COMMANDS", "command_name", "help_text", "parse"]
+__all__ = ["COMMANDS", "command_name", "did_you_mean", "help_text", "parse"]
 
 
 def _build_help(ctx: Context, args: str) -> Command:
@@ -25,6 +26,12 @@ def _build_help(ctx: Context, args: str) -> Command:
     if spec is None or len(words) > 1:
         raise ctx.error(f"no command {echo(words[0])}")
     return HelpCommand(spec.name)
+
+
+def _build_more(ctx: Context, args: str) -> Command:
+    if args.strip():
+        raise ctx.error("more takes nothing: it shows the next page of your last search here")
+    return MoreCommand()
 
 
 COMMANDS: tuple[CommandSpec, ...] = (
@@ -44,15 +51,34 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 command_room_only=True,
             ),
             ArgSpec("[limit:N]", f"at most N results (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
+            ArgSpec("[-word]", 'leave out messages with the word; -"two words", -from:@user'),
+            ArgSpec("[has:link]", "only messages with a link"),
+            ArgSpec("[is:thread]", "only messages in threads (-is:thread: outside them)"),
+            ArgSpec("[mentions:@user]", "only messages that mention the user"),
+            ArgSpec("[sort:recent]", "newest first (relevance still decides what matches)"),
             ArgSpec("<text> [| <text> …]", f'up to {MAX_TEXTS} alternatives; "quote" exact words'),
+            ArgSpec("[word*]", "words starting with it (at least 3 letters before the *)"),
             ArgSpec("or /regex/[i]", "a regular expression instead of text (i: ignore case)"),
         ),
         build_search,
         aliases=("s", "find"),
+        examples=(
+            "backup* -test",
+            "deploy from:@alice after:7d sort:recent",
+            "has:link mentions:@bob release",
+            "outage is:thread | incident",
+        ),
+        more=("A reply with more hits says so: send !more within 10 minutes for the next page.",),
+    ),
+    CommandSpec(
+        "more",
+        "the next page of your last search here (for 10 minutes after it)",
+        (),
+        _build_more,
     ),
     CommandSpec(
         "pin",
-        "pin the message you reply to, or ^N (N messages up), or this one",
+        "pin the message you reply to, or ^N (N messages up), or this one (with a #label or note)",
         (
             ArgSpec("[^N]", f"the N-th message above (1 to {MAX_OFFSET})"),
             ArgSpec("[#label]", "file it under a label"),
@@ -88,6 +114,13 @@ _LOOKUP: dict[str, CommandSpec] = {
 
 
 # ---------------------------------------------------------------- entry points
+
+
+def did_you_mean(word: str) -> str | None:
+    """The command `word` is most likely a typo of (`serach` → `search`), or None when it is
+    like none of them (another bot's word). Aliases count, the canonical name is returned."""
+    close = difflib.get_close_matches(word.casefold(), list(_LOOKUP), n=1, cutoff=0.75)
+    return _LOOKUP[close[0]].name if close else None
 
 
 _COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -143,7 +176,7 @@ def parse(
     word, args = head
     spec = _LOOKUP.get(word.casefold())
     if spec is None:
-        raise UnknownCommand(word, prefix)
+        raise UnknownCommand(word, prefix, did_you_mean(word))
     ctx = Context(prefix, now_ms, in_command_room, server_name, spec)
     try:
         return spec.build(ctx, args)

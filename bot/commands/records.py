@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from bot.arguments import echo
 from bot.errors import CommandError
+from ingest.filters import NO_FILTER, MessageFilter
 from ingest.query import DEFAULT_LIMIT
 
 __all__ = [
     "MAX_ROOMS",
     "Command",
     "HelpCommand",
+    "MoreCommand",
     "PinCommand",
     "PinsCommand",
     "SearchCommand",
@@ -33,12 +35,15 @@ class UsageError(CommandError):
 
 
 class UnknownCommand(UsageError):
-    """`!word` where `word` is no Muninn command. Outside the command room the handler may stay
-    silent instead, since other bots in the room use the same prefix."""
+    """`!word` where `word` is no Muninn command; `suggestion` the command it is a typo of, if
+    any. Outside the command room the handler answers only a typo (other bots in the room may
+    use the same prefix for their own words)."""
 
-    def __init__(self, word: str, prefix: str) -> None:
+    def __init__(self, word: str, prefix: str, suggestion: str | None = None) -> None:
         self.word = word
-        super().__init__(f"unknown command {prefix}{echo(word)}; try {prefix}help")
+        self.suggestion = suggestion
+        hint = f"did you mean {prefix}{suggestion}?" if suggestion else f"try {prefix}help"
+        super().__init__(f"no command {prefix}{echo(word)}; {hint}")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class SearchCommand:
     after_ms: int | None = None
     rooms: tuple[str, ...] = ()  # aliases or room ids; only ever non-empty in the command room
     limit: int = DEFAULT_LIMIT
+    filter: MessageFilter = NO_FILTER  # -word, -from:, has:link, is:thread, mentions:
+    sort: str = "relevance"  # or "recent" (`sort:recent`)
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,13 @@ class PinsCommand:
 
 
 @dataclass(frozen=True)
+class MoreCommand:
+    """`!more`: the next page of the asker's last search in this room (or thread)."""
+
+
+@dataclass(frozen=True)
 class HelpCommand:
     topic: str | None = None  # a command's canonical name
 
 
-Command = SearchCommand | PinCommand | UnpinCommand | PinsCommand | HelpCommand
+Command = SearchCommand | PinCommand | UnpinCommand | PinsCommand | HelpCommand | MoreCommand

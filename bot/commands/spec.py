@@ -39,6 +39,8 @@ class CommandSpec:
     args: tuple[ArgSpec, ...]
     build: Callable[[Context, str], Command] = field(repr=False)
     aliases: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # argument strings, shown by `!help <command>`
+    more: tuple[str, ...] = ()  # sentences `!help <command>` ends with
 
     def usage(self, prefix: str = "!", in_command_room: bool = True) -> str:
         shown = [a.syntax for a in self.args if in_command_room or not a.command_room_only]
@@ -52,4 +54,8 @@ class CommandSpec:
             if in_command_room or not arg.command_room_only:
                 room_only = " (command room only)" if arg.command_room_only else ""
                 lines.append(f"  {arg.syntax}: {arg.help}{room_only}")
+        if self.examples:
+            shown = " · ".join(f"{prefix}{self.name} {e}" for e in self.examples)
+            lines.append(f"  e.g. {shown}")
+        lines.extend(f"  {sentence}" for sentence in self.more)
         return "\n".join(lines)

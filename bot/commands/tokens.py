@@ -56,11 +56,14 @@ def tokenize(args: str, ctx: Context, *, regexes: bool) -> list[Token]:
         elif ch == "|":
             tokens.append(Token(Kind.PIPE, "|"))
             i += 1
-        elif ch in OPEN_QUOTES:
-            end = next((j for j in range(i + 1, len(args)) if args[j] in CLOSE_QUOTES), -1)
+        elif ch in OPEN_QUOTES or (ch == "-" and args[i + 1 : i + 2] in tuple(OPEN_QUOTES)):
+            # `-"two words"`: a phrase to leave out, its `-` kept as the token's flag.
+            negated = ch == "-"
+            start = i + 1 + negated
+            end = next((j for j in range(start, len(args)) if args[j] in CLOSE_QUOTES), -1)
             if end < 0:
                 raise ctx.error("unterminated quote")
-            tokens.append(Token(Kind.PHRASE, args[i + 1 : end]))
+            tokens.append(Token(Kind.PHRASE, args[start:end], "-" if negated else ""))
             i = end + 1
         elif ch == "/" and regexes:
             token, i = scan_regex(args, i, ctx)

@@ -1,5 +1,6 @@
 """The private Synapse seen from outside (`bot.demo.synapse`): registration, login, the
-appservice and its ping, and setup shortcuts (DMs, bridged rooms, fresh rooms).
+appservice and its ping, setup shortcuts (DMs, bridged rooms, fresh rooms), and the service's
+config on it (`service_config`: what the tests and the benchmarks run `muninn run` with).
 
 Every user it hands out is a `bot.demo.client.MatrixUser` (or a subclass: the tests add calls).
 """
@@ -12,10 +13,12 @@ import hmac
 import secrets
 import time
 from collections.abc import Mapping
+from pathlib import Path as FilePath
 from typing import Any, Generic, TypeVar
 
 import aiohttp
 
+from bot.config import ServiceConfig, parse_config
 from bot.demo.client import HarnessError, MatrixUser, unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.demo.synapse_config import APPSERVICE_ID, JSON, SEED_PREFIX
@@ -27,6 +30,8 @@ __all__ = [
     "BaseHomeserver",
     "Homeserver",
     "registration_mac",
+    "service_config",
+    "service_doc",
 ]
 
 PING_ATTEMPTS = 5  # pings of a listener that refuses connections
@@ -226,3 +231,40 @@ def registration_mac(secret: str, nonce: str, user: str, password: str, admin: b
         mac.update(b"\x00")
     mac.update(b"admin" if admin else b"notadmin")
     return mac.hexdigest()
+
+
+def service_config(
+    synapse: SynapseServer,
+    tmp: FilePath,
+    *,
+    client: MatrixUser | None = None,
+    **sections: dict[str, Any],
+) -> ServiceConfig:
+    """Appservice mode on the private Synapse's registration, or client mode as `client`."""
+    return parse_config(service_doc(synapse, tmp, client=client, **sections), tmp)
+
+
+def service_doc(
+    synapse: SynapseServer,
+    tmp: FilePath,
+    *,
+    client: MatrixUser | None = None,
+    **sections: dict[str, Any],
+) -> dict[str, Any]:
+    """`service_config`'s document, for a caller that writes the config file itself."""
+    doc: dict[str, Any] = {
+        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+        "index": {"store": {"path": str(tmp / "qdrant")}, "collection": "muninn_bot"},
+        "refresh": {"debounce_seconds": 0.3, "interval_seconds": 3600},
+    }
+    if client is None:
+        doc["appservice"] = {
+            "registration": str(synapse.registration_path),
+            "host": "127.0.0.1",
+            "port": synapse.appservice_port,
+        }
+    else:
+        doc["reader"] = {"user_id": client.user_id, "access_token": client.access_token}
+    for name, values in sections.items():
+        doc[name] = {**doc.get(name, {}), **values}
+    return doc

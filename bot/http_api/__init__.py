@@ -17,6 +17,10 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
   writer records the tombstone (`Writer.add_tombstone`) and wakes the room's refresh, which
   applies it within seconds. Same guards and 400s as search; `muninn purge` falls back to it
   (`post_purge`) exactly as `muninn search` does.
+- `POST /_muninn/status`: JSON `{}` → `ingest.facts.StoreFacts.as_json()`, the store's half of
+  `muninn status` (generation, points, each room's cursor, refusal, failing passes, import),
+  read by the service; `muninn status` asks it (`post_status`) while the service holds the
+  store, with the same token and guards.
 
 Who may read what: `/metrics` and `/healthz` are open but aggregate (no room id, no homeserver
 or reader name, no generation); a request carrying the token below also gets the per-room
@@ -37,7 +41,7 @@ documents, decoded and encoded the same on both sides), `token` (the listener to
 `client` (how `muninn search` and `muninn purge` reach it).
 """
 
-from bot.http_api.client import post_purge, post_search, service_url
+from bot.http_api.client import post_purge, post_search, post_status, service_url
 from bot.http_api.server import HealthCheck, HttpApi, is_loopback, store_check
 from bot.http_api.token import TOKEN_FILE, read_token, token_path, write_token
 from bot.http_api.wire import (
@@ -45,6 +49,7 @@ from bot.http_api.wire import (
     MAX_TS,
     PURGE_PATH,
     SEARCH_PATH,
+    STATUS_PATH,
     PurgeRequest,
     SearchRequest,
     purge_document,
@@ -56,6 +61,7 @@ __all__ = [
     "MAX_TS",
     "PURGE_PATH",
     "SEARCH_PATH",
+    "STATUS_PATH",
     "TOKEN_FILE",
     "HealthCheck",
     "HttpApi",
@@ -64,6 +70,7 @@ __all__ = [
     "is_loopback",
     "post_purge",
     "post_search",
+    "post_status",
     "purge_document",
     "read_token",
     "result_from_json",

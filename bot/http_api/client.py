@@ -13,10 +13,10 @@ from typing import Any
 import aiohttp
 
 from bot.config import MetricsConfig
-from bot.http_api.wire import PURGE_PATH, SEARCH_PATH
+from bot.http_api.wire import PURGE_PATH, SEARCH_PATH, STATUS_PATH
 from ingest.errors import QueryError, StoreError, StoreUnavailable
 
-__all__ = ["post_purge", "post_search", "service_url"]
+__all__ = ["post_purge", "post_search", "post_status", "service_url"]
 
 CLIENT_TIMEOUT = 120.0
 
@@ -36,6 +36,11 @@ async def post_search(url: str, token: str, body: Mapping[str, Any]) -> dict[str
 async def post_purge(url: str, token: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """POST a purge to a running service; a 400 raises the `QueryError` it names."""
     return await _post(url, token, PURGE_PATH, "purge", body)
+
+
+async def post_status(url: str, token: str) -> dict[str, Any]:
+    """Ask a running service for the store's half of `muninn status` (`ingest.facts`)."""
+    return await _post(url, token, STATUS_PATH, "status", {})
 
 
 async def _post(

@@ -21,13 +21,15 @@ from bot.http_api.token import write_token
 from bot.http_api.wire import (
     PURGE_PATH,
     SEARCH_PATH,
+    STATUS_PATH,
     PurgeRequest,
     ResolveRoom,
     SearchRequest,
     purge_document,
 )
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
-from ingest.errors import MuninnError, QueryError
+from ingest.errors import MuninnError, QueryError, StoreError
+from ingest.facts import StoreFacts
 from ingest.hits import SearchResult
 from ingest.query import SearchQuery
 from ingest.records import Tombstone
@@ -44,6 +46,7 @@ MAX_BODY = 256 * 1024
 HealthCheck = Callable[[], Awaitable[str]]
 Search = Callable[[SearchQuery], Awaitable[SearchResult]]
 Purge = Callable[[PurgeRequest], Awaitable[Tombstone]]
+Status = Callable[[], Awaitable[StoreFacts]]
 
 
 def is_loopback(host: str | None) -> bool:
@@ -65,11 +68,14 @@ def store_check(store: Store) -> HealthCheck:
     """Read the active generation and count its points: the store answers, or says why not."""
 
     def probe() -> str:
+        store.check_space()  # rule 13c: a disk too full to write fails the store's health
         active = store.active()
         if active is None:
             return "empty (no active generation yet)"
-        points = store.open(active, dense_dim=None, create=False).count()
-        return f"{active}: {points} points"
+        col = store.open(active, dense_dim=None, create=False)
+        if col.damage is not None:  # rule 13a: failing until the rebuild switches in
+            raise StoreError(f"damaged: {col.damage}; the next refresh rebuilds it")
+        return f"{active}: {col.count()} points"
 
     async def check() -> str:
         return await asyncio.to_thread(probe)
@@ -101,6 +107,7 @@ class HttpApi:
         resolve_room: ResolveRoom,
         purge: Purge | None = None,
         token_file: Path | None = None,
+        status: Status | None = None,
     ) -> None:
         """Without `token_file`, only `/metrics` and `/healthz` are served: nobody could prove
         they may search or purge."""
@@ -112,6 +119,7 @@ class HttpApi:
         self._search = search
         self._resolve_room = resolve_room
         self._purge = purge
+        self._status = status
         self.token_file = token_file
         self._token = b""
         self.app = web.Application(client_max_size=MAX_BODY)
@@ -122,6 +130,8 @@ class HttpApi:
             self.app.add_routes([web.post(SEARCH_PATH, self._search_handler)])
             if purge is not None:
                 self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
+            if status is not None:
+                self.app.add_routes([web.post(STATUS_PATH, self._status_handler)])
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
@@ -251,3 +261,16 @@ class HttpApi:
             log.warning("purge over %s failed: %s", PURGE_PATH, e)
             return web.json_response({"error": str(e)}, status=503)
         return web.json_response(purge_document(stone))
+
+    async def _status_handler(self, request: web.Request) -> web.Response:
+        """The store's half of `muninn status` (`ingest.facts`), read by the service."""
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        assert self._status is not None  # the route exists only with a status
+        try:
+            facts = await self._status()
+        except MuninnError as e:
+            log.warning("status over %s failed: %s", STATUS_PATH, e)
+            return web.json_response({"error": str(e)}, status=503)
+        return web.json_response(facts.as_json())

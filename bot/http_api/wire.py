@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import QueryError
+from ingest.filters import NO_FILTER, MessageFilter
 from ingest.hits import Hit, SearchResult
 from ingest.query import DEFAULT_LIMIT, SearchQuery
 from ingest.records import Tombstone
@@ -20,15 +21,18 @@ __all__ = [
     "MAX_TS",
     "PURGE_PATH",
     "SEARCH_PATH",
+    "STATUS_PATH",
     "PurgeRequest",
     "ResolveRoom",
     "SearchRequest",
+    "filter_fields",
     "purge_document",
     "result_from_json",
 ]
 
 SEARCH_PATH = "/_muninn/search"
 PURGE_PATH = "/_muninn/purge"
+STATUS_PATH = "/_muninn/status"  # body {} → `ingest.facts.StoreFacts.as_json()`
 MAX_IDS = 100  # room_ids or senders in one search
 # Times are ms in [0, 2^53): a larger int is stored as a float, and a tombstone keyed by it
 # would never match its own key again (re-applied on every pass).
@@ -56,15 +60,40 @@ class SearchRequest:
     after: int | None
     before: int | None
     limit: int
+    filter: MessageFilter = NO_FILTER
+    sort: str = "relevance"
+    offset: int = 0
 
-    FIELDS = ("texts", "room_ids", "senders", "after", "before", "limit")
+    FIELDS = (
+        "texts",
+        "room_ids",
+        "senders",
+        "after",
+        "before",
+        "limit",
+        *("exclude", "exclude_senders", "has_link", "in_thread", "mentions", "sort", "offset"),
+    )
 
     @classmethod
     def parse(cls, body: Any) -> SearchRequest:
         _known_fields(body, cls.FIELDS)
-        limit = body.get("limit", DEFAULT_LIMIT)
-        if not _is_int(limit):
-            raise QueryError("limit", "must be an integer")
+        limit, offset = body.get("limit", DEFAULT_LIMIT), body.get("offset", 0)
+        for key, value in (("limit", limit), ("offset", offset)):
+            if not _is_int(value):
+                raise QueryError(key, "must be an integer")
+        for key in ("has_link", "in_thread"):
+            if body.get(key) is not None and not isinstance(body[key], bool):
+                raise QueryError(key, "must be true, false or null")
+        sort = body.get("sort", "relevance")
+        if not isinstance(sort, str):
+            raise QueryError("sort", "must be a string")
+        flt = MessageFilter.build(
+            exclude_words=_strings(body, "exclude") or (),
+            exclude_senders=_strings(body, "exclude_senders") or (),
+            has_link=bool(body.get("has_link")),
+            in_thread=body.get("in_thread"),
+            mentions=_strings(body, "mentions") or (),
+        )
         return cls(
             texts=_strings(body, "texts", required=True) or [],
             room_ids=_strings(body, "room_ids", most=MAX_IDS),
@@ -72,6 +101,9 @@ class SearchRequest:
             after=_time(body, "after"),
             before=_time(body, "before"),
             limit=limit,
+            filter=flt,
+            sort=sort,
+            offset=offset,
         )
 
     async def query(self, resolve_room: ResolveRoom) -> SearchQuery:
@@ -83,7 +115,23 @@ class SearchRequest:
             after_ts=self.after,
             before_ts=self.before,
             limit=self.limit,
+            filter=self.filter,
+            sort=self.sort,
+            offset=self.offset,
         )
+
+
+def filter_fields(flt: MessageFilter, sort: str, offset: int) -> dict[str, Any]:
+    """The request fields of a filter, a sort and an offset (what `SearchRequest.parse` reads)."""
+    return {
+        "exclude": list(flt.exclude_words),
+        "exclude_senders": list(flt.exclude_senders),
+        "has_link": flt.has_link,
+        "in_thread": flt.in_thread,
+        "mentions": list(flt.mentions),
+        "sort": sort,
+        "offset": offset,
+    }
 
 
 @dataclass(frozen=True)
@@ -181,4 +229,6 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         retrievers=list(doc["retrievers"]),
         dropped_stale=int(doc["dropped_stale"]),
         below_floor=int(doc.get("below_floor", 0)),
+        next_offset=doc.get("next_offset"),
+        sort=str(doc.get("sort", "relevance")),
     )

@@ -16,11 +16,25 @@ from typing import Any
 from bot.config import ServiceConfig
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import QueryError, StoreUnavailable
-from ingest.matrix import MatrixReader
+from ingest.matrix import MatrixReader, Retry
 from ingest.store import Store, open_store
 from ingest.types import RoomID
 
-__all__ = ["HELD", "adapters", "print_json", "progress_bar", "resolve_room", "service_token"]
+__all__ = [
+    "CLI_RETRY",
+    "HELD",
+    "adapters",
+    "cli_reader",
+    "print_json",
+    "progress_bar",
+    "resolve_room",
+    "service_token",
+]
+
+# A command at the shell gives up on a homeserver it cannot reach after two tries (each bounded
+# by `ingest.matrix.http.CONNECT_TIMEOUT`, TLS handshake included), naming the likely cause; a
+# homeserver that answers with 5xx or 429 is retried as the service retries it.
+CLI_RETRY = Retry(connect_attempts=2)
 
 # How the embedded store says another process (a running `muninn run`) holds it.
 HELD = "held by another process"
@@ -36,7 +50,7 @@ def print_json(doc: Any) -> None:
 async def adapters(
     cfg: ServiceConfig, *, embed: bool = True
 ) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
     embedder = make_embedder(cfg.embedder) if embed else None
     try:
@@ -48,6 +62,11 @@ async def adapters(
         await reader.close()
 
 
+def cli_reader(cfg: ServiceConfig) -> MatrixReader:
+    """The reader a CLI command talks to the homeserver with (`CLI_RETRY`)."""
+    return MatrixReader.from_config(cfg, retry=CLI_RETRY)
+
+
 async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
     """A room id as given, or an alias resolved by the homeserver (an error names it)."""
     if room.startswith("!"):
@@ -55,7 +74,7 @@ async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
     if room.startswith("#"):
         found = await reader.resolve_alias(room)
         if found is None:
-            raise QueryError("room", f"no room has the alias {room}")
+            raise QueryError("room", f"no room has the alias {reader.full_alias(room)}")
         return found
     raise QueryError("room", f"{room!r} is neither a room id (!…) nor an alias (#…)")
 

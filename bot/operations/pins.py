@@ -9,6 +9,7 @@ from typing import Any
 from bot.commands.records import PinsCommand
 from bot.config import ServiceConfig
 from bot.operations.common import (
+    cli_reader,
     print_json,
     resolve_room,
 )
@@ -18,7 +19,6 @@ from bot.replies import ReplyTo, pins_reply
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.errors import QueryError, StoreUnavailable
-from ingest.matrix import MatrixReader
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     TOMBSTONE_PREFIX,
@@ -32,7 +32,7 @@ async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
     """`muninn pins ROOM`: the room's board as the bot folds it (its `!pins` in the command
     room), from the homeserver's log; purged messages stay hidden. Needs no embedder, and reads
     the purges from their file, so it works beside a running service."""
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
         scope = RoomScope.from_config(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot.config import ServiceConfig
+from bot.http_api.wire import filter_fields
 from bot.operations.common import (
     HELD,
     adapters,
+    cli_reader,
     print_json,
     resolve_room,
     service_token,
@@ -22,10 +24,11 @@ from ingest.export import (
     export_check,
     exported_rooms,
 )
+from ingest.filters import MessageFilter
 from ingest.hits import SearchResult
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.query import SearchQuery
+from ingest.query import SORTS, SearchQuery
 from ingest.records import (
     CURSOR_PREFIX,
     EXPORT_PREFIX,
@@ -34,6 +37,7 @@ from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.stamps import utc_minute
 from ingest.store import Store
 from ingest.types import RoomID
 
@@ -43,6 +47,42 @@ from ingest.types import RoomID
 REVALIDATE_RETRY = Retry(attempts=2, backoff=0.5, max_backoff=0.5)
 REVALIDATE_CONNECT = 1.0
 REVALIDATE_TIMEOUT = 10.0
+
+
+def search_filter_flags(parser: argparse.ArgumentParser) -> None:
+    """`muninn search`'s flags for the chat operators (`ingest.filters`), same meaning."""
+    add = parser.add_argument
+    add(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="WORDS",
+        help="-word: leave out hits with it",
+    )
+    add("--exclude-sender", action="append", default=[], metavar="S", help="-from: (mxid)")
+    add("--has-link", action="store_true", help="has:link: only messages with a URL")
+    threads = parser.add_mutually_exclusive_group()
+    threads.add_argument(
+        "--in-thread", dest="in_thread", action="store_const", const=True, help="is:thread"
+    )
+    threads.add_argument(
+        "--outside-threads", dest="in_thread", action="store_const", const=False, help="-is:thread"
+    )
+    add("--mentions", action="append", default=[], metavar="S", help="mentions: (mxid)")
+    add("--sort", choices=SORTS, default="relevance", help="sort:recent: newest first")
+    add("--offset", type=int, default=0, help="hits to pass over: the next_offset of a page")
+
+
+def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed flags as `search`'s keyword arguments."""
+    flt = MessageFilter.build(
+        exclude_words=args.exclude,
+        exclude_senders=args.exclude_sender,
+        has_link=args.has_link,
+        in_thread=args.in_thread,
+        mentions=args.mentions,
+    )
+    return {"flt": flt, "sort": args.sort, "offset": args.offset}
 
 
 async def search(
@@ -55,11 +95,20 @@ async def search(
     before: int | None,
     limit: int,
     as_json: bool,
+    flt: MessageFilter | None = None,
+    sort: str = "relevance",
+    offset: int = 0,
 ) -> int:
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit)
-    filters: dict[str, Any] = {"senders": senders, "after": after, "before": before}
+    shape: dict[str, Any] = {"filter": flt, "sort": sort, "offset": offset}
+    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
+    filters: dict[str, Any] = {
+        "senders": senders,
+        "after": after,
+        "before": before,
+        **filter_fields(flt or MessageFilter(), sort, offset),
+    }
     try:
         async with adapters(cfg) as (reader, store, embedder):
             fail_fast(reader)
@@ -71,6 +120,7 @@ async def search(
                 after_ts=after,
                 before_ts=before,
                 limit=limit,
+                **shape,
             )
             searcher = Searcher(
                 store,
@@ -93,7 +143,7 @@ async def search(
         print("no hits")
     for hit in result.hits:
         best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = datetime.fromtimestamp(int(best["ts"]) / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        when = utc_minute(best["ts"])
         body = " ".join(str(best["body"]).split())
         excerpt = body if len(body) <= 100 else body[:99] + "…"
         print(
@@ -104,6 +154,8 @@ async def search(
         f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
         file=sys.stderr,
     )
+    if result.next_offset is not None:
+        print(f"more: --offset {result.next_offset}", file=sys.stderr)
     return 0
 
 
@@ -150,7 +202,7 @@ async def _search_the_service(
     from bot.http_api import post_search, result_from_json, service_url
 
     token = service_token(cfg, held, "search")
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
     finally:

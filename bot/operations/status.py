@@ -1,4 +1,7 @@
-"""`muninn status`: the reader, the active generation and every joined room's verdict."""
+"""`muninn status`: the reader, the active generation and every joined room's verdict.
+
+It runs beside `muninn run`: while the service holds the embedded store, the store's half
+(`ingest.facts`) comes from the service's loopback listener, as `muninn search`'s does."""
 
 from __future__ import annotations
 
@@ -7,37 +10,22 @@ import time
 from typing import Any
 
 from bot.config import ServiceConfig
-from bot.operations.common import (
-    adapters,
-    print_json,
-    resolve_room,
-)
-from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError
+from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
+from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
+from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
-from ingest.records import (
-    COMPAT_KEY,
-    CURSOR_PREFIX,
-    REFUSED_PREFIX,
-    RETRY_PREFIX,
-)
 from ingest.scope import RoomScope, decide
-from ingest.store import PointFilter
+from ingest.store import open_store
 from ingest.types import Refusal, RoomID, Verdict
 
 
 async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
-    async with adapters(cfg, embed=False) as (reader, store, _):
+    facts = await store_facts(cfg)
+    reader = cli_reader(cfg)
+    try:
         me = await reader.whoami()
         joined = await reader.joined_rooms()
         direct = await reader.direct_rooms()
-        active = await asyncio.to_thread(store.active)
-        col = None
-        if active is not None:
-            col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
-        cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
-        refused = await asyncio.to_thread(col.list_meta, REFUSED_PREFIX) if col else {}
-        retries = await asyncio.to_thread(col.list_meta, RETRY_PREFIX) if col else {}
-        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) if col else None
         rooms: list[dict[str, Any]] = []
         now = int(time.time() * 1000)
         for room_id in sorted(joined):
@@ -48,15 +36,10 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
             verdict = decide(
                 state, direct_rooms=direct, scope=cfg.scope, server_name=cfg.homeserver.server_name
             )
-            marker = refused.get(REFUSED_PREFIX + room_id)
+            cursor, marker, failing, points = facts.room(room_id)
             if verdict.eligible and marker is not None:
                 # The writer refused it by what its timeline showed (a puppet sender).
                 verdict = Verdict(room_id, Refusal.BRIDGED, str(marker.get("detail", "")))
-            cursor = cursors.get(CURSOR_PREFIX + room_id)
-            failing = retries.get(RETRY_PREFIX + room_id) or {}
-            points = (
-                await asyncio.to_thread(col.count, PointFilter(room_ids=(room_id,))) if col else 0
-            )
             rooms.append(
                 {
                     "room_id": room_id,
@@ -72,20 +55,27 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
                     "failed_passes": int(failing.get("failed_passes", 0)),
                 }
             )
-        total = await asyncio.to_thread(col.count) if col else 0
         command = await _command_room(cfg, reader, me, direct)
-        doc = {
-            "reader": me,
-            "generation": active,
-            "versions": compat,
-            "points": total,
-            "rooms": rooms,
-            "command_room": command,
-        }
+    finally:
+        await reader.close()
+    total = facts.points
+    active = facts.generation
+    doc = {
+        "reader": me,
+        "generation": active,
+        "versions": facts.versions,
+        "points": total,
+        # Rule 13a: the generation no longer holds what was written (None: it does).
+        "damage": facts.damage,
+        "rooms": rooms,
+        "command_room": command,
+    }
     if as_json:
         print_json(doc)
         return 0
     print(f"reader {me}; generation {active}; {total} points")
+    if doc["damage"] is not None:
+        print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     for r in rooms:
         shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
         if r["error"]:
@@ -95,6 +85,27 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
         print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
     return 0
+
+
+async def store_facts(cfg: ServiceConfig) -> StoreFacts:
+    """The store's records, read from the store, or from the running service while it holds
+    the embedded store (its loopback listener, with its token, as `muninn search` does)."""
+    try:
+        store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        from bot.http_api import post_status, service_url
+
+        token = service_token(cfg, held, "status")
+        try:
+            return StoreFacts.from_json(await post_status(service_url(cfg.metrics), token))
+        except StoreUnavailable as e:
+            raise StoreUnavailable(f"{held}; {e}") from None
+    try:
+        return await asyncio.to_thread(read_facts, store)
+    finally:
+        await asyncio.to_thread(store.close)
 
 
 async def _command_room(

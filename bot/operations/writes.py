@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ServiceConfig
+from bot.dates import shown
 from bot.operations.common import (
     HELD,
     adapters,
+    cli_reader,
     print_json,
     progress_bar,
     resolve_room,
@@ -23,7 +25,6 @@ from ingest.export import (
     ExportReader,
     export_record,
 )
-from ingest.matrix import MatrixReader
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     EXPORT_PREFIX,
@@ -105,9 +106,10 @@ async def purge(cfg: ServiceConfig, *, room: str, from_ts: int, to_ts: int, as_j
     if as_json:
         print_json(doc)
     else:
+        named = room if room == doc["room_id"] else f"{room} ({doc['room_id']})"
         print(
-            f"purge tombstone written for {doc['room_id']} [{doc['from_ts']}, {doc['to_ts']}]; "
-            "the next refresh applies it"
+            f"purge tombstone written for {named} from {shown(doc['from_ts'])} to "
+            f"{shown(doc['to_ts'])}; the next refresh applies it"
         )
     return 0
 
@@ -119,7 +121,7 @@ async def _purge_through_the_service(
     from bot.http_api import post_purge, service_url
 
     token = service_token(cfg, held, "purge")
-    reader = MatrixReader.from_config(cfg)
+    reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
     finally:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
+from ingest.stamps import utc_minute
 
 __all__ = [
     "EXCERPT_WIDTH",
@@ -23,6 +23,7 @@ __all__ = [
     "fit_reply",
     "matrix_json",
     "notice",
+    "plural",
     "relation",
     "scan_sentence",
     "shorten",
@@ -200,28 +201,41 @@ def matrix_json(value: Any) -> Any:
     return value
 
 
-def text_reply(reply_to: ReplyTo, text: str, *, results_kind: str | None = None) -> dict[str, Any]:
+def text_reply(
+    reply_to: ReplyTo, text: str, *, results_kind: str | None = None, own: bool = False
+) -> dict[str, Any]:
     """A short notice from plain text (usage, refusals); lines become `<br>`. With
     `results_kind` (the command room) it carries `{results_kind: text}` as its results.
 
     The text may quote the asker's command (a usage error names the bad fragment): the caller
     scrubs it (`CommandHandler.say`), so the body and the results carry the same words, cut
     to the same `TEXT_REPLY` characters.
+
+    `own`: Muninn's own text quoting nobody (`!help`): escaped, but no word joiner after an
+    `@` (`from:@user` is copied as typed; `m.mentions: {}` alone keeps it from pinging).
     """
     text = shorten(text, TEXT_REPLY)
-    html = "<br>".join(safe_html(line) for line in text.split("\n"))
+    lines = text.split("\n")
+    html = "<br>".join(escape(line) if own else safe_html(line) for line in lines)
     results = None if results_kind is None else {results_kind: text}
-    return notice(reply_to, safe_plain(text), html, results=results)
+    plain = text if own else "\n".join(safe_plain(line) for line in lines)
+    return notice(reply_to, plain, html, results=results)
 
 
 def when(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+    """A time as replies show it, with its zone: people read it wherever they are."""
+    return f"{utc_minute(ts)} UTC"
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """`1 pin`, `2 pins`: a count with its noun (`many` when the plural is not `one` + s)."""
+    return f"{count} {one if count == 1 else many or one + 's'}"
 
 
 def scan_sentence(scan: ScanInfo) -> str:
     """How far the transcript fold looked, as a reply's footer says it."""
     if scan.scanned < scan.bound and not scan.cut:
         return f"scanned the whole room ({scan.scanned} events)"
-    back = f", back to {when(scan.oldest_ts)} UTC" if scan.oldest_ts is not None else ""
+    back = f", back to {when(scan.oldest_ts)}" if scan.oldest_ts is not None else ""
     why = " (as much text as one command reads)" if scan.cut else ""
     return f"scanned the latest {scan.scanned} events{back}{why}"

@@ -8,15 +8,18 @@ from typing import Any
 
 import regex
 
+from bot.commands.records import SearchCommand
 from bot.html import escape, excerpt, safe_html, safe_plain
 from bot.replies.budget import (
     EXCERPT_WIDTH,
     Part,
     ReplyTo,
     fit_reply,
+    plural,
     scan_sentence,
     when,
 )
+from bot.replies.understood import understood
 from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
 from ingest.hits import Hit, SearchResult
@@ -39,6 +42,9 @@ class SearchView:
     room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
     show_rooms: bool = False  # the command room: every hit says its room
     results_json: bool = False  # the command room: `org.muninn.results`
+    command: SearchCommand | None = None  # the search as parsed: a reply with no hit echoes it
+    prefix: str = "!"
+    more: int = 0  # candidates past this page (`!more` shows them)
 
 
 def _best(hit: Hit) -> Mapping[str, Any]:
@@ -61,7 +67,7 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
     names = view.names.get(hit.room_id, {})
     name = display_name(UserID(sender), names)
     cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
-    stamp = when(int(best["ts"]))
+    stamp = when(best["ts"])
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
     room_html = f"{safe_html(room)} · " if view.show_rooms else ""
@@ -80,24 +86,36 @@ def _query_label(view: SearchView) -> str:
     return " | ".join(f"“{scrub(t)}”" for t in view.texts)
 
 
+def _footer(view: SearchView) -> str:
+    """What a chat user can act on: how far back it looked, what it left out, what is next."""
+    result = view.result
+    parts = [scan_sentence(scan) for scan in view.scans]
+    if result.below_floor:
+        parts.append(f"{plural(result.below_floor, 'weaker match', 'weaker matches')} left out")
+    if result.dropped_stale:
+        changed = plural(result.dropped_stale, "message")
+        parts.append(f"{changed} edited or removed since indexing left out")
+    if result.next_offset is not None:
+        count = f"{view.more} more" if view.more else "more"
+        parts.append(f"{count}: {view.prefix}more")
+    return "; ".join(parts)
+
+
 def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
     result = view.result
     label = _query_label(view)
     count = len(result.hits)
-    head = f"{count} result{'s' if count != 1 else ''} for {label}" if count else ""
+    order = ", sorted newest first" if result.sort == "recent" and count > 1 else ""
+    head = f"{plural(count, 'result')} for {label}{order}" if count else ""
     head = head or f"No results for {label}"
     items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
-    foot = "answered by: " + (", ".join(result.retrievers) or "nothing")
-    for scan in view.scans:
-        foot += "; " + scan_sentence(scan)
-    if result.dropped_stale:
-        foot += f"; {result.dropped_stale} stale hit(s) dropped"
-    if result.below_floor:
-        foot += f"; {result.below_floor} weaker candidate(s) left out"
-    warnings = [f"⚠ {w}" for w in result.warnings]
-    plain = "\n".join([*warnings, foot])
-    html = "".join(f"<p>{safe_html(w)}</p>" for w in warnings)
-    html += f"<p><small>{safe_html(foot)}</small></p>"
+    lines = [f"⚠ {w}" for w in result.warnings]
+    if not count and view.command is not None:
+        lines.extend(understood(view.command, view.prefix))
+    foot = _footer(view)
+    plain = "\n".join([*(safe_plain(x) for x in lines), *([foot] if foot else [])])
+    html = "".join(f"<p>{safe_html(w)}</p>" for w in lines)
+    html += f"<p><small>{safe_html(foot)}</small></p>" if foot else ""
     return fit_reply(
         reply_to,
         Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),

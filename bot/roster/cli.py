@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.config import ServiceConfig
-from bot.operations.common import print_json
+from bot.operations.common import CLI_RETRY, print_json
 from bot.roster.apply import RosterReader, apply_plan, build_plan, scope_checker
 from bot.roster.file import load_roster
 from bot.roster.plan import ActionKind, RosterPlan
@@ -67,7 +67,7 @@ def _incomplete(result: RosterPlan) -> Iterable[str]:
 
 
 def _reader(cfg: ServiceConfig) -> RosterReader:
-    reader = RosterReader.from_config(cfg)
+    reader = RosterReader.from_config(cfg, retry=CLI_RETRY)
     assert isinstance(reader, RosterReader)  # from_config builds `cls`
     return reader
 

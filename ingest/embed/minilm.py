@@ -234,7 +234,6 @@ class MiniLMEmbedder:
     def __init__(
         self,
         batch_size: int = 32,
-        max_batch_tokens: int = MAX_BATCH_TOKENS,
         unload_after_seconds: float | None = None,
     ) -> None:
         if batch_size < 1:
@@ -242,7 +241,6 @@ class MiniLMEmbedder:
         if unload_after_seconds is not None and unload_after_seconds <= 0:
             raise ValueError("unload_after_seconds must be positive (or None: never)")
         self._batch_size = batch_size
-        self._max_batch_tokens = max_batch_tokens
         self._unload_after = unload_after_seconds
         self._timer: asyncio.TimerHandle | None = None
         self._unloading: asyncio.Future[bool] | None = None
@@ -275,7 +273,7 @@ class MiniLMEmbedder:
         counts = await asyncio.to_thread(_token_counts, list(texts))
         vectors: list[list[float]] = [[] for _ in texts]
         try:
-            for chunk in batches(counts, self._batch_size, self._max_batch_tokens):
+            for chunk in batches(counts, self._batch_size, MAX_BATCH_TOKENS):
                 batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
                 for i, vector in zip(chunk, batch, strict=True):
                     vectors[i] = vector

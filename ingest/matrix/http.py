@@ -54,6 +54,10 @@ Query = Mapping[str, str | int]
 
 _TOKEN_ERRCODES = {MUnknownToken.errcode, MMissingToken.errcode}
 
+# Seconds for the TCP connect and TLS handshake of one attempt: a healthy homeserver needs
+# well under one, even across an ocean; a port that never completes the handshake is named.
+CONNECT_TIMEOUT = 5.0
+
 
 def endpoint(path: PathBuilder) -> str:
     """The request path of a `mautrix.api.Path`, e.g. `endpoint(Path.v3.rooms[room_id].state)`.
@@ -77,10 +81,13 @@ class Retry:
     backoff: float = 0.5  # seconds before the second try, doubling each time
     max_backoff: float = 30.0  # seconds, the cap of that doubling
     max_retry_after: float = 120.0  # seconds; a longer 429 retry_after_ms is waited only this long
+    # Tries when the server was never reached (refused, or no TCP connect and TLS handshake
+    # within the connect bound); None: `attempts`. The CLI gives up sooner than the service.
+    connect_attempts: int | None = None
 
     def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"Retry.attempts must be at least 1, got {self.attempts}")
+        if self.attempts < 1 or (self.connect_attempts is not None and self.connect_attempts < 1):
+            raise ValueError(f"Retry attempts must be at least 1, got {self}")
         if min(self.backoff, self.max_backoff, self.max_retry_after) < 0:
             raise ValueError("Retry delays must not be negative")
 
@@ -91,6 +98,7 @@ class _Retryable:
 
     reason: str
     wait: float | None = None
+    connecting: bool = False  # the server was never reached (`Retry.connect_attempts`)
 
 
 class MatrixHTTP:
@@ -104,6 +112,10 @@ class MatrixHTTP:
         token_name: how errors name the token, e.g. `as_token in registration.yaml`.
         retry: the retry bound for 429, 5xx and connection errors.
         timeout: seconds for one HTTP attempt, connect to last byte.
+
+    `connect_timeout` bounds the TCP connect and the TLS handshake of an attempt (default
+    `CONNECT_TIMEOUT`): an `https://` URL to a port that speaks plain HTTP otherwise waits out
+    the handshake (Synapse holds the connection open: 60 s a try, silently).
     """
 
     def __init__(
@@ -122,7 +134,7 @@ class MatrixHTTP:
         self.mode = ReaderMode(mode)
         self.retry = retry or Retry()
         self.timeout = timeout
-        self.connect_timeout: float | None = None  # seconds to connect; None: within timeout
+        self.connect_timeout: float | None = CONNECT_TIMEOUT
         self._token = token
         default_name = (
             "reader.access_token"
@@ -149,18 +161,21 @@ class MatrixHTTP:
         if self.mode is ReaderMode.APPSERVICE:
             params["user_id"] = self.user_id
         last = "no attempt made"
+        attempts = self.retry.attempts
         for attempt in range(1, self.retry.attempts + 1):
             outcome = await self._attempt(method, path, params, body)
             if not isinstance(outcome, _Retryable):
                 return outcome
             last = outcome.reason
-            if attempt == self.retry.attempts:
+            if outcome.connecting and self.retry.connect_attempts is not None:
+                attempts = min(attempts, self.retry.connect_attempts)
+            if attempt >= attempts:
                 break
             delay = outcome.wait if outcome.wait is not None else self._backoff(attempt)
             log.warning("%s %s: %s; retry %d in %.2fs", method, path, last, attempt, delay)
             await asyncio.sleep(delay)
         raise MatrixUnavailable(
-            f"{method} {path} failed {self.retry.attempts} time(s) on {self.homeserver}: {last}"
+            f"{method} {path} failed {attempt} time(s) on {self.homeserver}: {last}"
         )
 
     async def _attempt(
@@ -175,6 +190,18 @@ class MatrixHTTP:
             ) as resp:
                 raw = await resp.read()
                 status, retry_after = resp.status, resp.headers.get("Retry-After")
+        except aiohttp.ClientSSLError as e:
+            # Not transient: an answer that is not TLS (a plain-HTTP port) or a bad certificate.
+            cert = isinstance(e, aiohttp.ClientConnectorCertificateError)
+            hint = "" if cert else _scheme_hint(self.homeserver)
+            raise MatrixUnavailable(
+                f"{method} {path} on {self.homeserver}: {type(e).__name__}: {e}{hint}"
+            ) from e
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
+            reason = f"cannot connect: {type(e).__name__}: {e}"
+            if isinstance(e, aiohttp.ConnectionTimeoutError):
+                reason += f" (no connection within {self.connect_timeout:g} s)"
+            return _Retryable(reason + _scheme_hint(self.homeserver), connecting=True)
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as e:
             return _Retryable(f"connection error: {type(e).__name__}: {e}")
         payload = _decode(raw)
@@ -189,6 +216,7 @@ class MatrixHTTP:
     def _client(self) -> aiohttp.ClientSession:
         # Created on first use: a ClientSession belongs to the running event loop.
         if self._session is None or self._session.closed:
+            # sock_connect bounds the TCP connect and the TLS handshake (not a wait for the pool).
             timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
             self._session = aiohttp.ClientSession(timeout=timeout)
         return self._session
@@ -224,6 +252,17 @@ class MatrixHTTP:
         if not isinstance(payload, dict):
             raise MatrixError(f"GET {path}: expected a JSON object, got {type(payload).__name__}")
         return payload
+
+
+def _scheme_hint(homeserver: str) -> str:
+    """What a failed connect to an `https://` URL most likely means, said where it happens."""
+    if not homeserver.startswith("https://"):
+        return ""
+    plain = "http://" + homeserver.removeprefix("https://")
+    return (
+        f"; TLS to a port that speaks plain HTTP? If the homeserver serves plain HTTP there "
+        f"(Synapse's own listener usually does), set homeserver.url: {plain}"
+    )
 
 
 def _decode(raw: bytes) -> Any:

@@ -29,6 +29,7 @@ from ingest.matrix.registration import load_registration
 from ingest.matrix.state import room_state_from
 from ingest.matrix.timeline import TimelineReader
 from ingest.membership import direct_in, membership, prev_membership, walk_back
+from ingest.scope import expand_alias
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = ["MatrixReader"]
@@ -154,7 +155,14 @@ class MatrixReader(TimelineReader):
                 return True
         return False
 
+    def full_alias(self, alias: RoomAlias | str) -> RoomAlias:
+        """The one alias rule: `#dev` means `#dev:<server_name>` (the reader's own homeserver),
+        for every room argument (CLI, roster, listener, command room); `#dev:other.org` stays."""
+        return expand_alias(alias, self.user_id.partition(":")[2])
+
     async def resolve_alias(self, alias: RoomAlias | str) -> RoomID | None:
+        """The room an alias names (a short `#dev` on this homeserver), None when none does."""
+        alias = self.full_alias(alias)
         try:
             resp = await self._get_object(endpoint(Path.v3.directory.room[alias]))
         except MatrixNotFound:
@@ -164,6 +172,8 @@ class MatrixReader(TimelineReader):
     # ------------------------------------------------------------ membership (roster only)
 
     async def join(self, room_id_or_alias: RoomID | RoomAlias | str) -> RoomID:
+        if room_id_or_alias.startswith("#"):
+            room_id_or_alias = self.full_alias(room_id_or_alias)
         resp = await self._request("POST", endpoint(Path.v3.join[room_id_or_alias]), body={})
         return RoomID(str(resp["room_id"]))
 

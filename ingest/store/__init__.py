@@ -60,7 +60,8 @@ def open_store(cfg: IndexConfig, base_dir: Path) -> Store:
 
         return ServerStore.connect(cfg.store.url, cfg.collection, cfg.store.api_key)
     from ingest.store.edge import EdgeStore
+    from ingest.store.space import MIB, SpaceGuard
 
     path = embedded_path(cfg, base_dir)
     assert path is not None
-    return EdgeStore(path, cfg.collection)
+    return EdgeStore(path, cfg.collection, SpaceGuard(path, cfg.store.min_free_mb * MIB))

@@ -1,17 +1,19 @@
-"""The logic both store adapters share, written once over a few engine primitives: validation,
-the chat/meta split, filters, the schema record (`CollectionBase`), and generation bookkeeping
-(`StoreBase`). The contract they implement is `ingest.store.contract`.
+"""The collection logic both store adapters share, written once over a few engine primitives
+(`CollectionBase`): validation, the chat/meta split, filters, the schema record and the point
+tally (`ingest.store.integrity`). Generation bookkeeping is `ingest.store.storebase`; the
+contract they implement, `ingest.store.contract`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ingest.errors import CompatibilityError, StoreError
+from ingest.errors import CompatibilityError, DiskFull
 from ingest.store.contract import (
     CHAT,
     DENSE,
@@ -23,18 +25,21 @@ from ingest.store.contract import (
     Scored,
     Term,
     canonical_id,
-    check_name,
     check_sparse,
     filter_terms,
     json_clean,
     meta_id,
 )
+from ingest.store.integrity import INTEGRITY_KEY, SAMPLE, Tally, count_damage, vector_damage
 from ingest.types import SparseVector, StoredPoint
 
-# The adapter's own record (schema version, dense dimension); not visible through list_meta.
+# The adapter's own records (schema version and dense dimension; the point tally of
+# `ingest.store.integrity`); not visible through list_meta.
 _INTERNAL = "store"
 _SCHEMA_KEY = "schema"
-SCHEMA_VERSION = 1
+# 2: the generation keeps a point tally from its creation, so a missing one is damage.
+SCHEMA_VERSION = 2
+_TALLIED_SINCE = 2
 
 
 # ---------------------------------------------------------------- shared collection logic
@@ -48,10 +53,22 @@ class CollectionBase(ABC):
         # None until the schema record is read: opening an existing generation for reading
         # adopts the dimension it was built with.
         self._dense_dim: int = dense_dim if dense_dim is not None else 0
+        self._schema_version = SCHEMA_VERSION
+        # Known at open (`check_integrity`): the chat points held, kept by every write. None
+        # while the generation is damaged: nothing written to it can make it whole again.
+        self._tally: Tally | None = None
+        self._damage: str | None = None
+        self._write_lock = threading.Lock()
+        self._removed_text = False
 
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def damage(self) -> str | None:
+        """Why this generation no longer holds what its writer wrote (None: it does)."""
+        return self._damage
 
     @property
     def dense_dim(self) -> int:
@@ -78,6 +95,14 @@ class CollectionBase(ABC):
     @abstractmethod
     def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]: ...
 
+    def _before_write(self) -> None:
+        """Raise `DiskFull` when a write now could not be stored safely (rule 13c)."""
+        return None  # a server keeps its own disk
+
+    def _dense_sample(self, n: int) -> list[list[float]]:
+        """Up to `n` stored dense vectors of chat points, picked anywhere (none: not checked)."""
+        return []
+
     @abstractmethod
     def flush(self) -> None:
         """Make every acknowledged write durable."""
@@ -85,6 +110,11 @@ class CollectionBase(ABC):
     @abstractmethod
     def optimize(self) -> None:
         """Let the engine merge segments and build indexes, where it does not do so itself."""
+
+    def forget_removed(self) -> None:
+        """Text was taken out (a redaction, an edit, a purge): the close of this generation
+        rewrites whatever files of the engine still hold it (rule 13b)."""
+        self._removed_text = True
 
     # -- chat points
 
@@ -101,13 +131,32 @@ class CollectionBase(ABC):
         payloads = [
             {**json_clean(p.payload, f"point {p.id} payload"), "corpus": CHAT} for p in points
         ]
+        ids = [canonical_id(p.id) for p in points]
         with self._guard("upsert"):
-            self._upsert_chat(points, payloads)
+            self._tallied(ids, True, lambda: self._upsert_chat(points, payloads))
 
     def delete(self, ids: Sequence[str]) -> None:
         if ids:
+            wanted = [canonical_id(i) for i in ids]
             with self._guard("delete"):
-                self._delete([canonical_id(i) for i in ids])
+                self._tallied(wanted, False, lambda: self._delete(wanted))
+
+    def _tallied(self, ids: list[str], adding: bool, write: Callable[[], None]) -> None:
+        """Write, keeping the tally: the change is recorded as pending first, so a process
+        killed between the write and its tally leaves a tally that explains either side."""
+        self._before_write()
+        with self._write_lock:
+            if self._tally is None:
+                write()
+                return
+            held = {pid for pid, payload in self._retrieve(ids) if payload.get("corpus") == CHAT}
+            change = len(set(ids)) - len(held) if adding else -len(held)
+            if change:
+                self._put_raw(_INTERNAL, INTEGRITY_KEY, Tally(self._tally.points, change).record())
+            write()
+            self._tally = Tally(self._tally.points + change)
+            if change:
+                self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
 
     def retrieve(self, ids: Sequence[str]) -> list[StoredPoint]:
         """The chat points among `ids`, in the order asked; missing ids are left out."""
@@ -174,6 +223,7 @@ class CollectionBase(ABC):
 
     def delete_meta(self, key: str) -> None:
         with self._guard("delete meta"):
+            self._before_write()
             self._delete([meta_id(key)])
 
     def list_meta(self, prefix: str = "") -> dict[str, dict[str, Any]]:
@@ -185,16 +235,22 @@ class CollectionBase(ABC):
 
     def _get_entry(self, corpus: str, key: str) -> dict[str, Any] | None:
         with self._guard("get meta"):
-            rows = self._retrieve([meta_id(key, corpus)])
-        for _, payload in rows:
+            return self._get_raw(corpus, key)
+
+    def _get_raw(self, corpus: str, key: str) -> dict[str, Any] | None:
+        for _, payload in self._retrieve([meta_id(key, corpus)]):
             if payload.get("corpus") == corpus and payload.get("key") == key:
                 return dict(payload["value"])
         return None
 
     def _put_entry(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
-        payload = {"corpus": corpus, "key": key, "value": json_clean(value, f"meta {key!r}")}
+        clean = json_clean(value, f"meta {key!r}")
         with self._guard("put meta"):
-            self._upsert_bare(meta_id(key, corpus), payload)
+            self._before_write()
+            self._put_raw(corpus, key, clean)
+
+    def _put_raw(self, corpus: str, key: str, value: Mapping[str, Any]) -> None:
+        self._upsert_bare(meta_id(key, corpus), {"corpus": corpus, "key": key, "value": value})
 
     # -- the adapter's own schema record
 
@@ -204,109 +260,52 @@ class CollectionBase(ABC):
         if schema is not None and self._dense_dim == 0:
             self._dense_dim = int(schema.get("dense_dim") or 0)
         if schema is None:
-            if not create:
-                raise StoreError(f"{self._name}: generation has no schema record (incomplete?)")
+            with self._guard("open"):
+                held = self._count(CHAT, []) + self._count(META, [])
+            if held or not create:  # written to (or expected to be), yet its first record is gone
+                self._damage = f"{self._name}: its schema record is missing (damaged files)"
+                return
+            # The tally first: a schema record always comes with one (see check_integrity).
+            self._put_entry(_INTERNAL, INTEGRITY_KEY, Tally(0).record())
             self._put_entry(
                 _INTERNAL, _SCHEMA_KEY, {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
             )
             return
+        self._schema_version = int(schema.get("version") or 1)
         if schema.get("dense_dim") != self._dense_dim:
             raise CompatibilityError(
                 f"{self._name}: holds {schema.get('dense_dim')}-d dense vectors, "
                 f"{self._dense_dim}-d were asked for"
             )
 
-
-# ---------------------------------------------------------------- shared store logic
-
-
-class StoreBase(ABC):
-    """Generation bookkeeping both adapters share: names, one handle per generation, closing."""
-
-    def __init__(self, collection: str) -> None:
-        self.collection = check_name(collection, "collection")
-        self._open: dict[str, CollectionBase] = {}
-        self._lock = threading.RLock()
-        self._closed = False
-
-    @property
-    @abstractmethod
-    def location(self) -> str: ...
-    @abstractmethod
-    def generations(self) -> list[str]: ...
-    @abstractmethod
-    def active(self) -> str | None: ...
-    @abstractmethod
-    def _open_generation(
-        self, generation: str, dense_dim: int | None, create: bool
-    ) -> CollectionBase: ...
-    @abstractmethod
-    def _set_active(self, generation: str) -> None: ...
-    @abstractmethod
-    def _remove(self, generation: str, was_active: bool) -> None: ...
-    @abstractmethod
-    def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
-        """Release `coll`; `compact` when it stays (a close), not when it is being dropped."""
-
-    @abstractmethod
-    def _shutdown(self) -> None: ...
-
-    def check_generation(self, generation: str) -> str:
-        check_name(generation, "generation")
-        if not generation.startswith(f"{self.collection}-"):
-            raise StoreError(f"generation {generation!r} is not named {self.collection}-…")
-        return generation
-
-    def open(self, generation: str, *, dense_dim: int | None, create: bool) -> CollectionBase:
-        """The generation's collection (one shared handle); `create` makes it if missing."""
-        self.check_generation(generation)
-        if dense_dim is None and create:
-            raise StoreError(f"{generation}: creating a generation needs its dense dimension")
-        with self._lock:
-            self._check_open()
-            coll = self._open.get(generation)
-            if coll is None:
-                coll = self._open_generation(generation, dense_dim, create)
-                self._open[generation] = coll
-            elif dense_dim is not None and coll.dense_dim != dense_dim:
-                raise CompatibilityError(
-                    f"{generation}: holds {coll.dense_dim}-d vectors, {dense_dim}-d were asked for"
-                )
-            return coll
-
-    def activate(self, generation: str) -> None:
-        """Point searches at `generation` in one atomic step."""
-        self.check_generation(generation)
-        with self._lock:
-            self._check_open()
-            if generation not in self.generations():
-                raise StoreError(f"{self.location}: no generation {generation!r} to activate")
-            self._set_active(generation)
-
-    def drop(self, generation: str) -> None:
-        """Delete a generation and everything in it; dropping the active one clears `active()`."""
-        self.check_generation(generation)
-        with self._lock:
-            self._check_open()
-            coll = self._open.pop(generation, None)
-            if coll is not None:
-                self._close_collection(coll, compact=False)
-            if generation in self.generations():
-                self._remove(generation, was_active=self.active() == generation)
-
-    def close(self) -> None:
-        """Flush and release every open generation; idempotent."""
-        with self._lock:
-            if self._closed:
+    def check_integrity(self) -> None:
+        """At open: compare the engine's count with the tally, and a sample of the vectors
+        (`ingest.store.integrity`); a disagreement is `damage`, reported, never repaired here."""
+        if self._damage is not None:
+            return
+        with self._guard("integrity check"):
+            counted = self._count(CHAT, [])
+            tally = Tally.from_record(self._get_raw(_INTERNAL, INTEGRITY_KEY))
+            tallied = self._schema_version >= _TALLIED_SINCE
+            damage = count_damage(tally, counted, tallied=tallied)
+            if damage is None:
+                damage = vector_damage(self._dense_sample(SAMPLE))
+            if damage is not None:
+                self._damage = f"{self._name}: {damage}"
                 return
-            self._closed = True
-            try:
-                for coll in self._open.values():
-                    self._close_collection(coll, compact=True)
-            finally:
-                self._open.clear()
-                self._shutdown()
+            self._tally = Tally(counted)
+            with contextlib.suppress(DiskFull):  # read on a full disk: the next open settles it
+                self._settle(tally, tallied)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"{self.location}: the store is closed")
+    def _settle(self, tally: Tally | None, tallied: bool) -> None:
+        """An older generation gets its tally now; a write killed mid-way is settled."""
+        stale = tally is None or tally.pending != 0
+        if self._tally is None or (tallied and not stale):
+            return
+        self._before_write()
+        if stale:
+            self._put_raw(_INTERNAL, INTEGRITY_KEY, self._tally.record())
+        if not tallied:
+            record = {"version": SCHEMA_VERSION, "dense_dim": self._dense_dim}
+            self._put_raw(_INTERNAL, _SCHEMA_KEY, record)
+            self._schema_version = SCHEMA_VERSION

@@ -24,71 +24,68 @@ optimizer turns every appendable segment of more than ~1,000 points into an immu
 (no HNSW graph: `m=0`), whose vectors, sparse index, id tracker and payload indexes are
 files mapped cold, so the next process touches only the pages its searches read. The cost is
 paid by the closing process, in proportion to the points written since the last compaction.
+After a redaction, an edit or a purge the close rewrites the shard whole instead, so that no
+file keeps the removed text (`ingest.store.edge_rewrite`, `.rewrite-`/`.replaced-` beside it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import shutil
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import qdrant_edge as qe
 
-from ingest.errors import StoreError, StoreUnavailable
-from ingest.store.base import CollectionBase, StoreBase
+from ingest.errors import DiskFull, StoreError, StoreUnavailable
+from ingest.store import edge_rewrite
+from ingest.store.base import CollectionBase
 from ingest.store.contract import (
     CHAT,
     DENSE,
-    INTEGER_FIELDS,
-    KEYWORD_FIELDS,
     LEXICAL,
-    RETIRED_INDEXES,
-    IntRange,
     PointRecord,
     Raw,
     Scored,
     Term,
 )
+from ingest.store.edge_rewrite import fsync_dir
+from ingest.store.edge_shard import (
+    SHARD_MARKER,
+    compact_shard,
+    create_shard,
+    ensure_indexes,
+    shard_config,
+    shard_filter,
+    stored_dense_dim,
+)
+from ingest.store.space import SpaceGuard, allocated_bytes
+from ingest.store.storebase import StoreBase
 
 _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
 _DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
-_SHARD_MARKER = "edge_config.json"
-# Vector kilobytes an appendable segment holds before a close compacts it: ~1,000 MiniLM
-# vectors (~11 MiB of heap). Below that an optimizer pass costs more (~120 ms, ~45 MiB
-# transient) than it frees; a smaller segment keeps growing across closes until it qualifies.
-_COMPACT_ABOVE_KB = 1_500
-
 log = logging.getLogger("muninn.store")
-
-
-def _condition(term: Term) -> Any:
-    if isinstance(term, IntRange):
-        return qe.FieldCondition(term.key, range=qe.RangeFloat(gte=term.gte, lte=term.lte))
-    match = qe.FieldCondition(term.key, match=qe.MatchAny(list(term.values)))
-    if not term.or_empty:
-        return match
-    return qe.Filter(should=[qe.IsEmptyCondition(term.key), match])
-
-
-def _filter(corpus: str, terms: list[Term]) -> Any:
-    corpus_is = qe.FieldCondition("corpus", match=qe.MatchValue(corpus))
-    return qe.Filter(must=[corpus_is, *(_condition(t) for t in terms)])
 
 
 class EdgeCollection(CollectionBase):
     """One qdrant-edge shard."""
 
-    def __init__(self, name: str, dense_dim: int | None, shard: Any, path: Path) -> None:
+    def __init__(
+        self, name: str, dense_dim: int | None, shard: Any, path: Path, space: SpaceGuard
+    ) -> None:
         super().__init__(name, dense_dim)
         self._shard = shard
         self._path = path
+        self._space = space
+
+    def _before_write(self) -> None:
+        self._space.check()
 
     @contextlib.contextmanager
     def _guard(self, op: str) -> Iterator[None]:
@@ -125,7 +122,7 @@ class EdgeCollection(CollectionBase):
 
     def _scroll(self, corpus: str, terms: list[Term], batch: int) -> Iterator[Raw]:
         offset: Any = None
-        flt = _filter(corpus, terms)
+        flt = shard_filter(corpus, terms)
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=batch, filter=flt, with_payload=True, with_vector=False
@@ -137,7 +134,9 @@ class EdgeCollection(CollectionBase):
                 return
 
     def _count(self, corpus: str, terms: list[Term]) -> int:
-        return int(self._shard.count(qe.CountRequest(exact=True, filter=_filter(corpus, terms))))
+        return int(
+            self._shard.count(qe.CountRequest(exact=True, filter=shard_filter(corpus, terms)))
+        )
 
     def _search(self, using: str, vector: Any, terms: list[Term], limit: int) -> list[Scored]:
         if using == LEXICAL:
@@ -145,13 +144,30 @@ class EdgeCollection(CollectionBase):
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector, using=using),
-            filter=_filter(CHAT, terms),
+            filter=shard_filter(CHAT, terms),
             with_payload=True,
             with_vector=False,
         )
         return [
             (str(h.id), dict(h.payload or {}), float(h.score)) for h in self._shard.query(request)
         ]
+
+    def _dense_sample(self, n: int) -> list[list[float]]:
+        # Point ids are uuid5s, so the ids from a random one on are points from anywhere in
+        # the files; from the first id on again when that end holds fewer than `n`.
+        found: dict[str, list[float]] = {}
+        flt = shard_filter(CHAT, [])
+        for offset in (str(uuid.uuid4()), None):
+            request = qe.ScrollRequest(
+                offset=offset, limit=n, filter=flt, with_payload=False, with_vector=True
+            )
+            for r in self._shard.scroll(request)[0]:
+                vector = (r.vector or {}).get(DENSE)
+                if vector is not None and len(found) < n:
+                    found[str(r.id)] = [float(x) for x in vector]
+            if len(found) >= n:
+                break
+        return list(found.values())
 
     def flush(self) -> None:
         """Persist segments; the WAL already holds every acknowledged update."""
@@ -166,74 +182,60 @@ class EdgeCollection(CollectionBase):
             self._shard.optimize()
 
     def close(self, *, compact: bool = False) -> None:
-        """Flush, compact (`optimize`) if asked, release the shard."""
+        """Flush, compact (`optimize`) if asked, release the shard. Asked to compact after
+        text was taken out (`forget_removed`), the shard is rewritten instead (rule 13b)."""
+        fresh = None
         with self._guard("close"):
             try:
                 self._shard.flush()
-                if compact:
-                    self._compact()
+                compact = compact and self._room_to_compact()
+                fresh = self._rewritten() if compact and self._removed_text else None
+                if compact and fresh is None:
+                    compact_shard(self._shard, self._path)
             finally:
                 self._shard.close()
+            if fresh is not None:
+                try:
+                    compact_shard(fresh, self._path)
+                finally:
+                    fresh.close()
+                edge_rewrite.replace(self._path)
 
-    def _compact(self) -> None:
+    def _room_to_compact(self) -> bool:
+        """Compacting and rewriting write new segments (a rewrite, a whole copy): not on a disk
+        without room for them (rule 13c); the shard stays as flushed."""
         try:
-            self._shard.optimize()
-        except Exception as e:  # an optimisation: the data is flushed and stays as it was
-            log.warning("qdrant-edge could not compact %s: %s", self._path, e)
+            need = allocated_bytes(self._path) if self._removed_text else 0
+            self._space.check(need)
+        except DiskFull as e:
+            log.warning("not compacting %s: %s", self._path, e)
+            return False
+        return True
 
-
-def _config(dense_dim: int) -> Any:
-    cold = qe.Memory.Cold  # mapped, read on demand: what an idle service holds is what it read
-    return qe.EdgeConfig(
-        vectors={
-            DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine, memory=cold)
-        },
-        sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=cold)},
-        payload_memory=cold,
-        id_tracker_memory=cold,
-        # No HNSW graph (m=0): searches are filtered by room, and a scan of a room's points is
-        # as fast (bench/store_latency.py); the graph cost minutes of CPU and memory at 100k.
-        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
-        optimizers=qe.EdgeOptimizersConfig(indexing_threshold=_COMPACT_ABOVE_KB),
-        # The WAL makes an acknowledged update survive a killed process, and its file lock is
-        # what keeps a second process out of the shard: never turn it off.
-        wal_enabled=True,
-    )
-
-
-def _stored_dense_dim(shard_dir: Path) -> int | None:
-    """The dense dimension a shard was created with, from its own config file."""
-    try:
-        doc = json.loads((shard_dir / _SHARD_MARKER).read_text(encoding="utf-8"))
-        return int(doc["vectors"][DENSE]["size"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _ensure_indexes(shard: Any) -> None:
-    """Create missing payload indexes and drop retired ones (idempotent, so a change of the
-    indexes reaches old generations without a rebuild)."""
-    have = set(shard.info().payload_schema)
-    for field in RETIRED_INDEXES:
-        if field in have:
-            shard.update(qe.UpdateOperation.delete_field_index(field))
-    wanted: list[tuple[str, Any]] = [(f, qe.PayloadSchemaType.Keyword) for f in KEYWORD_FIELDS]
-    # Timestamps are only ever filtered by range: without the exact-value lookup map the index
-    # holds ~0.8 KB less a point in memory (bench/RESULTS.md §10).
-    wanted += [(f, qe.IntegerIndexParams(lookup=False, range=True)) for f in INTEGER_FIELDS]
-    for field, schema in wanted:
-        if field not in have:
-            shard.update(qe.UpdateOperation.create_field_index(field, schema))
+    def _rewritten(self) -> Any:
+        try:
+            return edge_rewrite.rewrite(
+                self._path, self._shard, lambda d: create_shard(d, self._dense_dim)
+            )
+        except Exception as e:  # the index is whole as it is; only the forgetting waits
+            log.warning(
+                "qdrant-edge could not rewrite %s to forget removed text: %s", self._path, e
+            )
+            return None
 
 
 class EdgeStore(StoreBase):
     """Generations as shard directories under one path, held by one process at a time."""
 
-    def __init__(self, path: Path, collection: str) -> None:
+    def __init__(self, path: Path, collection: str, space: SpaceGuard | None = None) -> None:
         super().__init__(collection)
         self._path = path
         self._lock_file = self._acquire(path)
+        self.space = space or SpaceGuard(path)
         self._sweep()
+
+    def check_space(self) -> None:
+        self.space.check()
 
     @property
     def location(self) -> str:
@@ -269,16 +271,17 @@ class EdgeStore(StoreBase):
         return handle
 
     def _sweep(self) -> None:
-        """Finish drops a crash interrupted."""
+        """Finish drops and rewrites a crash interrupted."""
         for leftover in self._path.glob(f"{_DROPPING}*"):
             shutil.rmtree(leftover, ignore_errors=True)
+        edge_rewrite.sweep(self._path)
 
     def generations(self) -> list[str]:
         prefix = f"{self.collection}-"
         return sorted(
             d.name
             for d in self._path.iterdir()
-            if d.is_dir() and d.name.startswith(prefix) and (d / _SHARD_MARKER).is_file()
+            if d.is_dir() and d.name.startswith(prefix) and (d / SHARD_MARKER).is_file()
         )
 
     def active(self) -> str | None:
@@ -294,25 +297,29 @@ class EdgeStore(StoreBase):
         self, generation: str, dense_dim: int | None, create: bool
     ) -> CollectionBase:
         shard_dir = self._path / generation
-        exists = (shard_dir / _SHARD_MARKER).is_file()
+        exists = (shard_dir / SHARD_MARKER).is_file()
         if not exists and not create:
             raise StoreError(f"{self.location}: no generation {generation!r}")
+        # Loading writes too (it maps and fills index pages): on a full disk it dies of SIGBUS.
+        self.space.check()
         try:
             if exists:
                 # Loading with today's config moves a shard built by an older release to it
                 # (the dimension is checked as before, by the schema record).
-                dim = _stored_dense_dim(shard_dir)
-                config = _config(dim) if dim is not None else None
+                dim = stored_dense_dim(shard_dir)
+                config = shard_config(dim) if dim is not None else None
                 shard = qe.EdgeShard.load(str(shard_dir), config)
+                ensure_indexes(shard)
             else:
                 assert dense_dim is not None  # StoreBase.open refuses a creation without it
-                shard = qe.EdgeShard.create(str(shard_dir), _config(dense_dim))
-            _ensure_indexes(shard)
+                shard = create_shard(shard_dir, dense_dim)
         except Exception as e:
             raise StoreError(f"qdrant-edge open {shard_dir}: {e}") from e
-        coll = EdgeCollection(generation, dense_dim, shard, shard_dir)
+        known = dense_dim if dense_dim is not None else stored_dense_dim(shard_dir)
+        coll = EdgeCollection(generation, known, shard, shard_dir, self.space)
         try:
             coll.ensure_schema(create=create)
+            coll.check_integrity()
         except BaseException:
             coll.close()
             raise
@@ -325,13 +332,22 @@ class EdgeStore(StoreBase):
         try:
             if was_active:
                 (self._path / _ACTIVE).unlink(missing_ok=True)
-                _fsync_dir(self._path)
+                fsync_dir(self._path)
             doomed = self._path / f"{_DROPPING}{generation}"
             os.replace(self._path / generation, doomed)
-            _fsync_dir(self._path)
+            fsync_dir(self._path)
             shutil.rmtree(doomed)
         except OSError as e:
             raise StoreError(f"{self.location}: cannot drop {generation}: {e}") from e
+
+    def _rename(self, generation: str, new_name: str, was_active: bool) -> None:
+        try:
+            if was_active:  # first: a crash between the two leaves the damaged one in place
+                self._set_active(new_name)
+            os.replace(self._path / generation, self._path / new_name)
+            fsync_dir(self._path)
+        except OSError as e:
+            raise StoreError(f"{self.location}: cannot rename {generation}: {e}") from e
 
     def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         assert isinstance(coll, EdgeCollection)
@@ -351,14 +367,6 @@ def _write_atomically(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as e:
         raise StoreError(f"cannot write {path}: {e}") from e
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ingest.errors import CompatibilityError, StoreError, StoreUnavailable
-from ingest.store.base import CollectionBase, StoreBase
+from ingest.store.base import CollectionBase
 from ingest.store.contract import (
     CHAT,
     DENSE,
@@ -31,6 +31,7 @@ from ingest.store.contract import (
     Scored,
     Term,
 )
+from ingest.store.storebase import StoreBase
 
 _UPSERT_BATCH = 256  # keeps a request well under the server's 32 MiB default body limit
 _UNAVAILABLE_STATUS = {502, 503, 504}
@@ -194,6 +195,7 @@ class ServerStore(StoreBase):
                 raise StoreError(f"{self._where}: no generation {generation!r}")
         coll = ServerCollection(generation, dense_dim, self._client, self._where)
         coll.ensure_schema(create=create)
+        coll.check_integrity()
         return coll
 
     def _check_dim(self, generation: str, dense_dim: int) -> None:
@@ -245,6 +247,13 @@ class ServerStore(StoreBase):
                     change_aliases_operations=[models.DeleteAliasOperation(delete_alias=delete)]
                 )
             self._client.delete_collection(generation)
+
+    def _rename(self, generation: str, new_name: str, was_active: bool) -> None:
+        # A server collection has no rename; its files are the server's to keep whole.
+        raise StoreError(
+            f"{self._where}: {generation} is damaged and a server collection cannot be set "
+            "aside: drop it (the next refresh rebuilds it)"
+        )
 
     def _close_collection(self, coll: CollectionBase, *, compact: bool) -> None:
         """Collections share the store's client; nothing is held per collection."""

@@ -10,7 +10,15 @@ from urllib.parse import quote
 from ingest.permalink import MATRIX_TO
 from tests.indexing import muninn
 
-TOP_KEYS = {"hits", "warnings", "retrievers", "dropped_stale", "below_floor"}
+TOP_KEYS = {
+    "hits",
+    "warnings",
+    "retrievers",
+    "dropped_stale",
+    "below_floor",
+    "next_offset",
+    "sort",
+}
 HIT_KEYS = {
     "room_id",
     "room_alias",
@@ -39,6 +47,8 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
     assert type(doc["dropped_stale"]) is int
     assert type(doc["below_floor"]) is int
+    assert doc["next_offset"] is None or type(doc["next_offset"]) is int
+    assert doc["sort"] in ("relevance", "recent")
     for hit in doc["hits"]:
         assert set(hit) == HIT_KEYS
         assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")

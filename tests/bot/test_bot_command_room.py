@@ -48,6 +48,37 @@ async def test_bot_command_room_spans_rooms_with_json(env: Env, alice: MatrixUse
     assert "dense" in results["retrievers"]
 
 
+async def test_bot_command_room_operators_and_more_across_rooms(
+    env: Env, alice: MatrixUser, bob: MatrixUser
+) -> None:
+    """The chat operators mean the same in the command room, across rooms and with `in:`;
+    its results carry `next_offset` and `sort`, and `!more` pages them."""
+    first, second = await env.room(alice), await env.room(alice)
+    await bob.join(second)
+    link = await alice.send_text(first, "the wombat cam is at https://example.org/wombat")
+    await alice.send_text(first, "a wombat test sighting, no link")
+    by_bob = await bob.send_text(second, "wombat burrow spotted at https://example.org/burrow")
+    await env.settle(first, second)
+    command = f"!search wombat has:link -from:{bob.user_id} limit:1"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    results = reply["content"]["org.muninn.results"]
+    assert [h["best_event_id"] for h in results["hits"]] == [link]
+    assert results["next_offset"] is None and results["sort"] == "relevance"
+    command = "!search wombat has:link sort:recent limit:1"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    results = reply["content"]["org.muninn.results"]
+    assert results["next_offset"] == 1 and "!more" in body_of(reply)
+    _, more = await ask(env.persona, env.command_room, "!more", env.bot_id)
+    paged = {h["best_event_id"] for h in more["content"]["org.muninn.results"]["hits"]}
+    shown = {h["best_event_id"] for h in results["hits"]}
+    assert paged and not paged & shown and paged | shown == {link, by_bob}
+    alias = f"in:{second}"
+    _, reply = await ask(
+        env.persona, env.command_room, f"!search wombat -test {alias}", env.bot_id
+    )
+    assert [h["best_event_id"] for h in reply["content"]["org.muninn.results"]["hits"]] == [by_bob]
+
+
 async def test_bot_command_room_regex_needs_a_room(env: Env, alice: MatrixUser) -> None:
     """Regression: a /regex/ reads rooms' latest messages, never the index, so in the command
     room without `in:` it always answered "no results" for text that is there. It now says
@@ -411,13 +442,16 @@ async def test_bot_command_room_ignores_unlisted_askers(
 async def test_bot_command_room_answers_unknown_commands(env: Env) -> None:
     """An unknown !word gets a usage reply in the command room (and silence elsewhere)."""
     _, reply = await ask(env.persona, env.command_room, "!frobnicate", env.bot_id)
-    assert "unknown command" in body_of(reply)
-    assert "unknown command" in reply["content"]["org.muninn.results"]["error"]
+    assert "no command !frobnicate; try !help" in body_of(reply)
+    assert "no command" in reply["content"]["org.muninn.results"]["error"]
 
 
 async def test_bot_stays_silent_on_unknown_commands_in_rooms(env: Env, alice: MatrixUser) -> None:
-    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply."""
+    """Other bots use `!` too: an unknown !word in an ordinary room gets no reply, but a typo
+    of Muninn's own command is answered (regression: `!serach backups` got silence)."""
     room = await env.room(alice)
     ignored = await alice.send_text(room, "!weather Oslo")
+    _, typo = await ask(alice, room, "!serach backups", env.bot_id)
+    assert "no command !serach; did you mean !search?" in body_of(typo)
     await env.quiesce(alice, room)
     assert await replies(alice, room, ignored, env.bot_id) == []

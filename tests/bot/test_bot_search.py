@@ -45,13 +45,38 @@ async def test_bot_search_finds_indexed_and_fresh_messages(
     _, reply = await ask(alice, room, "!search aurora", env.bot_id)
     body = body_of(reply)
     assert link(room, old) in body and link(room, fresh) in body
-    assert "dense" in body and "lexical" in body and "transcript" in body
+    assert "answered by" not in body  # retriever names are not the room's business (i25 #13)
     assert f"scanned the latest {TRANSCRIPT_LIMIT} events" in body
     assert reply["content"]["msgtype"] == "m.notice"
     assert reply["content"]["m.mentions"] == {}
     assert "org.muninn.results" not in reply["content"]  # only the command room carries JSON
     for event_id in (old, fresh):  # the permalinks point at real, visible events
         assert (await alice.get_event(room, event_id))["event_id"] == event_id
+
+
+FAR_FUTURE_TS = 253_402_300_800_000  # 10000-01-01 00:00 UTC, where `datetime` gives up
+
+
+async def test_bot_a_far_future_message_holds_back_neither_the_index_nor_a_reply(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """Regression (issue 21): one message stamped in the year 10000 (an appservice's `?ts=`)
+    failed its room on every writer pass, so nothing said after it was indexed, and a
+    `!search` whose answer held it got no reply. Both messages are indexed and found."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    future = await seeder.send_text(room, "the quokka time machine lands", ts=FAR_FUTURE_TS)
+    after = await alice.send_text(room, "a wombat left footprints in the sand")
+    await env.quiesce(alice, room)
+    await env.settle(room)
+    col = await env.service.writer.open()
+    for event_id in (future, after):
+        flt = PointFilter(room_ids=(room,), event_ids=(event_id,))
+        assert await asyncio.to_thread(col.count, flt) == 1
+    _, reply = await ask(alice, room, "!search quokka", env.bot_id)
+    assert link(room, future) in body_of(reply) and "10000-01-01 00:00" in body_of(reply)
+    _, reply = await ask(alice, room, "!search wombat", env.bot_id)
+    assert link(room, after) in body_of(reply)
 
 
 async def test_bot_search_sees_only_this_room(
@@ -438,3 +463,105 @@ async def test_bot_search_forgets_history_the_homeserver_purged(
     monkeypatch.setattr(RecentEvents, "MAX_AGE_SECONDS", 0.0)
     _, reply = await ask(alice, room, "!search wombat", env.bot_id)
     assert link(room, gone) not in body_of(reply)
+
+
+# ---------------------------------------------------------------- operators and pages (issue 24)
+
+
+def _shown(body: str, room: str, sent: dict[str, str]) -> set[str]:
+    """The keys of `sent` (key → event id) whose permalinks the reply carries."""
+    return {key for key, event_id in sent.items() if link(room, event_id) in body}
+
+
+async def test_bot_search_operators_filter_what_the_reply_shows(
+    env: Env, alice: MatrixUser, bob: MatrixUser, seeder: MatrixUser
+) -> None:
+    """has:link, is:thread, -is:thread, mentions:, -word, -from:, sort:recent in one room,
+    each keeping only what it names; a redacted message stays out of a filtered reply, and a
+    search that finds nothing says what it searched for."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    await bob.join(room)
+    hour = 3_600_000
+    sent: dict[str, str] = {}
+    sent["link"] = await seeder.send_text(
+        room, "the lantern festival notes are at https://example.org/lantern", ts=BASE_TS
+    )
+    sent["plain"] = await seeder.send_text(
+        room, "lantern festival planning starts monday", ts=BASE_TS + hour
+    )
+    sent["root"] = await seeder.send_text(
+        room, "lantern festival volunteers, reply here", ts=BASE_TS + 2 * hour
+    )
+    sent["thread"] = await seeder.send_thread_reply(
+        room, sent["root"], "lantern festival volunteer: I can carry lamps", ts=BASE_TS + 3 * hour
+    )
+    mention = {
+        "msgtype": "m.text",
+        "body": "Bob, the lantern festival budget is yours",
+        "m.mentions": {"user_ids": [bob.user_id]},
+    }
+    sent["mention"] = await seeder.send(room, "m.room.message", mention, ts=BASE_TS + 4 * hour)
+    sent["test"] = await seeder.send_text(
+        room, "lantern festival test run went fine", ts=BASE_TS + 5 * hour
+    )
+    sent["alice"] = await alice.send_text(room, "lantern festival: I bring tea")
+    sent["redacted"] = await seeder.send_text(
+        room, "lantern festival tickets on https://tickets.example.org", ts=BASE_TS + 6 * hour
+    )
+    await seeder.redact(room, sent["redacted"])
+    await env.settle(room)
+
+    async def shown(args: str) -> tuple[set[str], str]:
+        _, reply = await ask(alice, room, f"!search lantern festival limit:20 {args}", env.bot_id)
+        return _shown(body_of(reply), room, sent), body_of(reply)
+
+    assert (await shown("has:link"))[0] == {"link"}
+    assert (await shown("is:thread"))[0] == {"thread"}
+    assert "thread" not in (await shown("-is:thread"))[0]
+    assert (await shown(f"mentions:{bob.user_id}"))[0] == {"mention"}
+    everything_but, _ = await shown(f"-test -from:{alice.user_id}")
+    assert everything_but and not everything_but & {"test", "alice", "redacted"}
+    keys, body = await shown("sort:recent")
+    assert {"alice", "test", "plain"} <= keys and "sorted newest first" in body
+    at = {key: body.index(link(room, sent[key])) for key in ("alice", "test", "plain")}
+    assert at["alice"] < at["test"] < at["plain"]
+    keys, body = await shown("has:link -example after:2026-11-01")
+    assert not keys and body.startswith("No results for “lantern festival”")
+    assert "Searched: leaving out messages with “example”" in body
+    assert "only messages with a link" in body and "from 2 November 2026 on" in body
+
+
+async def test_bot_more_pages_through_every_hit_once(
+    env: Env, alice: MatrixUser, bob: MatrixUser, seeder: MatrixUser
+) -> None:
+    """A search of 25 hits at the default limit: the reply says there is more, `!more` shows
+    each next page, no hit twice, a message redacted after the first page never; the last
+    page offers no more, and `!more` from another asker continues nothing."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    await bob.join(room)
+    sent = {
+        f"k{i}": await seeder.send_text(
+            room, f"kiwi crate number {i} arrived at the dock", ts=BASE_TS + i * 3_600_000
+        )
+        for i in range(26)
+    }
+    await env.settle(room)
+    _, reply = await ask(alice, room, "!search kiwi crate", env.bot_id)
+    first = _shown(body_of(reply), room, sent)
+    assert len(first) == 5 and "more: !more" in body_of(reply)
+    _, other = await ask(bob, room, "!more", env.bot_id)
+    assert "No search of yours to continue here" in body_of(other)
+    gone = next(k for k in sorted(sent) if k not in first)
+    await seeder.redact(room, sent[gone])
+    seen = set(first)
+    for _ in range(4):
+        _, reply = await ask(alice, room, "!more", env.bot_id)
+        page = _shown(body_of(reply), room, sent)
+        assert len(page) == 5 and not page & seen and gone not in page
+        seen |= page
+    assert len(seen) == 25 and gone not in seen
+    assert "!more" not in body_of(reply)
+    _, after = await ask(alice, room, "!more", env.bot_id)
+    assert "No search of yours to continue here" in body_of(after)

@@ -8,6 +8,7 @@ module temp dir, the session's MiniLM).
 from __future__ import annotations
 
 import time
+import unicodedata
 import uuid
 from typing import Any
 
@@ -93,6 +94,42 @@ async def test_bot_board_holds_twelve(env: Env, alice: MatrixUser) -> None:
         await alice.send_text(room, f"!pin pin number {n}")
     pins = await board(env, alias)
     assert [p["note"] for p in pins] == [f"pin number {n}" for n in range(13, 1, -1)]
+
+
+async def test_bot_help_carries_no_invisible_characters(env: Env, alice: MatrixUser) -> None:
+    """`!help search` shows `from:@user` as it is typed (regression: a U+2060 after the `@`,
+    copied along, made the search silently empty), and still mentions nobody."""
+    room = await env.room(alice)
+    _, reply = await ask(alice, room, "!help search", env.bot_id)
+    content = reply["content"]
+    for text in (content["body"], content["formatted_body"]):
+        assert "[from:@user]" in text
+        assert not [c for c in text if unicodedata.category(c) == "Cf"], text
+    assert content["m.mentions"] == {}
+
+
+async def test_bot_pin_refuses_junk_and_pins_what_its_reply_cites(
+    env: Env, alice: MatrixUser
+) -> None:
+    """A bare `!pin`, and a `!pin` in reply to Muninn's reply citing no single message, pin
+    nothing and say how to pin (regression: they pinned "!pin" and the bot's flattened text);
+    a `!pin` in reply to a reply citing one message pins that message."""
+    room, alias = await aliased_room(env, alice)
+    _, bare = await ask(alice, room, "!pin", env.bot_id)
+    assert "Nothing pinned: reply to the message itself with !pin" in body_of(bare)
+    _, help_reply = await ask(alice, room, "!help", env.bot_id)
+    own = await alice.send_reply(room, help_reply["event_id"], "!pin")
+    refused = body_of(await wait_reply(alice, room, own, env.bot_id))
+    assert "Nothing pinned: that is Muninn's own reply" in refused
+    assert await board(env, alias) == []
+
+    target = await alice.send_text(room, "the spare keys are in the blue box")
+    await wait_reply(alice, room, await alice.send_reply(room, target, "!pin #keys"), env.bot_id)
+    _, shown = await ask(alice, room, "!pins", env.bot_id)  # cites the one pinned message
+    again = await alice.send_reply(room, shown["event_id"], "!pin #spare")
+    assert "Re-pinned under #spare" in body_of(await wait_reply(alice, room, again, env.bot_id))
+    pins = await board(env, alias)
+    assert [(p["target"], p["label"]) for p in pins] == [(target, "spare")]
 
 
 async def test_bot_unpin_needs_a_target(env: Env, alice: MatrixUser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,8 @@ async def test_cli_status_before_any_refresh_lists_rooms_unindexed(
 async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     hs: Homeserver, alice: MatrixUser, tmp_path: Path
 ) -> None:
-    """`muninn refresh --room R` indexes R only (the other room stays unsearchable); a plain
+    """`muninn refresh --room R` indexes R only (the other room stays unsearchable; a short
+    alias `#x` is this homeserver's, regression: a raw 400 M_INVALID_PARAM); a plain
     `muninn refresh` then indexes the rest and prints one line a room, refusals with their
     reason; `muninn status` prints the reader, generation, points and each room's state."""
     reader = await hs.register()
@@ -126,11 +128,15 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
         await alice.send_text(room_id, body)
     scope = {"exclude_room_ids": [excluded]}
     config = _write_config(tmp_path / "config.yaml", hs, reader, scope=scope)
+    short = f"#{unique_localpart('heron')}"  # `#x` means `#x:<server_name>`, as in the roster
+    await alice.create_alias(f"{short}:{hs.server_name}", first)
 
-    code, out, err = await _cli(config, "refresh", "--room", first, "--json")
+    code, out, err = await _cli(config, "refresh", "--room", short, "--json")
     assert code == 0, err
     assert [r["room_id"] for r in json.loads(out)["rooms"]] == [first]
-    heron = json.loads((await _cli(config, "search", "heron boathouse", "--json"))[1])
+    heron = json.loads(
+        (await _cli(config, "search", "heron boathouse", "--room", short, "--json"))[1]
+    )
     kestrel = json.loads((await _cli(config, "search", "kestrel car park", "--json"))[1])
     assert {h["room_id"] for h in heron["hits"]} == {first}
     assert second not in {h["room_id"] for h in kestrel["hits"]}  # not indexed: not found
@@ -183,3 +189,19 @@ async def test_cli_status_names_why_the_command_room_is_not_served(
     await alice.leave(room)
     code, out, err = await _cli(config, "status", "--json")
     assert json.loads(out)["command_room"]["serving"] is True
+
+
+async def test_cli_status_https_to_a_plain_http_port_fails_naming_the_cause(
+    hs: Homeserver, tmp_path: Path
+) -> None:
+    """`https://` to Synapse's plain-HTTP port fails within the connect bound and says "TLS to
+    a port that speaks plain HTTP" (regression: every try hung ~60 s, then "ssl:default")."""
+    reader = await hs.register()
+    config = _write_config(tmp_path / "config.yaml", hs, reader)
+    text = config.read_text(encoding="utf-8").replace("http://", "https://")
+    config.write_text(text, encoding="utf-8")
+    code, out, err = await asyncio.wait_for(_cli(config, "status"), 60)
+    assert code == 1 and out == ""
+    assert "TLS to a port that speaks plain HTTP?" in err, err
+    assert f"homeserver.url: {hs.base_url}" in err
+    assert "Traceback" not in err

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands.grammar import COMMANDS, command_name, help_text, parse
+from bot.commands.grammar import COMMANDS, command_name, did_you_mean, help_text, parse
 from bot.commands.records import (
     Command,
     HelpCommand,
@@ -55,12 +55,37 @@ def test_parse_not_a_command_is_none(body: str) -> None:
     assert run(body) is None
 
 
-@pytest.mark.parametrize("body", ["!foo", "!FOO bar", "!searchx deploy"])
+@pytest.mark.parametrize("body", ["!foo", "!FOO bar", "!frobnicate deploy"])
 def test_parse_unknown_command_is_a_usage_error(body: str) -> None:
     """`!word` for an unknown word is a typed usage error pointing at help."""
-    with pytest.raises(UnknownCommand, match=r"unknown command .* try !help") as caught:
+    with pytest.raises(UnknownCommand, match=r"^no command !\w+; try !help$") as caught:
         run(body)
     assert isinstance(caught.value, CommandError)
+    assert caught.value.suggestion is None
+
+
+@pytest.mark.parametrize(
+    ("body", "meant"),
+    [("!serach backups", "search"), ("!searchx deploy", "search"), ("!unpinn", "unpin")],
+)
+def test_parse_a_typo_of_a_command_says_did_you_mean(body: str, meant: str) -> None:
+    """A typo of a Muninn command names the command (regression: silence)."""
+    with pytest.raises(UnknownCommand, match=f"did you mean !{meant}\\?$") as caught:
+        run(body)
+    assert caught.value.suggestion == meant
+
+
+@pytest.mark.parametrize(
+    ("word", "meant"),
+    [("serach", "search"), ("hlep", "help"), ("unpni", "unpin"), ("boards", "pins")],
+)
+def test_did_you_mean_finds_the_command_a_typo_is_of(word: str, meant: str) -> None:
+    assert did_you_mean(word) == meant
+
+
+@pytest.mark.parametrize("word", ["frobnicate", "weather", "ban", "kick", "remind"])
+def test_did_you_mean_is_none_for_another_bots_word(word: str) -> None:
+    assert did_you_mean(word) is None
 
 
 @pytest.mark.parametrize(
@@ -140,6 +165,9 @@ def test_parse_custom_prefix() -> None:
         ("!search https://example.org/x 10:30", search(texts=("https://example.org/x 10:30",))),
         ("!search from:@alice x", search(texts=("x",), sender="@alice:example.org")),
         ("!search from:@alice:other.org x", search(texts=("x",), sender="@alice:other.org")),
+        # copied out of a reply: invisible word joiners and zero-width spaces are ignored
+        ("!search from:@\u2060alice x", search(texts=("x",), sender="@alice:example.org")),
+        ("!search from:@al\u200bice\ufeff x", search(texts=("x",), sender="@alice:example.org")),
         ("!search FROM:alice x", search(texts=("x",), sender="@alice:example.org")),
         ("!search from:@a:[::1]:8448 x", search(texts=("x",), sender="@a:[::1]:8448")),
         ("!search before:2026-11-01 x", search(texts=("x",), before_ms=ms(2026, 11, 1))),
@@ -187,6 +215,7 @@ def test_parse_custom_prefix() -> None:
         ),
         ("!search limit:20 x", search(texts=("x",), limit=20)),
         ("!search LIMIT:50 x", search(texts=("x",), limit=50)),
+        ("!search limit:007 x", search(texts=("x",), limit=7)),
         ("!search /dep.oy/", search(regex="dep.oy")),
         ("!search /Dep/i", search(regex="(?i)Dep")),
         ("!search /a\\/b/", search(regex="a\\/b")),
@@ -250,6 +279,8 @@ def test_parse_search_in_room_in_the_command_room(body: str, rooms: tuple[str, .
         ("!search limit:0 x", "limit: takes a number from 1 to 50"),
         ("!search limit:51 x", "limit: takes a number"),
         ("!search limit:ten x", "limit: takes a number"),
+        ("!search limit:² x", "limit: takes a number from 1 to 50"),  # isdigit, not int
+        pytest.param("!search limit:" + "9" * 5000 + " x", "from 1 to 50", id="limit-5000-digits"),
         ("!search in:#dev x", "only available in the command room"),
     ],
 )
@@ -404,13 +435,16 @@ def test_parse_pin_forms(body: str, expected: PinCommand) -> None:
         ("!pin ^0", "N from 1 to 50"),
         ("!pin ^51", "N from 1 to 50"),
         ("!pin ^x", "N from 1 to 50"),
+        ("!pin ^²", "N from 1 to 50"),  # regression: `str.isdigit` took it, `int` raised
+        pytest.param("!pin ^" + "9" * 5000, "N from 1 to 50", id="offset-5000-digits"),
+        ("!unpin ^³", "N from 1 to 50"),
         ("!pin ^1 ^2", "only one ^N"),
         ("!pin #bad:label", "a label is #word"),
         ("!pin #" + "x" * 33, "a label is #word"),
     ],
 )
 def test_parse_pin_malformed(body: str, problem: str) -> None:
-    """Bad offsets and labels are usage errors."""
+    """Bad offsets and labels are usage errors naming the bound."""
     with pytest.raises(UsageError, match=re.escape(problem)):
         run(body)
 

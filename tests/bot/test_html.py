@@ -33,7 +33,7 @@ WJ = WORD_JOINER
 def test_escape_user_markup_arrives_as_text(text: str, expected: str) -> None:
     """HTML in user text is escaped, never interpreted."""
     assert escape(text) == expected
-    assert safe_html(text) == expected
+    assert safe_html(text) == f"<bdi>{expected}</bdi>"
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_neutralise_mentions_is_idempotent(text: str) -> None:
 
 def test_safe_html_neutralises_room_mention_in_markup() -> None:
     """`@room` inside escaped HTML is neutralised too, and markup stays escaped."""
-    assert safe_html("<i>@room</i>") == f"&lt;i&gt;@{WJ}room&lt;/i&gt;"
+    assert safe_html("<i>@room</i>") == f"<bdi>&lt;i&gt;@{WJ}room&lt;/i&gt;</bdi>"
 
 
 def test_no_mentions_is_an_empty_mentions_block() -> None:
@@ -76,13 +76,14 @@ def test_excerpt_short_body_is_whole_and_marked() -> None:
     """A short body is shown whole with the match marked in both forms."""
     result = excerpt("Deploy the Server today", ["server"])
     assert result.plain == "Deploy the **Server** today"
-    assert result.html == "Deploy the <mark>Server</mark> today"
+    assert result.html == "<bdi>Deploy the <mark>Server</mark> today</bdi>"
 
 
 def test_excerpt_escapes_and_neutralises_user_text() -> None:
     """Markup and mentions in the quoted body arrive escaped and neutralised."""
     result = excerpt("<script>x</script> @room deploy now", ["deploy"])
-    assert result.html == f"&lt;script&gt;x&lt;/script&gt; @{WJ}room <mark>deploy</mark> now"
+    escaped = f"&lt;script&gt;x&lt;/script&gt; @{WJ}room <mark>deploy</mark> now"
+    assert result.html == f"<bdi>{escaped}</bdi>"
     assert result.plain == f"<script>x</script> @{WJ}room **deploy** now"
 
 

@@ -28,6 +28,7 @@ from bot.demo.synapse import SynapseServer, free_port
 from bot.http_api import (
     PURGE_PATH,
     SEARCH_PATH,
+    STATUS_PATH,
     TOKEN_FILE,
     HttpApi,
     PurgeRequest,
@@ -305,6 +306,21 @@ async def test_cli_search_falls_back_to_the_running_service(api: Api) -> None:
     assert bad.rc == 1 and "muninn: room: " in bad.err
 
 
+async def test_cli_status_asks_the_running_service(api: Api) -> None:
+    """`muninn status` runs beside `muninn run` (regression: "held by another process"): the
+    store's half comes from the service's listener, the same facts the service holds."""
+    run = await muninn(api.config, "status", "--json")
+    assert run.rc == 0, run.err
+    doc = run.doc()
+    assert doc["generation"] == await asyncio.to_thread(api.service.store.active)
+    room = next(r for r in doc["rooms"] if r["room_id"] == api.room)
+    assert room["indexed"] and room["points"] >= 1 and room["cursor"]
+    assert doc["points"] >= room["points"]
+    human = await muninn(api.config, "status")
+    assert human.rc == 0, human.err
+    assert f"{api.alias}: indexed, {room['points']} points" in human.out
+
+
 async def test_cli_search_held_without_a_port_says_how_to_enable_it(
     synapse: SynapseServer, tmp_path: Path
 ) -> None:
@@ -327,15 +343,15 @@ async def test_cli_search_held_without_a_port_says_how_to_enable_it(
 # ---------------------------------------------------------------- who may search and purge
 
 
-@pytest.mark.parametrize("path", [SEARCH_PATH, PURGE_PATH])
+@pytest.mark.parametrize("path", [SEARCH_PATH, PURGE_PATH, STATUS_PATH])
 async def test_http_api_search_and_purge_need_the_service_token(api: Api, path: str) -> None:
     """Any local process reaches the port, but only the holder of the service's token is
     answered: none is 401, a wrong one 403; neither reaches the read path or the writer."""
-    body = (
-        {"texts": ["otters"]}
-        if path == SEARCH_PATH
-        else {"room_id": api.room, "from_ts": 0, "to_ts": 2**53 - 1}
-    )
+    body = {
+        SEARCH_PATH: {"texts": ["otters"]},
+        PURGE_PATH: {"room_id": api.room, "from_ts": 0, "to_ts": 2**53 - 1},
+        STATUS_PATH: {},
+    }[path]
     status, doc = await api.post(body, path=path, token=None)
     assert status == 401 and "Authorization: Bearer" in doc["error"], doc
     status, doc = await api.post(body, path=path, token="not-" + api.token)

@@ -19,6 +19,8 @@ from bot.pinboard import (
     resolve_offset,
     select,
 )
+from bot.pins import markers
+from bot.roomlog import TimelineItem
 from ingest.types import EventID, Message, RoomID, UserID
 
 ALICE = "@alice:example.org"
@@ -250,3 +252,24 @@ def test_resolve_offset_rejects_zero() -> None:
     """^0 is not an offset."""
     with pytest.raises(ValueError):
         resolve_offset(HISTORY, 6, 0, bot_user_id=BOT)
+
+
+def test_markers_skip_a_poisoned_marker_and_fold_the_other_pins() -> None:
+    """Regression: one `!pin ^²` in the log (`str.isdigit` took `²`, `int` raised) broke every
+    later `!pins`, `!pin` and `!unpin` of the room and `muninn pins`; a marker that cannot be
+    read is skipped and the board folds the others."""
+    history = [
+        TimelineItem(event_id, ALICE, n, body, None, {"body": body}, False)
+        for n, (event_id, body) in enumerate(
+            [
+                ("$m1", "the deploy checklist"),
+                ("$p1", "!pin ^1 #ops"),
+                ("$p2", "!pin ^²"),
+                ("$p3", "!pin ^" + "9" * 5000),
+                ("$p4", "!unpin ^³"),
+                ("$p5", "!pin keep this one"),
+            ]
+        )
+    ]
+    board = fold(markers(history, BOT, "!"))
+    assert [(p.target, p.label) for p in board.pins] == [("$p5", None), ("$m1", "ops")]

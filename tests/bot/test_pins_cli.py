@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bot.demo.client import unique_localpart
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import admit, muninn, reader_config_doc, write_config
 
@@ -58,6 +59,24 @@ async def test_cli_pins_prints_the_board_the_bot_folds(
     assert run.rc == 0, run.err
     assert "the kettle in the lab is fixed" in run.out and "#facilities" in run.out
     assert "broken" not in run.out and "correcthorsebattery" not in run.out
+
+
+async def test_cli_pins_takes_a_short_alias_on_this_homeserver(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """`muninn pins '#dev'` means `#dev:<server_name>`, as the roster does (regression: a raw
+    400 M_INVALID_PARAM); an unknown short alias is named in full."""
+    config, room = await _reader_and_room(hs, alice, tmp_path)
+    local = unique_localpart("dev")
+    await alice.create_alias(f"#{local}:{hs.server_name}", room)
+    await alice.send_text(room, "the build server moved to rack 4")
+    await alice.send_text(room, "!pin ^1 #infra")
+    run = await muninn(config, "pins", f"#{local}", "--json")
+    assert run.rc == 0, run.err
+    assert json.loads(run.out)["room_id"] == room
+    missing = await muninn(config, "pins", f"#{local}-gone")
+    assert missing.rc == 1
+    assert f"no room has the alias #{local}-gone:{hs.server_name}" in missing.err
 
 
 async def test_cli_pins_hides_a_purged_message(

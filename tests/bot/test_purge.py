@@ -23,6 +23,7 @@ import pytest_asyncio
 
 from bot.cli import parse_time
 from bot.config import parse_config
+from bot.dates import shown
 from bot.demo.synapse import SynapseServer, free_port
 from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
 from bot.service import Service
@@ -186,7 +187,11 @@ async def test_cli_purge_falls_back_to_the_running_service(
     direct_human = await muninn(it.config, *args)
     assert direct_human.rc == 0, direct_human.err
     assert direct_human.out == human.out
-    assert human.out.startswith(f"purge tombstone written for {it.room} [{FROM}, {TO}]")
+    # Dates, not raw milliseconds (regression: "[1793534400000, 1793538000000]").
+    assert human.out.startswith(
+        f"purge tombstone written for {it.room} from {shown(FROM)} to {shown(TO)}"
+    )
+    assert str(FROM) not in human.out
 
 
 async def test_cli_purge_fallback_names_a_bad_room(running: Running) -> None:

@@ -272,3 +272,42 @@ async def test_cli_search_bad_query_names_the_field(
 
 
 # ---------------------------------------------------------------- revalidation
+
+
+async def test_cli_search_operators_exclude_prefix_and_sort(cli: CliCorpus) -> None:
+    """`--exclude`, `--exclude-sender`, a `word*` text and `--sort recent` mean what the chat
+    operators mean; a `word*` finds the words it starts, as the rooms say them."""
+    c = cli.corpus
+    doc = await search_json(
+        cli.config,
+        "budget review",
+        "--exclude",
+        "wiki",
+        "--exclude-sender",
+        c.senders["cai"],
+        "--sort",
+        "recent",
+        "--limit",
+        "50",
+    )
+    assert set(cli.keys(doc)) == {"budget-1", "budget-ops"}
+    stamps = [h["messages"][0]["ts"] for h in doc["hits"]]
+    assert stamps == sorted(stamps, reverse=True) and doc["sort"] == "recent"
+    prefixed = await search_json(cli.config, "quarter*")
+    assert cli.keys(prefixed) == ["budget-1"]  # "quarterly": the words the rooms say
+    assert prefixed["retrievers"] == ["lexical"]  # a word* is the lexical side's
+
+
+async def test_cli_search_offset_pages_without_repeating(cli: CliCorpus) -> None:
+    """`--offset` takes the `next_offset` of the page before; the last page's is null."""
+    seen: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        doc = await search_json(
+            cli.config, "budget review", "--limit", "2", "--offset", str(offset)
+        )
+        seen.extend(cli.keys(doc))
+        offset = doc["next_offset"]
+        assert len(seen) < 10
+    assert len(seen) == len(set(seen)) >= 4
+    assert {"budget-1", "budget-2", "budget-3", "budget-ops"} <= set(seen)

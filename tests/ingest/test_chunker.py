@@ -18,6 +18,7 @@ from ingest.chunker import (
     LineFormat,
     chunk,
     content_hash,
+    message_line,
     point_id,
     split_timelines,
     truncate_utf8,
@@ -53,6 +54,15 @@ def msg(
 
 def ids(windows: Sequence[Window]) -> list[list[str]]:
     return [[m.event_id for m in w.messages] for w in windows]
+
+
+def test_message_line_of_a_far_future_message_is_written() -> None:
+    """Regression: a message stamped in the year 10000 has a line (the writer chunked it into
+    `ValueError: year 10000 is out of range` and failed its room on every pass)."""
+    line = message_line(msg(1, "from the future", ts=253_402_300_800_000), {})
+    assert line == "[10000-01-01 00:00] alice: from the future"
+    far = [msg(1, ts=T0), msg(2, ts=2**53 - 1), msg(3, ts=T0 + 2000)]
+    assert ids(chunk(far, gap_seconds=60, max_bytes=4000, names={})) == [["$e1"], ["$e2", "$e3"]]
 
 
 # ---------------------------------------------------------------- timelines

@@ -84,6 +84,17 @@ def test_parse_config_strips_homeserver_url_slash() -> None:
     assert parse_config(raw(homeserver=hs)).homeserver.url == "https://matrix.example.org"
 
 
+def test_parse_config_homeserver_url_with_the_api_prefix_says_drop_it() -> None:
+    """A URL ending in /_matrix/client is refused naming the base URL (regression: every
+    request then got a 404 on a doubled prefix that did not say why)."""
+    hs = {"url": "https://matrix.example.org/_matrix/client/", "server_name": "example.org"}
+    found = problems(raw(homeserver=hs))
+    assert any(
+        p.startswith("homeserver.url") and "drop the suffix" in p and "matrix.example.org)" in p
+        for p in found
+    ), found
+
+
 def test_parse_config_does_not_mutate_input() -> None:
     """Validation (including *_file resolution) leaves the caller's dict as it was."""
     data = raw()

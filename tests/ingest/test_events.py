@@ -445,6 +445,9 @@ _DELETE = object()
         (("origin_server_ts",), "1432735824653", "origin_server_ts"),
         (("origin_server_ts",), True, "origin_server_ts"),
         (("origin_server_ts",), 1.5, "origin_server_ts"),
+        (("origin_server_ts",), -1, "origin_server_ts"),
+        (("origin_server_ts",), 2**53, "origin_server_ts"),
+        pytest.param(("origin_server_ts",), 10**400, "origin_server_ts", id="ts-10**400"),
         (("room_id",), _DELETE, "room_id"),
         (("type",), _DELETE, "type"),
         (("type",), ["m.room.message"], "type"),
@@ -463,6 +466,14 @@ def test_normalize_malformed_variants(path: tuple[str, ...], value: Any, word: s
     assert isinstance(result, Skip)
     assert result.reason is SkipReason.MALFORMED
     assert word in result.detail
+
+
+@pytest.mark.parametrize("ts", [253_402_300_800_000, 2**53 - 1])  # the year 10000; the last
+def test_normalize_keeps_a_far_future_message(ts: int) -> None:
+    """A timestamp past the year 9999 (an appservice's `?ts=`, a federated
+    server's clock) is an untrusted but representable value: the message is kept."""
+    result = norm(_set(("origin_server_ts",), ts))
+    assert isinstance(result, Message) and result.ts == ts
 
 
 @pytest.mark.parametrize("event", [None, [], "event", 42, ["type", "m.room.message"]])

@@ -638,3 +638,17 @@ async def test_request_quotes_path_segments_and_adds_user_id_in_appservice_mode(
     assert method == "GET"
     assert url.raw_path == "/_matrix/client/v3/rooms/%21room%3Ahs.test/event/%24ev%2Fx%2By"
     assert url.query["user_id"] == "@r:hs.test"
+
+
+@pytest.mark.parametrize(
+    ("given", "full"),
+    [
+        ("#dev", "#dev:example.org"),
+        ("#dev:example.org", "#dev:example.org"),
+        ("#dev:other.org", "#dev:other.org"),
+    ],
+)
+def test_reader_full_alias_puts_a_short_alias_on_its_homeserver(given: str, full: str) -> None:
+    """The one alias rule: `#dev` is `#dev:<server_name>`; a server part is kept."""
+    reader = MatrixReader("http://127.0.0.1:1", "token", "@muninn:example.org")
+    assert reader.full_alias(given) == full

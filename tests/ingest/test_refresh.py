@@ -45,6 +45,8 @@ SYNAPSE_TOKEN = "syt_" + "bXVuaW5u_QWxpY2VTZWNyZXRUb2tlbg_1a2B3c"
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
 PEM_KEY = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"
 PASSWORD = "Hunter2-Zebra-9931"
+MYSQL_PASSWORD = "Zebra-Sql-4471"
+TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"
 
 
 async def _reader_in(hs: Homeserver, owner: MatrixUser, *rooms: str) -> MatrixUser:
@@ -340,7 +342,8 @@ async def test_refresh_redacted_edit_reverts_to_a_scrubbed_earlier_text(
 async def test_refresh_secrets_never_reach_embedder_or_payload(
     hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
 ) -> None:
-    """Access tokens, GitHub tokens, PEM keys and password=… are scrubbed before embedding."""
+    """Access tokens, GitHub tokens, PEM keys, password=…, a command line's password and a
+    Telegram bot token are scrubbed before embedding."""
     reader = await _reader_in(hs, alice, room)
     original = await alice.send_text(room, "harmless first version")
     await send_texts(
@@ -351,16 +354,25 @@ async def test_refresh_secrets_never_reach_embedder_or_payload(
             f"ci uses {GITHUB_TOKEN}",
             f"here is the key\n{PEM_KEY}",
             f"login with password={PASSWORD} please",
+            f"restore with mysql -u root -p{MYSQL_PASSWORD} app < dump.sql",
+            f"the alerts bot is {TELEGRAM_TOKEN}",
         ],
     )
     await alice.send_edit(room, original, f"edited: password={PASSWORD}")
     ix = Indexer(reader_config(hs, reader, tmp_path))
     try:
         await ix.refresh()
-        assert len(await ix.bodies()) == 5
+        assert len(await ix.bodies()) == 7
         dump = await ix.dump()
         assert "[redacted:" in dump
-        for secret in (SYNAPSE_TOKEN, GITHUB_TOKEN, PEM_BODY, PASSWORD):
+        for secret in (
+            SYNAPSE_TOKEN,
+            GITHUB_TOKEN,
+            PEM_BODY,
+            PASSWORD,
+            MYSQL_PASSWORD,
+            TELEGRAM_TOKEN.split(":")[1],
+        ):
             assert secret not in dump
             assert not any(secret in d for d in ix.embedder.documents)
     finally:

@@ -31,9 +31,9 @@ from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
-    "chunker": (2, "74767ddefa707a589a8a0da02efe4f86df23031015efbdfad650f83799a13555"),
+    "chunker": (3, "120c8200effe2b517e2d24a514dc6c560fca54abdd32e2d21681cf487048e48a"),
     "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
-    "scrub": (2, "caf3dab4c1c3b1c7b0f25f177820f9d64ee1a7f91812fb8dc686931b1b27a6de"),
+    "scrub": (3, "6071e75f367756588b1d503d3626482d50ec1c68c9e418069817a93b5ff9ddb0"),
 }
 # golden: end
 
@@ -71,6 +71,18 @@ TEXTS = [
     "ERR_7731X at 10:42, see https://example.org/runbook#step-3 (not a secret)",
 ]
 
+# Scrub shapes of SCRUB_VERSION 3, for the scrub's fingerprint only (the chunker's corpus is
+# `TEXTS` as recorded).
+SCRUB_TEXTS = [
+    "mysql -u root -pS3cret db; curl -u bob:hunter2 https://x; sshpass -p hunter2 ssh h",
+    "docker login -u bob -p hunter2 reg.io and docker login --password hunter22x reg.io",
+    "AccountName=a;AccountKey=Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4==;SharedAccessKey=abcDEF123+/g=",
+    "telegram 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0 glrt-t1_AbCdEfGhIjKlMnOpQrSt",
+    "dop_v1_" + "0a1b2c3d" * 8 + " Basic YWxpY2U6aHVudGVyMg== pw: hunter22",
+    "Passwort: geheim | mot de passe : azerty12 | contraseña: secreto1 | 密码：abc123",
+    "use -p to set the port; the password policy is strict; the Basic plan",
+]
+
 ROOM = RoomID("!fingerprint:example.org")
 SENDERS = [UserID(f"@{n}:example.org") for n in ("alice", "bob", "carol")]
 NAMES = {SENDERS[0]: "Alice", SENDERS[1]: "Bob Builder"}  # carol has none: the mxid is shown
@@ -93,6 +105,7 @@ def _messages() -> list[Message]:
                 ts=ts,
                 body=body,
                 thread_root=thread,
+                mentions=(SENDERS[(n + 1) % 3],) if n % 5 == 0 else None,
             )
         )
     return out
@@ -115,7 +128,7 @@ def chunker_output() -> Any:
 
 
 def scrub_output() -> Any:
-    return [scrub(t) for t in TEXTS]
+    return [scrub(t) for t in TEXTS + SCRUB_TEXTS]
 
 
 def lexical_output() -> Any:

@@ -70,6 +70,14 @@ SECRETS = [
     ("api_key", "abcd1234efgh", "export API_KEY={}"),
     ("api_key", "1234567890", "apikey: {}"),
     ("bearer_token", "abcdefghijklmnop1234", "Authorization: Bearer {}"),
+    ("azure_key", "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4==", "AccountName=acc;AccountKey={};x=y"),
+    ("azure_key", "abcDEF123+/ghiJKL456=", "SharedAccessKeyName=Root;SharedAccessKey={}"),
+    ("telegram_bot_token", "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0", "bot {} ok"),
+    ("gitlab_token", "glrt-t1_AbCdEfGhIjKlMnOpQrSt", "runner {}"),
+    ("gitlab_token", "gldt-AbCdEfGhIjKlMnOpQrSt", "deploy token {}"),
+    ("gitlab_token", "glptt-0123456789abcdef0123", "trigger {}"),
+    ("digitalocean_token", "dop_v1_" + "0a1b2c3d" * 8, "doctl auth init -t {}"),
+    ("basic_auth", "YWxpY2U6aHVudGVyMg==", "send Basic {} as the header"),
 ]
 
 
@@ -137,6 +145,18 @@ def test_scrub_specific_kind_wins_over_key_value() -> None:
         "-----END PUBLIC KEY-----",
         "ratio 3:2, time 12:30, password_file=/run/secrets/pw",
         "The secretary said: hello",
+        "use -p to set the port",
+        "mysql -P 3306 -h db -u root -p mydb",
+        "docker run -p 8080:80 -u 1000:1000 nginx",
+        "docker login -p flag is deprecated",
+        "sshpass -p is insecure, use -e",
+        "curl -u alice: https://example.org",
+        "the password policy is strict",
+        "Das Passwort ist zu kurz",
+        "mot de passe oublié ?",
+        "Basic Instinct is a film, Basic training too",
+        "my pw is long",
+        "123456789:AAA is not a bot token",
     ],
 )
 def test_scrub_false_positives_unchanged(text: str) -> None:
@@ -242,6 +262,27 @@ SHAPES: list[tuple[str, str, tuple[str, ...]]] = [
         "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
         ("bot token ", " ok"),
     ),
+    # Command lines (issue 21): the password after the command's own option.
+    ("mysql -u root -pS3cretPw db", "S3cretPw", ("mysql -u root -p", " db")),
+    ("mysqldump -uroot -p'pa ss' x > d.sql", "pa ss", ("mysqldump -uroot -p'", "' x > d.sql")),
+    ("curl -u bob:hunter2 https://api.x", "hunter2", ("curl -u bob:", " https://api.x")),
+    ("curl -s --user 'bob:hunter2' https://x", "hunter2", ("--user 'bob:",)),
+    ("docker login -u bob -p hunter2 reg.io", "hunter2", ("docker login -u bob -p ", " reg.io")),
+    ("docker login --password hunter22x reg.io", "hunter22x", ("--password ", " reg.io")),
+    ("sshpass -p hunter2 ssh pi@host", "hunter2", ("sshpass -p ", " ssh pi@host")),
+    ("sshpass -p'hunter' ssh host", "hunter", ("sshpass -p'", "' ssh host")),
+    ("pw: hunter22", "hunter22", ("pw: ",)),
+    ("wifi pw=k1tchen!", "k1tchen!", ("wifi pw=",)),
+    # The word for password in other languages.
+    ("Passwort: geheim", "geheim", ("Passwort: ",)),
+    ("Kennwort = Sommer2024", "Sommer2024", ("Kennwort = ",)),
+    ("mot de passe : azerty12", "azerty12", ("mot de passe : ",)),
+    ("contraseña: secreto1", "secreto1", ("contraseña: ",)),
+    ("senha: segredo", "segredo", ("senha: ",)),
+    ("wachtwoord: geheim12", "geheim12", ("wachtwoord: ",)),
+    ("пароль: секрет", "секрет", ("пароль: ",)),
+    ("密码：abc123", "abc123", ("密码：",)),
+    ("パスワード: himitsu1", "himitsu1", ("パスワード: ",)),
 ]
 
 # Ordinary chat that mentions the same words: left exactly as it is.
@@ -301,6 +342,13 @@ HOSTILE = {
     "pem": "-----BEGIN RSA PRIVATE KEY-----\n",
     "quotes": 'password="',
     "prefixes": "ghp_ syt_ eyJ sk- hf_ SG. ya29. xox whsec_ pypi- npm_ AKIA M.a. ",
+    "mysql": "mysql -u ",
+    "curl": "curl -u a:",
+    "docker-login": "docker login -p ",
+    "sshpass": "sshpass ",
+    "basic": "Basic QUFB",
+    "telegram": "123456789:AA",
+    "foreign": "mot de passe Passwort: 密码：",
 }
 
 
@@ -332,4 +380,12 @@ def test_scrub_idempotent_on_mixed_shapes(parts: list[str]) -> None:
     """The new shapes side by side with each other and with prose: scrubbing twice changes
     nothing more than scrubbing once."""
     once = scrub("".join(parts))
+    assert scrub(once) == once
+
+
+def test_scrub_a_marker_is_never_read_as_a_curl_user() -> None:
+    """A later rule's marker (`PWD=[redacted:…]` after `curl -u`) holds a `:` that is no
+    `user:password`: scrubbing again changes nothing (found by the property above)."""
+    once = scrub("curl -u bob:hunter2 https://x -u rootMYSQL_PWD=letmein9 mysql")
+    assert "hunter2" not in once and "letmein9" not in once
     assert scrub(once) == once

@@ -11,7 +11,7 @@ import pytest
 import qdrant_edge as qe
 
 from ingest.config import IndexConfig, StoreConfig
-from ingest.store import PointFilter, edge, open_store
+from ingest.store import PointFilter, edge_shard, open_store
 from ingest.store.contract import INTEGER_FIELDS, KEYWORD_FIELDS
 from tests.ingest.test_store_contract import COLLECTION, DIM, GEN, names, pid, point
 
@@ -69,7 +69,7 @@ def test_edge_generation_is_compacted_at_close_and_answers_the_same(
     """Closing the store moves the generation's points into an immutable segment mapped cold
     (the next open reads only what its searches touch) beside an empty appendable one; the
     reopened generation answers as before and takes new writes."""
-    monkeypatch.setattr(edge, "_COMPACT_ABOVE_KB", 1)  # as if these 4-d points were many
+    monkeypatch.setattr(edge_shard, "COMPACT_ABOVE_KB", 1)  # as if these 4-d points were many
     store = open_store(CFG, tmp_path)
     coll = store.open(GEN, dense_dim=DIM, create=True)
     coll.upsert([point(n, dense=(1.0, i, 0.0, 0.0)) for i, n in enumerate("ABCD")])

@@ -1,37 +1,54 @@
-"""A throwaway PostgreSQL cluster on loopback, for the benchmark's Synapse-on-PostgreSQL row.
+"""A throwaway Synapse for the benchmarks, on SQLite or on PostgreSQL: start it, seed LoCoMo
+conversations, ask its `/search`.
 
-The server is Debian's (`apt-get install postgresql`): its binaries are found through
-`$MUNINN_PG_BINDIR`, `pg_config --bindir`, or `/usr/lib/postgresql/N/bin` (newest N). The
+The server is the test suite's launcher (`bot.demo.synapse.start_synapse`: loopback only, no
+outbound traffic, rate limits relaxed, one appservice whose `@seed-*` users may backdate with
+`?ts=`), seen through `bot.demo.homeserver`. Each conversation becomes one public room: its
+speakers are seed users with the speakers' names as display names, every turn one `m.text` sent
+at the session's time (turns 30 s apart), and the event id of every `dia_id` is recorded.
+
+PostgreSQL is Debian's server (`apt-get install postgresql`), found through
+`$MUNINN_PG_BINDIR`, `pg_config --bindir` or `/usr/lib/postgresql/N/bin` (newest N). The
 cluster lives in a temporary directory of its own, listens on 127.0.0.1 at a free port (and a
 socket in that directory), trusts loopback connections, and is deleted on stop. PostgreSQL
 refuses to run as root; started by root, the cluster belongs to the `postgres` system user.
-
-Durability is off (`fsync`, `synchronous_commit`, `full_page_writes`): the benchmark measures
-how Synapse ranks, not how it survives a crash, and a crash loses only a cluster that is thrown
-away anyway. Databases are created `UTF8` with the `C` collation, as Synapse requires.
+Durability is off (`fsync`, `synchronous_commit`, `full_page_writes`): the benchmarks measure
+how Synapse ranks and answers, not how it survives a crash of a cluster thrown away anyway.
+Databases are created `UTF8` with the `C` collation, as Synapse requires.
 """
 
 from __future__ import annotations
 
+import asyncio
 import glob
+import importlib.util
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.demo.synapse import file_tail, free_port
+import aiohttp
 
-__all__ = ["PostgresCluster", "PostgresError", "find_bindir", "start_postgres"]
+from bench.locomo import Conversation
+from bot.demo.client import HarnessError, MatrixUser
+from bot.demo.homeserver import Homeserver
+from bot.demo.synapse import SynapseServer, file_tail, free_port, start_synapse
+from bot.demo.synapse_config import SEED_PREFIX
 
+SYNAPSE_DBS = ("sqlite", "postgres")
 SUPERUSER = "muninn_bench"
 START_TIMEOUT = 60.0
+
+# ---------------------------------------------------------------- PostgreSQL
 
 
 class PostgresError(RuntimeError):
@@ -217,3 +234,152 @@ def start_postgres(timeout: float = START_TIMEOUT) -> PostgresCluster:
             raise PostgresError(f"postgres {state}; its log:\n{tail}")
         time.sleep(0.1)
     return cluster
+
+
+def postgres_problem() -> str | None:
+    """Why `--synapse-db postgres` cannot run here (checked before minutes of seeding)."""
+    try:
+        find_bindir()
+    except PostgresError as e:
+        return str(e)
+    if importlib.util.find_spec("psycopg2") is None:  # Synapse's driver, in this interpreter
+        return "Synapse on PostgreSQL needs psycopg2: pip install -e '.[bench]'"
+    return None
+
+
+# ---------------------------------------------------------------- Synapse
+
+
+@dataclass
+class SeededRoom:
+    conversation: Conversation
+    room_id: str
+    event_ids: dict[str, str] = field(default_factory=dict)  # dia_id -> event id
+    dia_ids: dict[str, str] = field(default_factory=dict)  # event id -> dia_id
+
+
+@dataclass(frozen=True)
+class SearchAnswer:
+    """Synapse's ranked events: (event id, body), best first; `error` if it refused."""
+
+    events: tuple[tuple[str, str], ...]
+    error: str | None = None
+
+
+class SynapseBench:
+    """`async with SynapseBench(workdir, db) as sb:` — a started Synapse and a client session.
+
+    `db` is "sqlite" (a file on /dev/shm) or "postgres" (a cluster started here and deleted on
+    exit, after Synapse has stopped).
+    """
+
+    def __init__(self, workdir: Path, db: str = "sqlite") -> None:
+        if db not in SYNAPSE_DBS:
+            raise ValueError(f"db must be one of {', '.join(SYNAPSE_DBS)}, not {db!r}")
+        self.workdir = workdir
+        self.db = db
+        self.postgres: PostgresCluster | None = None
+        self.server: SynapseServer | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.hs: Homeserver | None = None
+
+    async def __aenter__(self) -> SynapseBench:
+        try:
+            database = None
+            if self.db == "postgres":
+                self.postgres = await asyncio.to_thread(start_postgres)
+                await asyncio.to_thread(self.postgres.create_database, "synapse")
+                database = self.postgres.synapse_database("synapse")
+            self.server = await asyncio.to_thread(
+                lambda: start_synapse(self.workdir, database=database)
+            )
+        except BaseException:
+            await self.__aexit__()
+            raise
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
+        self.hs = Homeserver(self.server, self.session)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            if self.session is not None:
+                await self.session.close()
+            if self.server is not None:
+                await asyncio.to_thread(self.server.stop)
+        finally:
+            if self.postgres is not None:
+                await asyncio.to_thread(self.postgres.stop)
+
+    @property
+    def homeserver(self) -> Homeserver:
+        if self.hs is None:
+            raise RuntimeError("SynapseBench is not started")
+        return self.hs
+
+    @property
+    def synapse(self) -> SynapseServer:
+        if self.server is None:
+            raise RuntimeError("SynapseBench is not started")
+        return self.server
+
+
+def _localpart(sample_id: str, name: str, n: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{sample_id}-{name}".lower()).strip("-")
+    return f"{SEED_PREFIX}{slug}-{n}"
+
+
+async def seed_conversation(
+    hs: Homeserver, conversation: Conversation, members: Sequence[MatrixUser]
+) -> SeededRoom:
+    """One room a conversation; `members` (the reader, the searcher) join before any turn."""
+    speakers: dict[str, MatrixUser] = {}
+    for n, name in enumerate(conversation.speakers):
+        user = await hs.seed_user(_localpart(conversation.sample_id, name, n))
+        await user.set_displayname(name)
+        speakers[name] = user
+    owner = speakers[conversation.speakers[0]]
+    room_id = await owner.create_room(preset="public_chat", name=conversation.sample_id)
+    for user in [*list(speakers.values())[1:], *members]:
+        await user.join(room_id)
+    seeded = SeededRoom(conversation, room_id)
+    for turn in conversation.turns:
+        sender = speakers.get(turn.speaker)
+        if sender is None:  # a speaker not named in speaker_a/b: give them a seat too
+            sender = await hs.seed_user(
+                _localpart(conversation.sample_id, turn.speaker, len(speakers))
+            )
+            await sender.set_displayname(turn.speaker)
+            await sender.join(room_id)
+            speakers[turn.speaker] = sender
+        event_id = await sender.send_text(room_id, turn.text or " ", ts=turn.ts)
+        seeded.event_ids[turn.dia_id] = event_id
+        seeded.dia_ids[event_id] = turn.dia_id
+    return seeded
+
+
+async def synapse_search(
+    user: MatrixUser, room_id: str, term: str, limit: int = 50
+) -> SearchAnswer:
+    """`POST /_matrix/client/v3/search`, `order_by: rank`, this room only, up to `limit`."""
+    if not term.strip():
+        return SearchAnswer((), "empty search term")
+    body: dict[str, Any] = {
+        "search_categories": {
+            "room_events": {
+                "search_term": term,
+                "order_by": "rank",
+                "keys": ["content.body"],
+                "filter": {"rooms": [room_id], "limit": limit},
+            }
+        }
+    }
+    try:
+        resp = await user.call("POST", "/_matrix/client/v3/search", body)
+    except HarnessError as e:
+        return SearchAnswer((), f"{e.status}: {e.body}")
+    results = resp.get("search_categories", {}).get("room_events", {}).get("results", [])
+    events = tuple(
+        (str(r["result"]["event_id"]), str(r["result"].get("content", {}).get("body", "")))
+        for r in results[:limit]
+    )
+    return SearchAnswer(events)

@@ -1,0 +1,168 @@
+"""`ingest.filters`: what a search keeps beyond its words — exclusions, links, threads, mentions.
+
+One record (`MessageFilter`) and one predicate (`keep_messages`) for every path: the index's
+windows (`ingest.search`, through `Candidates.first`) and the bot's transcript finds
+(`bot.lookup`) are both judged here, so `-word`, `has:link`, `is:thread` and `mentions:` mean
+the same in a room, the command room, `muninn search` and `POST /_muninn/search`. A filter only
+ever removes: whatever it keeps is still revalidated and cut to the room's audience as every
+hit is (docs/ARCHITECTURE.md §3 rules 14, 15).
+
+| operator | keeps |
+|---|---|
+| `-word`, `-"two words"` | hits none of whose messages hold the word or phrase (caseless) |
+| `-from:@user` | the messages of every other sender |
+| `has:link` | messages whose text carries a URL (`http(s)://`, `www.`) |
+| `is:thread` / `-is:thread` | messages inside (outside) a thread |
+| `mentions:@user` | messages mentioning the user: `m.mentions` where the sender's client |
+| | set it, else the mxid or a display name of the user in the text |
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import regex
+
+from ingest.errors import QueryError
+
+__all__ = [
+    "MAX_EXCLUSIONS",
+    "NO_FILTER",
+    "MessageFilter",
+    "has_link",
+    "keep_messages",
+    "mentioned",
+]
+
+MAX_EXCLUSIONS = 8  # -word, -"phrase" and -from: together, per search
+MAX_MENTIONS = 4
+
+_URL = regex.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"']+")
+
+
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def has_link(body: str) -> bool:
+    """Whether a message's text carries a URL (media stays out of the index: its text is all)."""
+    return _URL.search(body) is not None
+
+
+def mentioned(
+    user: str,
+    body: str,
+    explicit: Sequence[str] | None,
+    names: Sequence[str] = (),
+) -> bool:
+    """Whether a message mentions `user`: its `m.mentions` user ids when the sender's client set
+    them (`explicit`; an empty list mentions nobody), else the mxid or one of `names` (the
+    user's display names) as whole words in the text."""
+    if explicit is not None:
+        return user in explicit
+    folded = _fold(body)
+    for word in (user, *names):
+        needle = _fold(word)
+        if needle and _whole(needle).search(folded):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class MessageFilter:
+    """The filters of a search past its texts; the empty filter keeps everything."""
+
+    exclude_words: tuple[str, ...] = ()  # words or phrases, as given
+    exclude_senders: tuple[str, ...] = ()  # full mxids
+    has_link: bool = False
+    in_thread: bool | None = None  # True: only in threads; False: only outside; None: both
+    mentions: tuple[str, ...] = ()  # full mxids; a message must mention each
+    # user id → display names the caller knows (the bot: the room's members), for `mentions:`
+    # in text whose client set no `m.mentions`.
+    mention_names: Mapping[str, tuple[str, ...]] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        exclude_words: Sequence[str] = (),
+        exclude_senders: Sequence[str] = (),
+        has_link: bool = False,
+        in_thread: bool | None = None,
+        mentions: Sequence[str] = (),
+    ) -> MessageFilter:
+        """Validated, naming the bad field as `SearchQuery.build` does."""
+        for field, values in (("exclude", exclude_words), ("exclude_senders", exclude_senders)):
+            if isinstance(values, str):
+                raise QueryError(field, "must be a list of strings, not one string")
+            if any(not isinstance(v, str) or not v.strip() for v in values):
+                raise QueryError(field, "has an empty entry")
+        if len(exclude_words) + len(exclude_senders) > MAX_EXCLUSIONS:
+            raise QueryError("exclude", f"at most {MAX_EXCLUSIONS} exclusions per search")
+        if len(mentions) > MAX_MENTIONS:
+            raise QueryError("mentions", f"at most {MAX_MENTIONS} users per search")
+        return cls(
+            tuple(exclude_words), tuple(exclude_senders), has_link, in_thread, tuple(mentions)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.exclude_words
+            or self.exclude_senders
+            or self.has_link
+            or self.in_thread is not None
+            or self.mentions
+        )
+
+    def with_names(self, names: Mapping[str, tuple[str, ...]]) -> MessageFilter:
+        return MessageFilter(
+            self.exclude_words,
+            self.exclude_senders,
+            self.has_link,
+            self.in_thread,
+            self.mentions,
+            names,
+        )
+
+    def _keeps(self, message: Mapping[str, object], thread_root: str | None) -> bool:
+        body, sender = str(message.get("body", "")), str(message.get("sender", ""))
+        if sender in self.exclude_senders:
+            return False
+        if self.has_link and not has_link(body):
+            return False
+        if self.in_thread is not None and (thread_root is not None) != self.in_thread:
+            return False
+        explicit = message.get("mentions")
+        ids = [str(u) for u in explicit] if isinstance(explicit, list | tuple) else None
+        names = self.mention_names or {}
+        return all(mentioned(u, body, ids, names.get(u, ())) for u in self.mentions)
+
+
+NO_FILTER = MessageFilter()  # keeps everything: the records' default
+
+
+def _holds_excluded(flt: MessageFilter, body: str) -> bool:
+    folded = _fold(body)
+    return any(_whole(_fold(w)).search(folded) for w in flt.exclude_words)
+
+
+def _whole(needle: str) -> regex.Pattern[str]:
+    """`needle` as whole words: `-test` leaves "latest" alone."""
+    return regex.compile(rf"(?<!\w){regex.escape(needle)}(?!\w)")
+
+
+def keep_messages(
+    flt: MessageFilter, messages: Sequence[Mapping[str, object]], thread_root: str | None
+) -> tuple[Mapping[str, object], ...]:
+    """The messages of one hit (a window, or a transcript find) the filter keeps; () drops it.
+
+    An excluded word in any message drops the whole hit: a window is shown as one passage, and
+    showing its other lines would still put the excluded words one click away. The other
+    filters keep the messages that pass, as `from:` does."""
+    if not flt:
+        return tuple(messages)
+    if flt.exclude_words and any(_holds_excluded(flt, str(m.get("body", ""))) for m in messages):
+        return ()
+    return tuple(m for m in messages if flt._keeps(m, thread_root))

@@ -1,0 +1,136 @@
+"""The chat operators of `!search` (issue 24): parsed once into the typed command, and the
+pure pieces the reply and `!more` use."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.commands.grammar import COMMANDS, parse
+from bot.commands.records import MoreCommand, SearchCommand, UsageError
+from bot.paging import Pages
+from bot.replies.budget import plural, when
+from bot.replies.understood import understood
+
+NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
+
+
+def run(body: str, *, in_command_room: bool = False) -> SearchCommand:
+    command = parse(body, now_ms=NOW, in_command_room=in_command_room, server_name="hs")
+    assert isinstance(command, SearchCommand)
+    return command
+
+
+def test_parse_search_operators_fill_the_typed_filter() -> None:
+    """Every operator lands in the one typed record the index and the transcript read."""
+    command = run(
+        '!search backup* -test -"dry run" -from:@bob has:link -is:thread mentions:carol '
+        "sort:recent"
+    )
+    assert command.texts == ("backup*",)
+    flt = command.filter
+    assert flt.exclude_words == ("test", "dry run")
+    assert flt.exclude_senders == ("@bob:hs",)
+    assert flt.has_link and flt.in_thread is False and flt.mentions == ("@carol:hs",)
+    assert command.sort == "recent"
+    assert run("!search deploy is:thread").filter.in_thread is True
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("!search -backup", "a -word or -from: only leaves messages out"),
+        ("!search -from:@bob", "a -word or -from: only leaves messages out"),
+        ("!search ba*", "at least 3 characters before the"),
+        ("!search x has:image", "has: takes link"),
+        ("!search x is:dm", "is: takes thread"),
+        ("!search x sort:oldest", "sort: takes relevance or recent"),
+        ("!search x -limit:3", "cannot be negated"),
+        ("!search x mentions:", "mentions: needs a value"),
+    ],
+)
+def test_parse_search_operator_errors_name_why(body: str, problem: str) -> None:
+    """A bad operator, or a search of exclusions only, is a usage error saying why."""
+    with pytest.raises(UsageError, match=problem):
+        run(body)
+
+
+def test_parse_search_keeps_hyphens_and_lone_dashes_as_text() -> None:
+    """`e-mail` and a lone `-` are text, not exclusions."""
+    command = run("!search e-mail - outage")
+    assert command.texts == ("e-mail - outage",) and not command.filter
+
+
+def test_more_parses_and_help_search_shows_examples() -> None:
+    """`!more` is a command; `!help search` ends with a line of examples and says `!more`."""
+    assert parse("!more", now_ms=NOW, in_command_room=False) == MoreCommand()
+    text = next(s for s in COMMANDS if s.name == "search").help("!", False)
+    assert "e.g. !search backup* -test" in text and "!more" in text
+    for operator in ("-word", "has:link", "is:thread", "mentions:@user", "sort:recent", "word*"):
+        assert operator in text
+
+
+def test_pages_are_per_asker_room_thread_capped_and_expire() -> None:
+    """A page waits for its own asker in its room and thread only, for 10 minutes, and the
+    state kept is capped (least recently used out first)."""
+    pages = Pages(max_pages=2)
+    command = run("!search x")
+    pages.remember(("@a", "!r", None), command, frozenset({"$1"}), 1, 0, more=True)
+    assert pages.take(("@b", "!r", None), 0) is None
+    assert pages.take(("@a", "!r", "$t"), 0) is None
+    page = pages.take(("@a", "!r", None), 599_999)
+    assert page is not None and page.shown == {"$1"}
+    pages.remember(("@a", "!r", None), command, frozenset(), 1, 0, more=True)
+    assert pages.take(("@a", "!r", None), 600_001) is None  # expired
+    for asker in ("@1", "@2", "@3"):
+        pages.remember((asker, "!r", None), command, frozenset(), 1, 0, more=True)
+    assert len(pages) == 2 and pages.take(("@1", "!r", None), 0) is None
+    pages.remember(("@2", "!r", None), command, frozenset(), 1, 0, more=False)
+    assert pages.take(("@2", "!r", None), 0) is None  # the last page: nothing to continue
+
+
+def test_zero_hit_reply_says_what_was_searched() -> None:
+    """The words kept, the filters and the dates as understood, and what to try."""
+    lines = understood(run("!search backup* -test from:@alice after:2026-11-01 has:link"))
+    said = " ".join(lines)
+    assert "“backup*”" not in said  # the reply's first line quotes the words
+    assert said.startswith("Searched: words starting with “backup”")
+    assert "leaving out messages with “test”" in said and "only from @alice:hs" in said
+    assert "from 2 November 2026 on" in said and "only messages with a link" in said
+    assert "Try fewer filters" in said
+
+
+def test_reply_words_have_real_plurals_and_times_their_zone() -> None:
+    """`1 pin`, `2 pins`, `1 weaker match`; a time says it is UTC."""
+    assert plural(1, "pin") == "1 pin" and plural(2, "pin") == "2 pins"
+    assert plural(1, "weaker match", "weaker matches") == "1 weaker match"
+    assert plural(3, "weaker match", "weaker matches") == "3 weaker matches"
+    assert when(NOW) == "2026-11-15 12:00 UTC"
+
+
+def test_http_search_request_carries_the_operators_and_names_bad_fields() -> None:
+    """`POST /_muninn/search` takes the CLI's filters as fields (what `muninn search` posts
+    while the service holds the store); a bad one is a 400 naming it."""
+    from bot.http_api.wire import SearchRequest, filter_fields
+    from ingest.errors import QueryError
+    from ingest.filters import MessageFilter
+
+    flt = MessageFilter.build(
+        exclude_words=["test"],
+        exclude_senders=["@b:hs"],
+        has_link=True,
+        in_thread=False,
+        mentions=["@c:hs"],
+    )
+    request = SearchRequest.parse({"texts": ["x"], **filter_fields(flt, "recent", 5)})
+    assert (request.filter, request.sort, request.offset) == (flt, "recent", 5)
+    for body, field in (
+        ({"texts": ["x"], "has_link": "yes"}, "has_link"),
+        ({"texts": ["x"], "offset": "2"}, "offset"),
+        ({"texts": ["x"], "exclude": "test"}, "exclude"),
+        ({"texts": ["x"], "sort": 3}, "sort"),
+    ):
+        with pytest.raises(QueryError) as caught:
+            SearchRequest.parse(body)
+        assert caught.value.field == field

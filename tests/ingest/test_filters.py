@@ -1,0 +1,75 @@
+"""`ingest.filters`: the one predicate the index's windows and the transcript's finds meet."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from ingest.errors import QueryError
+from ingest.filters import MessageFilter, has_link, keep_messages, mentioned
+from ingest.lexical import expand_prefix
+from ingest.query import SearchQuery, plain_text, prefixes
+
+
+def _m(body: str, sender: str = "@a:hs", **extra: object) -> dict[str, object]:
+    return {"event_id": f"${abs(hash(body))}", "sender": sender, "ts": 1, "body": body, **extra}
+
+
+def test_an_excluded_word_drops_the_whole_hit_as_whole_words() -> None:
+    """`-test` drops a window holding "test" anywhere, caselessly, and leaves "latest" alone."""
+    flt = MessageFilter.build(exclude_words=["test"])
+    window = [_m("backup ran"), _m("a TEST backup")]
+    assert keep_messages(flt, window, None) == ()
+    assert keep_messages(flt, [_m("the latest backup")], None) != ()
+    phrase = MessageFilter.build(exclude_words=["dry run"])
+    assert keep_messages(phrase, [_m("a Dry  Run of it")], None) == ()
+    assert keep_messages(phrase, [_m("a dry day, a run")], None) != ()
+
+
+def test_sender_link_and_thread_filters_keep_the_messages_that_pass() -> None:
+    """-from:, has:link and is:thread trim a hit to its passing messages; none: dropped."""
+    window = [_m("see https://example.org/x", "@b:hs"), _m("no link here"), _m("www.a.org")]
+    assert [m["body"] for m in keep_messages(MessageFilter(has_link=True), window, None)] == [
+        "see https://example.org/x",
+        "www.a.org",
+    ]
+    no_b = keep_messages(MessageFilter(exclude_senders=("@b:hs",)), window, None)
+    assert [m["sender"] for m in no_b] == ["@a:hs", "@a:hs"]
+    assert keep_messages(MessageFilter(in_thread=True), window, None) == ()
+    assert len(keep_messages(MessageFilter(in_thread=True), window, "$root")) == 3
+    assert keep_messages(MessageFilter(in_thread=False), window, "$root") == ()
+    assert not has_link("example dot org")
+
+
+def test_mentions_reads_m_mentions_else_the_text() -> None:
+    """`m.mentions` decides where the client set it (even empty); else mxid or display name."""
+    assert mentioned("@bob:hs", "hi", ["@bob:hs"])
+    assert not mentioned("@bob:hs", "@bob:hs look", [])  # the client said: nobody
+    assert mentioned("@bob:hs", "ping @bob:hs please", None)
+    assert mentioned("@bob:hs", "Bob Smith: look at this", None, ["Bob Smith"])
+    assert not mentioned("@bob:hs", "bobsleigh", None, ["Bob"])
+    flt = MessageFilter(mentions=("@bob:hs",)).with_names({"@bob:hs": ("Bob",)})
+    window = [_m("bob: see this"), _m("hi all", mentions=["@bob:hs"]), _m("x", mentions=[])]
+    assert len(keep_messages(flt, window, None)) == 2
+
+
+def test_filter_and_query_bounds_name_the_field() -> None:
+    """Too many exclusions, a bad sort or offset, a two-letter prefix: refused, field named."""
+    with pytest.raises(QueryError, match="exclude"):
+        MessageFilter.build(exclude_words=[f"w{i}" for i in range(9)])
+    with pytest.raises(QueryError, match="sort"):
+        SearchQuery.build(["x"], sort="oldest")
+    with pytest.raises(QueryError, match="offset"):
+        SearchQuery.build(["x"], offset=-1)
+    with pytest.raises(QueryError, match="texts: word\\* needs at least 3"):
+        SearchQuery.build(["ba*"])
+
+
+def test_prefix_expands_against_the_words_said_bounded() -> None:
+    """`word*` stands for the room's own words starting so, most frequent first, capped."""
+    assert prefixes("backup* now") == ("backup",) and plain_text("backup* now") == "backup now"
+    said = Counter({"backups": 3, "backup": 5, "backend": 1, "back": 9, "feedback": 4})
+    assert expand_prefix("backu", said) == ["backup", "backups"]
+    many = Counter({f"backup{i}": 1 for i in range(40)})
+    assert len(expand_prefix("backup", many)) == 16
