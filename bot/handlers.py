@@ -47,7 +47,7 @@ from bot.recent import RecentEvents
 from bot.replies import SearchView, search_reply, text_reply
 from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import ANYONE, Audience, Audiences, EventMemo, room_audience
+from bot.visibility import ANYONE, Audience, Audiences, room_audience
 from ingest.errors import (
     MatrixAuthError,
     MatrixError,
@@ -98,7 +98,6 @@ class CommandHandler:
         self.command_room: RoomID | None = None
         self._limits = RateLimit(cfg.bot.rate_per_minute)
         self._audiences = Audiences()
-        self._events = EventMemo()  # the audience walks' member and visibility events
         self._logs = RecentEvents(on_state=self._audiences.drop)
         self._handled = BoundedSeen(4096)
         self._pages = Pages()  # `!more`
@@ -285,7 +284,7 @@ class CommandHandler:
             return ANYONE
         return await self._audiences.get(
             room_id,
-            lambda: room_audience(self.client, room_id, {self.bot_user_id}, self._events),
+            lambda: room_audience(self.client, room_id, {self.bot_user_id}, self._audiences.memo),
         )
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:

@@ -29,11 +29,11 @@ event ends that member's membership at the last one read — except that the hom
 from the bot only what came before the bot's own membership, so such a member's start is taken
 no later than the bot's own (`_start`).
 
-Member and visibility events are immutable, so the walks share an `EventMemo` across reads
-(seeded with each `/state` read: today's state event is the hop a later change walks to) and
-one read fetches at most `MAX_FETCHES` events it does not know; past that a walk ends where it
-is, taking the member's start no earlier than the oldest event it read: less is quoted, never
-more (rule 14).
+Member events never change, so every one fetched or seen in the state is remembered
+(`EventMemo`, by room and id, bounded): a profile change replaces a state event the previous
+read saw, so member churn costs no new fetch. One read makes at most `MAX_FETCHES` new
+fetches; a walk cut short by that bound takes the member's start at the oldest event it read
+(later than the true start: less is quoted, never more).
 """
 
 from __future__ import annotations
@@ -64,9 +64,8 @@ log = logging.getLogger("muninn.visibility")
 
 NOTHING = 2**62  # a start later than any event: nothing restricted may be quoted
 _MAX_HOPS = 20  # history-visibility changes followed back
-MAX_FETCHES = 64  # events one audience read fetches that the memo does not hold
+MAX_FETCHES = 64  # new `GET /event` one audience read may make (member churn, issue 21)
 _RESTRICTED = ("joined", "invited")
-_WALKED = ("m.room.member", "m.room.history_visibility")
 _COUNTED = {"joined": frozenset({"join"}), "invited": frozenset({"join", "invite"})}
 JSON = dict[str, Any]
 
@@ -145,48 +144,6 @@ class Audience:
 ANYONE = Audience("world_readable", (Period(0, "world_readable"),), None, None)  # no cut
 
 
-class EventMemo:
-    """Events by (room, id), as the homeserver showed them to the bot (None: not visible, which
-    stays so: it hides only what came before the bot's own membership). Bounded: the oldest
-    entries go first."""
-
-    MAX_EVENTS = 8192
-
-    def __init__(self) -> None:
-        self._events: dict[tuple[str, str], JSON | None] = {}
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def remember(self, room_id: str, event_id: str, event: JSON | None) -> None:
-        self._events.pop((room_id, event_id), None)
-        self._events[(room_id, event_id)] = event
-        while len(self._events) > self.MAX_EVENTS:
-            del self._events[next(iter(self._events))]
-
-    def reader(self, client: BotClient, room_id: str, budget: int = MAX_FETCHES) -> _MemoRead:
-        """A `GetEvent` for one audience read: the memo first, then at most `budget` fetches."""
-        return _MemoRead(self, client, room_id, budget)
-
-
-class _MemoRead:
-    def __init__(self, memo: EventMemo, client: BotClient, room_id: str, budget: int) -> None:
-        self._memo, self._client, self._room_id, self._left = memo, client, room_id, budget
-        self.exhausted = False  # a fetch was refused: walks since then ended short
-
-    async def __call__(self, event_id: str) -> JSON | None:
-        key = (self._room_id, event_id)
-        if key in self._memo._events:
-            return self._memo._events[key]
-        if self._left <= 0:
-            self.exhausted = True
-            return None
-        self._left -= 1
-        event = await self._client.get_event(self._room_id, event_id)
-        self._memo.remember(self._room_id, event_id, event)
-        return event
-
-
 def _visibility(event: JSON | None) -> str:
     content = event.get("content") if event else None
     value = content.get("history_visibility") if isinstance(content, dict) else None
@@ -227,18 +184,60 @@ def audience_of(
     return Audience(now, periods, max(s[0] for s in starts), max(s[1] for s in starts))
 
 
+class EventMemo:
+    """State events by (room, event id), as fetched (None: not visible to the bot, which stays
+    so: it hides only what came before the bot's own membership) or seen in a room's state;
+    events never change, so an entry never goes stale. Bounded: cleared whole when full (a
+    miss only costs a fetch)."""
+
+    MAX_EVENTS = 8192
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[str, str], JSON | None] = {}
+
+    def remember(self, room_id: str, event_id: str, event: JSON | None) -> None:
+        if len(self._events) >= self.MAX_EVENTS:
+            self._events.clear()
+        self._events[(room_id, event_id)] = event
+
+    def known(self, room_id: str, event_id: str) -> tuple[bool, JSON | None]:
+        key = (room_id, event_id)
+        return key in self._events, self._events.get(key)
+
+
+class _Fetches:
+    """One audience read's `GET /event`s: through the memo, at most `MAX_FETCHES` new ones."""
+
+    def __init__(self, client: BotClient, room_id: str, memo: EventMemo) -> None:
+        self._client, self._room, self._memo = client, room_id, memo
+        self.made = 0
+        self.exhausted = False
+
+    async def get(self, event_id: str) -> JSON | None:
+        found, event = self._memo.known(self._room, event_id)
+        if found:
+            return event
+        if self.made >= MAX_FETCHES:
+            self.exhausted = True  # the walk ends short; its start errs late (less quoted)
+            return None
+        self.made += 1
+        event = await self._client.get_event(self._room, event_id)
+        self._memo.remember(self._room, event_id, event)
+        return event
+
+
 async def room_audience(
     client: BotClient, room_id: str, own_users: Set[str], memo: EventMemo | None = None
 ) -> Audience:
     """The readers of a reply in `room_id` now, read from the room's state and the history
-    behind it (member and visibility events, fetched back through `replaces_state`, through
-    `memo` and at most `MAX_FETCHES` fetches)."""
+    behind it (member and visibility events, fetched back through `replaces_state`)."""
     state = await client.state_events(room_id)
     memo = memo if memo is not None else EventMemo()
     for e in state:
-        if isinstance(e.get("event_id"), str) and e.get("type") in _WALKED:
+        if isinstance(e.get("event_id"), str):
             memo.remember(room_id, e["event_id"], e)
-    get = memo.reader(client, room_id)
+    fetches = _Fetches(client, room_id, memo)
+    get = fetches.get
 
     current = next((e for e in state if e.get("type") == "m.room.history_visibility"), None)
     changes: list[JSON] = []
@@ -272,8 +271,8 @@ async def room_audience(
         if membership(event) not in _COUNTED[kind]:
             return NOTHING  # an invitee saw nothing of a `joined` period
         chain = await walk_back(event, get, counted=_COUNTED[kind])
-        if chain.complete or event is ours or get.exhausted:
-            return _start(chain, None)  # a walk the budget may have cut: no earlier than read
+        if chain.complete or event is ours or fetches.exhausted:
+            return _start(chain, None)
         if kind not in own_starts:  # the bot's own start, read only when a walk fell short
             own_starts[kind] = await start(ours, kind) if ours is not None else None
         return _start(chain, own_starts[kind])
@@ -309,6 +308,7 @@ class Audiences:
 
     def __init__(self) -> None:
         self._rooms: dict[str, asyncio.Future[Audience]] = {}
+        self.memo = EventMemo()  # outlives a dropped audience: member events never change
 
     async def get(self, room_id: str, read: Callable[[], Awaitable[Audience]]) -> Audience:
         known = self._rooms.pop(room_id, None)
