@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from bot.appservice import BoundedSeen
@@ -47,7 +47,7 @@ from bot.recent import RecentEvents
 from bot.replies import SearchView, search_reply, text_reply
 from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import ANYONE, Audience, Audiences, room_audience
+from bot.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import (
     MatrixAuthError,
     MatrixError,
@@ -74,6 +74,10 @@ class RoomRefused(CommandError):
 log = logging.getLogger("muninn.bot")
 
 SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
+AUDIENCE_CHANGED = (
+    "The room's members or history visibility changed while this was answered; nothing is "
+    "quoted. Please ask again."
+)
 
 
 class CommandHandler:
@@ -106,6 +110,8 @@ class CommandHandler:
         self.metrics = metrics or ServiceMetrics()
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
+        # Awaited between a reply's build and its audience re-check (tests make a join there).
+        self.before_recheck: Callable[[], Awaitable[None]] | None = None
 
     def asker_allowed(self, user_id: str) -> bool:
         return self.rooms.scope.asker_allowed(user_id)
@@ -287,6 +293,22 @@ class CommandHandler:
             lambda: room_audience(self.client, room_id, {self.bot_user_id}, self._audiences.memo),
         )
 
+    async def audience_holds(self, msg: Incoming, cut: Audience | None) -> bool:
+        """Just before a reply quoting under `cut` is sent: no member or visibility event since
+        the audience was read changed who reads it, else the reply is withheld with a notice
+        (rule 14; a join during a search must not read what came before it)."""
+        if self.before_recheck is not None:
+            await self.before_recheck()
+        if cut is None or not cut.basis:
+            return True  # the command room (`ANYONE`): no audience was read
+        if await audience_unchanged(self.client, msg.room_id, cut):
+            return True
+        self._audiences.drop(msg.room_id)
+        if await self.audience(RoomID(msg.room_id)) == cut:
+            return True  # a rename, or a change that moves no cut
+        await self.say(msg, AUDIENCE_CHANGED, "error")
+        return False
+
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
         out: list[RoomID] = []
@@ -398,7 +420,8 @@ class CommandHandler:
             prefix=self.prefix,
             more=result.remaining,
         )
-        await self.send(msg, search_reply(msg.reply_to, view))
+        if await self.audience_holds(msg, cuts.get(msg.room_id)):
+            await self.send(msg, search_reply(msg.reply_to, view))
 
     async def _mention_names(
         self, command: SearchCommand, rooms: list[RoomID] | None

@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -55,7 +55,9 @@ __all__ = [
     "Audiences",
     "EventMemo",
     "Period",
+    "audience_basis",
     "audience_of",
+    "audience_unchanged",
     "periods_of",
     "room_audience",
 ]
@@ -88,6 +90,9 @@ class Audience:
     # counting joins and invites; None: no reader besides the bot.
     joined_from: int | None
     invited_from: int | None
+    # The member and visibility state events it was read from (empty: not read from a room);
+    # two audiences that judge alike are equal whatever state they came from.
+    basis: frozenset[str] = field(default=frozenset(), compare=False)
 
     def _allows(self, visibility: str, ts: int) -> bool:
         if visibility == "world_readable":
@@ -232,6 +237,7 @@ async def room_audience(
     """The readers of a reply in `room_id` now, read from the room's state and the history
     behind it (member and visibility events, fetched back through `replaces_state`)."""
     state = await client.state_events(room_id)
+    basis = audience_basis(state)
     memo = memo if memo is not None else EventMemo()
     for e in state:
         if isinstance(e.get("event_id"), str):
@@ -257,7 +263,7 @@ async def room_audience(
     now = _visibility(current)
     periods = periods_of(changes, complete)
     if now not in _RESTRICTED:
-        return audience_of(now, periods, ())
+        return replace(audience_of(now, periods, ()), basis=basis)
     members = [
         e for e in state if e.get("type") == "m.room.member" and membership(e) in _COUNTED[now]
     ]
@@ -289,7 +295,23 @@ async def room_audience(
             if _ts(event) <= latest:
                 continue
         found.append((await start(event, "joined"), await start(event, "invited")))
-    return audience_of(now, periods, found)
+    return replace(audience_of(now, periods, found), basis=basis)
+
+
+_AUDIENCE_STATE = ("m.room.member", "m.room.history_visibility")
+
+
+def audience_basis(state: Sequence[JSON]) -> frozenset[str]:
+    """The ids of the state events an audience is read from: who is a member, and the room's
+    history visibility. Any change to either is a new event id."""
+    return frozenset(str(e.get("event_id")) for e in state if e.get("type") in _AUDIENCE_STATE)
+
+
+async def audience_unchanged(client: BotClient, room_id: str, cut: Audience) -> bool:
+    """Whether the room's member and visibility state is still what `cut` was read from (one
+    `/state`): asked just before a reply quoting under `cut` is sent, since a member may have
+    joined while it was built (issue 21 item 3)."""
+    return audience_basis(await client.state_events(room_id)) == cut.basis
 
 
 class Audiences:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from bot import handlers, visibility
+from bot.handlers import AUDIENCE_CHANGED
 from tests.bot.botenv import Env, body_of, link
-from tests.botkit import ask
+from tests.botkit import ask, wait_reply
 from tests.homeserver import MatrixUser
 
 
@@ -93,3 +94,58 @@ async def test_bot_audience_walks_past_the_fetch_bound_err_towards_less(
     env.service.handler.state_changed(room)
     _, reply = await ask(alice, room, "!search wombat burrow survey", env.bot_id)
     assert link(room, said) in body_of(reply)
+
+
+def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list[bool]:
+    """Run `act` once, between a reply's build and its audience re-check; the list says
+    whether it ran."""
+    ran: list[bool] = []
+
+    async def hook() -> None:
+        if not ran:
+            ran.append(True)
+            await act()
+
+    monkeypatch.setattr(env.service.handler, "before_recheck", hook, raising=False)
+    return ran
+
+
+async def seen_by(user: MatrixUser, room: str) -> str:
+    """Every body `user` can read in the room now."""
+    chunk = (await user.messages(room, direction="b", limit=100))["chunk"]
+    return "\n".join(str(e.get("content", {}).get("body", "")) for e in chunk)
+
+
+@pytest.mark.parametrize("command", ["!search okapi gate code", "!pins"])
+async def test_bot_audience_a_join_while_a_reply_is_built_withholds_it(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Regression (issue 21 item 3): in a `joined` room, bob joins after the audience was read
+    and before the reply is sent; the reply is withheld with a notice, and bob's view never
+    holds what was said before his join (it quoted it, 4 of 4 trials, before the re-check)."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    said = await alice.send_text(room, "the okapi gate code is 4471, members only")
+    await wait_reply(alice, room, await alice.send_reply(room, said, "!pin"), env.bot_id)
+    ran = join_at_recheck(env, monkeypatch, lambda: bob.join(room))
+    _, reply = await ask(alice, room, command, env.bot_id)
+    assert ran, "the reply was sent without an audience re-check"
+    assert body_of(reply) == AUDIENCE_CHANGED
+    assert "4471" not in await seen_by(bob, room)
+    _, reply = await ask(alice, room, command, env.bot_id)  # asked again: bob's cut applies
+    assert "4471" not in body_of(reply) and "4471" not in await seen_by(bob, room)
+
+
+async def test_bot_audience_a_rename_while_a_reply_is_built_changes_nothing(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member event that moves no cut (a rename) found at the re-check: the reply is sent."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    await bob.join(room)
+    said = await alice.send_text(room, "the tapir pen is repainted on tuesday")
+    content = {"membership": "join", "displayname": "Bob the Renamed"}
+    rename = lambda: bob.send_state(room, "m.room.member", content, state_key=bob.user_id)  # noqa: E731
+    ran = join_at_recheck(env, monkeypatch, rename)
+    _, reply = await ask(alice, room, "!search tapir pen repainted", env.bot_id)
+    assert ran and link(room, said) in body_of(reply)
