@@ -40,6 +40,7 @@ from bot.errors import CommandError
 from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
+from bot.outbox import Outbox, Pending
 from bot.paging import Page, Pages
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
@@ -108,6 +109,10 @@ class CommandHandler:
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
         self.metrics = metrics or ServiceMetrics()
+        self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
+            self.client.send_message,
+            on_given_up=lambda pending, why: self.metrics.replies_given_up.inc(),
+        )
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
         # Awaited between a reply's build and its audience re-check (tests make a join there).
@@ -185,7 +190,10 @@ class CommandHandler:
         txn = txn_id_for(msg.room_id, msg.event_id)
         try:
             await self.client.send_message(msg.room_id, content, txn)
-        except (MatrixAuthError, MatrixForbidden, MatrixUnavailable):
+        except MatrixUnavailable:  # an outage: the same txn id again later (`bot.outbox`)
+            self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts))
+            return
+        except (MatrixAuthError, MatrixForbidden):
             raise  # not this reply's fault: a second send would fail the same way
         except MatrixError as e:
             log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)

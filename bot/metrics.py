@@ -99,6 +99,11 @@ class ServiceMetrics:
             ["command", "outcome"],
             registry=r,
         )
+        self.replies_given_up = Counter(
+            "muninn_replies_given_up_total",
+            "Replies never sent: the homeserver stayed down past the command's useful age.",
+            registry=r,
+        )
         self._verdicts: dict[str, str] = {}
         self._last_ok: dict[str, float] = {}
         for kind in ("full", "rooms"):  # exported at 0 from the start, so rate() works
