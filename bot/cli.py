@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from bot import operations
 from bot.arguments import ArgumentError
+from bot.cli_pages import add_pages
 from bot.config import ServiceConfig, load_config
 from bot.dates import TIME_HELP, instant
 from bot.logs import setup_logging
@@ -26,6 +28,7 @@ from ingest.errors import MuninnError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell tool killed by it reports
 
 
 def parse_time(text: str) -> int:
@@ -53,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="the service: live stream, refresh loop, command handling")
 
     r = sub.add_parser("refresh", help="one writer pass over the joined rooms")
-    r.add_argument("--room", action="append", help="only this room (id or alias); repeatable")
+    r.add_argument(
+        "--room",
+        action="append",
+        help="only this room (id or alias; #dev is this server's); repeatable",
+    )
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
 
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
@@ -73,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     pn = sub.add_parser("pins", help="a room's pinboard, as the bot folds it")
-    pn.add_argument("room", metavar="ROOM", help="room id or alias")
+    pn.add_argument("room", metavar="ROOM", help="room id or alias (#dev is #dev:<server_name>)")
     pn.add_argument("--json", action="store_true", help="print the board as one JSON document")
 
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
@@ -82,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     pu = sub.add_parser(
         "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
     )
-    pu.add_argument("--room", required=True, help="room id or alias")
+    pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
     pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--json", action="store_true")
@@ -123,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--once", action="store_true", help="play the script, then stop (exit 0)")
     d.add_argument("--port", type=int, help="Synapse's port on 127.0.0.1 (default: a free one)")
+    add_pages(p)
     return p
 
 
@@ -188,6 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `muninn roster plan | head`: the reader left; end quietly, as shell tools do. The
+        # interpreter's last flush of stdout would fail again: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
 from bot.outbox import Outbox, Pending
-from bot.paging import Page, Pages
+from bot.paging import Page, Pages, ShownIds
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.recent import RecentEvents
@@ -398,15 +398,15 @@ class CommandHandler:
             pattern=matcher,
             marks=marks,
             names=await self._mention_names(command, rooms),
-            shown=page.shown if page else frozenset(),
+            shown=page.shown if page else ShownIds(),
             depth=page.depth if page else 0,
         )
-        shown = (page.shown if page else frozenset()) | {
+        shown = (page.shown if page else ShownIds()).adding(
             e for hit in result.hits for e in hit.event_ids
-        }
+        )
         depth = (page.depth if page else 0) + len(result.hits)
         more = result.next_offset is not None
-        self._pages.remember(_page_key(msg), command, frozenset(shown), depth, msg.ts, more)
+        self._pages.remember(_page_key(msg), command, shown, depth, msg.ts, more)
         self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
@@ -427,6 +427,7 @@ class CommandHandler:
             command=command,
             prefix=self.prefix,
             more=result.remaining,
+            first=(page.depth if page else 0) + 1,
         )
         if await self.audience_holds(msg, cuts.get(msg.room_id)):
             await self.send(msg, search_reply(msg.reply_to, view))

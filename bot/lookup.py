@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import regex
 
@@ -24,16 +24,22 @@ from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.filters import MessageFilter, keep_messages
 from ingest.fusion import rrf
-from ingest.hits import Candidates, Hit, SearchResult, best_message
+from ingest.hits import Candidates, Hit, SearchResult, best_message, order_hits
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.revalidate import LogRead
-from ingest.search import MAX_CANDIDATES, Searcher, order_hits
+from ingest.search import MAX_CANDIDATES, Searcher
 from ingest.types import Message, RoomID
 
-__all__ = ["RoomView", "fused_search", "tombstones"]
+__all__ = ["RoomView", "Shown", "fused_search", "tombstones"]
 
 log = logging.getLogger("muninn.lookup")
+
+
+class Shown(Protocol):
+    """Event ids an earlier page showed (`bot.paging.ShownIds`, or any set)."""
+
+    def isdisjoint(self, event_ids: Iterable[str], /) -> bool: ...
 
 
 def _passes(ts: int, sender: str, command: SearchCommand, audience: Audience) -> bool:
@@ -143,7 +149,7 @@ async def fused_search(
     pattern: regex.Pattern[str] | None = None,
     marks: Mapping[str, str] | None = None,
     names: Mapping[str, tuple[str, ...]] | None = None,
-    shown: Set[str] = frozenset(),
+    shown: Shown = frozenset(),
     depth: int = 0,
 ) -> SearchResult:
     """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from bot.config import ServiceConfig, parse_config
-from ingest.config import registration_path
+from ingest.config import registration_path, yaml_problem
 from ingest.errors import ConfigError
 from ingest.matrix import USER_LOCALPART, load_registration, read_registration
 
@@ -202,8 +202,10 @@ def _load_raw(cfg_path: Path) -> tuple[str, dict[str, Any]]:
         raw = yaml.safe_load(text)
     except FileNotFoundError:
         raise ConfigError([f"no config file at {cfg_path}"]) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([f"cannot read the config: {e}"], str(cfg_path)) from None
+    except yaml.YAMLError as e:
+        raise ConfigError([yaml_problem(e)], str(cfg_path)) from None
     if not isinstance(raw, dict):
         raise ConfigError(["the file must be a YAML mapping of sections"], str(cfg_path))
     if "reader" in raw:
@@ -260,7 +262,18 @@ def generate_registration(
     cfg = parse_config({**raw, "appservice": section}, config_dir, str(cfg_path))
     configured = section.get("registration")
     target = _target(cfg, cfg_path, configured, out)
-    if target.exists() and not force:
+    if target.is_dir():
+        raise ConfigError(
+            [
+                f"{target} is a directory, not a registration file: Docker creates a missing "
+                "bind-mount source as a directory when a container that mounts it starts "
+                "first. Stop it (docker compose down), remove the directory (rmdir "
+                f"{target}), run generate-registration again, and only then start Synapse "
+                "(deploy/README.md, Docker Compose)"
+            ]
+        )
+    replaced = target.exists()
+    if replaced and not force:
         raise ConfigError(
             [
                 f"{target} exists; pass --force to replace it (its tokens stop working, "
@@ -287,17 +300,29 @@ def generate_registration(
     _write_atomically(target, _registration_text(reg, target.resolve()), 0o600)
     if new_config is not None:
         _write_atomically(cfg_path, new_config, cfg_path.stat().st_mode & 0o777)
-    _report(target, cfg_path, reg, config_changed=new_config is not None)
+    _report(target, cfg_path, reg, config_changed=new_config is not None, replaced=replaced)
     return 0
 
 
-def _report(target: Path, cfg_path: Path, reg: dict[str, Any], *, config_changed: bool) -> None:
+def _report(
+    target: Path, cfg_path: Path, reg: dict[str, Any], *, config_changed: bool, replaced: bool
+) -> None:
     where = f"set appservice.registration in {cfg_path}" if config_changed else "config unchanged"
+    if replaced:
+        # The old tokens are void from now on: Synapse keeps pushing with the old hs_token
+        # (refused) and refuses the old as_token until it reads the new file.
+        nxt = (
+            "The old tokens no longer work: restart Synapse now so it reads the new file "
+            "(it reads app_service_config_files only at start), then restart muninn."
+        )
+    else:
+        nxt = (
+            "Next: add it to Synapse's homeserver.yaml\n"
+            f"  app_service_config_files: [{target.resolve()}]\n"
+            "and restart Synapse (it reads that list only at start)."
+        )
     print(
         f"wrote {target} (fresh as_token and hs_token; bot @{reg['sender_localpart']}; "
-        f"Synapse pushes to {reg['url']}); {where}.\n"
-        "Next: add it to Synapse's homeserver.yaml\n"
-        f"  app_service_config_files: [{target.resolve()}]\n"
-        "and restart Synapse (it reads that list only at start).",
+        f"Synapse pushes to {reg['url']}); {where}.\n{nxt}",
         file=sys.stdout,
     )

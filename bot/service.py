@@ -200,7 +200,7 @@ class Service:
         stop = asyncio.Event()
         self._stop_request = stop
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, _on_signal, sig, stop)
         try:
             # A stop is honoured during the start too (a homeserver that does not answer
             # yet): systemd's SIGKILL follows TimeoutStopSec, whatever is in flight.
@@ -220,6 +220,7 @@ class Service:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             await self.stop()
+            log.info("muninn stopped")
         if self.failure is not None:
             raise self.failure
 
@@ -402,6 +403,12 @@ class Service:
             inviter,
         )
         await self.client.leave(room_id)
+
+
+def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+    # Said at once: the stop that follows may take seconds (tasks, the store's close).
+    log.info("%s received: stopping", sig.name)
+    stop.set()
 
 
 async def run(cfg: ServiceConfig) -> int:

@@ -15,7 +15,7 @@ import itertools
 import time
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import regex
@@ -24,7 +24,7 @@ from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
 from bot.roomlog import TextMemo
-from ingest.query import plain_text
+from ingest.query import plain_text, prefixes
 
 __all__ = [
     "DEFAULT_BOUND",
@@ -292,16 +292,28 @@ def fold_search(
     pattern: regex.Pattern[str] | None = None,
     limit: int | None = None,
 ) -> TranscriptResult:
-    """`fold` with a parsed `!search`'s texts (their `word*` read as the word), pattern (or
-    `pattern`, its compiled form), filters and limit (or `limit`: a next page's depth)."""
-    return fold(
+    """`fold` with a parsed `!search`'s texts, pattern (or `pattern`, its compiled form),
+    filters and limit (or `limit`: a next page's depth). A `word*` is matched as its word, at
+    the start of a word: `back*` finds "backups", not "feedback"."""
+    stems = {plain_text(t): prefixes(t) for t in command.texts}
+    cap = limit or command.limit
+    found = fold(
         events,
-        texts=tuple(plain_text(t) for t in command.texts),
+        texts=tuple(stems),
         pattern=pattern or command.regex,
         bound=bound,
         timeout_s=timeout_s,
         sender=command.sender,
         after_ms=command.after_ms,
         before_ms=command.before_ms,
-        limit=limit or command.limit,
+        limit=None if any(stems.values()) else cap,
     )
+    if not any(stems.values()):
+        return found
+    kept = [h for h in found.hits if _starts_words(h.body, stems.get(h.text or "", ()))]
+    return replace(found, hits=tuple(kept[:cap]))
+
+
+def _starts_words(body: str, stems: Sequence[str]) -> bool:
+    folded = _folded(body)
+    return all(regex.search(rf"(?<!\w){regex.escape(fold_text(s))}", folded) for s in stems)

@@ -12,9 +12,11 @@ Every secret may be given inline, as `<key>_file` (a path; a relative path is lo
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -306,9 +308,29 @@ def operator_message(err: Mapping[str, Any]) -> str:
     return msg
 
 
-def _format_error(err: Any) -> str:
+def _format_error(err: Any, model: type[BaseModel]) -> str:
     loc = ".".join(str(p) for p in err["loc"]) or "config"
-    return f"{loc}: {operator_message(err)}"
+    message = operator_message(err)
+    if err["type"] == "extra_forbidden" and err["loc"]:
+        *section, key = err["loc"]
+        known = _known_keys(model, section)
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        if close:
+            message += f"; did you mean `{close[0]}`?"
+    return f"{loc}: {message}"
+
+
+def _known_keys(model: type[BaseModel], section: Sequence[Any]) -> list[str]:
+    """The keys the config accepts at `section` (a path of keys from the top)."""
+    for name in section:
+        field = model.model_fields.get(str(name))
+        # `X`, or `X | None` for an optional section
+        kinds = typing.get_args(field.annotation) or (field.annotation,) if field else ()
+        inner = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
+        if not inner:
+            return []
+        model = inner[0]
+    return [k for k in model.model_fields if k != "base_dir"]
 
 
 C = TypeVar("C", bound=Config)
@@ -333,11 +355,21 @@ def parse_as(model: type[C], raw: Any, base_dir: Path = Path("."), source: str =
     try:
         cfg = model.model_validate(raw)
     except ValidationError as e:
-        problems.extend(_format_error(err) for err in e.errors())
+        problems.extend(_format_error(err, model) for err in e.errors())
         raise ConfigError(problems, source) from None
     if problems:
         raise ConfigError(problems, source)
     return cfg
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error as an operator reads it: what is wrong, at which line and column (the file
+    is the error's source). PyYAML's own text names the stream `"<unicode string>"`."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        mark = e.problem_mark
+        what = ", ".join(p for p in (e.context, e.problem) if p)
+        return f"not valid YAML: {what} (line {mark.line + 1}, column {mark.column + 1})"
+    return f"not valid YAML: {e}"
 
 
 def config_path(explicit: str | Path | None = None) -> Path:
@@ -363,7 +395,7 @@ def load_as(model: type[C], explicit: str | Path | None = None) -> C:
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError([f"not valid YAML: {e}"], str(path)) from None
+        raise ConfigError([yaml_problem(e)], str(path)) from None
     return parse_as(model, raw, path.parent.resolve(), str(path))
 
 

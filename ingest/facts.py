@@ -53,6 +53,12 @@ class StoreFacts:
             self.room_points.get(room_id, 0),
         )
 
+    @property
+    def homeserver_rooms(self) -> list[str]:
+        """Rooms whose index a homeserver pass wrote (a cursor that is not an export's): a
+        store with any is one `muninn refresh`/`run` write to, and purge unjoined rooms from."""
+        return sorted(set(self.cursors) - set(self.imported))
+
     def as_json(self) -> JSONDict:
         return {
             "generation": self.generation,

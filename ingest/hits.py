@@ -187,3 +187,16 @@ def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) ->
         if score > best_score:
             best_id, best_score = str(m["event_id"]), score
     return best_id
+
+
+def order_hits(hits: Sequence[Hit], sort: str) -> list[Hit]:
+    """A page's hits in the asked order: `recent` is newest first by the shown best message
+    (relevance chose them), else as ranked."""
+    if sort != "recent":
+        return list(hits)
+    return sorted(hits, key=lambda h: -hit_ts(h))
+
+
+def hit_ts(hit: Hit) -> int:
+    best = next((m for m in hit.messages if m["event_id"] == hit.best_event_id), None)
+    return int((best or hit.messages[-1])["ts"])

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import regex
+
 from ingest.errors import QueryError
 from ingest.filters import NO_FILTER, MessageFilter
 from ingest.store import PointFilter
@@ -21,25 +23,36 @@ SORTS = ("relevance", "recent")  # `recent`: relevance decides what matches, the
 MIN_PREFIX = 3  # `word*` needs at least this many characters before the `*`
 
 
+_STEM = regex.compile(r"[\w][\w.\-]*")  # what a `word*` may start with: `**bold**` is no prefix
+
+
+def _stem(word: str) -> str | None:
+    """The stem of `word*` (`word`), or None when the word is no prefix search."""
+    if not word.endswith("*"):
+        return None
+    stem = word.rstrip("*").strip("\"'“”„")
+    return stem if _STEM.fullmatch(stem) else None
+
+
 def prefix_problem(text: str) -> str | None:
     """Why a text's `word*` cannot be searched, if it cannot: a prefix of fewer than
     `MIN_PREFIX` characters would match half the room."""
     for word in text.split():
-        stem = word.rstrip("*").strip("\"'“”„")
-        if word.endswith("*") and stem and len(stem) < MIN_PREFIX:
+        stem = _stem(word)
+        if stem is not None and len(stem) < MIN_PREFIX:
             return f"word* needs at least {MIN_PREFIX} characters before the *, not {word[:20]!r}"
     return None
 
 
 def prefixes(text: str) -> tuple[str, ...]:
     """The `word*` stems of a text (without the `*`)."""
-    stems = (w.rstrip("*") for w in text.split() if w.endswith("*"))
-    return tuple(s for s in stems if len(s) >= MIN_PREFIX)
+    stems = (_stem(w) for w in text.split())
+    return tuple(s for s in stems if s is not None and len(s) >= MIN_PREFIX)
 
 
 def plain_text(text: str) -> str:
     """The text with its `word*` marks removed: what the embedder and the transcript read."""
-    return " ".join(w.rstrip("*") if w.endswith("*") else w for w in text.split())
+    return " ".join(w.rstrip("*") if _stem(w) else w for w in text.split())
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ingest.chunker import Names
@@ -59,7 +60,26 @@ from ingest.windows import ChunkParams, WindowSet
 
 log = logging.getLogger("muninn.refresh")
 
-Progress = Callable[[RoomID, int], None]
+
+@dataclass(frozen=True)
+class Tick:
+    """Where a pass stands, after each page: room `room` of `rooms`, `events` read in it."""
+
+    room_id: RoomID
+    room_alias: str | None
+    room: int  # from 1
+    rooms: int
+    events: int
+
+
+Progress = Callable[[Tick], None]
+
+
+def _numbered(progress: Progress | None, room: int, rooms: int) -> Progress | None:
+    """`progress`, with the room's place in the pass filled in."""
+    if progress is None:
+        return None
+    return lambda tick: progress(replace(tick, room=room, rooms=rooms))
 
 
 class RoomSource(Protocol):
@@ -145,10 +165,11 @@ class Writer:
         retries = await asyncio.to_thread(col.list_meta, RETRY_PREFIX)
         failing = {RoomID(k.removeprefix(RETRY_PREFIX)) for k in retries}
         targets = sorted(set(only) if only is not None else joined | indexed_rooms | failing)
-        for room_id in targets:
+        for k, room_id in enumerate(targets, start=1):
+            at = _numbered(progress, k, len(targets))
             try:
                 room_report = await self._refresh_target(
-                    col, room_id, joined, direct, indexed_rooms, progress
+                    col, room_id, joined, direct, indexed_rooms, at
                 )
             except Exception as e:
                 if isinstance(e, StoreError | EmbedUnavailable | MatrixAuthError):
@@ -278,7 +299,7 @@ class Writer:
                 # (bench/RESULTS.md §10).
                 await asyncio.to_thread(col.flush)
             if progress is not None:
-                progress(room_id, report.events_read)
+                progress(Tick(room_id, state.canonical_alias, 1, 1, report.events_read))
         return report
 
     async def _save_cursor(

@@ -31,6 +31,7 @@ from ingest.hits import (
     SearchResult,
     cited_events,
     has_text,
+    order_hits,
     window_purged,
     window_span,
 )
@@ -381,19 +382,6 @@ class Searcher:
             log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
             return filed
         return [*filed, *stored.values()]
-
-
-def order_hits(hits: Sequence[Hit], sort: str) -> list[Hit]:
-    """A page's hits in the asked order: `recent` is newest first by the shown best message
-    (relevance chose them), else as ranked."""
-    if sort != "recent":
-        return list(hits)
-    return sorted(hits, key=lambda h: -hit_ts(h))
-
-
-def hit_ts(hit: Hit) -> int:
-    best = next((m for m in hit.messages if m["event_id"] == hit.best_event_id), None)
-    return int((best or hit.messages[-1])["ts"])
 
 
 def _describe(identity: Mapping[str, Any]) -> str:

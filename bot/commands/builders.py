@@ -59,6 +59,8 @@ _SEARCH_KEYS = frozenset(
     {"from", "before", "after", "during", "in", "limit", "has", "is", "mentions", "sort"}
 )
 _NEGATED_KEYS = frozenset({"from", "is"})
+# Words of prose before they are operators: "the answer is: 42" stays text.
+_TEXT_IF_EMPTY = frozenset({"has", "is", "mentions", "sort"})
 
 
 def _excluded(draft: _SearchDraft, text: str, ctx: Context) -> bool:
@@ -163,7 +165,7 @@ def build_search(ctx: Context, args: str) -> Command:
         elif token.kind is Kind.PHRASE and token.flags == "-":
             if token.text.strip():
                 draft.excluded.append(token.text)
-        elif kv := key_value(token, _SEARCH_KEYS):
+        elif (kv := key_value(token, _SEARCH_KEYS)) and (kv[1] or kv[0] not in _TEXT_IF_EMPTY):
             _search_filter(draft, kv[0], kv[1], ctx)
         elif token.kind is Kind.WORD and _excluded(draft, token.text, ctx):
             pass

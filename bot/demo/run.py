@@ -6,7 +6,9 @@
 3. Muninn in appservice mode on the embedded defaults (Qdrant edge in `DIR/qdrant`, MiniLM),
    one full refresh, then the verdict of every room, as `muninn status` gives it.
 4. The scripted session, each command and reply printed; then how to log in with a Matrix
-   client, serving until Ctrl-C (`--once`: exit when the script is done).
+   client and the `muninn search` command for the config it wrote (`DIR/config.yaml`, with a
+   loopback listener), serving until Ctrl-C (`--once`: exit when the script is done, printing
+   no login details for the server it stops).
 
 Every run starts clean: the directory is emptied first, but only if an earlier demo made it
 (it holds the `.muninn-demo` marker); anything else is refused rather than deleted.
@@ -25,8 +27,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import yaml
 
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import HarnessError
@@ -53,6 +57,7 @@ __all__ = ["DEFAULT_DIR", "DemoError", "claim", "run_demo"]
 DEFAULT_DIR = Path("muninn-demo")
 SERVER_NAME = "localhost"
 MARKER = ".muninn-demo"
+CONFIG_FILE = "config.yaml"
 INDEX_TIMEOUT = 120.0
 INSTALL_HINT = "pip install 'muninn[demo]'"
 
@@ -136,24 +141,32 @@ def demo_registration(server_name: str, people: list[str]) -> dict[str, object]:
     return reg
 
 
-def demo_config(server: SynapseServer, data_dir: Path) -> ServiceConfig:
-    """The config `muninn run` would read, on the embedded defaults (store and embedder)."""
-    return parse_config(
-        {
-            "homeserver": {"url": server.base_url, "server_name": server.server_name},
-            "appservice": {
-                "registration": str(server.registration_path),
-                "host": "127.0.0.1",
-                "port": server.appservice_port,
-            },
-            "index": {"store": {"path": str(data_dir / "qdrant")}, "collection": "muninn_demo"},
-            "embedder": {"kind": "local"},
-            "refresh": {"debounce_seconds": 0.2},
-            "bot": {"rate_per_minute": 60},
+def demo_config_doc(server: SynapseServer, data_dir: Path) -> dict[str, Any]:
+    """The config `muninn run` would read, on the embedded defaults (store and embedder), with
+    a loopback listener so that `muninn search` reaches the running demo."""
+    return {
+        "homeserver": {"url": server.base_url, "server_name": server.server_name},
+        "appservice": {
+            "registration": str(server.registration_path),
+            "host": "127.0.0.1",
+            "port": server.appservice_port,
         },
-        data_dir,
-        "the demo config",
-    )
+        "index": {"store": {"path": str(data_dir / "qdrant")}, "collection": "muninn_demo"},
+        "embedder": {"kind": "local"},
+        "refresh": {"debounce_seconds": 0.2},
+        "bot": {"rate_per_minute": 60},
+        "metrics": {"host": "127.0.0.1", "port": free_port()},
+    }
+
+
+def demo_config(server: SynapseServer, data_dir: Path) -> ServiceConfig:
+    """`demo_config_doc`, written to `DIR/config.yaml` for the CLI (`muninn --config …
+    search`), and validated as `muninn run` validates it."""
+    doc = demo_config_doc(server, data_dir)
+    path = data_dir / CONFIG_FILE
+    header = "# Written by `muninn demo` for the CLI while the demo runs; every run replaces it.\n"
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return parse_config(doc, data_dir, str(path))
 
 
 # ---------------------------------------------------------------- the run
@@ -258,7 +271,7 @@ async def _session(
             out(f"Indexed in {_since(started)}.")
             await _verdicts(service, seeded, eligible)
             exchanges = await _script(service, community, seeded)
-            _login_help(server, community, password, once=once)
+            _login_help(server, community, password, data_dir / CONFIG_FILE, once=once)
             if not once:
                 await _until_signal()
                 out("\nStopping…")
@@ -307,19 +320,28 @@ async def _script(service: Service, community: Community, seeded: Seeded) -> lis
     return await play(community, seeded, service.bot_user_id, out, settle)
 
 
-def _login_help(server: SynapseServer, community: Community, password: str, *, once: bool) -> None:
+def _login_help(
+    server: SynapseServer, community: Community, password: str, config: Path, *, once: bool
+) -> None:
+    """How to go on: the CLI's config, and (unless the server is about to stop) how to log in."""
+    search = f"muninn --config {config} search 'why could nobody log in' --json"
+    if once:
+        # Synapse stops a moment later: login details would name a server that is gone.
+        out(
+            f"\n--once: the script is done, stopping. The CLI's config is {config}; while a "
+            f"`muninn demo` (without --once) runs, try:\n  {search}"
+        )
+        return
     others = ", ".join(p for p in community.people if p != community.owner)
     out(
         "\nLog in with your own Matrix client (Element Desktop, nheko, …):\n"
         f"  homeserver  {server.base_url}\n"
         f"  user        {community.owner}   (or {others}: the same password)\n"
         f"  password    {password}\n"
-        "Then try !search, !pin (as a reply), !pins and !help in the rooms above."
+        "Then try !search, !pin (as a reply), !pins and !help in the rooms above.\n"
+        f"From a shell, the same index (the config is {config}):\n  {search}\n"
+        "Muninn and Synapse keep running; press Ctrl-C to stop them."
     )
-    if once:
-        out("--once: the script is done, stopping.")
-    else:
-        out("Muninn and Synapse keep running; press Ctrl-C to stop them.")
 
 
 async def _until_signal() -> None:

@@ -1,4 +1,5 @@
-"""What every CLI command shares: its adapters, room arguments, progress and JSON output.
+"""What every CLI command shares: its adapters, room arguments and JSON output (progress:
+`bot.progress`).
 
 Adapters are built here (the imperative shell); policy lives in `ingest.refresh` (the one
 writer) and `ingest.search` (the one read path).
@@ -26,7 +27,6 @@ __all__ = [
     "adapters",
     "cli_reader",
     "print_json",
-    "progress_bar",
     "resolve_room",
     "service_token",
 ]
@@ -79,25 +79,14 @@ async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
     raise QueryError("room", f"{room!r} is neither a room id (!…) nor an alias (#…)")
 
 
-def progress_bar() -> Any:
-    if not sys.stderr.isatty():
-        return None
-
-    def show(room_id: RoomID, events: int) -> None:
-        sys.stderr.write(f"\r\x1b[K{room_id}: {events} events read")
-        sys.stderr.flush()
-
-    return show
-
-
 def service_token(cfg: ServiceConfig, held: StoreUnavailable, verb: str) -> str:
-    """The running service's listener token, for `muninn search`/`purge` while it holds the
-    embedded store; the error names how to reach it when it has no listener."""
+    """The running service's listener token, for `muninn search`/`purge`/`status` while it
+    holds the embedded store; the error names how to reach it when it has no listener."""
     from bot.http_api import read_token, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(
-            f"{held}. To {verb} while `muninn run` holds the store, give the service a "
+            f"{held}. For `muninn {verb}` while `muninn run` holds the store, give the service a "
             "loopback port (metrics: {port: 9464} in the config) and restart it: "
             f"`muninn {verb}` then asks it"
         ) from None

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
+from bot.replies.budget import plural
 from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
 from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
@@ -60,6 +61,16 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         await reader.close()
     total = facts.points
     active = facts.generation
+    # Rooms `muninn import` indexed from an export (still their record), joined or not.
+    imported: list[dict[str, Any]] = [
+        {
+            "room_id": room_id,
+            "source": source,
+            "points": facts.room_points.get(room_id, 0),
+            "joined": room_id in joined,
+        }
+        for room_id, source in sorted(facts.imported.items())
+    ]
     doc = {
         "reader": me,
         "generation": active,
@@ -69,21 +80,30 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         "damage": facts.damage,
         "rooms": rooms,
         "command_room": command,
+        "imported": imported,
     }
     if as_json:
         print_json(doc)
         return 0
-    print(f"reader {me}; generation {active}; {total} points")
+    print(f"reader {me}; generation {active}; {plural(total, 'point')}")
     if doc["damage"] is not None:
         print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     for r in rooms:
-        shown = r["verdict"] if r["verdict"] != "eligible" else f"indexed, {r['points']} points"
+        shown = (
+            r["verdict"]
+            if r["verdict"] != "eligible"
+            else f"indexed, {plural(r['points'], 'point')}"
+        )
         if r["error"]:
-            shown += f"; FAILED {r['failed_passes']} pass(es) in a row, retried: {r['error']}"
+            passes = plural(r["failed_passes"], "pass", "passes")
+            shown += f"; FAILED {passes} in a row, retried: {r['error']}"
         print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
     if command is not None:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
         print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
+    for i in imported:
+        where = "" if i["joined"] else " (not joined: a homeserver pass over this store purges it)"
+        print(f"imported {i['room_id']}: {i['points']} points from {i['source']}{where}")
     return 0
 
 

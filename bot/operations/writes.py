@@ -15,23 +15,26 @@ from bot.operations.common import (
     adapters,
     cli_reader,
     print_json,
-    progress_bar,
     resolve_room,
     service_token,
 )
+from bot.progress import progress_display
+from bot.replies.budget import plural
 from ingest.embed import make_embedder
-from ingest.errors import QueryError, StoreUnavailable
+from ingest.errors import MatrixError, QueryError, StoreUnavailable
 from ingest.export import (
     ExportReader,
     export_record,
 )
+from ingest.facts import read_facts
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     EXPORT_PREFIX,
 )
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport, RoomReport
-from ingest.store import open_store
+from ingest.store import Store, open_store
+from ingest.types import RoomID
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
 EXIT_REFUSED = 3
@@ -43,13 +46,14 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
         purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
         writer = Writer(cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix)
-        report = await writer.refresh(only=only, progress=progress_bar())
+        with progress_display() as progress:
+            report = await writer.refresh(only=only, progress=progress)
     _print_report(report, as_json=as_json)
     if report.failed:
         # The other rooms are done; exit non-zero so that a cron job notices the rest.
         names = ", ".join(r.room_id for r in report.failed)
         print(
-            f"muninn: {len(report.failed)} room(s) failed, retried next pass: {names}",
+            f"muninn: {plural(len(report.failed), 'room')} failed, retried next pass: {names}",
             file=sys.stderr,
         )
         return 1
@@ -57,8 +61,6 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
 
 
 def _print_report(report: RefreshReport, *, as_json: bool) -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")  # end the progress line
     if as_json:
         print_json(report.as_json())
     else:
@@ -133,15 +135,50 @@ async def _purge_through_the_service(
         raise StoreUnavailable(f"{held}; {e}") from None
 
 
+async def _refuse_an_import_a_pass_would_purge(
+    cfg: ServiceConfig, store: Store, room_id: RoomID
+) -> None:
+    """An export of a room the reader has not joined, into a store homeserver passes write:
+    the next `muninn refresh`/`run` would purge it ("not_joined") — refused, naming the recipe."""
+    facts = await asyncio.to_thread(read_facts, store)
+    written = [r for r in facts.homeserver_rooms if r != room_id]
+    if not written:
+        return  # an empty store or an archive of exports: no homeserver pass writes here
+    reader = cli_reader(cfg)
+    try:
+        joined = room_id in await reader.joined_rooms()
+    except MatrixError:
+        joined = False  # cannot tell: the pass would purge it unless the reader is in it
+    finally:
+        await reader.close()
+    if joined:
+        return
+    raise QueryError(
+        "import",
+        f"this store's index is written by homeserver passes ({len(written)} room(s) read from "
+        f"{cfg.homeserver.url}), and the reader has not joined {room_id}: the next `muninn "
+        "refresh` or `muninn run` would purge the import again. Import into an archive store "
+        "instead: a config of its own with its own index.store.path (deploy/README.md, "
+        "'Import an old room')",
+    )
+
+
 async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int:
     """Index a room export through the same pipeline and rules as a refresh."""
     user_id = cfg.reader.user_id if cfg.reader else f"@muninn:{cfg.homeserver.server_name}"
     source = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    try:
+        await _refuse_an_import_a_pass_would_purge(cfg, store, source.room_id)
+    except BaseException:
+        await asyncio.to_thread(store.close)
+        raise
     embedder = make_embedder(cfg.embedder)
     try:
         writer = Writer(cfg, source, store, embedder, command_prefix=cfg.bot.prefix)
-        report = await writer.refresh(only=[source.room_id], progress=progress_bar())
+        # The file is counted: the line has a bar and the time left.
+        with progress_display(len(source.events)) as progress:
+            report = await writer.refresh(only=[source.room_id], progress=progress)
         if all(r.verdict == "eligible" for r in report.rooms):
             # What `muninn search` revalidates this room's hits against (not the homeserver,
             # where the reader may never have been in the room).

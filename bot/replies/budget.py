@@ -235,7 +235,7 @@ def plural(count: int, one: str, many: str | None = None) -> str:
 def scan_sentence(scan: ScanInfo) -> str:
     """How far the transcript fold looked, as a reply's footer says it."""
     if scan.scanned < scan.bound and not scan.cut:
-        return f"scanned the whole room ({scan.scanned} events)"
+        return f"scanned the whole room ({plural(scan.scanned, 'event')})"
     back = f", back to {when(scan.oldest_ts)}" if scan.oldest_ts is not None else ""
     why = " (as much text as one command reads)" if scan.cut else ""
-    return f"scanned the latest {scan.scanned} events{back}{why}"
+    return f"scanned the latest {plural(scan.scanned, 'event')}{back}{why}"

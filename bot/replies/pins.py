@@ -13,6 +13,7 @@ from bot.replies.budget import (
     Part,
     ReplyTo,
     fit_reply,
+    plural,
     scan_sentence,
     shorten,
     when,
@@ -86,7 +87,7 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
 def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, Any]:
     room = view.room_label
     if view.pins:
-        head = f"Pinboard of {room}: {len(view.pins)} pin(s)"
+        head = f"Pinboard of {room}: {plural(len(view.pins), 'pin')}"
         if filtered:
             head += f" matching (of {view.board_size})"
     else:

@@ -45,6 +45,7 @@ class SearchView:
     command: SearchCommand | None = None  # the search as parsed: a reply with no hit echoes it
     prefix: str = "!"
     more: int = 0  # candidates past this page (`!more` shows them)
+    first: int = 1  # the number of this page's first hit (`!more` pages go on counting)
 
 
 def _best(hit: Hit) -> Mapping[str, Any]:
@@ -107,11 +108,15 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
     count = len(result.hits)
     order = ", sorted newest first" if result.sort == "recent" and count > 1 else ""
     head = f"{plural(count, 'result')} for {label}{order}" if count else ""
+    if count and view.first > 1:
+        head = f"Results {view.first}–{view.first + count - 1} for {label}{order}"
     head = head or f"No results for {label}"
-    items = [Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=1)]
+    items = [
+        Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=view.first)
+    ]
     lines = [f"⚠ {w}" for w in result.warnings]
     if not count and view.command is not None:
-        lines.extend(understood(view.command, view.prefix))
+        lines.extend(understood(view.command))
     foot = _footer(view)
     plain = "\n".join([*(safe_plain(x) for x in lines), *([foot] if foot else [])])
     html = "".join(f"<p>{safe_html(w)}</p>" for w in lines)

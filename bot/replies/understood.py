@@ -57,7 +57,7 @@ def _filters(command: SearchCommand) -> list[str]:
     return said
 
 
-def understood(command: SearchCommand, prefix: str = "!") -> list[str]:
+def understood(command: SearchCommand) -> list[str]:
     """Sentences: how the search was read past its words (which the reply's first line
     already quotes: a room's later lines never repeat them), and what to try."""
     said: list[str] = []
@@ -68,7 +68,7 @@ def understood(command: SearchCommand, prefix: str = "!") -> list[str]:
         said.append(f"words starting with {_quoted(tuple(stems))}")
     said.extend(_filters(command))
     lines = [f"Searched: {'; '.join(said)}."] if said else []
-    tips = ["fewer or other words", f"{prefix}search word* for words starting so"]
+    tips = ["fewer or other words", "word* to match the words starting with it"]
     if _filters(command):
         tips.insert(0, "fewer filters or a wider time range")
     lines.append("Try " + ", or ".join(tips) + ".")

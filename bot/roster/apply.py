@@ -41,6 +41,28 @@ class RosterReader(MatrixReader):
         path = f"/{ClientPath.v3.rooms[room_id].leave}"
         await self._request("POST", path, body={"reason": reason})
 
+    async def resolve_alias(self, alias: RoomAlias | str) -> RoomID | None:
+        # A 5xx here is the homeserver's answer after asking the alias's own server ("Failed
+        # to fetch alias"): tried twice, not five times (the roster resolves one at a time).
+        kept, self.retry = self.retry, replace(self.retry, attempts=min(2, self.retry.attempts))
+        try:
+            return await super().resolve_alias(alias)
+        finally:
+            self.retry = kept
+
+    async def needs_invite(self, room_id: RoomID) -> bool:
+        """True when the homeserver says the room is not open to the reader (invite-only, not
+        invited): its room summary (`/v1/room_summary`, Matrix 1.15) is "not accessible"."""
+        path = f"/{ClientPath.v1.room_summary[room_id]}"
+        try:
+            summary = await self._get_object(path)
+        except MatrixNotFound:
+            return True
+        except MatrixError:
+            return False  # no summary endpoint, or a remote room: the join will tell
+        closed = summary.get("join_rule") in {"invite", "knock", "private"}
+        return closed and summary.get("membership") not in ("invite", "join")
+
     async def own_membership(self, room_id: RoomID) -> Mapping[str, Any] | None:
         """The content of the reader's own member event; None if it never had one visible."""
         path = f"/{ClientPath.v3.rooms[room_id].state['m.room.member'][self.user_id]}"
@@ -75,7 +97,10 @@ class _Context:
 
 
 async def _target(reader: RosterReader, ctx: _Context, room: str, note: str) -> Target:
-    room_id = await _resolve(reader, room)
+    try:
+        room_id = await _resolve(reader, room)
+    except MatrixError as e:  # a remote alias its server would not resolve: plan the rest
+        return Target(room, note, None, unresolved=f"the alias could not be resolved: {e}")
     if room_id is None:
         return Target(room, note, None)
     state = await _readable_state(reader, room_id)
@@ -84,7 +109,9 @@ async def _target(reader: RosterReader, ctx: _Context, room: str, note: str) -> 
         return Target(room, note, room_id, state, verdict)
     recorded = recorded_refusal(await reader.own_membership(room_id))
     verdict_ = prejoin_verdict(ctx.scope, room_id, _alias(room), state, ctx.direct, recorded)
-    return Target(room, note, room_id, state, verdict_)
+    closed = verdict_ is None and room_id not in ctx.joined and await reader.needs_invite(room_id)
+    invite = reader.user_id if closed else None
+    return Target(room, note, room_id, state, verdict_, invite_first=invite)
 
 
 async def build_plan(
@@ -120,6 +147,9 @@ async def _apply_join(reader: RosterReader, a: Action, check: Check) -> Action:
     try:
         # Join by alias where the roster gives one: the alias lets the server find a route.
         room_id = await reader.join(a.room if a.room.startswith("#") else a.room_id)
+    except MatrixForbidden as e:
+        why = f"join failed: invite {reader.user_id} to the room first (it is invite-only)"
+        return replace(a, reason=why, error=str(e))
     except MatrixError as e:
         return replace(a, reason="join failed", error=str(e))
     try:

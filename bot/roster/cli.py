@@ -33,12 +33,15 @@ _MARK = {
 def render(result: RosterPlan, *, applied: bool) -> str:
     """A readable diff: one line an action, a summary first."""
     verbs = ("joined", "left") if applied else ("to join", "to leave")
-    n = {kind: result.count(kind) for kind in ActionKind}
+    # Applied: a join or leave that failed is counted as failed, not as done.
+    n = {kind: result.count(kind) - _failed(result, kind, applied) for kind in ActionKind}
     head = (
         f"{n[ActionKind.JOIN]} {verbs[0]}, {n[ActionKind.LEAVE]} {verbs[1]}, "
         f"{n[ActionKind.REFUSE]} refused, {n[ActionKind.KEEP]} kept, "
         f"{n[ActionKind.UNRESOLVED]} unresolved"
     )
+    if applied and result.failed:
+        head += f", {len(result.failed)} FAILED"
     width = max((len(a.room) for a in result.actions), default=0)
     lines = [head]
     for a in result.actions:
@@ -49,6 +52,10 @@ def render(result: RosterPlan, *, applied: bool) -> str:
             f"{_MARK[a.action]} {a.action:<10} {a.room:<{width}}{room_id}  {a.reason}{note}{error}"
         )
     return "\n".join(lines)
+
+
+def _failed(result: RosterPlan, kind: ActionKind, applied: bool) -> int:
+    return sum(1 for a in result.failed if a.action is kind) if applied else 0
 
 
 def _emit(result: RosterPlan, *, as_json: bool, applied: bool) -> None:
@@ -63,7 +70,7 @@ def _incomplete(result: RosterPlan) -> Iterable[str]:
         if a.error is not None:
             yield f"{a.action} {a.room}: {a.error}"
         elif a.action is ActionKind.UNRESOLVED:
-            yield f"unresolved {a.room}: no room has this alias"
+            yield f"unresolved {a.room}: {a.reason}"
 
 
 def _reader(cfg: ServiceConfig) -> RosterReader:

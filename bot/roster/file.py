@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from ingest.config import operator_message
+from ingest.config import operator_message, yaml_problem
 from ingest.errors import ConfigError
 from ingest.scope import expand_alias
 
@@ -112,7 +112,7 @@ def load_roster(path: Path, server_name: str) -> Roster:
     except (OSError, UnicodeDecodeError) as e:
         raise RosterError([f"cannot read the roster: {e}"], str(path)) from None
     except yaml.YAMLError as e:
-        raise RosterError([f"not valid YAML: {e}"], str(path)) from None
+        raise RosterError([yaml_problem(e)], str(path)) from None
     if not isinstance(raw, dict):
         raise RosterError(
             ['the roster must be a mapping with a `rooms` list: rooms: ["#townhall:example.org"]'],

@@ -59,6 +59,9 @@ class Target:
     room_id: RoomID | None
     state: RoomState | None = None
     verdict: Verdict | None = None
+    # Set when the room is invite-only and the reader not invited: whom to invite first.
+    invite_first: str | None = None
+    unresolved: str = "no room has this alias"  # why `room_id` is None
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def refusal_text(v: Verdict) -> str:
 
 def _target_action(t: Target, joined: Set[RoomID], command_room: RoomID | None) -> Action:
     if t.room_id is None:
-        return Action(t.room, None, ActionKind.UNRESOLVED, "no room has this alias", t.note)
+        return Action(t.room, None, ActionKind.UNRESOLVED, t.unresolved, t.note)
     is_joined = t.room_id in joined
     v = t.verdict
     if v is not None and not v.eligible:
@@ -130,6 +133,8 @@ def _target_action(t: Target, joined: Set[RoomID], command_room: RoomID | None) 
         return Action(t.room, t.room_id, ActionKind.KEEP, "joined, eligible", t.note)
     if v is None:
         why = "scope verdict unknown until joined: apply joins, reads state, leaves if refused"
+        if t.invite_first is not None:
+            why = f"invite-only, the reader not invited: invite {t.invite_first} first; " + why
         return Action(t.room, t.room_id, ActionKind.JOIN, why, t.note, verdict_known=False)
     return Action(t.room, t.room_id, ActionKind.JOIN, "eligible", t.note)
 

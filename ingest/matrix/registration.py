@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ingest.config import is_placeholder
+from ingest.config import is_placeholder, yaml_problem
 from ingest.errors import ConfigError
 
 __all__ = ["USER_LOCALPART", "Registration", "load_registration", "read_registration"]
@@ -40,7 +40,7 @@ def read_registration(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([f"appservice.registration: cannot read {path}: {e}"]) from None
     except yaml.YAMLError as e:
-        raise ConfigError([f"not valid YAML ({e}); {_HINT} --force"], str(path)) from None
+        raise ConfigError([f"{yaml_problem(e)}; {_HINT} --force"], str(path)) from None
     if not isinstance(raw, dict):
         raise ConfigError([f"the registration must be a YAML mapping; {_HINT} --force"], str(path))
     return raw

@@ -157,3 +157,5 @@ async def test_bot_run_honours_sigterm_while_the_homeserver_does_not_answer(
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 15)
     assert proc.returncode == 0, (b"".join(logged) + err).decode()
+    # The shutdown is logged (regression: `muninn run` said nothing as it stopped).
+    assert b"SIGTERM received: stopping" in err and b"muninn stopped" in err, err.decode()

@@ -56,9 +56,24 @@ async def test_bot_command_room_operators_and_more_across_rooms(
     first, second = await env.room(alice), await env.room(alice)
     await bob.join(second)
     link = await alice.send_text(first, "the wombat cam is at https://example.org/wombat")
-    await alice.send_text(first, "a wombat test sighting, no link")
+    sighting = await alice.send_text(first, "a wombat test sighting, no link")
     by_bob = await bob.send_text(second, "wombat burrow spotted at https://example.org/burrow")
+    threaded = await alice.send_thread_reply(first, link, "wombatcam stream is back up")
+    mention = {
+        "msgtype": "m.text",
+        "body": "Bob, wombats",
+        "m.mentions": {"user_ids": [bob.user_id]},
+    }
+    mentioned = await alice.send(second, "m.room.message", mention)
     await env.settle(first, second)
+    for operators, want in (
+        ("wombatc* is:thread", threaded),
+        (f"wombat* mentions:{bob.user_id}", mentioned),
+    ):
+        _, reply = await ask(env.persona, env.command_room, f"!search {operators}", env.bot_id)
+        assert [h["best_event_id"] for h in reply["content"]["org.muninn.results"]["hits"]] == [
+            want
+        ]
     command = f"!search wombat has:link -from:{bob.user_id} limit:1"
     _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
     results = reply["content"]["org.muninn.results"]
@@ -72,11 +87,10 @@ async def test_bot_command_room_operators_and_more_across_rooms(
     paged = {h["best_event_id"] for h in more["content"]["org.muninn.results"]["hits"]}
     shown = {h["best_event_id"] for h in results["hits"]}
     assert paged and not paged & shown and paged | shown == {link, by_bob}
-    alias = f"in:{second}"
-    _, reply = await ask(
-        env.persona, env.command_room, f"!search wombat -test {alias}", env.bot_id
-    )
-    assert [h["best_event_id"] for h in reply["content"]["org.muninn.results"]["hits"]] == [by_bob]
+    command = f"!search wombat burrow -test -bob in:{first} in:{second}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    found = {h["best_event_id"] for h in reply["content"]["org.muninn.results"]["hits"]}
+    assert by_bob in found and not found & {mentioned, sighting}
 
 
 async def test_bot_command_room_regex_needs_a_room(env: Env, alice: MatrixUser) -> None:

@@ -28,6 +28,8 @@ from tests.bot.botenv import (
 from tests.botkit import ask, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
 
+HOUR = 3_600_000
+
 # ---------------------------------------------------------------- !search in a room
 
 
@@ -560,8 +562,30 @@ async def test_bot_more_pages_through_every_hit_once(
         _, reply = await ask(alice, room, "!more", env.bot_id)
         page = _shown(body_of(reply), room, sent)
         assert len(page) == 5 and not page & seen and gone not in page
+        assert body_of(reply).startswith(f"Results {len(seen) + 1}–{len(seen) + 5} for")
         seen |= page
     assert len(seen) == 25 and gone not in seen
     assert "!more" not in body_of(reply)
     _, after = await ask(alice, room, "!more", env.bot_id)
     assert "No search of yours to continue here" in body_of(after)
+
+
+async def test_bot_more_shows_nothing_the_room_may_no_longer_read(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """A next page is cut to the room's readers now: a `shared` room made `world_readable`
+    after the first page gets a `!more` that quotes none of its `shared` history."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    said = [
+        await seeder.send_text(room, f"the armadillo burrow map, part {i}", ts=BASE_TS + i * HOUR)
+        for i in range(4)
+    ]
+    await env.settle(room)
+    _, reply = await ask(alice, room, "!search armadillo burrow limit:2", env.bot_id)
+    assert "!more" in body_of(reply)
+    await asyncio.sleep(0.01)  # a message in the ms of a change counts under both
+    await alice.set_history_visibility(room, "world_readable")
+    _, more = await ask(alice, room, "!more", env.bot_id)
+    assert not any(link(room, e) in body_of(more) for e in said)
+    assert "burrow map" not in str(more["content"])

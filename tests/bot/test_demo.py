@@ -8,12 +8,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bot.cli import main
+from bot.config import load_config
 from bot.demo import run as demo_run
 from bot.demo.community import load
+from bot.demo.run import _login_help
 from ingest.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +49,8 @@ def exchanges(stdout: str) -> list[tuple[str, str]]:
 def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     """`muninn demo --once` in an empty directory, with no config: it runs the whole script,
     prints the verdicts and Muninn's replies (paraphrase hits, pin, board, the edit and the
-    redaction seen by the next search), how to log in, and stops its Synapse."""
+    redaction seen by the next search), the config it wrote for the CLI, and stops its
+    Synapse."""
     data_dir = tmp_path / "muninn-demo"
     env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
     env["PYTHONPATH"] = str(ROOT)
@@ -95,16 +99,35 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     for _, reply in replies:
         assert "https://matrix.to/#/!" in reply or "Pinned" in reply or "No results" in reply
 
-    # how to log in, then a clean stop
-    assert re.search(r"homeserver\s+http://127\.0\.0\.1:\d+", out)
-    assert re.search(r"user\s+alice", out)
-    assert re.search(r"password\s+\S{8,}", out)
+    # --once prints no login details for the server it stops (regression), but the config it
+    # wrote for the CLI, and the `muninn search --json` command to try with it
+    assert not re.search(r"password\s+\S{8,}", out) and "homeserver  http" not in out
+    config = data_dir / "config.yaml"
+    assert f"muninn --config {config} search " in out and "--json" in out
+    cfg = load_config(config)
+    assert cfg.index.store.path == data_dir / "qdrant" and cfg.metrics.port is not None
     pid = re.search(r"Stopped Synapse \(pid (\d+)\)", out)
     assert pid is not None
     assert not Path(f"/proc/{pid[1]}").exists()
     # the homeserver's SQLite and the index live in the data directory
     assert (data_dir / "synapse" / "data" / "homeserver.db").is_file()
     assert (data_dir / "qdrant").is_dir()
+
+
+def test_demo_login_help_names_the_server_only_while_it_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Serving: the login details and the search command; `--once`: the command only."""
+    server = SimpleNamespace(base_url="http://127.0.0.1:8448")
+    config = tmp_path / "config.yaml"
+    _login_help(server, load(), "s3cret-pass", config, once=False)  # type: ignore[arg-type]
+    serving = capsys.readouterr().out
+    assert "homeserver  http://127.0.0.1:8448" in serving and "s3cret-pass" in serving
+    assert f"muninn --config {config} search 'why could nobody log in' --json" in serving
+    _login_help(server, load(), "s3cret-pass", config, once=True)  # type: ignore[arg-type]
+    stopping = capsys.readouterr().out
+    assert "s3cret-pass" not in stopping and "127.0.0.1:8448" not in stopping
+    assert f"muninn --config {config} search" in stopping
 
 
 def test_demo_without_synapse_names_the_extra(

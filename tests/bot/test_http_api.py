@@ -340,6 +340,24 @@ async def test_cli_search_held_without_a_port_says_how_to_enable_it(
     assert "Traceback" not in run.err
 
 
+async def test_cli_status_held_without_a_port_says_how_to_enable_it(
+    synapse: SynapseServer, tmp_path: Path
+) -> None:
+    """`muninn status` beside a service with no listener names the cause and the fix."""
+    config = write_config(tmp_path / "config.yaml", config_doc(synapse, tmp_path))
+    holder = open_store(
+        IndexConfig(store=StoreConfig(path=tmp_path / "qdrant"), collection="muninn_api"),
+        tmp_path,
+    )
+    try:
+        run = await muninn(config, "status")
+    finally:
+        holder.close()
+    assert run.rc == 1 and "held by another process" in run.err
+    assert "For `muninn status` while `muninn run` holds the store" in run.err
+    assert "metrics: {port:" in run.err and "Traceback" not in run.err
+
+
 # ---------------------------------------------------------------- who may search and purge
 
 

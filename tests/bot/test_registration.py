@@ -10,6 +10,7 @@ import pytest
 import yaml
 from synapse.config.appservice import load_appservices
 
+from bot.cli import main
 from bot.config import load_config, parse_config
 from bot.registration import (
     check_registration,
@@ -120,6 +121,32 @@ def test_generate_registration_refuses_to_overwrite_without_force(tmp_path: Path
     with pytest.raises(ConfigError, match="--force"):
         generate_registration(cfg_path, out=None, force=False)
     assert (tmp_path / "registration.yaml").read_text() == before
+
+
+def test_generate_registration_refuses_a_directory_saying_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A registration path Docker made a directory (a bind mount started first) is refused
+    with the way out, even with --force (regression: an IsADirectoryError traceback)."""
+    cfg_path = write_config(tmp_path)
+    (tmp_path / "registration.yaml").mkdir()
+    code = main(["--config", str(cfg_path), "generate-registration", "--force"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'registration.yaml'} is a directory" in err
+    assert "rmdir" in err and "docker compose down" in err
+
+
+def test_generate_registration_force_says_to_restart_synapse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replacing a registration voids its tokens: the output says to restart Synapse now."""
+    cfg_path = write_config(tmp_path)
+    generate_registration(cfg_path, out=None, force=False)
+    assert "app_service_config_files" in capsys.readouterr().out
+    generate_registration(cfg_path, out=None, force=True)
+    out = capsys.readouterr().out
+    assert "The old tokens no longer work: restart Synapse now" in out
 
 
 def test_generate_registration_force_keeps_the_localpart_of_a_placeholder_file(

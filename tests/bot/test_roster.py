@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from ingest.config import ScopeConfig
 from ingest.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
 from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import spawn_muninn, write_config
 
 SERVER = "muninn.test"
 
@@ -415,16 +419,33 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so."""
+    """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so;
+    the plan said so beforehand, the summary counts it failed, not joined, and the line says
+    whom to invite (regression: "2 joined" of which one failed, a raw 403); an alias its
+    server cannot resolve is `?` while the rest is planned (regression: the plan aborted)."""
     reader = await hs.register()
     private = await alice.create_room(preset="private_chat")
+    public = await alice.create_room()
+    remote = "#somewhere:unreachable.invalid"
     cfg = make_cfg(synapse, reader, tmp_path)
-    code = await roster_apply(cfg, write_roster(tmp_path, private), as_json=False)
+    roster = write_roster(tmp_path, private, public, remote)
+    code, planned = await run_json(roster_plan, cfg, roster, capsys)
+    assert code == 0
+    assert (
+        f"invite-only, the reader not invited: invite {reader.user_id} first"
+        in (planned[private]["reason"])
+    )
+    assert "invite" not in planned[public]["reason"]
+    assert planned[remote]["action"] == "unresolved"
+    assert "could not be resolved" in planned[remote]["reason"]
+    code = await roster_apply(cfg, roster, as_json=False)
     out, err = capsys.readouterr()
     assert code == 1
     assert f"join {private}: " in err and "M_FORBIDDEN" in err
-    assert "FAILED" in out
-    assert await reader.joined_rooms() == []
+    assert out.splitlines()[0] == ("1 joined, 0 left, 0 refused, 0 kept, 1 unresolved, 1 FAILED")
+    assert f"invite {reader.user_id} to the room first" in out and "FAILED" in out
+    assert f"unresolved {remote}: the alias could not be resolved" in err
+    assert await reader.joined_rooms() == [public]
 
 
 def test_load_roster_accepts_a_bare_alias_or_id_as_shorthand(tmp_path: Path) -> None:
@@ -451,3 +472,30 @@ def test_load_roster_entry_of_the_wrong_shape_shows_the_right_forms(tmp_path: Pa
     for p in problems:
         assert "must be a room alias or id" in p and "{room:" in p and "instance of" not in p
     assert problems[0].startswith("rooms[0]: ") and "got 42" in problems[0]
+
+
+async def test_cli_roster_plan_into_a_closed_pipe_ends_quietly(
+    synapse: SynapseServer, hs: Homeserver, tmp_path: Path
+) -> None:
+    """`muninn roster plan | head` whose reader is gone ends without a traceback
+    (regression: a BrokenPipeError traceback)."""
+    reader = await hs.register()
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+            "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+        },
+    )
+    roster = write_roster(tmp_path, *(f"#r{n}-{unique_localpart('x')}:{SERVER}" for n in range(3)))
+    read, write = os.pipe()
+    os.close(read)  # `head` has already gone: every write to the pipe fails
+    try:
+        proc = await spawn_muninn(
+            config, "roster", "plan", "--roster", str(roster), stdout=write, stderr=PIPE
+        )
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    assert proc.returncode == 141

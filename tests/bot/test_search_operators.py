@@ -9,7 +9,7 @@ import pytest
 
 from bot.commands.grammar import COMMANDS, parse
 from bot.commands.records import MoreCommand, SearchCommand, UsageError
-from bot.paging import Pages
+from bot.paging import Pages, ShownIds
 from bot.replies.budget import plural, when
 from bot.replies.understood import understood
 
@@ -47,7 +47,7 @@ def test_parse_search_operators_fill_the_typed_filter() -> None:
         ("!search x is:dm", "is: takes thread"),
         ("!search x sort:oldest", "sort: takes relevance or recent"),
         ("!search x -limit:3", "cannot be negated"),
-        ("!search x mentions:", "mentions: needs a value"),
+        ("!search x mentions:nobody@", "mentions: takes @user"),
     ],
 )
 def test_parse_search_operator_errors_name_why(body: str, problem: str) -> None:
@@ -56,10 +56,11 @@ def test_parse_search_operator_errors_name_why(body: str, problem: str) -> None:
         run(body)
 
 
-def test_parse_search_keeps_hyphens_and_lone_dashes_as_text() -> None:
-    """`e-mail` and a lone `-` are text, not exclusions."""
+def test_parse_search_keeps_hyphens_lone_dashes_and_prose_colons_as_text() -> None:
+    """`e-mail`, a lone `-` and "is:" with nothing after it are text, not operators."""
     command = run("!search e-mail - outage")
     assert command.texts == ("e-mail - outage",) and not command.filter
+    assert run("!search the cause is: dns").texts == ("the cause is: dns",)
 
 
 def test_more_parses_and_help_search_shows_examples() -> None:
@@ -76,17 +77,18 @@ def test_pages_are_per_asker_room_thread_capped_and_expire() -> None:
     state kept is capped (least recently used out first)."""
     pages = Pages(max_pages=2)
     command = run("!search x")
-    pages.remember(("@a", "!r", None), command, frozenset({"$1"}), 1, 0, more=True)
+    pages.remember(("@a", "!r", None), command, ShownIds().adding(["$1"]), 1, 0, more=True)
     assert pages.take(("@b", "!r", None), 0) is None
     assert pages.take(("@a", "!r", "$t"), 0) is None
     page = pages.take(("@a", "!r", None), 599_999)
-    assert page is not None and page.shown == {"$1"}
-    pages.remember(("@a", "!r", None), command, frozenset(), 1, 0, more=True)
+    assert page is not None and "$1" in page.shown and "$2" not in page.shown
+    assert not page.shown.isdisjoint(["$2", "$1"]) and page.shown.isdisjoint(["$2"])
+    pages.remember(("@a", "!r", None), command, ShownIds(), 1, 0, more=True)
     assert pages.take(("@a", "!r", None), 600_001) is None  # expired
     for asker in ("@1", "@2", "@3"):
-        pages.remember((asker, "!r", None), command, frozenset(), 1, 0, more=True)
+        pages.remember((asker, "!r", None), command, ShownIds(), 1, 0, more=True)
     assert len(pages) == 2 and pages.take(("@1", "!r", None), 0) is None
-    pages.remember(("@2", "!r", None), command, frozenset(), 1, 0, more=False)
+    pages.remember(("@2", "!r", None), command, ShownIds(), 1, 0, more=False)
     assert pages.take(("@2", "!r", None), 0) is None  # the last page: nothing to continue
 
 
@@ -134,3 +136,11 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
         with pytest.raises(QueryError) as caught:
             SearchRequest.parse(body)
         assert caught.value.field == field
+
+
+def test_reply_counts_say_1_event_not_1_events() -> None:
+    """Regression (issue 25 item 13): "1 events" in the footer of a reply."""
+    from bot.replies import scan_sentence
+    from bot.roomlog import ScanInfo
+
+    assert scan_sentence(ScanInfo(1, 2048, None)) == "scanned the whole room (1 event)"

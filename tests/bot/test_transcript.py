@@ -194,3 +194,10 @@ def test_fold_rejects_a_zero_bound() -> None:
     """A bound below one is a programming error."""
     with pytest.raises(ValueError):
         fold([], texts=["x"], bound=0)
+
+
+def test_fold_search_reads_word_star_as_a_word_start() -> None:
+    """`back*` finds "backups" and "back", never "feedback" (issue 24: `word*`)."""
+    events = [msg(3, "the backups ran"), msg(2, "thanks for the feedback"), msg(1, "back at noon")]
+    found = fold_search(events, SearchCommand(texts=("back*",)))
+    assert {h.body for h in found.hits} == {"the backups ran", "back at noon"}

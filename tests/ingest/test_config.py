@@ -149,7 +149,8 @@ def test_parse_config_problem_named_by_key(sections: dict[str, Any], named: str)
 )
 def test_parse_config_unknown_keys(sections: dict[str, Any], named: str) -> None:
     """A misspelt key is an error naming it, never silently ignored."""
-    assert named in problems(raw(**sections))
+    found = problems(raw(**sections))
+    assert any(p.startswith(named) for p in found), found
 
 
 @pytest.mark.parametrize(
@@ -408,6 +409,33 @@ def test_load_config_invalid_yaml(tmp_path: Path) -> None:
         load_config(path)
     assert info.value.source == str(path)
     assert info.value.problems[0].startswith("not valid YAML")
+    # The file is the source; the problem says where in it (regression: `in "<unicode string>"`).
+    assert "unicode string" not in str(info.value) and "(line 2, column 1)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("sections", "named"),
+    [
+        (
+            {"bot": {"comand_room": "#x"}},
+            "bot.comand_room: is not a known key; did you mean `command_room`?",
+        ),
+        (
+            {"homeserver": {**MINIMAL["homeserver"], "ulr": "x"}},
+            "homeserver.ulr: is not a known key; did you mean `url`?",
+        ),
+        ({"indx": {}}, "indx: is not a known key; did you mean `index`?"),
+        (
+            {"index": {"store": {"pth": "./q"}}},
+            "index.store.pth: is not a known key; did you mean `path`?",
+        ),
+        ({"colour": "blue"}, "colour: is not a known key"),
+    ],
+)
+def test_parse_config_misspelt_key_says_did_you_mean(sections: dict[str, Any], named: str) -> None:
+    """A misspelt key names the key it is likely a typo of; a stranger gets no guess."""
+    found = problems(raw(**sections))
+    assert named in found, found
 
 
 def test_load_config_source_is_the_path(tmp_path: Path) -> None:

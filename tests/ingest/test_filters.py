@@ -69,6 +69,7 @@ def test_filter_and_query_bounds_name_the_field() -> None:
 def test_prefix_expands_against_the_words_said_bounded() -> None:
     """`word*` stands for the room's own words starting so, most frequent first, capped."""
     assert prefixes("backup* now") == ("backup",) and plain_text("backup* now") == "backup now"
+    assert prefixes("**bold** 5*") == () and plain_text("**bold**") == "**bold**"
     said = Counter({"backups": 3, "backup": 5, "backend": 1, "back": 9, "feedback": 4})
     assert expand_prefix("backu", said) == ["backup", "backups"]
     many = Counter({f"backup{i}": 1 for i in range(40)})

@@ -17,7 +17,15 @@ from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.search import Searcher
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Indexer, muninn, reader_config, shared_embedder
+from tests.indexing import (
+    Indexer,
+    admit,
+    muninn,
+    reader_config,
+    reader_config_doc,
+    shared_embedder,
+    write_config,
+)
 
 COLLECTION = "muninn_test"  # the collection tests.indexing writes
 QUERIES = ["deploy failed", "pizza for the team lunch", "E4242"]
@@ -199,6 +207,42 @@ async def test_import_is_searchable_without_a_homeserver_against_its_export(
     assert (gone.rc, gone.out) == (1, "")
     assert f"{export.resolve()}: cannot read" in gone.err
     assert "revalidated against it" in gone.err and "Traceback" not in gone.err
+
+
+async def test_import_into_a_store_homeserver_passes_write_is_refused(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """`muninn status` lists an imported room with its source (regression: never listed,
+    its points unaccounted for); once homeserver passes write the store, an import of a room
+    the reader has not joined is refused naming the archive-store recipe (regression: the
+    next refresh silently purged it, "not_joined")."""
+    reader = await hs.register()
+    joined = await hs.fresh_room(alice)
+    await admit(alice, joined, reader)
+    await alice.send_text(joined, "the standup moves to ten")
+    old = await hs.fresh_room(alice)  # the reader was never in it
+    await _seed(alice, old)
+    export = tmp_path / "old-room.jsonl"
+    export.write_text("\n".join(json.dumps(e) for e in await _all_events(alice, old)) + "\n")
+    cfg_path = write_config(tmp_path / "c.yaml", reader_config_doc(hs, reader, tmp_path))
+
+    first = await muninn(cfg_path, "import", str(export))  # an empty store: an archive
+    assert first.rc == 0, first.err
+    status = (await muninn(cfg_path, "status", "--json")).doc()
+    [imported] = status["imported"]
+    assert imported["room_id"] == old and imported["source"] == str(export.resolve())
+    assert imported["points"] >= 1 and imported["joined"] is False
+    assert status["points"] == imported["points"]
+
+    ix = Indexer(reader_config(hs, reader, tmp_path))
+    try:
+        await ix.refresh()  # a homeserver pass: it writes `joined` (and purges `old`)
+    finally:
+        await ix.close()
+    again = await muninn(cfg_path, "import", str(export))
+    assert again.rc == 1 and again.out == ""
+    assert f"the reader has not joined {old}" in again.err
+    assert "would purge the import again" in again.err and "archive store" in again.err
 
 
 def test_exported_rooms_are_those_still_built_from_their_export() -> None:

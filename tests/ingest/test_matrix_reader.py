@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import yaml
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
+from bot.operations.common import CLI_RETRY
 from ingest.config import parse_config
 from ingest.errors import (
     ConfigError,
@@ -537,6 +539,18 @@ async def test_request_429_honours_retry_after_header_with_a_cap() -> None:
             assert 0.11 <= time.monotonic() - started < 5
 
 
+async def test_request_429_with_a_non_ascii_retry_after_backs_off_instead_of_failing() -> None:
+    """A hostile `Retry-After: ²` (a digit to `str.isdigit`, not to `float`) is no wait asked
+    for: the reader backs off by its own policy and retries, it never raises."""
+    retry = Retry(attempts=2, backoff=0.0, max_retry_after=0.12)
+    async with fake_reader(retry=retry) as reader:
+        with MockedTransport() as mocked:
+            mocked.get(WHOAMI, status=429, payload={}, headers={"Retry-After": "\u00b2"})
+            mocked.get(WHOAMI, payload=OK)
+            assert await reader.whoami() == "@r:hs.test"
+            assert calls(mocked) == 2
+
+
 async def test_request_502_is_retried_then_succeeds() -> None:
     """A 502 from a proxy (HTML body) is retried with backoff."""
     async with fake_reader() as reader:
@@ -652,3 +666,24 @@ def test_reader_full_alias_puts_a_short_alias_on_its_homeserver(given: str, full
     """The one alias rule: `#dev` is `#dev:<server_name>`; a server part is kept."""
     reader = MatrixReader("http://127.0.0.1:1", "token", "@muninn:example.org")
     assert reader.full_alias(given) == full
+
+
+async def test_reader_https_to_a_plain_http_port_fails_naming_the_cause(
+    synapse: SynapseServer, hs: Homeserver
+) -> None:
+    """`https://` to Synapse's plain-HTTP port fails within the connect bound (TCP and TLS
+    handshake), after the CLI's two tries, saying "TLS to a port that speaks plain HTTP?" and
+    the URL to use (regression: every try hung ~60 s, then said "ssl:default [None]")."""
+    user = await hs.register()
+    tls = synapse.base_url.replace("http://", "https://")
+    reader = MatrixReader(tls, user.access_token, user.user_id, retry=CLI_RETRY)
+    reader.connect_timeout = 0.5  # the product's is CONNECT_TIMEOUT; the rule is the same
+    try:
+        with pytest.raises(MatrixUnavailable) as caught:
+            await asyncio.wait_for(reader.whoami(), 30)
+    finally:
+        await reader.close()
+    message = str(caught.value)
+    assert "failed 2 time(s)" in message and "no connection within 0.5 s" in message
+    assert "TLS to a port that speaks plain HTTP?" in message
+    assert f"homeserver.url: {synapse.base_url}" in message

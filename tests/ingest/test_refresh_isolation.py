@@ -95,7 +95,7 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
     assert status[failing]["failed_passes"] == 2 and status[failing]["error"]
     assert status[healthy]["error"] is None
     plain = await muninn(config, "status")
-    assert "FAILED 2 pass(es) in a row" in plain.out
+    assert "FAILED 2 passes in a row" in plain.out
 
     ix = Indexer(load_config(config))
     try:

@@ -1,0 +1,31 @@
+"""`muninn COMMAND --help`: every subcommand says what it does and shows an example."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bot.cli import _parser
+from bot.cli_pages import PAGES
+
+
+def _subparsers(
+    parser: argparse.ArgumentParser, prefix: str = ""
+) -> dict[str, argparse.ArgumentParser]:
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[f"{prefix}{name}"] = sub
+                found.update(_subparsers(sub, f"{prefix}{name} "))
+    return found
+
+
+@pytest.mark.parametrize("command", sorted(_subparsers(_parser())))
+def test_every_subcommand_help_has_a_description_and_an_example(command: str) -> None:
+    """Regression: the subcommand pages listed flags only."""
+    page = _subparsers(_parser())[command].format_help()
+    description, examples = PAGES[command]
+    assert " ".join(description.split()) in " ".join(page.split())
+    assert "examples:\n" in page and f"  {examples.splitlines()[0]}" in page
