@@ -88,7 +88,10 @@ def period(value: str, now_ms: int) -> Period:
 def instant(value: str, now_ms: int) -> int:
     """A CLI time T (`TIME_HELP`) in ms: the chat DATE's first moment, ms, or ISO datetime."""
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
+        # ASCII digits only (`²` passes `isdigit`, not `int`); a 5,000-digit one is no time.
+        if len(text) > 16:
+            raise ArgumentError(f"not a time from 1970 on: {echo(value)}")
         ms = int(text)
     else:
         try:

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from bot.appservice import BoundedSeen
@@ -40,6 +40,7 @@ from bot.errors import CommandError
 from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
 from bot.lookup import RoomView, fused_search
 from bot.metrics import ServiceMetrics
+from bot.outbox import Outbox, Pending
 from bot.paging import Page, Pages, ShownIds
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
@@ -47,7 +48,7 @@ from bot.recent import RecentEvents
 from bot.replies import SearchView, search_reply, text_reply
 from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
-from bot.visibility import ANYONE, Audience, Audiences, room_audience
+from bot.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import (
     MatrixAuthError,
     MatrixError,
@@ -74,6 +75,10 @@ class RoomRefused(CommandError):
 log = logging.getLogger("muninn.bot")
 
 SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
+AUDIENCE_CHANGED = (
+    "The room's members or history visibility changed while this was answered; nothing is "
+    "quoted. Please ask again."
+)
 
 
 class CommandHandler:
@@ -104,8 +109,14 @@ class CommandHandler:
         self._clock_ms = clock_ms
         self.pins = PinActions(self)
         self.metrics = metrics or ServiceMetrics()
+        self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
+            self.client.send_message,
+            on_given_up=lambda pending, why: self.metrics.replies_given_up.inc(),
+        )
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
+        # Awaited between a reply's build and its audience re-check (tests make a join there).
+        self.before_recheck: Callable[[], Awaitable[None]] | None = None
 
     def asker_allowed(self, user_id: str) -> bool:
         return self.rooms.scope.asker_allowed(user_id)
@@ -179,7 +190,10 @@ class CommandHandler:
         txn = txn_id_for(msg.room_id, msg.event_id)
         try:
             await self.client.send_message(msg.room_id, content, txn)
-        except (MatrixAuthError, MatrixForbidden, MatrixUnavailable):
+        except MatrixUnavailable:  # an outage: the same txn id again later (`bot.outbox`)
+            self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts))
+            return
+        except (MatrixAuthError, MatrixForbidden):
             raise  # not this reply's fault: a second send would fail the same way
         except MatrixError as e:
             log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)
@@ -283,8 +297,25 @@ class CommandHandler:
         if room_id == self.command_room:
             return ANYONE
         return await self._audiences.get(
-            room_id, lambda: room_audience(self.client, room_id, {self.bot_user_id})
+            room_id,
+            lambda: room_audience(self.client, room_id, {self.bot_user_id}, self._audiences.memo),
         )
+
+    async def audience_holds(self, msg: Incoming, cut: Audience | None) -> bool:
+        """Just before a reply quoting under `cut` is sent: no member or visibility event since
+        the audience was read changed who reads it, else the reply is withheld with a notice
+        (rule 14; a join during a search must not read what came before it)."""
+        if self.before_recheck is not None:
+            await self.before_recheck()
+        if cut is None or not cut.basis:
+            return True  # the command room (`ANYONE`): no audience was read
+        if await audience_unchanged(self.client, msg.room_id, cut):
+            return True
+        self._audiences.drop(msg.room_id)
+        if await self.audience(RoomID(msg.room_id)) == cut:
+            return True  # a rename, or a change that moves no cut
+        await self.say(msg, AUDIENCE_CHANGED, "error")
+        return False
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
         """`in:` rooms to ids; each must be a room Muninn indexes."""
@@ -398,7 +429,8 @@ class CommandHandler:
             more=result.remaining,
             first=(page.depth if page else 0) + 1,
         )
-        await self.send(msg, search_reply(msg.reply_to, view))
+        if await self.audience_holds(msg, cuts.get(msg.room_id)):
+            await self.send(msg, search_reply(msg.reply_to, view))
 
     async def _mention_names(
         self, command: SearchCommand, rooms: list[RoomID] | None

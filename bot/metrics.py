@@ -3,7 +3,11 @@
 `ServiceMetrics` declares the service's metrics once, in a registry of its own (never the
 process-global one, so two services in one process, as in the tests, do not collide). The room
 verdicts and refresh lags are derived when scraped, by a custom collector: they are a view of the
-last passes, not counts. `CountingStore` and `CountingEmbedder` wrap the adapters so that every
+last passes, not counts. Room ids are per-room detail (which rooms exist, when each is active):
+the per-room lag lives in a second registry, rendered only for a caller holding the listener
+token (`render(detail=True)`); anyone else sees the aggregate `muninn_refresh_lag_max_seconds`.
+
+`CountingStore` and `CountingEmbedder` wrap the adapters so that every
 store or embedder error is counted whoever the caller was (the bot's search swallows a
 `StoreError` to answer from the transcript; it still counts). prometheus_client's metrics are
 thread-safe, so store calls made in `asyncio.to_thread` may count too.
@@ -95,16 +99,30 @@ class ServiceMetrics:
             ["command", "outcome"],
             registry=r,
         )
+        self.replies_given_up = Counter(
+            "muninn_replies_given_up_total",
+            "Replies never sent: the homeserver stayed down past the command's useful age.",
+            registry=r,
+        )
         self._verdicts: dict[str, str] = {}
         self._last_ok: dict[str, float] = {}
         for kind in ("full", "rooms"):  # exported at 0 from the start, so rate() works
             self.refresh_passes.labels(kind=kind)
             self.refresh_failures.labels(kind=kind)
         r.register(_PassView(self))
+        self.detail_registry = CollectorRegistry()
+        self.detail_registry.register(_RoomLagView(self))
 
-    def render(self) -> bytes:
-        """The exposition, in the classic text format (`CONTENT_TYPE`)."""
-        return generate_latest(self.registry)
+    def render(self, *, detail: bool = False) -> bytes:
+        """The exposition, in the classic text format (`CONTENT_TYPE`); with `detail`, also the
+        per-room series (room ids: only for the listener token's holder)."""
+        text = generate_latest(self.registry)
+        return text + generate_latest(self.detail_registry) if detail else text
+
+    def lags(self) -> dict[str, float]:
+        """Seconds since each eligible room's last successful refresh."""
+        now = self._clock()
+        return {room: max(0.0, now - when) for room, when in sorted(dict(self._last_ok).items())}
 
     def record_refresh(self, report: RefreshReport, *, full: bool) -> None:
         """Count what one successful writer pass did."""
@@ -132,9 +150,8 @@ class ServiceMetrics:
 
 
 class _PassView(Collector):
-    """Gauges derived at scrape time from the last passes: rooms by verdict (every verdict,
-    0 included) and each eligible room's refresh lag (one series per joined room: bounded by
-    the rooms the reader has joined, and a room that leaves the corpus leaves the output)."""
+    """Gauges derived at scrape time from the last passes, without room ids: rooms by verdict
+    (every verdict, 0 included) and the largest refresh lag of an eligible room."""
 
     def __init__(self, metrics: ServiceMetrics) -> None:
         self._m = metrics
@@ -148,14 +165,28 @@ class _PassView(Collector):
         for verdict in sorted(set(VERDICTS) | set(tally)):
             rooms.add_metric([verdict], tally.get(verdict, 0))
         yield rooms
+        yield GaugeMetricFamily(
+            "muninn_refresh_lag_max_seconds",
+            "Seconds since the least recently refreshed eligible room's last success.",
+            value=max(m.lags().values(), default=0.0),
+        )
+
+
+class _RoomLagView(Collector):
+    """Each eligible room's refresh lag (one series per joined room: bounded by the rooms the
+    reader has joined, and a room that leaves the corpus leaves the output)."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self._m = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
             "muninn_refresh_lag_seconds",
             "Seconds since the room's last successful refresh.",
             labels=["room"],
         )
-        now = m._clock()
-        for room_id, when in sorted(dict(m._last_ok).items()):
-            lag.add_metric([room_id], max(0.0, now - when))
+        for room_id, seconds in self._m.lags().items():
+            lag.add_metric([room_id], seconds)
         yield lag
 
 

@@ -255,7 +255,8 @@ class PinActions:
         items = {i.event_id: i for i in history}
         # The confirmation quotes the message only if the whole room may see it (rule 14):
         # `^5` may reach above the join of someone who just came in.
-        seen = target in items and (await h.audience(msg.room_id)).sees(items[target].ts)
+        audience = await h.audience(msg.room_id)
+        seen = target in items and audience.sees(items[target].ts)
         edited = await asyncio.to_thread(self.boards.edited, room_log) if seen else {}
         body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
@@ -267,7 +268,8 @@ class PinActions:
             note = shorten(scrub(command.note), NOTE_WIDTH)
             plain += f" — {safe_plain(note)}"
             html += f" — {safe_html(note)}"
-        await h.send(msg, notice(msg.reply_to, plain, html))
+        if await h.audience_holds(msg, audience if seen else None):
+            await h.send(msg, notice(msg.reply_to, plain, html))
 
     async def _unpin(
         self, msg: Incoming, command: UnpinCommand, target: str | None, before: Board
@@ -299,4 +301,5 @@ class PinActions:
         info = await h.rooms.get(room_id)
         view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
-        await h.send(msg, pins_reply(msg.reply_to, view, filtered))
+        if await h.audience_holds(msg, cut):
+            await h.send(msg, pins_reply(msg.reply_to, view, filtered))

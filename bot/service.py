@@ -54,6 +54,7 @@ __all__ = ["Service", "run"]
 log = logging.getLogger("muninn.service")
 
 QUEUE_BATCHES = 1024
+OUTBOX_DRAIN_SECONDS = 5.0  # of the stop: replies the homeserver has not taken yet
 _WAKE_TYPES = ("m.room.message", "m.room.redaction")
 
 
@@ -184,6 +185,8 @@ class Service:
         self.tasks.clear()
         if hasattr(self, "commands"):
             await self.commands.close()
+        if hasattr(self, "handler"):  # replies still waiting for the homeserver: one last try
+            await self.handler.outbox.drain(OUTBOX_DRAIN_SECONDS)
         await self.client.close()
         if self._own_embedder:  # first: it unloads the model before the store compacts
             await self.embedder.close()

@@ -28,6 +28,12 @@ showing less: an unreadable earlier visibility counts as `joined`, an unreadable
 event ends that member's membership at the last one read — except that the homeserver hides
 from the bot only what came before the bot's own membership, so such a member's start is taken
 no later than the bot's own (`_start`).
+
+Member events never change, so every one fetched or seen in the state is remembered
+(`EventMemo`, by room and id, bounded): a profile change replaces a state event the previous
+read saw, so member churn costs no new fetch. One read makes at most `MAX_FETCHES` new
+fetches; a walk cut short by that bound takes the member's start at the oldest event it read
+(later than the true start: less is quoted, never more).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -47,8 +53,11 @@ __all__ = [
     "NOTHING",
     "Audience",
     "Audiences",
+    "EventMemo",
     "Period",
+    "audience_basis",
     "audience_of",
+    "audience_unchanged",
     "periods_of",
     "room_audience",
 ]
@@ -57,6 +66,7 @@ log = logging.getLogger("muninn.visibility")
 
 NOTHING = 2**62  # a start later than any event: nothing restricted may be quoted
 _MAX_HOPS = 20  # history-visibility changes followed back
+MAX_FETCHES = 64  # new `GET /event` one audience read may make (member churn, issue 21)
 _RESTRICTED = ("joined", "invited")
 _COUNTED = {"joined": frozenset({"join"}), "invited": frozenset({"join", "invite"})}
 JSON = dict[str, Any]
@@ -80,6 +90,9 @@ class Audience:
     # counting joins and invites; None: no reader besides the bot.
     joined_from: int | None
     invited_from: int | None
+    # The member and visibility state events it was read from (empty: not read from a room);
+    # two audiences that judge alike are equal whatever state they came from.
+    basis: frozenset[str] = field(default=frozenset(), compare=False)
 
     def _allows(self, visibility: str, ts: int) -> bool:
         if visibility == "world_readable":
@@ -176,13 +189,61 @@ def audience_of(
     return Audience(now, periods, max(s[0] for s in starts), max(s[1] for s in starts))
 
 
-async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) -> Audience:
+class EventMemo:
+    """State events by (room, event id), as fetched (None: not visible to the bot, which stays
+    so: it hides only what came before the bot's own membership) or seen in a room's state;
+    events never change, so an entry never goes stale. Bounded: cleared whole when full (a
+    miss only costs a fetch)."""
+
+    MAX_EVENTS = 8192
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[str, str], JSON | None] = {}
+
+    def remember(self, room_id: str, event_id: str, event: JSON | None) -> None:
+        if len(self._events) >= self.MAX_EVENTS:
+            self._events.clear()
+        self._events[(room_id, event_id)] = event
+
+    def known(self, room_id: str, event_id: str) -> tuple[bool, JSON | None]:
+        key = (room_id, event_id)
+        return key in self._events, self._events.get(key)
+
+
+class _Fetches:
+    """One audience read's `GET /event`s: through the memo, at most `MAX_FETCHES` new ones."""
+
+    def __init__(self, client: BotClient, room_id: str, memo: EventMemo) -> None:
+        self._client, self._room, self._memo = client, room_id, memo
+        self.made = 0
+        self.exhausted = False
+
+    async def get(self, event_id: str) -> JSON | None:
+        found, event = self._memo.known(self._room, event_id)
+        if found:
+            return event
+        if self.made >= MAX_FETCHES:
+            self.exhausted = True  # the walk ends short; its start errs late (less quoted)
+            return None
+        self.made += 1
+        event = await self._client.get_event(self._room, event_id)
+        self._memo.remember(self._room, event_id, event)
+        return event
+
+
+async def room_audience(
+    client: BotClient, room_id: str, own_users: Set[str], memo: EventMemo | None = None
+) -> Audience:
     """The readers of a reply in `room_id` now, read from the room's state and the history
     behind it (member and visibility events, fetched back through `replaces_state`)."""
     state = await client.state_events(room_id)
-
-    async def get(event_id: str) -> JSON | None:
-        return await client.get_event(room_id, event_id)
+    basis = audience_basis(state)
+    memo = memo if memo is not None else EventMemo()
+    for e in state:
+        if isinstance(e.get("event_id"), str):
+            memo.remember(room_id, e["event_id"], e)
+    fetches = _Fetches(client, room_id, memo)
+    get = fetches.get
 
     current = next((e for e in state if e.get("type") == "m.room.history_visibility"), None)
     changes: list[JSON] = []
@@ -202,7 +263,7 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
     now = _visibility(current)
     periods = periods_of(changes, complete)
     if now not in _RESTRICTED:
-        return audience_of(now, periods, ())
+        return replace(audience_of(now, periods, ()), basis=basis)
     members = [
         e for e in state if e.get("type") == "m.room.member" and membership(e) in _COUNTED[now]
     ]
@@ -216,7 +277,7 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
         if membership(event) not in _COUNTED[kind]:
             return NOTHING  # an invitee saw nothing of a `joined` period
         chain = await walk_back(event, get, counted=_COUNTED[kind])
-        if chain.complete or event is ours:
+        if chain.complete or event is ours or fetches.exhausted:
             return _start(chain, None)
         if kind not in own_starts:  # the bot's own start, read only when a walk fell short
             own_starts[kind] = await start(ours, kind) if ours is not None else None
@@ -234,7 +295,23 @@ async def room_audience(client: BotClient, room_id: str, own_users: Set[str]) ->
             if _ts(event) <= latest:
                 continue
         found.append((await start(event, "joined"), await start(event, "invited")))
-    return audience_of(now, periods, found)
+    return replace(audience_of(now, periods, found), basis=basis)
+
+
+_AUDIENCE_STATE = ("m.room.member", "m.room.history_visibility")
+
+
+def audience_basis(state: Sequence[JSON]) -> frozenset[str]:
+    """The ids of the state events an audience is read from: who is a member, and the room's
+    history visibility. Any change to either is a new event id."""
+    return frozenset(str(e.get("event_id")) for e in state if e.get("type") in _AUDIENCE_STATE)
+
+
+async def audience_unchanged(client: BotClient, room_id: str, cut: Audience) -> bool:
+    """Whether the room's member and visibility state is still what `cut` was read from (one
+    `/state`): asked just before a reply quoting under `cut` is sent, since a member may have
+    joined while it was built (issue 21 item 3)."""
+    return audience_basis(await client.state_events(room_id)) == cut.basis
 
 
 class Audiences:
@@ -253,6 +330,7 @@ class Audiences:
 
     def __init__(self) -> None:
         self._rooms: dict[str, asyncio.Future[Audience]] = {}
+        self.memo = EventMemo()  # outlives a dropped audience: member events never change
 
     async def get(self, room_id: str, read: Callable[[], Awaitable[Audience]]) -> Audience:
         known = self._rooms.pop(room_id, None)

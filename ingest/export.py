@@ -378,11 +378,12 @@ async def export_check(path: Path, *, user_id: str, scope: RoomScope) -> LiveChe
 def _position(token: str | None) -> int:
     if token is None:
         return 0
-    if not token.startswith(_TOKEN_PREFIX) or not token[len(_TOKEN_PREFIX) :].isdigit():
+    digits = token.removeprefix(_TOKEN_PREFIX)
+    if digits == token or not (digits.isascii() and digits.isdigit() and len(digits) < 19):
         # A homeserver's token: this room was refreshed before; walk the file from its start
         # (events already held are recognised by id and cost no embedding).
         return 0
-    return int(token[len(_TOKEN_PREFIX) :])
+    return int(digits)
 
 
 def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:

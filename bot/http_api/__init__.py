@@ -22,7 +22,9 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
   read by the service; `muninn status` asks it (`post_status`) while the service holds the
   store, with the same token and guards.
 
-Who may search and purge: `/metrics` and `/healthz` are open, but the search and purge
+Who may read what: `/metrics` and `/healthz` are open but aggregate (no room id, no homeserver
+or reader name, no generation); a request carrying the token below also gets the per-room
+`muninn_refresh_lag_seconds{room}` and each health check's detail. The search and purge
 endpoints answer every room with no asker's visibility and write permanent tombstones, so they
 also require `Authorization: Bearer <token>`, the token the service writes at start into
 `<store path>/LISTENER_TOKEN` (mode 0600, in the 0700 store directory): only the service's own

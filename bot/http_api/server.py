@@ -83,6 +83,12 @@ def store_check(store: Store) -> HealthCheck:
     return check
 
 
+def _bearer(request: web.Request) -> str:
+    """The `Authorization: Bearer` token sent, or ''."""
+    header = request.headers.get("Authorization", "")
+    return header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+
+
 def _query_error(e: QueryError) -> web.Response:
     message = str(e).removeprefix(f"{e.field}: ")
     return web.json_response({"field": e.field, "message": message, "error": str(e)}, status=400)
@@ -158,20 +164,32 @@ class HttpApi:
             self.token_file.unlink(missing_ok=True)  # nothing answers it any more
             self._token = b""
 
+    def _holds_token(self, request: web.Request) -> bool:
+        """The request carries the listener token: it may read per-room detail (room ids, the
+        homeserver, the reader) that the open `/metrics` and `/healthz` keep back."""
+        given = _bearer(request)
+        return bool(given and self._token) and hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), self._token
+        )
+
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+        body = self.metrics.render(detail=self._holds_token(request))
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         names = list(self.checks)
         outcomes = await asyncio.gather(*(self._check(self.checks[n]) for n in names))
         checks = dict(zip(names, outcomes, strict=True))
         failing = [n for n, c in checks.items() if not c["ok"]]
-        doc: dict[str, Any] = {"status": "failing" if failing else "ok", "checks": checks}
         if failing:
-            doc["failing"] = failing
             log.warning(
                 "health: failing %s", ", ".join(f"{n} ({checks[n]['detail']})" for n in failing)
             )
+        if not self._holds_token(request):  # the details name the homeserver, reader, store
+            checks = {n: {"ok": c["ok"]} for n, c in checks.items()}
+        doc: dict[str, Any] = {"status": "failing" if failing else "ok", "checks": checks}
+        if failing:
+            doc["failing"] = failing
         return web.json_response(doc, status=503 if failing else 200)
 
     @staticmethod
@@ -191,16 +209,13 @@ class HttpApi:
             return web.json_response({"error": f"only loopback peers may {what}"}, status=403)
         if not is_loopback(request.url.host):
             return web.json_response({"error": "the Host must be a loopback name"}, status=403)
-        header = request.headers.get("Authorization", "")
-        given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        given = _bearer(request)
         if not given:
             return web.json_response(
                 {"error": f"send Authorization: Bearer <the token in {self.token_file}>"},
                 status=401,
             )
-        if not self._token or not hmac.compare_digest(
-            given.encode("utf-8", "surrogateescape"), self._token
-        ):
+        if not self._holds_token(request):
             log.warning("%s with a wrong token refused", request.path)
             return web.json_response({"error": f"not the token in {self.token_file}"}, status=403)
         if request.content_type != "application/json":

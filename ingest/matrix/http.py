@@ -230,8 +230,9 @@ class MatrixHTTP:
         ms = payload.get("retry_after_ms") if isinstance(payload, dict) else None
         if isinstance(ms, int | float) and ms >= 0:
             wait = ms / 1000
-        elif header is not None and header.strip().isdigit():
-            wait = float(header.strip())
+        elif header is not None and (text := header.strip()).isascii() and text.isdigit():
+            # ASCII digits only: `str.isdigit` takes `²`, which `float` refuses.
+            wait = float(text)
         return None if wait is None else min(wait, self.retry.max_retry_after)
 
     def _error(self, method: str, path: str, status: int, payload: Any) -> MatrixError:

@@ -45,7 +45,9 @@ def test_instant_and_the_chat_agree_on_every_chat_date() -> None:
         assert instant(given, NOW) == period(given, NOW).start
 
 
-@pytest.mark.parametrize("given", ["last week", "2026-13-01", "9007199254740992", "1969-12-31"])
+@pytest.mark.parametrize(
+    "given", ["last week", "2026-13-01", "9007199254740992", "1969-12-31", "\u00b2", "9" * 5000]
+)
 def test_instant_refuses_a_non_time_naming_the_grammar(given: str) -> None:
     with pytest.raises(ArgumentError, match="not a time"):
         instant(given, NOW)

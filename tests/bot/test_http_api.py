@@ -38,6 +38,7 @@ from bot.http_api import (
     token_path,
 )
 from bot.metrics import ServiceMetrics
+from bot.replies.budget import plural
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
@@ -133,8 +134,9 @@ async def api(
         await service.stop()
 
 
-async def get(url: str) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+async def get(url: str, token: str | None = None) -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as resp:
         body = await resp.text()
         return resp.status, body
 
@@ -143,8 +145,8 @@ async def get(url: str) -> tuple[int, Any]:
 
 
 async def test_http_api_healthz_ok(api: Api) -> None:
-    """Every part answers: 200 with status ok and a detail per part."""
-    status, body = await get(api.base + "/healthz")
+    """Every part answers: 200 with status ok and, to the token's holder, a detail per part."""
+    status, body = await get(api.base + "/healthz", api.token)
     assert status == 200
     doc = json.loads(body)
     assert doc["status"] == "ok"
@@ -170,7 +172,9 @@ async def test_http_api_healthz_names_the_store_when_it_is_closed(
         await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 30)
         assert (await get(base + "/healthz"))[0] == 200
         await asyncio.to_thread(service.store.close)
-        status, body = await get(base + "/healthz")
+        assert service.api is not None and service.api.token_file is not None
+        token = service.api.token_file.read_text().strip()
+        status, body = await get(base + "/healthz", token)
         metrics = parse_exposition((await get(base + "/metrics"))[1])
     finally:
         await service.stop()
@@ -187,11 +191,32 @@ async def test_http_api_healthz_names_the_store_when_it_is_closed(
 
 async def test_http_api_metrics_parse(api: Api) -> None:
     """/metrics of the module's service parses and has counted its refresh."""
-    status, body = await get(api.base + "/metrics")
+    status, body = await get(api.base + "/metrics", api.token)
     assert status == 200
     fams = parse_exposition(body)
     assert value(fams, "muninn_events_indexed_total") >= 3
     assert value(fams, "muninn_refresh_lag_seconds", room=api.room) >= 0
+
+
+async def test_http_api_open_endpoints_name_no_room_homeserver_or_reader(api: Api) -> None:
+    """Regression (issue 21 item 12): without the listener token, /metrics carries no room id
+    (only the aggregate lag) and /healthz only each part's ok, with the same status code; the
+    token's holder reads both in full."""
+    status, body = await get(api.base + "/metrics")
+    assert status == 200
+    fams = parse_exposition(body)
+    assert api.room not in body and "muninn_refresh_lag_seconds" not in fams
+    assert 0 <= value(fams, "muninn_refresh_lag_max_seconds") < 3600
+    assert value(fams, "muninn_rooms", verdict="eligible") >= 1
+    status, body = await get(api.base + "/healthz")
+    assert status == 200
+    doc = json.loads(body)
+    assert doc["status"] == "ok"
+    assert doc["checks"] == {n: {"ok": True} for n in ("service", "store", "homeserver")}
+    for secret in (api.synapse.base_url, api.synapse.bot_user_id, "points"):
+        assert secret not in body
+    assert api.room in (await get(api.base + "/metrics", api.token))[1]
+    assert api.synapse.bot_user_id in (await get(api.base + "/healthz", api.token))[1]
 
 
 # ---------------------------------------------------------------- POST /_muninn/search
@@ -294,7 +319,7 @@ async def test_cli_status_asks_the_running_service(api: Api) -> None:
     assert doc["points"] >= room["points"]
     human = await muninn(api.config, "status")
     assert human.rc == 0, human.err
-    assert f"{api.alias}: indexed, {room['points']} points" in human.out
+    assert f"{api.alias}: indexed, {plural(room['points'], 'point')}" in human.out
 
 
 async def test_cli_search_held_without_a_port_says_how_to_enable_it(

@@ -539,6 +539,18 @@ async def test_request_429_honours_retry_after_header_with_a_cap() -> None:
             assert 0.11 <= time.monotonic() - started < 5
 
 
+async def test_request_429_with_a_non_ascii_retry_after_backs_off_instead_of_failing() -> None:
+    """A hostile `Retry-After: ²` (a digit to `str.isdigit`, not to `float`) is no wait asked
+    for: the reader backs off by its own policy and retries, it never raises."""
+    retry = Retry(attempts=2, backoff=0.0, max_retry_after=0.12)
+    async with fake_reader(retry=retry) as reader:
+        with MockedTransport() as mocked:
+            mocked.get(WHOAMI, status=429, payload={}, headers={"Retry-After": "\u00b2"})
+            mocked.get(WHOAMI, payload=OK)
+            assert await reader.whoami() == "@r:hs.test"
+            assert calls(mocked) == 2
+
+
 async def test_request_502_is_retried_then_succeeds() -> None:
     """A 502 from a proxy (HTML body) is retried with backoff."""
     async with fake_reader() as reader:

@@ -1,0 +1,111 @@
+"""`bot.outbox`: a reply whose `PUT` met a homeserver outage is sent again under the same
+transaction id until it goes through, or given up (counted) once the command is too old.
+
+An outage of minutes is a fault a real Synapse cannot produce on demand: the transport is
+mocked (`tests.transport`), the client and its request layer are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+
+import pytest
+
+from bot.incoming import MAX_COMMAND_AGE_MS
+from bot.metrics import ServiceMetrics
+from bot.outbox import Outbox, Pending
+from bot.sender import BotClient, txn_id_for
+from ingest.errors import MatrixUnavailable
+from ingest.matrix.http import Retry
+from tests.bot.test_metrics import parse_exposition, value
+from tests.transport import MockedTransport
+
+HS = "http://hs.invalid"
+ROOM = "!room:hs.invalid"
+SEND = re.compile(r"^http://hs\.invalid/_matrix/client/v3/rooms/.+/send/m\.room\.message/(.+)$")
+REPLY = {"msgtype": "m.notice", "body": "1 result for otters"}
+
+
+def client() -> BotClient:
+    """The bot's real client; one attempt a request (the request layer's own ~8 s of retries
+    is what an outage outlasts)."""
+    return BotClient(HS, "token", "@muninn:hs.invalid", retry=Retry(attempts=1))
+
+
+def sent_txns(mocked: MockedTransport) -> list[str]:
+    return [
+        m.group(1)
+        for (method, url), calls in mocked.requests.items()
+        if method == "PUT" and (m := SEND.match(str(url)))
+        for _ in calls
+    ]
+
+
+async def test_outbox_sends_a_reply_after_an_outage_once_under_its_txn_id() -> None:
+    """Regression (issue 21 item 5): the reply's PUT fails 4 times (503), then the homeserver
+    is back: it is sent again under the same transaction id and arrives once."""
+    bot = client()
+    sent: list[Pending] = []
+    outbox = Outbox(bot.send_message, on_sent=sent.append, first_delay=0.01, max_delay=0.02)
+    txn = txn_id_for(ROOM, "$command")
+    now = int(time.time() * 1000)
+    with MockedTransport() as mocked:
+        for _ in range(4):
+            mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"})
+        mocked.put(SEND, payload={"event_id": "$reply"})
+        with pytest.raises(MatrixUnavailable):  # what the handler met; it holds the reply
+            await bot.send_message(ROOM, REPLY, txn)
+        outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))
+        outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))  # held twice: one reply
+        await outbox.join()
+        assert sent_txns(mocked) == [txn] * 5
+    assert [p.txn_id for p in sent] == [txn]
+    await bot.close()
+
+
+async def test_outbox_gives_up_a_reply_once_its_command_is_too_old(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A command older than `MAX_COMMAND_AGE_MS` is not answered late: its reply is given up,
+    logged and counted in `muninn_replies_given_up_total`; a full outbox gives up at once."""
+    caplog.set_level(logging.WARNING, "muninn.outbox")
+    metrics = ServiceMetrics()
+    now = [10 * MAX_COMMAND_AGE_MS]
+    bot = client()
+    outbox = Outbox(
+        bot.send_message,
+        on_given_up=lambda p, why: metrics.replies_given_up.inc(),
+        clock_ms=lambda: now[0],
+        first_delay=0.01,
+        max_waiting=1,
+    )
+    with MockedTransport() as mocked:
+        mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"}, repeat=True)
+        outbox.hold(Pending(ROOM, REPLY, "muninn.a", command_ts=now[0] - 1000))
+        outbox.hold(Pending(ROOM, REPLY, "muninn.b", command_ts=now[0]))  # over the cap
+        assert len(outbox) == 1
+        await asyncio.sleep(0.05)
+        now[0] += MAX_COMMAND_AGE_MS
+        await outbox.join()
+    fams = parse_exposition(metrics.render().decode())
+    assert value(fams, "muninn_replies_given_up_total") == 2
+    assert "too old" in caplog.text and "already waiting" in caplog.text
+    await bot.close()
+
+
+async def test_outbox_drain_tries_once_more_then_gives_up() -> None:
+    """On stop, a waiting reply is tried at once (not after its back-off), and one the
+    homeserver still refuses is given up within the budget."""
+    bot = client()
+    given_up: list[str] = []
+    outbox = Outbox(bot.send_message, on_given_up=lambda p, why: given_up.append(why))
+    with MockedTransport() as mocked:
+        mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"}, repeat=True)
+        outbox.hold(Pending(ROOM, REPLY, "muninn.c", command_ts=int(time.time() * 1000)))
+        await outbox.drain(5.0)  # the first repeat was 2 s away
+        assert sent_txns(mocked) == ["muninn.c"]
+    assert len(outbox) == 0 and len(given_up) == 1 and "stopping" in given_up[0]
+    await bot.close()
