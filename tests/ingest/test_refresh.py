@@ -34,11 +34,11 @@ from tests.indexing import (
     Indexer,
     RenamedEmbedder,
     admit,
-    muninn,
     reader_config,
     send_texts,
     shared_embedder,
 )
+from tests.inprocess import muninn_here
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SYNAPSE_TOKEN = "syt_" + "bXVuaW5u_QWxpY2VTZWNyZXRUb2tlbg_1a2B3c"
@@ -770,7 +770,7 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
     ix = Indexer(load_config(config))
     await ix.refresh()
     await ix.close()  # one process per store path
-    run = await muninn(
+    run = await muninn_here(
         config,
         "purge",
         "--room",
