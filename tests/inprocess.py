@@ -1,5 +1,6 @@
 """`muninn` run in the test's own process: the same `bot.cli.main` a child runs, without the
-~1 s a child spends starting Python, importing the project and loading the embedder again.
+~1 s of CPU a child spends starting Python and importing the project (on CI's two cores,
+shared by the workers, that was most of what a CLI test cost).
 
 For tests about what a command answers. Tests about the process itself (its exit on a signal,
 the entry point, a store held by another process) keep `tests.indexing.muninn`, and every
