@@ -27,6 +27,7 @@ from ingest.fusion import rrf
 from ingest.hits import Candidates, Hit, SearchResult, best_message, order_hits
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET, SearchQuery
+from ingest.records import Tombstone
 from ingest.revalidate import LogRead
 from ingest.search import MAX_CANDIDATES, Searcher
 from ingest.types import Message, RoomID
@@ -220,7 +221,7 @@ def _transcript_finds(
     views: Sequence[RoomView],
     command: SearchCommand,
     pattern: regex.Pattern[str] | None,
-    stones: Sequence[Mapping[str, Any]],
+    stones: Sequence[Tombstone],
     bot_user_id: str,
     prefix: str,
     fetch: int,
@@ -252,7 +253,7 @@ def _as_payload(message: Message) -> dict[str, Any]:
     return said
 
 
-async def tombstones(searcher: Searcher) -> list[Mapping[str, Any]]:
+async def tombstones(searcher: Searcher) -> list[Tombstone]:
     """Every recorded purge, for a reply that quotes the room log (`RoomLog.without_purged`).
 
     Raises:

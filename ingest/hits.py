@@ -12,6 +12,7 @@ from typing import Any
 from ingest import lexical, rank
 from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.permalink import permalink
+from ingest.records import Tombstone
 from ingest.types import StoredPoint
 
 
@@ -81,7 +82,7 @@ class Candidates:
     warnings: list[str] = field(default_factory=list)
     retrievers: list[str] = field(default_factory=list)
     points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
-    stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    stones: list[Tombstone] = field(default_factory=list, repr=False)
     cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
     early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
     # room -> its tail since the cursor, from the caller's own log read (`revalidate.Tail`)
@@ -152,17 +153,15 @@ def cited_events(payload: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def window_purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> bool:
+def window_purged(payload: Mapping[str, Any], stones: Iterable[Tombstone]) -> bool:
     """Whether a purge covers any message of a window (the whole window is then withheld)."""
     room_id = str(payload.get("room_id"))
     return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
 
 
-def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
+def purged(stones: Iterable[Tombstone], room_id: str, ts: int) -> bool:
     """Whether a purge of `room_id` covers a message sent at `ts` (rule 12)."""
-    return any(
-        s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
-    )
+    return any(s.room_id == room_id and s.covers(ts) for s in stones)
 
 
 def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:

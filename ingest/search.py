@@ -38,7 +38,7 @@ from ingest.hits import (
 from ingest.purges import PurgeLog
 from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
 from ingest.rank import RankModel
-from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
+from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
 from ingest.revalidate import LogRead
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import EmbedderIdentity, SparseVector, StoredPoint
@@ -404,15 +404,15 @@ class Searcher:
             if isinstance(v, dict) and isinstance(v.get("last_event_id"), str)
         }
 
-    async def tombstones(self) -> list[Mapping[str, Any]]:
+    async def tombstones(self) -> list[Tombstone]:
         """Every recorded purge, applied or not: the purge file's and the active generation's.
 
         With a purge file the store may be down (its records are all in the file too).
         Raises StoreError (`PurgesUnreadable`) when they cannot be read: show no log text then.
         """
-        filed: list[Mapping[str, Any]] = []
+        filed: list[Tombstone] = []
         if self.purges is not None:
-            filed.extend(await asyncio.to_thread(self.purges.read))
+            filed.extend(map(Tombstone.from_meta, await asyncio.to_thread(self.purges.read)))
         try:
             col = await self._active()
             if col is None:
@@ -423,7 +423,7 @@ class Searcher:
                 raise
             log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
             return filed
-        return [*filed, *stored.values()]
+        return [*filed, *map(Tombstone.from_meta, stored.values())]
 
 
 def _describe(identity: Mapping[str, Any]) -> str:
