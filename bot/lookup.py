@@ -24,7 +24,7 @@ from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.filters import MessageFilter, keep_messages
 from ingest.fusion import rrf
-from ingest.hits import Candidates, Hit, SearchResult, best_message, order_hits
+from ingest.hits import Candidates, CitedMessage, Hit, SearchResult, best_message, order_hits
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.records import Tombstone
@@ -77,12 +77,9 @@ def _trim(hit: Hit, command: SearchCommand, audience: Audience, server_name: str
 def _transcript_hit(
     room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
 ) -> Hit:
-    message = {
-        "event_id": found.event_id,
-        "sender": found.sender,
-        "ts": found.ts,
-        "body": found.body,
-    }
+    message = CitedMessage(
+        event_id=found.event_id, sender=found.sender, ts=found.ts, body=found.body
+    )
     return Hit(
         point_id=f"event:{found.event_id}",
         room_id=room_id,

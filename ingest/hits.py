@@ -7,13 +7,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ingest import lexical, rank
 from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.permalink import permalink
 from ingest.records import Tombstone
 from ingest.types import StoredPoint
+
+
+class CitedMessage(TypedDict):
+    """One message a hit cites, as replies and the JSON answer show it."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,7 @@ class Hit:
     first_event_id: str
     last_event_id: str
     event_ids: tuple[str, ...]
-    messages: tuple[Mapping[str, Any], ...]  # {event_id, sender, ts, body}
+    messages: tuple[CitedMessage, ...]
     score: float
     permalink: str
     best_event_id: str  # the message that matched best: replies show it as the excerpt
@@ -126,7 +135,12 @@ def build_hit(
         if not said:
             return None
     messages = tuple(
-        {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
+        CitedMessage(
+            event_id=str(m["event_id"]),
+            sender=str(m["sender"]),
+            ts=cast(int, m["ts"]),  # as stored: the writer's int (ms)
+            body=str(m["body"]),
+        )
         for m in said
     )
     best = best_message(messages, texts)
@@ -171,13 +185,13 @@ def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) 
     return line, min(stamps), max(stamps)
 
 
-def has_text(message: Mapping[str, Any]) -> bool:
+def has_text(message: Mapping[str, object]) -> bool:
     """Whether a stored message has text to show (an edit into a notice, media or a command
     leaves an empty body: nothing to cite)."""
     return bool(str(message.get("body", "")).strip())
 
 
-def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:
+def best_message(messages: Sequence[CitedMessage], texts: Sequence[str]) -> str:
     """The message sharing the most query terms (earliest on ties): the hit's excerpt."""
     terms = {t for text in texts for t in lexical.tokens(text)}
     best_id, best_score = str(messages[0]["event_id"]), -1
