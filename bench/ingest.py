@@ -30,8 +30,8 @@ from typing import Any
 from bench import arguments, emit, offline_config, vm
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
-from ingest.config import Config
-from ingest.embed import DelegatingEmbedder, Embedder, minilm
+from ingest.config import Config, EmbedderConfig
+from ingest.embed import DelegatingEmbedder, Embedder, make_embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
@@ -114,6 +114,7 @@ async def run_import(
     writer_only: bool = False,
     raw: bool = True,
     idle_seconds: float = 0.0,
+    model: str = "minilm",
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -132,6 +133,8 @@ async def run_import(
             HashingEmbedder()
             if writer_only
             else MiniLMEmbedder(batch_size=batch, unload_after_seconds=unload)
+            if model == "minilm"
+            else make_embedder(EmbedderConfig(model=model, batch_size=batch))
         )
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
@@ -190,7 +193,7 @@ async def run_import(
         "max_bytes": max_bytes,
         "batch_size": batch,
         "max_batch_tokens": MAX_BATCH_TOKENS,
-        "embedder": "sha256-hash (writer only, not a model)" if writer_only else "MiniLM int8",
+        "embedder": "sha256-hash (writer only, not a model)" if writer_only else model,
         "idle": idle,
     }
 
@@ -264,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="then measure an idle service on the index built (`bench.probes`), this long",
     )
+    p.add_argument("--embedder-model", default="minilm", help="embedder.model (kind: local)")
     p.add_argument("--out", type=Path, help="write the JSON results here")
     args = p.parse_args(argv)
     results: dict[str, Any] = {
@@ -276,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.writer_only,
                 not args.no_raw,
                 args.idle_seconds,
+                args.embedder_model,
             )
         )
     }

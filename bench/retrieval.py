@@ -290,6 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path("bench/out/candidates.json"),
         help="--folds: the candidate lists (collected here unless the file exists)",
     )
+    p.add_argument(
+        "--embedder-model",
+        default="minilm",
+        help="--folds: the local embedder the candidates are collected with (embedder.model)",
+    )
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
         print(f"--synapse-db postgres: {problem}", file=sys.stderr)
@@ -304,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench import loco
 
         if not args.candidates_cache.is_file():
-            asyncio.run(collect_candidates(args.data, args.candidates_cache))
+            asyncio.run(collect_candidates(args.data, args.candidates_cache, args.embedder_model))
         extra = ["--out", str(args.out)] if args.out else []
         return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))

@@ -84,16 +84,17 @@ async def seed_all(
 
 @contextlib.asynccontextmanager
 async def seeded_synapse(
-    conversations: Sequence[Conversation], prefix: str
+    conversations: Sequence[Conversation], prefix: str, model: str = "minilm"
 ) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
     """A work folder, a Synapse seeded with `conversations`, the reader and the product's
-    embedder (closed on the way out): what the candidate cache starts from."""
+    embedder (`model`: the local one; closed on the way out): what the candidate cache
+    starts from."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = Path(tmp)
         async with SynapseBench(work / "synapse") as sb:
             rooms, reader = await seed_all(sb.homeserver, conversations)
             log("seeded")
-            embedder = make_embedder(EmbedderConfig())
+            embedder = make_embedder(EmbedderConfig(model=model))
             try:
                 yield work, sb.homeserver, rooms, reader, embedder
             finally:
@@ -217,10 +218,11 @@ async def collect(
     return out
 
 
-async def collect_candidates(data: Path, out: Path) -> None:
-    """Seed, index at the product's chunker settings, collect, write the cache to `out`."""
+async def collect_candidates(data: Path, out: Path, model: str = "minilm") -> None:
+    """Seed, index at the product's chunker settings with the local embedder `model`, collect,
+    write the cache to `out`."""
     conversations = load(data)
-    async with seeded_synapse(conversations, "muninn-cand-") as seeded:
+    async with seeded_synapse(conversations, "muninn-cand-", model) as seeded:
         work, hs, rooms, reader, embedder = seeded
         t = time.monotonic()
         store, _report = await build_index(
@@ -232,7 +234,13 @@ async def collect_candidates(data: Path, out: Path) -> None:
         finally:
             await asyncio.to_thread(store.close)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"data": str(data), "max_bytes": MAX_BYTES, "gap_seconds": GAP_SECONDS, "depth": DEPTH}
+    doc = {
+        "data": str(data),
+        "max_bytes": MAX_BYTES,
+        "gap_seconds": GAP_SECONDS,
+        "depth": DEPTH,
+        "embedder": dict(embedder.identity.as_record()),
+    }
     text = json.dumps({**doc, "conversations": convs}) + "\n"
     await asyncio.to_thread(out.write_text, text, encoding="utf-8")
     log(f"wrote {out}")

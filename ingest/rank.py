@@ -21,26 +21,34 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import regex
 
 from ingest import lexical
 
 __all__ = [
+    "BY_EMBEDDER",
     "COEFFICIENTS",
     "FEATURES",
     "FLOOR",
+    "MADE_UP",
     "MATCH_COEFFICIENTS",
     "MATCH_FEATURES",
     "NEIGHBOUR_GAP_MS",
     "RANKER_VERSION",
     "STOP_WORDS",
+    "WORDED_FLOOR",
+    "RankModel",
     "Span",
     "content_terms",
     "features",
+    "for_embedder",
+    "near",
     "probability",
     "rerank",
+    "unit_mean",
 ]
 
 # Words that carry no topic: question words, auxiliaries, pronouns, determiners, prepositions.
@@ -109,6 +117,99 @@ MATCH_COEFFICIENTS: Mapping[str, float] = {
 # The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
 # question needs a cosine of about 0.30 to be shown.
 FLOOR = 0.0020
+
+
+@dataclass(frozen=True)
+class RankModel:
+    """The ranker's and the floor's coefficients for one embedder: both read its cosines, whose
+    scale is the model's own (e5's unrelated texts meet near 0.75, MiniLM's near 0.1).
+
+    `floor` applies to a text some candidate shares a word with, `wordless_floor` to one no
+    candidate does (made-up words, or a question in other words than every message). With
+    `made_up`, a wordless text whose vector is at least this near the embedder's direction of
+    made-up words (the mean of `MADE_UP`'s query vectors) answers nothing: e5 meets nonsense at
+    the cosine of a weak real answer, so no floor on the cosine alone tells them apart.
+    """
+
+    coefficients: Mapping[str, float]
+    match: Mapping[str, float]
+    floor: float
+    wordless_floor: float
+    made_up: float | None = None
+
+
+# A question sharing a word with a candidate (the roof leak asked about as "water coming
+# through the ceiling": the plants need water) may be shown down to this match probability,
+# where the room fixtures' answers stand (tests/ingest/test_rooms.py); one sharing no word keeps
+# the locomo-dev floor, above every made-up phrase of those rooms.
+WORDED_FLOOR = 0.0015
+MINILM = RankModel(COEFFICIENTS, MATCH_COEFFICIENTS, WORDED_FLOOR, FLOOR)
+# Made-up phrases the direction of nonsense is taken from (none is a word of any language the
+# tests ask in; the tests' made-up words are others).
+MADE_UP = (
+    "asdf qwer zxcv",
+    "blibber flonk",
+    "grompf vizzle tarn",
+    "quux snarf wibble",
+    "plomb krettle",
+    "yarbo fentix",
+)
+# multilingual-e5-small q4, trained the same way on its own candidates (`python -m bench.retrieval
+# --folds --embedder-model multilingual-e5-small`, then `bench.loco --train`; RESULTS.md). Its
+# cosines are compressed (related 0.8-0.95, unrelated ~0.75), hence the large dense weights.
+E5 = RankModel(
+    coefficients={
+        "bias": -8.3013,
+        "dense_gap": 13.4595,
+        "dense_rr": 2.3738,
+        "lexical_rr": 1.6471,
+        "best_message": 2.1798,
+        "speaker": 1.8021,
+        "length": 1.8139,
+        "time": 0.6772,
+        "after_question": 2.5287,
+        "best_message_gap": 2.2496,
+    },
+    match={"bias": -21.7679, "dense": 20.0785, "best_message": 5.2083},
+    floor=0.0031,
+    wordless_floor=0.0031,
+    # Real questions of the room fixtures meet the direction at 0.80-0.87, made-up ones at
+    # 0.87-0.92 (an error code nears it too, but its words are in the windows it names).
+    made_up=0.87,
+)
+# Keyed by `EmbedderIdentity.model`; another embedder (Ollama's) is ranked as MiniLM is.
+BY_EMBEDDER: Mapping[str, RankModel] = {
+    "all-MiniLM-L6-v2-int8": MINILM,
+    "multilingual-e5-small-q4": E5,
+}
+
+
+def unit_mean(vectors: Sequence[Sequence[float]]) -> list[float]:
+    """The unit-length mean of `vectors` (a direction in the embedder's space)."""
+    mean = [sum(col) / len(vectors) for col in zip(*vectors, strict=True)]
+    norm = math.sqrt(sum(x * x for x in mean)) or 1.0
+    return [x / norm for x in mean]
+
+
+def near(
+    texts: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    direction: Sequence[float],
+    threshold: float,
+) -> list[str]:
+    """The texts whose (unit) vector has a cosine of at least `threshold` with `direction`."""
+    return [
+        t
+        for t, v in zip(texts, vectors, strict=True)
+        if sum(a * b for a, b in zip(v, direction, strict=True)) >= threshold
+    ]
+
+
+def for_embedder(model: str) -> RankModel:
+    """The coefficients trained for the embedder `model` (MiniLM's for one never trained)."""
+    return BY_EMBEDDER.get(model, MINILM)
+
+
 # Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
 # "painted" and "paints" meet in "pain"); the store's lexical index itself stays unstemmed.
 # 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).
@@ -262,20 +363,28 @@ def rerank(
     coefficients: Mapping[str, float] = COEFFICIENTS,
     match: Mapping[str, float] = MATCH_COEFFICIENTS,
     floor: float = FLOOR,
+    wordless_floor: float | None = None,
+    made_up: Collection[str] = (),
 ) -> tuple[list[tuple[str, float]], int]:
     """The pool ordered by the ranker's probability, best first, without the windows whose
-    `match` probability is under `floor`; and how many those were.
+    `match` probability is under the floor for every text; and how many those were.
 
     `per_text` maps each query text to its (dense, lexical) lists. A window answers the query
-    as well as it answers its best text. Ties keep the pool's (fused) order.
+    as well as it answers its best text. Ties keep the pool's (fused) order. A text no
+    candidate shares a word with is held to `wordless_floor` (None: `floor`), and one of them
+    also in `made_up` (near the embedder's made-up words, `RankModel.made_up`) shows nothing.
     """
     best = dict.fromkeys(pool, 0.0)
-    matches = dict.fromkeys(pool, 0.0)
+    shown_by = dict.fromkeys(pool, False)
     for text, (dense, lexical_found) in per_text.items():
         rows = features(text, pool, bodies, dense, lexical_found, senders, spans=spans)
+        wordless = not any(row[FEATURES.index("best_message")] > 0 for row in rows)
+        bar = floor if not wordless or wordless_floor is None else wordless_floor
+        if wordless and text in made_up:
+            bar = math.inf
         for pid, row in zip(pool, rows, strict=True):
             best[pid] = max(best[pid], probability(row, coefficients))
-            matches[pid] = max(matches[pid], probability(row, match))
+            shown_by[pid] = shown_by[pid] or probability(row, match) >= bar
     ranked = sorted(((pid, best[pid]) for pid in pool), key=lambda item: -item[1])
-    shown = [(pid, p) for pid, p in ranked if matches[pid] >= floor]
+    shown = [(pid, p) for pid, p in ranked if shown_by[pid]]
     return shown, len(ranked) - len(shown)

@@ -37,10 +37,11 @@ from ingest.hits import (
 )
 from ingest.purges import PurgeLog
 from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
+from ingest.rank import RankModel
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
 from ingest.revalidate import LogRead
 from ingest.store import Collection, PointFilter, Store
-from ingest.types import SparseVector, StoredPoint
+from ingest.types import EmbedderIdentity, SparseVector, StoredPoint
 
 log = logging.getLogger("muninn.search")
 
@@ -103,7 +104,7 @@ class Searcher:
         lexical_floor: float = LEXICAL_FLOOR,
         rrf_k: int = RRF_K,
         ranker: bool = True,
-        relevance_floor: float = rank.FLOOR,
+        relevance_floor: float | None = None,
         purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
@@ -116,11 +117,14 @@ class Searcher:
         self.lexical_floor = lexical_floor
         self.rrf_k = rrf_k
         # The second stage (`ingest.rank`) re-orders the fused candidates when both retrievers
-        # answered; windows under `relevance_floor` are not shown at all.
+        # answered; windows under `relevance_floor` (None: the one trained for the embedder,
+        # `ingest.rank.for_embedder`) are not shown at all.
         self.ranker = ranker
         self.relevance_floor = relevance_floor
         self._collection: Collection | None = None
         self._generation: str | None = None
+        # The embedder's direction of made-up words (`_made_up`), for the identity it was taken.
+        self._nonsense: tuple[EmbedderIdentity, list[float]] | None = None
 
     async def _active(self) -> Collection | None:
         active = await asyncio.to_thread(self.store.active)
@@ -227,7 +231,9 @@ class Searcher:
             weights=self.weights,
         )
         if fusing and self.ranker and self.weights.get("lexical", 1.0) > 0:
-            pool.ranked, pool.below_floor = self._second_stage(fused, lists, points)
+            assert dense_vectors is not None
+            made_up = await self._made_up(query.texts, dense_vectors)
+            pool.ranked, pool.below_floor = self._second_stage(fused, lists, points, made_up)
         else:
             pool.ranked = fused
         return pool
@@ -237,6 +243,7 @@ class Searcher:
         fused: Sequence[tuple[str, float]],
         lists: Mapping[tuple[str, str], Sequence[tuple[str, float]]],
         points: Mapping[str, StoredPoint],
+        made_up: Sequence[str] = (),
     ) -> tuple[list[tuple[str, float]], int]:
         """The fused candidates re-ordered by `ingest.rank`'s model, those under its floor out."""
         ids = [pid for pid, _ in fused]
@@ -252,7 +259,42 @@ class Searcher:
                 per_text.setdefault(
                     text_key(text), (lists[("dense", text)], lists[("lexical", text)])
                 )
-        return rank.rerank(ids, bodies, per_text, senders, spans=spans, floor=self.relevance_floor)
+        model = self._rank_model()
+        if self.relevance_floor is None:
+            floor, wordless = model.floor, model.wordless_floor
+        else:
+            floor = wordless = self.relevance_floor
+        return rank.rerank(
+            ids,
+            bodies,
+            per_text,
+            senders,
+            spans=spans,
+            coefficients=model.coefficients,
+            match=model.match,
+            floor=floor,
+            wordless_floor=wordless,
+            made_up={text_key(t) for t in made_up},
+        )
+
+    def _rank_model(self) -> RankModel:
+        return rank.for_embedder(self.embedder.identity.model if self.embedder else "")
+
+    async def _made_up(
+        self, texts: Sequence[str], vectors: Sequence[Sequence[float]]
+    ) -> list[str]:
+        """The texts near the embedder's made-up words (`RankModel.made_up`); the direction of
+        those is embedded once a searcher."""
+        threshold = self._rank_model().made_up
+        if threshold is None or self.embedder is None or self.relevance_floor is not None:
+            return []
+        if self._nonsense is None or self._nonsense[0] != self.embedder.identity:
+            try:
+                refs = await self.embedder.embed_queries(list(rank.MADE_UP))
+            except (EmbedError, EmbedUnavailable):
+                return []
+            self._nonsense = (self.embedder.identity, rank.unit_mean(refs))
+        return rank.near(texts, vectors, self._nonsense[1], threshold)
 
     def lexical_query(self, text: str) -> SparseVector:
         """The sparse query vector of one text, without its stop words: "when did … the …"

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import yaml
 
 from bot.demo.client import unique_localpart
-from ingest.config import Config, parse_config
+from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.matrix import MatrixReader
@@ -37,6 +37,17 @@ def shared_embedder() -> Embedder:
     if _EMBEDDER is None:
         _EMBEDDER = make_embedder(parse_config(_base("x", "@x:x", "t", Path("."))).embedder)
     return _EMBEDDER
+
+
+_E5: Embedder | None = None
+
+
+def shared_e5() -> Embedder:
+    """The real multilingual-e5-small embedder, loaded once for the whole session."""
+    global _E5
+    if _E5 is None:
+        _E5 = make_embedder(EmbedderConfig(model="multilingual-e5-small"))
+    return _E5
 
 
 class RecordingEmbedder(DelegatingEmbedder):

