@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import regex
 
@@ -242,9 +242,9 @@ def _transcript_finds(
     return found
 
 
-def _as_payload(message: Message) -> dict[str, Any]:
+def _as_payload(message: Message) -> dict[str, object]:
     """A log message as the index's payload holds it, for `keep_messages`."""
-    said: dict[str, Any] = {"body": message.body, "sender": message.sender}
+    said: dict[str, object] = {"body": message.body, "sender": message.sender}
     if message.mentions is not None:
         said["mentions"] = list(message.mentions)
     return said

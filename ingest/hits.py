@@ -1,5 +1,8 @@
 """`ingest.hits`: what a search answers (`Hit`, `SearchResult`, `Candidates`) and the pure
 rules over stored windows it cites by: the excerpt, purges, the events a window cites.
+
+A stored window is read as a `WindowPayload` (`window_of`): the §4 payload the writer builds
+(`ingest.points.build_payload`), its messages as `StoredMessage`s.
 """
 
 from __future__ import annotations
@@ -7,13 +10,51 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from ingest import lexical, rank
 from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.permalink import permalink
 from ingest.records import Tombstone
 from ingest.types import StoredPoint
+
+
+class StoredMessage(TypedDict):
+    """A message as a window's payload keeps it (`ingest.chunker.window_payload`)."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str  # scrubbed, with the latest valid edit applied
+    mentions: NotRequired[list[str]]  # `m.mentions.user_ids`; absent: the event had none
+    edit_event_id: NotRequired[str]  # the edit applied to it, if any
+    edit_ts: NotRequired[int]
+
+
+class WindowPayload(TypedDict, total=False):
+    """The payload of a stored window (docs/ARCHITECTURE.md §4): what a hit is built from
+    and revalidated by. Only `room_id` is read unconditionally."""
+
+    corpus: str
+    room_id: Required[str]
+    room_alias: str | None
+    thread_root: str | None
+    event_ids: list[str]  # its messages' ids, then the ids of the edits applied to them
+    first_event_id: str
+    last_event_id: str
+    first_ts: int
+    last_ts: int
+    senders: list[str]
+    messages: list[StoredMessage]
+    text: str
+    content_hash: str
+    versions: dict[str, object]
+
+
+def window_of(point: StoredPoint) -> WindowPayload:
+    """A stored point's payload as the window record the writer stored it as (the store
+    keeps JSON and returns it untyped)."""
+    return cast(WindowPayload, point.payload)
 
 
 class CitedMessage(TypedDict):
@@ -128,10 +169,10 @@ def build_hit(
     flt: MessageFilter | None = None,
 ) -> Hit | None:
     """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
-    p = point.payload
-    said = [m for m in p.get("messages", []) if has_text(m)]
+    p = window_of(point)
+    said: Sequence[Mapping[str, object]] = [m for m in p.get("messages", []) if has_text(m)]
     if flt:
-        said = list(keep_messages(flt, said, p.get("thread_root")))
+        said = keep_messages(flt, said, p.get("thread_root"))
         if not said:
             return None
     messages = tuple(
@@ -159,7 +200,7 @@ def build_hit(
     )
 
 
-def cited_events(payload: Mapping[str, Any]) -> list[str]:
+def cited_events(payload: WindowPayload) -> list[str]:
     """The events a window cites. `event_ids` holds the applied edits too: a redacted edit's
     text is as gone as a redacted message's, though the message it edited still stands."""
     return [str(e) for e in payload.get("event_ids") or ()] or [
@@ -167,7 +208,7 @@ def cited_events(payload: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def window_purged(payload: Mapping[str, Any], stones: Iterable[Tombstone]) -> bool:
+def window_purged(payload: WindowPayload, stones: Iterable[Tombstone]) -> bool:
     """Whether a purge covers any message of a window (the whole window is then withheld)."""
     room_id = str(payload.get("room_id"))
     return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
@@ -178,7 +219,7 @@ def purged(stones: Iterable[Tombstone], room_id: str, ts: int) -> bool:
     return any(s.room_id == room_id and s.covers(ts) for s in stones)
 
 
-def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:
+def window_span(payload: WindowPayload, shown: Sequence[StoredMessage]) -> rank.Span:
     """A window's timeline (room and thread) and the first and last time of its shown messages."""
     line = f"{payload.get('room_id')}\x1f{payload.get('thread_root') or ''}"
     stamps = [int(m["ts"]) for m in shown]

@@ -42,7 +42,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
-from ingest.hits import cited_events
+from ingest.hits import StoredMessage, WindowPayload, cited_events
 from ingest.matrix import Page
 from ingest.rooms import RoomCache
 from ingest.types import Edit, Redaction, RoomID
@@ -157,14 +157,14 @@ def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | Non
     return None
 
 
-def edited_since(message: Mapping[str, Any], edit: Edit) -> bool:
+def edited_since(message: StoredMessage, edit: Edit) -> bool:
     """Whether `edit` replaces what the index holds for `message`, by the writer's rules
     (`WindowSet.apply_edit`): its author's, and newer than the edit applied (if any)."""
     applied = (int(message.get("edit_ts") or -1), str(message.get("edit_event_id") or ""))
     return edit.sender == message.get("sender") and (edit.ts, str(edit.event_id)) > applied
 
 
-def current(payload: Mapping[str, Any], tail: Tail) -> bool:
+def current(payload: WindowPayload, tail: Tail) -> bool:
     """Whether a window is still what the index holds, given the room's tail since its cursor:
     nothing it cites redacted, no message of it edited since."""
     if any(e in tail.redacted for e in cited_events(payload)):
@@ -176,7 +176,7 @@ def current(payload: Mapping[str, Any], tail: Tail) -> bool:
     )
 
 
-def _bundled_edit_ok(message: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+def _bundled_edit_ok(message: StoredMessage, event: Mapping[str, Any]) -> bool:
     """A fetched message event against what the index holds: its bundled latest edit (spec
     v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
 
@@ -308,7 +308,7 @@ class LiveCheck:
         redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
         return event if event and event.get("content") and not redacted else None
 
-    async def _one_by_one(self, room_id: str, payload: Mapping[str, Any]) -> bool:
+    async def _one_by_one(self, room_id: str, payload: WindowPayload) -> bool:
         ids = cited_events(payload)
         fetched = await asyncio.gather(*(self._fetch(room_id, e) for e in ids))
         if any(event is None for event in fetched):
@@ -332,7 +332,7 @@ class LiveCheck:
         self,
         room_id: str,
         cursor: str | None,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         early: asyncio.Future[Any] | None,
         known: Tail | None,
     ) -> list[bool]:
@@ -362,7 +362,7 @@ class LiveCheck:
 
     async def windows(
         self,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
         known: Mapping[str, Tail] | None = None,
@@ -417,7 +417,7 @@ class SourcedCheck:
 
     async def windows(
         self,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
         known: Mapping[str, Tail] | None = None,
@@ -444,9 +444,7 @@ class SourcedCheck:
         return _scattered(len(payloads), groups.values(), answered)
 
 
-def _grouped(
-    payloads: Sequence[Mapping[str, Any]], key: Callable[[str], _K]
-) -> dict[_K, list[int]]:
+def _grouped(payloads: Sequence[WindowPayload], key: Callable[[str], _K]) -> dict[_K, list[int]]:
     """The payloads' positions, grouped by `key` of their room."""
     groups: dict[_K, list[int]] = {}
     for i, p in enumerate(payloads):
