@@ -40,6 +40,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from mautrix.types import EventType, RelationType
+
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
 from ingest.hits import StoredMessage, WindowPayload, cited_events
@@ -83,7 +85,7 @@ _K = TypeVar("_K")
 
 # What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
 # an `m.room.message` with the type of what it edits; only messages are indexed).
-TAIL_TYPES = ("m.room.redaction", "m.room.message")
+TAIL_TYPES = (EventType.ROOM_REDACTION.t, EventType.ROOM_MESSAGE.t)
 TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
 ARRIVALS = 3  # reads beyond `tail_pages` for events that arrive while the tail is read
 MAX_TAILS = 256  # rooms whose last tail is kept (each at most `tail_pages` pages of events)
@@ -185,7 +187,7 @@ def _bundled_edit_ok(message: StoredMessage, event: Mapping[str, Any]) -> bool:
     """
     unsigned = event.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
     if bundled is None:
         return True  # an applied edit since redacted is caught by fetching the edit itself
     if not isinstance(bundled, Mapping):

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NotRequired, TypedDict
 
+from mautrix.types import MessageType, RelationType
+
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
 from ingest.stamps import utc_minute
@@ -86,7 +88,7 @@ ReplyContent = TypedDict(
 def relation(reply_to: ReplyTo) -> Relation:
     if reply_to.thread_root is not None:
         return {
-            "rel_type": "m.thread",
+            "rel_type": RelationType.THREAD.value,
             "event_id": reply_to.thread_root,
             "is_falling_back": True,
             "m.in_reply_to": {"event_id": reply_to.event_id},
@@ -98,7 +100,7 @@ def _content(
     reply_to: ReplyTo, plain: str, html: str, results: Mapping[str, Any] | None
 ) -> ReplyContent:
     content: ReplyContent = {
-        "msgtype": "m.notice",
+        "msgtype": MessageType.NOTICE.value,
         "body": plain,
         "format": "org.matrix.custom.html",
         "formatted_body": html,
