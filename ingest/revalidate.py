@@ -45,7 +45,7 @@ from mautrix.types import EventType, RelationType
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
 from ingest.hits import StoredMessage, WindowPayload, cited_events
-from ingest.matrix import Page
+from ingest.matrix import JSONDict, Page
 from ingest.rooms import RoomCache
 from ingest.types import Edit, Redaction, RoomID
 
@@ -66,7 +66,7 @@ __all__ = [
 class EventSource(Protocol):
     """Where events are re-read: the homeserver (`MatrixReader`) or a room export."""
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None: ...
 
 
 @runtime_checkable
@@ -99,7 +99,7 @@ class Tail:
     redacted: set[str] = field(default_factory=set)
     edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
 
-    def add(self, event: Mapping[str, Any]) -> None:
+    def add(self, event: JSONDict) -> None:
         item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
         if isinstance(item, Redaction):
             self.redacted.add(str(item.redacts))
@@ -121,7 +121,7 @@ class _Read:
     events: int  # read since the cursor
 
 
-def read_tail(events: Iterable[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
+def read_tail(events: Iterable[JSONDict], tail: Tail | None = None) -> Tail:
     tail = tail if tail is not None else Tail()
     for event in events:
         tail.add(event)
@@ -134,14 +134,14 @@ class LogRead:
     without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
     the log then reaches back to the mark unless more was said since than it holds."""
 
-    events: Sequence[Mapping[str, Any]]
+    events: Sequence[JSONDict]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
     mark: str | None
 
     def tail(self) -> Tail | None:
         return tail_since(self.events, self.mark)
 
 
-def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | None:
+def tail_since(log: Sequence[JSONDict], mark: str | None) -> Tail | None:
     """The tail after the writer's newest walked event `mark`, from a read of the room's log
     (newest first, from the present back without a gap: the bot's read for the command it
     answers); None when the log does not reach back to `mark`, or no mark is known.
@@ -151,7 +151,7 @@ def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | Non
     """
     if mark is None:
         return None
-    newer: list[Mapping[str, Any]] = []
+    newer: list[JSONDict] = []
     for event in log:
         if event.get("event_id") == mark:
             return read_tail(e for e in reversed(newer) if e.get("type") in TAIL_TYPES)
@@ -178,7 +178,7 @@ def current(payload: WindowPayload, tail: Tail) -> bool:
     )
 
 
-def _bundled_edit_ok(message: StoredMessage, event: Mapping[str, Any]) -> bool:
+def _bundled_edit_ok(message: StoredMessage, event: JSONDict) -> bool:
     """A fetched message event against what the index holds: its bundled latest edit (spec
     v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
 
@@ -299,7 +299,7 @@ class LiveCheck:
         while len(self._reads) > MAX_TAILS:
             del self._reads[next(iter(self._reads))]  # the least recently read room
 
-    async def _fetch(self, room_id: str, event_id: str) -> Mapping[str, Any] | None:
+    async def _fetch(self, room_id: str, event_id: str) -> JSONDict | None:
         async with self._gate:
             try:
                 event = await self.reader.get_event(room_id, event_id)
