@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.limits import serve_capped
+
 __all__ = ["AppserviceServer", "BoundedSeen", "EventSink"]
 
 log = logging.getLogger("muninn.appservice")
@@ -102,8 +104,7 @@ class AppserviceServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        await serve_capped(self._runner, self.host, self.port)  # bounded fds, slow heads
         log.info("appservice listening on http://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:

@@ -29,6 +29,7 @@ from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.incoming import incoming
 from bot.inflight import CommandPool, Countdown
+from bot.limits import quiet_accept_errors, raise_nofile
 from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
@@ -197,6 +198,8 @@ class Service:
     async def run_until_signal(self) -> None:
         """Serve until SIGTERM or SIGINT (or a task's unexpected death), then stop cleanly."""
         loop = asyncio.get_running_loop()
+        raise_nofile()  # idle connections must not starve the service of descriptors
+        quiet_accept_errors(loop)
         stop = asyncio.Event()
         self._stop_request = stop
         for sig in (signal.SIGTERM, signal.SIGINT):

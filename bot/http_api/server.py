@@ -27,6 +27,7 @@ from bot.http_api.wire import (
     SearchRequest,
     purge_document,
 )
+from bot.limits import CappedSite, serve_capped
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.errors import MuninnError, QueryError, StoreError
 from ingest.facts import StoreFacts
@@ -133,6 +134,7 @@ class HttpApi:
             if status is not None:
                 self.app.add_routes([web.post(STATUS_PATH, self._status_handler)])
         self._runner: web.AppRunner | None = None
+        self.site: CappedSite | None = None  # capped connections, slow heads closed
 
     async def start(self) -> None:
         if not is_loopback(self.host):
@@ -148,7 +150,7 @@ class HttpApi:
             self._token = token.encode()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.site = await serve_capped(self._runner, self.host, self.port)
         log.info(
             "metrics and health on http://%s:%d%s",
             self.host,

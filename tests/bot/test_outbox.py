@@ -2,7 +2,8 @@
 transaction id until it goes through, or given up (counted) once the command is too old.
 
 An outage of minutes is a fault a real Synapse cannot produce on demand: the transport is
-mocked (`tests.transport`), the client and its request layer are the real ones.
+mocked (`tests.transport`; unmatched requests pass through to the real Synapse), the client
+and its request layer are the real ones.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from bot.outbox import Outbox, Pending
 from bot.sender import BotClient, txn_id_for
 from ingest.errors import MatrixUnavailable
 from ingest.matrix.http import Retry
+from tests.bot.botenv import Env
 from tests.bot.test_metrics import parse_exposition, value
+from tests.botkit import ask, replies
+from tests.homeserver import MatrixUser
 from tests.transport import MockedTransport
 
 HS = "http://hs.invalid"
 ROOM = "!room:hs.invalid"
 SEND = re.compile(r"^http://hs\.invalid/_matrix/client/v3/rooms/.+/send/m\.room\.message/(.+)$")
+SYNAPSE_SEND = re.compile(
+    r"^http://127\.0\.0\.1:\d+/_matrix/client/v3/rooms/.+/send/m\.room\.message/muninn\."
+)
 REPLY = {"msgtype": "m.notice", "body": "1 result for otters"}
 
 
@@ -109,3 +116,28 @@ async def test_outbox_drain_tries_once_more_then_gives_up() -> None:
         assert sent_txns(mocked) == ["muninn.c"]
     assert len(outbox) == 0 and len(given_up) == 1 and "stopping" in given_up[0]
     await bot.close()
+
+
+async def test_bot_answers_a_command_whose_reply_met_an_outage(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 21 item 5): the service's reply PUT fails 3 times past its request
+    layer's retries (the homeserver down for longer than they last), then Synapse is back:
+    the command is answered, once, under the one transaction id of its first try."""
+    handler = env.service.handler
+    monkeypatch.setattr(env.service.client, "retry", Retry(attempts=1))
+    monkeypatch.setattr(handler.outbox, "_first", 0.01)
+    room = await env.room(alice)
+    with MockedTransport(passthrough_unmatched=True) as mocked:
+        for _ in range(3):
+            mocked.put(SYNAPSE_SEND, status=503, payload={"errcode": "M_UNKNOWN"})
+        command, reply = await ask(alice, room, "!help", env.bot_id)
+        tries = [
+            url.path.rsplit("/", 1)[1]
+            for (method, url), calls in mocked.requests.items()
+            if method == "PUT" and SYNAPSE_SEND.match(str(url))
+            for _ in calls
+        ]
+    assert tries == [txn_id_for(room, command)] * 4  # 3 refused, the 4th posted
+    assert len(await replies(alice, room, command, env.bot_id)) == 1
+    assert reply["content"]["msgtype"] == "m.notice"
