@@ -17,21 +17,21 @@ from bot.commands.grammar import parse
 from bot.commands.records import PinCommand, PinsCommand, UnpinCommand, UsageError
 from bot.errors import CommandError
 from bot.html import excerpt, safe_html, safe_plain
-from bot.lookup import tombstones
 from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset, select
+from bot.reads import RoomReads
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
+from bot.replying import Replier
 from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
 from ingest.hits import purged
 from ingest.permalink import cited_events, permalink
 from ingest.records import Tombstone
-from ingest.rooms import RoomInfo
+from ingest.rooms import RoomCache, RoomInfo
 from ingest.scrub import scrub
 from ingest.types import RoomID
 
 if TYPE_CHECKING:
-    from bot.handlers import CommandHandler
     from bot.incoming import Incoming
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
@@ -224,41 +224,52 @@ def _nothing_pinned(item: TimelineItem, command: PinCommand, prefix: str) -> str
 
 
 class PinActions:
-    def __init__(self, handler: CommandHandler) -> None:
-        self.h = handler
+    """The pinboard commands, given the parts of the handler they use: the room reads, the
+    replier (rate, audience, send), the room verdicts, the board reader and the purges."""
 
-    @property
-    def boards(self) -> BoardReader:
-        h = self.h
-        return BoardReader(h.client.get_event, h.bot_user_id, h.prefix, h.server_name)
+    def __init__(
+        self,
+        reads: RoomReads,
+        replier: Replier,
+        rooms: RoomCache,
+        boards: BoardReader,
+        tombstones: Callable[[], Awaitable[list[Tombstone]]],
+    ) -> None:
+        self._reads = reads
+        self._replier = replier
+        self._rooms = rooms
+        self.boards = boards
+        self._tombstones = tombstones
 
     async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Tombstone]]:
         """The log with what a purge covers emptied, and the purges (for events fetched
         beyond it). Raises CommandError when the purges cannot be read: nothing is quoted."""
-        stones = await tombstones(self.h.searcher)
+        stones = await self._tombstones()
         return room_log.without_purged(stones), stones
 
     async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
-        h = self.h
-        room_log = await h.read_log(msg.room_id)
-        if not await h.may_answer(msg, room_log):
+        reads, replier, boards = self._reads, self._replier, self.boards
+        room_log = await reads.read_log(msg.room_id)
+        if not await replier.may_answer(msg, room_log):
             return
         room_log, _ = await self._readable(room_log)
         history = room_log.timeline()
         index = _index_of(history, msg)
-        target = pin_target(history, index, command, bot_user_id=h.bot_user_id, prefix=h.prefix)
-        before = self.boards.board(history[:index])
+        target = pin_target(
+            history, index, command, bot_user_id=boards.bot_user_id, prefix=boards.prefix
+        )
+        before = boards.board(history[:index])
         if isinstance(command, UnpinCommand):
             await self._unpin(msg, command, target, before)
             return
         if target is None:
-            raise CommandError(_nothing_pinned(history[index], command, h.prefix))
+            raise CommandError(_nothing_pinned(history[index], command, boards.prefix))
         items = {i.event_id: i for i in history}
         # The confirmation quotes the message only if the whole room may see it (rule 14):
         # `^5` may reach above the join of someone who just came in.
-        audience = await h.audience(msg.room_id)
+        audience = await replier.audience(msg.room_id)
         seen = target in items and audience.sees(items[target].ts)
-        edited = await asyncio.to_thread(self.boards.edited, room_log) if seen else {}
+        edited = await asyncio.to_thread(boards.edited, room_log) if seen else {}
         body = edited[target] if target in edited else _body(items[target]) if seen else ""
         verb = "Re-pinned" if before.get(target) else "Pinned"
         label = f" under #{command.label}" if command.label else ""
@@ -269,8 +280,8 @@ class PinActions:
             note = shorten(scrub(command.note), NOTE_WIDTH)
             plain += f" — {safe_plain(note)}"
             html += f" — {safe_html(note)}"
-        if await h.audience_holds(msg, audience if seen else None):
-            await h.send(msg, notice(msg.reply_to, plain, html))
+        if await replier.audience_holds(msg, audience if seen else None):
+            await replier.send(msg, notice(msg.reply_to, plain, html))
 
     async def _unpin(
         self, msg: Incoming, command: UnpinCommand, target: str | None, before: Board
@@ -285,22 +296,22 @@ class PinActions:
             text = "Nothing unpinned: that message is not on the pinboard."
         else:
             text = "Unpinned."
-        await self.h.say(msg, text, "info")
+        await self._replier.say(msg, text, "info")
 
     async def show(self, msg: Incoming, command: PinsCommand, in_command_room: bool) -> None:
-        h = self.h
-        own_log = await h.read_log(msg.room_id)
-        if not await h.may_answer(msg, own_log):
+        reads, replier = self._reads, self._replier
+        own_log = await reads.read_log(msg.room_id)
+        if not await replier.may_answer(msg, own_log):
             return
         room_id, room_log, cut = msg.room_id, own_log, ANYONE
         if command.room is not None:
-            room_id = (await h.resolve_rooms((command.room,)))[0]
-            room_log = await h.read_log(room_id)
+            room_id = (await reads.resolve_rooms((command.room,)))[0]
+            room_log = await reads.read_log(room_id)
         elif not in_command_room:
-            cut = await h.audience(msg.room_id)
+            cut = await replier.audience(msg.room_id)
         room_log, stones = await self._readable(room_log)
-        info = await h.rooms.get(room_id)
+        info = await self._rooms.get(room_id)
         view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
-        if await h.audience_holds(msg, cut):
-            await h.send(msg, pins_reply(msg.reply_to, view, filtered))
+        if await replier.audience_holds(msg, cut):
+            await replier.send(msg, pins_reply(msg.reply_to, view, filtered))

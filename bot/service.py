@@ -126,9 +126,9 @@ class Service:
             self.searcher,
             self.rooms,
             bot_user_id=self.bot_user_id,
+            command_room=await self._resolve_command_room(),
             metrics=self.metrics,
         )
-        self.handler.command_room = await self._resolve_command_room()
         self.commands = CommandPool(
             cfg.bot.max_concurrent_commands,
             cfg.bot.command_timeout_seconds,

@@ -243,7 +243,7 @@ def text_reply(
     `results_kind` (the command room) it carries `{results_kind: text}` as its results.
 
     The text may quote the asker's command (a usage error names the bad fragment): the caller
-    scrubs it (`CommandHandler.say`), so the body and the results carry the same words, cut
+    scrubs it (`Replier.say`), so the body and the results carry the same words, cut
     to the same `TEXT_REPLY` characters.
 
     `own`: Muninn's own text quoting nobody (`!help`): escaped, but no word joiner after an

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot import handlers, visibility
-from bot.handlers import AUDIENCE_CHANGED
+from bot import replying, visibility
+from bot.replying import AUDIENCE_CHANGED
 from tests.bot.botenv import Env, body_of, link
 from tests.botkit import ask, wait_reply
 from tests.homeserver import MatrixUser
@@ -34,12 +34,12 @@ def count_event_fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The `GET /event`s the audience reads make (not the scope's own rule-3 walk, which
     `ingest` memoises by its own rule), appended as they are made."""
     fetched: list[str] = []
-    real = handlers.room_audience
+    real = replying.room_audience
 
     async def counted(client: Any, room_id: str, *args: Any) -> Any:
         return await real(_Counting(client, fetched), room_id, *args)
 
-    monkeypatch.setattr(handlers, "room_audience", counted)
+    monkeypatch.setattr(replying, "room_audience", counted)
     return fetched
 
 

@@ -1,0 +1,78 @@
+"""What a command reads of the rooms before it answers: a room's log (refused when a bridge
+puppet is in it, rule 4) and the rooms an `in:` names.
+
+A part of the command handler (`bot.handlers`) that the commands share (`bot.pins`,
+`bot.searching`); it holds no policy of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from bot.errors import CommandError
+from bot.lookup import RoomView
+from bot.recent import RecentEvents
+from bot.roomlog import RoomLog
+from bot.sender import BotClient
+from bot.visibility import ANYONE
+from ingest.errors import MatrixError
+from ingest.rooms import RoomCache
+from ingest.scope import puppet_in_events
+from ingest.types import RoomID
+
+__all__ = ["RoomReads", "RoomRefused"]
+
+log = logging.getLogger("muninn.bot")
+
+
+class RoomRefused(CommandError):
+    """A command's read of a room found it refused by scope (a bridge puppet in its log)."""
+
+    def __init__(self, room_id: RoomID) -> None:
+        super().__init__(f"{room_id} is not a room Muninn indexes")
+        self.room_id = room_id
+
+
+class RoomReads:
+    def __init__(
+        self, client: BotClient, rooms: RoomCache, logs: RecentEvents, transcript_limit: int
+    ) -> None:
+        self._client = client
+        self._rooms = rooms
+        self._logs = logs
+        self._limit = transcript_limit
+
+    async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
+        """The room's latest raw events; a bridge puppet among them refuses the room (rule 4),
+        which the room verdicts then remember."""
+        bound = bound or self._limit
+        raw, cut = await self._logs.latest(self._client, room_id, bound)
+        puppet = puppet_in_events(raw, self._rooms.scope)
+        if puppet is not None:
+            self._rooms.mark_bridged(room_id, puppet)
+            log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
+            raise RoomRefused(room_id)
+        return RoomLog(room_id, raw, bound, cut)
+
+    async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
+        """`in:` rooms to ids; each must be a room Muninn indexes."""
+        out: list[RoomID] = []
+        for room in rooms:  # the parser bounds their number
+            room_id = RoomID(room) if room.startswith("!") else None
+            if room_id is None:
+                try:
+                    room_id = await self._client.resolve_alias(room)
+                except MatrixError:
+                    room_id = None
+            info = await self._rooms.get(room_id) if room_id else None
+            if room_id is None or info is None or not info.verdict.eligible:
+                raise CommandError(f"{room} is not a room Muninn indexes")
+            if room_id not in out:  # an alias and the id of one room: one read, not two
+                out.append(room_id)
+        return out
+
+    async def view(self, room_id: RoomID) -> RoomView:
+        """Another room's transcript, for `in:` in the command room (no visibility cut)."""
+        info = await self._rooms.get(room_id)
+        alias = info.state.canonical_alias if info.state else None
+        return RoomView(await self.read_log(room_id), alias, ANYONE)

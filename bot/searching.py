@@ -1,0 +1,169 @@
+"""`!search` and `!more`: read the room's log, look up (`bot.lookup.fused_search`), reply.
+
+The search's own order: the writer's marks before the logs are read (they reach back to them),
+the audience after the room's log (its read drops a stale one), the re-check just before the
+send (`Replier.audience_holds`). A next page is kept per asker, room and thread (`Pages`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bot.commands.records import SearchCommand
+from bot.errors import CommandError
+from bot.incoming import Incoming
+from bot.lookup import RoomView, fused_search
+from bot.metrics import ServiceMetrics
+from bot.paging import Page, Pages, ShownIds
+from bot.patterns import compile_pattern
+from bot.reads import RoomReads
+from bot.replies import SearchView, search_reply
+from bot.replying import Replier, answer_small
+from bot.visibility import Audience
+from ingest.rooms import RoomCache
+from ingest.search import Searcher
+from ingest.types import RoomID
+
+__all__ = ["SearchActions"]
+
+
+class SearchActions:
+    """The search commands, given the parts of the handler they use."""
+
+    def __init__(
+        self,
+        searcher: Searcher,
+        reads: RoomReads,
+        replier: Replier,
+        rooms: RoomCache,
+        metrics: ServiceMetrics,
+        *,
+        bot_user_id: str,
+        prefix: str,
+        server_name: str,
+    ) -> None:
+        self._searcher = searcher
+        self._reads = reads
+        self._replier = replier
+        self._rooms = rooms
+        self._metrics = metrics
+        self.bot_user_id = bot_user_id
+        self.prefix = prefix
+        self.server_name = server_name
+        self.pages = Pages()  # `!more`
+
+    async def more(self, msg: Incoming, in_command_room: bool) -> None:
+        page = self.pages.take(_page_key(msg), msg.ts)
+        if page is None:
+            await answer_small(
+                self._reads,
+                self._replier,
+                msg,
+                f"No search of yours to continue here (a next page is kept for 10 minutes): "
+                f"search again with {self.prefix}search",
+            )
+            return
+        await self.search(msg, page.command, in_command_room, page)
+
+    async def search(
+        self,
+        msg: Incoming,
+        command: SearchCommand,
+        in_command_room: bool,
+        page: Page | None = None,
+    ) -> None:
+        replier = self._replier
+        marks = await self._searcher.marks()  # before the logs are read: they reach back to them
+        own_log = await self._reads.read_log(msg.room_id)
+        if not await replier.may_answer(msg, own_log):
+            return
+        # Compiled only now, past the rate limit and off the loop: a bounded pattern still
+        # costs up to ~10 ms of CPU (`compile_pattern`).
+        matcher = None
+        if command.regex is not None:
+            matcher = await asyncio.to_thread(compile_pattern, command.regex)
+        if in_command_room and command.regex is not None and not command.rooms:
+            # A /regex/ reads rooms' latest messages, never the index: across every room it
+            # would always answer nothing, which reads as "no such message".
+            raise CommandError(
+                "A /regex/ searches a room's latest messages, not the index: name the room "
+                "with in:#room (up to 8)."
+            )
+        if in_command_room:
+            rooms: list[RoomID] | None = await self._reads.resolve_rooms(command.rooms) or None
+            views = [await self._reads.view(r) for r in rooms or ()]
+            cuts: dict[str, Audience] = {}
+        else:
+            info = await self._rooms.get(msg.room_id)
+            cut = await replier.audience(msg.room_id)
+            rooms = [msg.room_id]
+            alias = info.state.canonical_alias if info.state else None
+            views = [RoomView(own_log, alias, cut)]
+            cuts = {msg.room_id: cut}
+        started = time.monotonic()
+        result = await fused_search(
+            self._searcher,
+            command,
+            rooms=rooms,
+            views=views,
+            audiences=cuts,
+            bot_user_id=self.bot_user_id,
+            prefix=self.prefix,
+            server_name=self.server_name,
+            pattern=matcher,
+            marks=marks,
+            names=await self._mention_names(command, rooms),
+            shown=page.shown if page else ShownIds(),
+            depth=page.depth if page else 0,
+        )
+        shown = (page.shown if page else ShownIds()).adding(
+            e for hit in result.hits for e in hit.event_ids
+        )
+        depth = (page.depth if page else 0) + len(result.hits)
+        more = result.next_offset is not None
+        self.pages.remember(_page_key(msg), command, shown, depth, msg.ts, more)
+        self._metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
+        names: dict[str, dict[str, str]] = {}
+        labels: dict[str, str] = {}
+        for hit in result.hits:
+            if hit.room_id not in names:
+                info = await self._rooms.get(hit.room_id)
+                names[hit.room_id], labels[hit.room_id] = info.names, info.label
+        view = SearchView(
+            result,
+            command.texts,
+            command.regex,
+            matcher=matcher,
+            scans=[v.log.scan() for v in views],
+            names=names,
+            room_labels=labels,
+            show_rooms=in_command_room,
+            results_json=in_command_room,
+            command=command,
+            prefix=self.prefix,
+            more=result.remaining,
+            first=(page.depth if page else 0) + 1,
+        )
+        if await replier.audience_holds(msg, cuts.get(msg.room_id)):
+            await replier.send(msg, search_reply(msg.reply_to, view))
+
+    async def _mention_names(
+        self, command: SearchCommand, rooms: list[RoomID] | None
+    ) -> dict[str, tuple[str, ...]]:
+        """The display names of the users `mentions:` asks for, in the rooms searched: how
+        a client without `m.mentions` writes a mention."""
+        found: dict[str, set[str]] = {}
+        if not command.filter.mentions:
+            return {}
+        for room_id in rooms or ():
+            names = (await self._rooms.get(room_id)).names
+            for user in command.filter.mentions:
+                if user in names:
+                    found.setdefault(user, set()).add(names[user])
+        return {user: tuple(sorted(n)) for user, n in found.items()}
+
+
+def _page_key(msg: Incoming) -> tuple[str, str, str | None]:
+    """Whose `!more` continues which search: the asker's, in this room, in this thread."""
+    return (msg.sender, msg.room_id, msg.reply_to.thread_root)
