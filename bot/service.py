@@ -24,13 +24,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.appservice import AppserviceServer
+from bot.compose import Parts, build
 from bot.config import ServiceConfig
 from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.incoming import incoming
 from bot.inflight import CommandPool, Countdown
 from bot.limits import quiet_accept_errors, raise_nofile
-from bot.metrics import CountingEmbedder, ServiceMetrics, counting_store
+from bot.metrics import CountingEmbedder, ServiceMetrics
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
 from bot.sync import SyncLoop
@@ -40,15 +41,12 @@ from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.facts import read_facts
 from ingest.matrix import load_registration
-from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import Tombstone
 from ingest.refresh import Writer
-from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
-from ingest.types import Refusal, RoomID, Skip, SkipReason
+from ingest.types import RoomID, Skip, SkipReason
 
 __all__ = ["Service", "run"]
 
@@ -77,70 +75,77 @@ class Service:
         self.embedder = CountingEmbedder(
             embedder or make_embedder(cfg.embedder), self.metrics.embedder_errors
         )
-        self._store = store
+        self._store = store  # opened by `start` when not given; closed by `stop`
         self._full_at_start = full_at_start
         client = BotClient.from_config(cfg)
         assert isinstance(client, BotClient)
         self.client: BotClient = client
         self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
+        self._parts: Parts | None = None  # built by `start` (`bot.compose.build`)
         self.server: AppserviceServer | None = None
+        self.sync: SyncLoop | None = None
         self.api: HttpApi | None = None
+        self._stop_request: asyncio.Event | None = None  # set by `run_until_signal`
         self.stopped = asyncio.Event()
         self.failure: BaseException | None = None
+
+    # ------------------------------------------------------------ the parts, once started
+
+    @property
+    def parts(self) -> Parts:
+        if self._parts is None:
+            raise RuntimeError("the service is not started")
+        return self._parts
+
+    @property
+    def bot_user_id(self) -> str:
+        return self.parts.bot_user_id
+
+    @property
+    def store(self) -> Store:
+        return self.parts.store
+
+    @property
+    def writer(self) -> Writer:
+        return self.parts.writer
+
+    @property
+    def rooms(self) -> RoomCache:
+        return self.parts.rooms
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.parts.searcher
+
+    @property
+    def handler(self) -> CommandHandler:
+        return self.parts.handler
+
+    @property
+    def commands(self) -> CommandPool:
+        return self.parts.commands
+
+    @property
+    def scheduler(self) -> RefreshScheduler:
+        return self.parts.scheduler
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
         cfg = self.cfg
-        self.bot_user_id = str(await self.client.whoami())
+        bot_user_id = str(await self.client.whoami())
         if self._store is None:
             self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
-        self.store: Store = counting_store(self._store, self.metrics.store_errors)
-        purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-        self.writer = Writer(
+        self._parts = await build(
             cfg,
             self.client,
-            self.store,
+            self._store,
             self.embedder,
-            purges=purges,
-            command_prefix=cfg.bot.prefix,
-        )
-        scope = RoomScope.from_config(
-            cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
-        )
-        self.rooms = RoomCache(self.client, scope, remembered_puppet=self.writer.refused_by_puppet)
-        # Hits are revalidated with the same room verdicts the event path uses, dropped on
-        # any state event: a room bridged a second ago shows nothing.
-        self.live = LiveCheck(self.client, self.rooms)
-        self.searcher = Searcher(
-            self.store,
-            self.embedder,
-            server_name=cfg.homeserver.server_name,
-            live_check=self.live,
-            purges=purges,
-        )
-        self.handler = CommandHandler(
-            cfg,
-            self.client,
-            self.searcher,
-            self.rooms,
-            bot_user_id=self.bot_user_id,
-            command_room=await self._resolve_command_room(),
-            metrics=self.metrics,
-        )
-        self.commands = CommandPool(
-            cfg.bot.max_concurrent_commands,
-            cfg.bot.command_timeout_seconds,
-            self.handler.handle,
-            self._timed_out,
-        )
-        await self._check_command_room()
-        self.scheduler = RefreshScheduler(
-            self._refresh,
-            debounce=cfg.refresh.debounce_seconds,
-            interval=cfg.refresh.interval_seconds,
+            self.metrics,
+            bot_user_id=bot_user_id,
             full_at_start=self._full_at_start,
+            timed_out=self._timed_out,
         )
         self._spawn(self.scheduler.run(), "refresh")
         self._spawn(self._work(), "dispatcher")
@@ -184,10 +189,10 @@ class Service:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.tasks.clear()
-        if hasattr(self, "commands"):
-            await self.commands.close()
-        if hasattr(self, "handler"):  # replies still waiting for the homeserver: one last try
-            await self.handler.outbox.drain(OUTBOX_DRAIN_SECONDS)
+        if self._parts is not None:
+            await self._parts.commands.close()
+            # Replies still waiting for the homeserver: one last try.
+            await self._parts.handler.outbox.drain(OUTBOX_DRAIN_SECONDS)
         await self.client.close()
         if self._own_embedder:  # first: it unloads the model before the store compacts
             await self.embedder.close()
@@ -237,49 +242,8 @@ class Service:
             return
         self.failure = task.exception()
         log.error("task %s died: %r; stopping", task.get_name(), self.failure)
-        stop = getattr(self, "_stop_request", None)
-        if stop is not None:
-            stop.set()
-
-    async def _resolve_command_room(self) -> RoomID | None:
-        room = self.cfg.bot.command_room
-        if room is None:
-            return None
-        if room.startswith("!"):
-            return RoomID(room)
-        try:
-            found = await self.client.resolve_alias(room)
-        except MatrixError as e:
-            log.warning("cannot resolve the command room %s: %s", room, e)
-            return None
-        if found is None:
-            log.warning("the command room %s does not exist; cross-room search is off", room)
-        return found
-
-    async def _check_command_room(self) -> None:
-        """Say at start, not at the first command, that the command room will not be served."""
-        room_id = self.handler.command_room
-        if room_id is None:
-            return
-        try:
-            verdict = (await self.rooms.get(room_id)).serves_commands
-        except MatrixError as e:  # checked again on every command there
-            log.warning("cannot check the command room %s yet: %s", room_id, e)
-            return
-        if verdict.reason is Refusal.NOT_JOINED:
-            log.warning("the command room %s is not joined yet; invite the bot", room_id)
-        elif verdict.reason is not None:
-            log.error(
-                "not serving the command room %s: %s (%s)", room_id, verdict.reason, verdict.detail
-            )
-
-    async def _refresh(self, rooms: Sequence[RoomID] | None) -> None:
-        try:
-            report = await self.writer.refresh(only=rooms)
-        except Exception:
-            self.metrics.refresh_failures.labels(kind="full" if rooms is None else "rooms").inc()
-            raise
-        self.metrics.record_refresh(report, full=rooms is None)
+        if self._stop_request is not None:
+            self._stop_request.set()
 
     # ------------------------------------------------------------ health and the search API
 

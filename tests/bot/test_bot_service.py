@@ -13,7 +13,9 @@ import uuid
 from typing import Any
 
 import aiohttp
+import pytest
 
+from bot.service import Service
 from tests.bot.botenv import (
     Env,
     aliased_room,
@@ -21,6 +23,7 @@ from tests.bot.botenv import (
 )
 from tests.botkit import ask, replies, wait_membership, wait_reply
 from tests.homeserver import MatrixUser
+from tests.indexing import shared_embedder
 
 # ---------------------------------------------------------------- DMs and invites
 
@@ -226,3 +229,17 @@ async def test_bot_reply_latency(env: Env, alice: MatrixUser) -> None:
     print(f"send → reply seen (100 ms polling), s: {[round(t, 3) for t in timings]}")
     print(f"event received → reply sent, ms: {[round(t) for t in inside]}")
     assert sorted(timings)[2] < 1.5 and sorted(inside)[2] < 1000
+
+
+async def test_service_sets_every_attribute_in_its_constructor(env: Env) -> None:
+    """Regression (issue 22): `start` builds the parts (`bot.compose.build`) but creates no
+    attribute the constructor did not; before it, a part is refused by name, and a service
+    stopped before it started stops cleanly."""
+    fresh = Service(env.service.cfg, embedder=shared_embedder(), full_at_start=False)
+    try:
+        assert set(vars(fresh)) == set(vars(env.service))
+        with pytest.raises(RuntimeError, match="not started"):
+            _ = fresh.handler
+    finally:
+        await fresh.stop()
+    assert fresh.stopped.is_set()
