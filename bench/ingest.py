@@ -12,14 +12,28 @@ the store — its compaction — and the raw re-embedding); then the time the cl
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
 `--idle-seconds N` then measures an idle service's memory on the index built (`bench.probes`,
 a fresh process).
+
+The embedders' own speed, on real windows, at 1 and 2 threads, in one run:
+
+    python -m bench.ingest --embedder-speed ../shared/data/locomo-dev [--windows 500]
+        [--threads 1,2] [--models minilm,multilingual-e5-small] [--out FILE]
+
+Windows are the LoCoMo dialogues cut as the chunker cuts (one `Speaker: text` line a message,
+up to `chunker.max_bytes`, 350). Each (model, threads) runs in a fresh process pinned to that
+many cores (both engines size their thread pools from the affinity at load), warmed on the
+first 32 windows; windows/s is over the rest, embedded as the writer does (`embed_documents`,
+its batches). Peak RSS is the process's (`ru_maxrss`), model loaded and run.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
+import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +44,7 @@ from typing import Any
 from bench import arguments, emit, offline_config, vm
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
-from ingest.config import Config, EmbedderConfig
+from ingest.config import ChunkerConfig, Config, EmbedderConfig
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
@@ -248,9 +262,82 @@ async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
     }
 
 
+MODELS = ("minilm", "multilingual-e5-small")
+WARM = 32
+
+
+def speed_windows(data: Path, n: int, max_bytes: int = ChunkerConfig().max_bytes) -> list[str]:
+    """The first `n` windows of the dataset's dialogues, cut at `max_bytes` of UTF-8."""
+    convs = json.loads((data / "locomo-dev.json").read_text("utf-8"))
+    out: list[str] = []
+    for conv in convs:
+        c = conv["conversation"]
+        for key in sorted(
+            (k for k in c if k.startswith("session_") and k[8:].isdigit()),
+            key=lambda k: int(k[8:]),
+        ):
+            lines: list[str] = []
+            for turn in c[key]:
+                line = f"{turn['speaker']}: {turn['text']}"
+                if lines and len("\n".join([*lines, line]).encode()) > max_bytes:
+                    out.append("\n".join(lines))
+                    lines = []
+                lines.append(line)
+            if lines:
+                out.append("\n".join(lines))
+            if len(out) >= n + WARM:
+                return out[: n + WARM]
+    return out
+
+
+async def _measure(model: str, texts: Sequence[str]) -> dict[str, Any]:
+    embedder = make_embedder(EmbedderConfig(model=model))
+    try:
+        await embedder.embed_documents(texts[:WARM])
+        start = time.perf_counter()
+        await embedder.embed_documents(texts[WARM:])
+        seconds = time.perf_counter() - start
+    finally:
+        await embedder.close()
+    n = len(texts) - WARM
+    return {
+        "model": model,
+        "threads": len(os.sched_getaffinity(0)),
+        "windows": n,
+        "seconds": round(seconds, 2),
+        "windows_per_s": round(n / seconds, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def _child(model: str, threads: int, data: Path, n: int) -> dict[str, Any]:
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:threads])
+    return asyncio.run(_measure(model, speed_windows(data, n)))
+
+
+def embedder_speed(args: Any) -> dict[str, Any]:
+    """Every (threads, model) in a fresh child process of this module, one run."""
+    rows = []
+    for threads in (int(t) for t in args.threads.split(",")):
+        for model in args.models.split(","):
+            cmd = [
+                sys.executable,
+                "-m",
+                "bench.ingest",
+                "--embedder-speed",
+                str(args.embedder_speed),
+            ]
+            cmd += ["--windows", str(args.windows), "--speed-child", model, str(threads)]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    return {"rows": rows, "loadavg_after": load}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = arguments("bench.ingest", __doc__)
-    p.add_argument("--data", type=Path, required=True, help="the irc-ubuntu folder")
+    p.add_argument("--data", type=Path, help="the irc-ubuntu folder (the import's corpus)")
     p.add_argument("--messages", type=int, default=20_000, help="messages to replay")
     p.add_argument("--max-bytes", type=int, default=350, help="chunker.max_bytes")
     p.add_argument("--batch", type=int, default=32, help="embedder batch size")
@@ -268,8 +355,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="then measure an idle service on the index built (`bench.probes`), this long",
     )
     p.add_argument("--embedder-model", default="minilm", help="embedder.model (kind: local)")
+    p.add_argument(
+        "--embedder-speed", type=Path, metavar="LOCOMO", help="the embedders' windows/s instead"
+    )
+    p.add_argument("--windows", type=int, default=500, help="--embedder-speed: windows timed")
+    p.add_argument("--threads", default="1,2", help="--embedder-speed: thread counts")
+    p.add_argument("--models", default=",".join(MODELS), help="--embedder-speed: models")
+    p.add_argument("--speed-child", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="write the JSON results here")
     args = p.parse_args(argv)
+    if args.speed_child:
+        model, threads = args.speed_child[0], int(args.speed_child[1])
+        print(json.dumps(_child(model, threads, args.embedder_speed, args.windows)))
+        return 0
+    if args.embedder_speed:
+        emit(embedder_speed(args), args.out)
+        return 0
+    if args.data is None:
+        p.error("--data (the irc-ubuntu folder) is needed, or --embedder-speed LOCOMO")
     results: dict[str, Any] = {
         "import": asyncio.run(
             run_import(

@@ -45,7 +45,7 @@ from bot.paging import Page, Pages, ShownIds
 from bot.patterns import compile_pattern
 from bot.pins import PinActions
 from bot.recent import RecentEvents
-from bot.replies import SearchView, search_reply, text_reply
+from bot.replies import ReplyContent, SearchView, search_reply, text_reply
 from bot.roomlog import RoomLog
 from bot.sender import BotClient, txn_id_for
 from bot.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
@@ -184,7 +184,7 @@ class CommandHandler:
 
     # ------------------------------------------------------------ sending
 
-    async def send(self, msg: Incoming, content: Mapping[str, Any]) -> None:
+    async def send(self, msg: Incoming, content: ReplyContent) -> None:
         """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
         followed by a short notice saying so, never by silence."""
         txn = txn_id_for(msg.room_id, msg.event_id)

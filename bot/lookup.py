@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import regex
 
@@ -24,9 +24,10 @@ from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.filters import MessageFilter, keep_messages
 from ingest.fusion import rrf
-from ingest.hits import Candidates, Hit, SearchResult, best_message, order_hits
+from ingest.hits import Candidates, CitedMessage, Hit, SearchResult, best_message, order_hits
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET, SearchQuery
+from ingest.records import Tombstone
 from ingest.revalidate import LogRead
 from ingest.search import MAX_CANDIDATES, Searcher
 from ingest.types import Message, RoomID
@@ -76,12 +77,9 @@ def _trim(hit: Hit, command: SearchCommand, audience: Audience, server_name: str
 def _transcript_hit(
     room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
 ) -> Hit:
-    message = {
-        "event_id": found.event_id,
-        "sender": found.sender,
-        "ts": found.ts,
-        "body": found.body,
-    }
+    message = CitedMessage(
+        event_id=found.event_id, sender=found.sender, ts=found.ts, body=found.body
+    )
     return Hit(
         point_id=f"event:{found.event_id}",
         room_id=room_id,
@@ -220,7 +218,7 @@ def _transcript_finds(
     views: Sequence[RoomView],
     command: SearchCommand,
     pattern: regex.Pattern[str] | None,
-    stones: Sequence[Mapping[str, Any]],
+    stones: Sequence[Tombstone],
     bot_user_id: str,
     prefix: str,
     fetch: int,
@@ -244,15 +242,15 @@ def _transcript_finds(
     return found
 
 
-def _as_payload(message: Message) -> dict[str, Any]:
+def _as_payload(message: Message) -> dict[str, object]:
     """A log message as the index's payload holds it, for `keep_messages`."""
-    said: dict[str, Any] = {"body": message.body, "sender": message.sender}
+    said: dict[str, object] = {"body": message.body, "sender": message.sender}
     if message.mentions is not None:
         said["mentions"] = list(message.mentions)
     return said
 
 
-async def tombstones(searcher: Searcher) -> list[Mapping[str, Any]]:
+async def tombstones(searcher: Searcher) -> list[Tombstone]:
     """Every recorded purge, for a reply that quotes the room log (`RoomLog.without_purged`).
 
     Raises:

@@ -25,6 +25,7 @@ from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
 from ingest.hits import purged
 from ingest.permalink import cited_events, permalink
+from ingest.records import Tombstone
 from ingest.rooms import RoomInfo
 from ingest.scrub import scrub
 from ingest.types import RoomID
@@ -165,7 +166,7 @@ class BoardReader:
     async def view(
         self,
         room_log: RoomLog,
-        stones: Sequence[Mapping[str, Any]],
+        stones: Sequence[Tombstone],
         info: RoomInfo,
         command: PinsCommand,
         cut: Audience,
@@ -231,7 +232,7 @@ class PinActions:
         h = self.h
         return BoardReader(h.client.get_event, h.bot_user_id, h.prefix, h.server_name)
 
-    async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Mapping[str, Any]]]:
+    async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Tombstone]]:
         """The log with what a purge covers emptied, and the purges (for events fetched
         beyond it). Raises CommandError when the purges cannot be read: nothing is quoted."""
         stones = await tombstones(self.h.searcher)

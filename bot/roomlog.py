@@ -16,6 +16,7 @@ from typing import Any
 from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.events import normalize, thread_root, typed_text
 from ingest.hits import purged
+from ingest.records import Tombstone
 from ingest.scrub import scrub
 from ingest.types import Edit, Message, Normalized, RoomID
 
@@ -200,7 +201,7 @@ class RoomLog:
                 out.append(item if clean == item.body else replace(item, body=clean))
         return out
 
-    def without_purged(self, stones: Sequence[Mapping[str, Any]]) -> RoomLog:
+    def without_purged(self, stones: Sequence[Tombstone]) -> RoomLog:
         """This read with every message a purge covers emptied, as a redaction empties it.
 
         The one place the room log meets the purges (`purged`, rule 12): the
@@ -209,7 +210,7 @@ class RoomLog:
         their text: the writer applies an edit whatever its time, and emptying it would bring
         back the words it replaced.
         """
-        if not any(s.get("room_id") == self.room_id for s in stones):
+        if not any(s.room_id == self.room_id for s in stones):
             return self
         raw = [
             emptied(e)

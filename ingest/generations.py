@@ -124,16 +124,13 @@ class Generations:
         rebuilt from nothing) join the store, so its refresh never re-indexes them."""
         if self.purges is None:
             return
-        filed = {
-            Tombstone(RoomID(s["room_id"]), s["from_ts"], s["to_ts"])
-            for s in await asyncio.to_thread(self.purges.read)
-        }
+        filed = {Tombstone.from_meta(s) for s in await asyncio.to_thread(self.purges.read)}
         stored = {
-            Tombstone(RoomID(v["room_id"]), int(v["from_ts"]), int(v["to_ts"]))
+            Tombstone.from_meta(v)
             for v in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
         }
         for stone in sorted(stored - filed, key=lambda s: s.key):
-            await asyncio.to_thread(self.purges.append, stone.record())
+            await asyncio.to_thread(self.purges.append, stone.as_meta())
         for stone in sorted(filed - stored, key=lambda s: s.key):
             await asyncio.to_thread(add_tombstone, col, stone.room_id, stone.from_ts, stone.to_ts)
 
@@ -154,7 +151,7 @@ class Generations:
             raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
         if self.purges is not None:
             # First: from here on every reply hides the range, even with the store down.
-            record = Tombstone(room_id, from_ts, to_ts).record()
+            record = Tombstone(room_id, from_ts, to_ts).as_meta()
             await asyncio.to_thread(self.purges.append, record)
         col = await self.open()
         stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)

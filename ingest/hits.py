@@ -1,5 +1,8 @@
 """`ingest.hits`: what a search answers (`Hit`, `SearchResult`, `Candidates`) and the pure
 rules over stored windows it cites by: the excerpt, purges, the events a window cites.
+
+A stored window is read as a `WindowPayload` (`window_of`): the §4 payload the writer builds
+(`ingest.points.build_payload`), its messages as `StoredMessage`s.
 """
 
 from __future__ import annotations
@@ -7,12 +10,60 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from ingest import lexical, rank
 from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.permalink import permalink
+from ingest.records import Tombstone
 from ingest.types import StoredPoint
+
+
+class StoredMessage(TypedDict):
+    """A message as a window's payload keeps it (`ingest.chunker.window_payload`)."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str  # scrubbed, with the latest valid edit applied
+    mentions: NotRequired[list[str]]  # `m.mentions.user_ids`; absent: the event had none
+    edit_event_id: NotRequired[str]  # the edit applied to it, if any
+    edit_ts: NotRequired[int]
+
+
+class WindowPayload(TypedDict, total=False):
+    """The payload of a stored window (docs/ARCHITECTURE.md §4): what a hit is built from
+    and revalidated by. Only `room_id` is read unconditionally."""
+
+    corpus: str
+    room_id: Required[str]
+    room_alias: str | None
+    thread_root: str | None
+    event_ids: list[str]  # its messages' ids, then the ids of the edits applied to them
+    first_event_id: str
+    last_event_id: str
+    first_ts: int
+    last_ts: int
+    senders: list[str]
+    messages: list[StoredMessage]
+    text: str
+    content_hash: str
+    versions: dict[str, object]
+
+
+def window_of(point: StoredPoint) -> WindowPayload:
+    """A stored point's payload as the window record the writer stored it as (the store
+    keeps JSON and returns it untyped)."""
+    return cast(WindowPayload, point.payload)
+
+
+class CitedMessage(TypedDict):
+    """One message a hit cites, as replies and the JSON answer show it."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str
 
 
 @dataclass(frozen=True)
@@ -26,7 +77,7 @@ class Hit:
     first_event_id: str
     last_event_id: str
     event_ids: tuple[str, ...]
-    messages: tuple[Mapping[str, Any], ...]  # {event_id, sender, ts, body}
+    messages: tuple[CitedMessage, ...]
     score: float
     permalink: str
     best_event_id: str  # the message that matched best: replies show it as the excerpt
@@ -81,7 +132,7 @@ class Candidates:
     warnings: list[str] = field(default_factory=list)
     retrievers: list[str] = field(default_factory=list)
     points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
-    stones: list[Mapping[str, Any]] = field(default_factory=list, repr=False)
+    stones: list[Tombstone] = field(default_factory=list, repr=False)
     cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
     early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
     # room -> its tail since the cursor, from the caller's own log read (`revalidate.Tail`)
@@ -118,14 +169,19 @@ def build_hit(
     flt: MessageFilter | None = None,
 ) -> Hit | None:
     """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
-    p = point.payload
-    said = [m for m in p.get("messages", []) if has_text(m)]
+    p = window_of(point)
+    said: Sequence[Mapping[str, object]] = [m for m in p.get("messages", []) if has_text(m)]
     if flt:
-        said = list(keep_messages(flt, said, p.get("thread_root")))
+        said = keep_messages(flt, said, p.get("thread_root"))
         if not said:
             return None
     messages = tuple(
-        {"event_id": m["event_id"], "sender": m["sender"], "ts": m["ts"], "body": m["body"]}
+        CitedMessage(
+            event_id=str(m["event_id"]),
+            sender=str(m["sender"]),
+            ts=cast(int, m["ts"]),  # as stored: the writer's int (ms)
+            body=str(m["body"]),
+        )
         for m in said
     )
     best = best_message(messages, texts)
@@ -144,7 +200,7 @@ def build_hit(
     )
 
 
-def cited_events(payload: Mapping[str, Any]) -> list[str]:
+def cited_events(payload: WindowPayload) -> list[str]:
     """The events a window cites. `event_ids` holds the applied edits too: a redacted edit's
     text is as gone as a redacted message's, though the message it edited still stands."""
     return [str(e) for e in payload.get("event_ids") or ()] or [
@@ -152,33 +208,31 @@ def cited_events(payload: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def window_purged(payload: Mapping[str, Any], stones: Iterable[Mapping[str, Any]]) -> bool:
+def window_purged(payload: WindowPayload, stones: Iterable[Tombstone]) -> bool:
     """Whether a purge covers any message of a window (the whole window is then withheld)."""
     room_id = str(payload.get("room_id"))
     return any(purged(stones, room_id, int(m["ts"])) for m in payload.get("messages", []))
 
 
-def purged(stones: Iterable[Mapping[str, Any]], room_id: str, ts: int) -> bool:
+def purged(stones: Iterable[Tombstone], room_id: str, ts: int) -> bool:
     """Whether a purge of `room_id` covers a message sent at `ts` (rule 12)."""
-    return any(
-        s.get("room_id") == room_id and int(s["from_ts"]) <= ts <= int(s["to_ts"]) for s in stones
-    )
+    return any(s.room_id == room_id and s.covers(ts) for s in stones)
 
 
-def window_span(payload: Mapping[str, Any], shown: Sequence[Mapping[str, Any]]) -> rank.Span:
+def window_span(payload: WindowPayload, shown: Sequence[StoredMessage]) -> rank.Span:
     """A window's timeline (room and thread) and the first and last time of its shown messages."""
     line = f"{payload.get('room_id')}\x1f{payload.get('thread_root') or ''}"
     stamps = [int(m["ts"]) for m in shown]
     return line, min(stamps), max(stamps)
 
 
-def has_text(message: Mapping[str, Any]) -> bool:
+def has_text(message: Mapping[str, object]) -> bool:
     """Whether a stored message has text to show (an edit into a notice, media or a command
     leaves an empty body: nothing to cite)."""
     return bool(str(message.get("body", "")).strip())
 
 
-def best_message(messages: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> str:
+def best_message(messages: Sequence[CitedMessage], texts: Sequence[str]) -> str:
     """The message sharing the most query terms (earliest on ties): the hit's excerpt."""
     terms = {t for text in texts for t in lexical.tokens(text)}
     best_id, best_score = str(messages[0]["event_id"]), -1

@@ -88,7 +88,17 @@ class Tombstone:
     def covers(self, ts: int) -> bool:
         return self.from_ts <= ts <= self.to_ts
 
-    def record(self) -> dict[str, Any]:
+    @classmethod
+    def from_meta(cls, record: Mapping[str, Any]) -> Tombstone:
+        """A purge as the store or the purge file keeps it (`as_meta`, extra keys ignored).
+
+        Raises:
+            KeyError, TypeError, ValueError: the record is no purge.
+        """
+        return cls(RoomID(str(record["room_id"])), int(record["from_ts"]), int(record["to_ts"]))
+
+    def as_meta(self) -> dict[str, Any]:
+        """The record the store and the purge file keep (`from_meta` reads it back)."""
         return {"room_id": self.room_id, "from_ts": self.from_ts, "to_ts": self.to_ts}
 
 
@@ -98,7 +108,7 @@ def add_tombstone(collection: Collection, room_id: RoomID, from_ts: int, to_ts: 
         raise ValueError(f"purge range ends ({to_ts}) before it starts ({from_ts})")
     stone = Tombstone(room_id, from_ts, to_ts)
     collection.put_meta(
-        stone.key, {**stone.record(), "created_ms": int(time.time() * 1000), "applied": False}
+        stone.key, {**stone.as_meta(), "created_ms": int(time.time() * 1000), "applied": False}
     )
     return stone
 
@@ -108,7 +118,7 @@ def room_tombstones(
 ) -> list[tuple[Tombstone, bool]]:
     """A room's tombstones among `tombstone:<room id>:` records, and whether each is applied."""
     return [
-        (Tombstone(room_id, int(v["from_ts"]), int(v["to_ts"])), bool(v.get("applied")))
+        (Tombstone.from_meta(v), bool(v.get("applied")))
         for v in found.values()
         if v.get("room_id") == room_id
     ]

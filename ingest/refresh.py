@@ -263,7 +263,7 @@ class Writer:
             _forget_removed(col, report)
             for stone in pending_stones:
                 await asyncio.to_thread(
-                    col.put_meta, stone.key, {**stone.record(), "applied": True}
+                    col.put_meta, stone.key, {**stone.as_meta(), "applied": True}
                 )
         every_stone = [s for s, _ in stones]
         if cursor is None:

@@ -40,10 +40,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from mautrix.types import EventType, RelationType
+
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
-from ingest.hits import cited_events
-from ingest.matrix import Page
+from ingest.hits import StoredMessage, WindowPayload, cited_events
+from ingest.matrix import JSONDict, Page
 from ingest.rooms import RoomCache
 from ingest.types import Edit, Redaction, RoomID
 
@@ -64,7 +66,7 @@ __all__ = [
 class EventSource(Protocol):
     """Where events are re-read: the homeserver (`MatrixReader`) or a room export."""
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None: ...
 
 
 @runtime_checkable
@@ -83,7 +85,7 @@ _K = TypeVar("_K")
 
 # What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
 # an `m.room.message` with the type of what it edits; only messages are indexed).
-TAIL_TYPES = ("m.room.redaction", "m.room.message")
+TAIL_TYPES = (EventType.ROOM_REDACTION.t, EventType.ROOM_MESSAGE.t)
 TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
 ARRIVALS = 3  # reads beyond `tail_pages` for events that arrive while the tail is read
 MAX_TAILS = 256  # rooms whose last tail is kept (each at most `tail_pages` pages of events)
@@ -97,7 +99,7 @@ class Tail:
     redacted: set[str] = field(default_factory=set)
     edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
 
-    def add(self, event: Mapping[str, Any]) -> None:
+    def add(self, event: JSONDict) -> None:
         item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
         if isinstance(item, Redaction):
             self.redacted.add(str(item.redacts))
@@ -119,7 +121,7 @@ class _Read:
     events: int  # read since the cursor
 
 
-def read_tail(events: Iterable[Mapping[str, Any]], tail: Tail | None = None) -> Tail:
+def read_tail(events: Iterable[JSONDict], tail: Tail | None = None) -> Tail:
     tail = tail if tail is not None else Tail()
     for event in events:
         tail.add(event)
@@ -132,14 +134,14 @@ class LogRead:
     without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
     the log then reaches back to the mark unless more was said since than it holds."""
 
-    events: Sequence[Mapping[str, Any]]
+    events: Sequence[JSONDict]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
     mark: str | None
 
     def tail(self) -> Tail | None:
         return tail_since(self.events, self.mark)
 
 
-def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | None:
+def tail_since(log: Sequence[JSONDict], mark: str | None) -> Tail | None:
     """The tail after the writer's newest walked event `mark`, from a read of the room's log
     (newest first, from the present back without a gap: the bot's read for the command it
     answers); None when the log does not reach back to `mark`, or no mark is known.
@@ -149,7 +151,7 @@ def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | Non
     """
     if mark is None:
         return None
-    newer: list[Mapping[str, Any]] = []
+    newer: list[JSONDict] = []
     for event in log:
         if event.get("event_id") == mark:
             return read_tail(e for e in reversed(newer) if e.get("type") in TAIL_TYPES)
@@ -157,14 +159,14 @@ def tail_since(log: Sequence[Mapping[str, Any]], mark: str | None) -> Tail | Non
     return None
 
 
-def edited_since(message: Mapping[str, Any], edit: Edit) -> bool:
+def edited_since(message: StoredMessage, edit: Edit) -> bool:
     """Whether `edit` replaces what the index holds for `message`, by the writer's rules
     (`WindowSet.apply_edit`): its author's, and newer than the edit applied (if any)."""
     applied = (int(message.get("edit_ts") or -1), str(message.get("edit_event_id") or ""))
     return edit.sender == message.get("sender") and (edit.ts, str(edit.event_id)) > applied
 
 
-def current(payload: Mapping[str, Any], tail: Tail) -> bool:
+def current(payload: WindowPayload, tail: Tail) -> bool:
     """Whether a window is still what the index holds, given the room's tail since its cursor:
     nothing it cites redacted, no message of it edited since."""
     if any(e in tail.redacted for e in cited_events(payload)):
@@ -176,7 +178,7 @@ def current(payload: Mapping[str, Any], tail: Tail) -> bool:
     )
 
 
-def _bundled_edit_ok(message: Mapping[str, Any], event: Mapping[str, Any]) -> bool:
+def _bundled_edit_ok(message: StoredMessage, event: JSONDict) -> bool:
     """A fetched message event against what the index holds: its bundled latest edit (spec
     v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
 
@@ -185,7 +187,7 @@ def _bundled_edit_ok(message: Mapping[str, Any], event: Mapping[str, Any]) -> bo
     """
     unsigned = event.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
     if bundled is None:
         return True  # an applied edit since redacted is caught by fetching the edit itself
     if not isinstance(bundled, Mapping):
@@ -297,7 +299,7 @@ class LiveCheck:
         while len(self._reads) > MAX_TAILS:
             del self._reads[next(iter(self._reads))]  # the least recently read room
 
-    async def _fetch(self, room_id: str, event_id: str) -> Mapping[str, Any] | None:
+    async def _fetch(self, room_id: str, event_id: str) -> JSONDict | None:
         async with self._gate:
             try:
                 event = await self.reader.get_event(room_id, event_id)
@@ -308,7 +310,7 @@ class LiveCheck:
         redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
         return event if event and event.get("content") and not redacted else None
 
-    async def _one_by_one(self, room_id: str, payload: Mapping[str, Any]) -> bool:
+    async def _one_by_one(self, room_id: str, payload: WindowPayload) -> bool:
         ids = cited_events(payload)
         fetched = await asyncio.gather(*(self._fetch(room_id, e) for e in ids))
         if any(event is None for event in fetched):
@@ -332,7 +334,7 @@ class LiveCheck:
         self,
         room_id: str,
         cursor: str | None,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         early: asyncio.Future[Any] | None,
         known: Tail | None,
     ) -> list[bool]:
@@ -362,7 +364,7 @@ class LiveCheck:
 
     async def windows(
         self,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
         known: Mapping[str, Tail] | None = None,
@@ -417,7 +419,7 @@ class SourcedCheck:
 
     async def windows(
         self,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
         known: Mapping[str, Tail] | None = None,
@@ -444,9 +446,7 @@ class SourcedCheck:
         return _scattered(len(payloads), groups.values(), answered)
 
 
-def _grouped(
-    payloads: Sequence[Mapping[str, Any]], key: Callable[[str], _K]
-) -> dict[_K, list[int]]:
+def _grouped(payloads: Sequence[WindowPayload], key: Callable[[str], _K]) -> dict[_K, list[int]]:
     """The payloads' positions, grouped by `key` of their room."""
     groups: dict[_K, list[int]] = {}
     for i, p in enumerate(payloads):

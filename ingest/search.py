@@ -29,17 +29,19 @@ from ingest.hits import (
     Candidates,
     Hit,
     SearchResult,
+    WindowPayload,
     cited_events,
     has_text,
     order_hits,
+    window_of,
     window_purged,
     window_span,
 )
 from ingest.purges import PurgeLog
 from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
 from ingest.rank import RankModel
-from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX
-from ingest.revalidate import LogRead
+from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
+from ingest.revalidate import LogRead, Tail
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import EmbedderIdentity, SparseVector, StoredPoint
 
@@ -78,10 +80,10 @@ class WindowCheck(Protocol):
 
     async def windows(
         self,
-        payloads: Sequence[Mapping[str, Any]],
+        payloads: Sequence[WindowPayload],
         cursors: Mapping[str, str | None],
         early: dict[str, asyncio.Future[Any]] | None = None,
-        known: Mapping[str, Any] | None = None,
+        known: Mapping[str, Tail] | None = None,
     ) -> Sequence[bool]: ...
 
     def early(self, cursors: Mapping[str, str | None]) -> dict[str, asyncio.Future[Any]]:
@@ -252,7 +254,7 @@ class Searcher:
         }
         bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
-        spans = {pid: window_span(points[pid].payload, ms) for pid, ms in shown.items() if ms}
+        spans = {pid: window_span(window_of(points[pid]), ms) for pid, ms in shown.items() if ms}
         per_text: dict[str, tuple[rank.Found, rank.Found]] = {}
         for retriever, text in lists:
             if retriever == "dense":  # one entry a text, as the fusion counts it
@@ -338,7 +340,7 @@ class Searcher:
     async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
         whole window each cites, not purged and (with a live check) still live and in scope."""
-        payloads = [pool.points[h.point_id].payload for h in hits]
+        payloads = [window_of(pool.points[h.point_id]) for h in hits]
         kept = [not window_purged(p, pool.stones) for p in payloads]
         check = self.live_check
         if check is None:
@@ -404,15 +406,15 @@ class Searcher:
             if isinstance(v, dict) and isinstance(v.get("last_event_id"), str)
         }
 
-    async def tombstones(self) -> list[Mapping[str, Any]]:
+    async def tombstones(self) -> list[Tombstone]:
         """Every recorded purge, applied or not: the purge file's and the active generation's.
 
         With a purge file the store may be down (its records are all in the file too).
         Raises StoreError (`PurgesUnreadable`) when they cannot be read: show no log text then.
         """
-        filed: list[Mapping[str, Any]] = []
+        filed: list[Tombstone] = []
         if self.purges is not None:
-            filed.extend(await asyncio.to_thread(self.purges.read))
+            filed.extend(map(Tombstone.from_meta, await asyncio.to_thread(self.purges.read)))
         try:
             col = await self._active()
             if col is None:
@@ -423,10 +425,10 @@ class Searcher:
                 raise
             log.warning("store unavailable, purges read from %s: %s", self.purges.path, e)
             return filed
-        return [*filed, *stored.values()]
+        return [*filed, *map(Tombstone.from_meta, stored.values())]
 
 
-def _describe(identity: Mapping[str, Any]) -> str:
+def _describe(identity: Mapping[str, object]) -> str:
     return f"{identity.get('provider')}/{identity.get('model')}, {identity.get('dimension')}-d"
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
 from bot.commands.records import PinsCommand
 from bot.config import ServiceConfig
@@ -20,9 +18,7 @@ from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.records import (
-    TOMBSTONE_PREFIX,
-)
+from ingest.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope, puppet_in_events
 from ingest.store import open_store
@@ -65,11 +61,14 @@ async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
     return 0
 
 
-async def _recorded_purges(cfg: ServiceConfig) -> list[Mapping[str, Any]]:
+async def _recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:
     """The purge file's records, and the store's when no service holds it (a running service
     has synced the file with the store when it opened it)."""
-    stones: list[Mapping[str, Any]] = list(
-        await asyncio.to_thread(PurgeLog(purge_log_path(cfg.index, cfg.base_dir)).read)
+    stones = list(
+        map(
+            Tombstone.from_meta,
+            await asyncio.to_thread(PurgeLog(purge_log_path(cfg.index, cfg.base_dir)).read),
+        )
     )
     try:
         store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
@@ -79,7 +78,8 @@ async def _recorded_purges(cfg: ServiceConfig) -> list[Mapping[str, Any]]:
         active = await asyncio.to_thread(store.active)
         if active is not None:
             col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
-            stones += (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
+            stored = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+            stones += map(Tombstone.from_meta, stored.values())
     finally:
         await asyncio.to_thread(store.close)
     return stones

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, NotRequired, TypedDict
+
+from mautrix.types import MessageType, RelationType
 
 from bot.html import escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
@@ -18,6 +20,8 @@ __all__ = [
     "REPLY_BUDGET",
     "RESULTS_KEY",
     "Part",
+    "Relation",
+    "ReplyContent",
     "ReplyTo",
     "content_size",
     "fit_reply",
@@ -31,7 +35,7 @@ __all__ = [
     "when",
 ]
 
-RESULTS_KEY = "org.muninn.results"
+RESULTS_KEY: Final = "org.muninn.results"
 EXCERPT_WIDTH = 160
 # Synapse refuses an event over 65,536 bytes (413 M_TOO_LARGE), envelope and signatures
 # included: a reply's content stays well under that.
@@ -50,10 +54,41 @@ class ReplyTo:
     thread_root: str | None = None
 
 
-def relation(reply_to: ReplyTo) -> dict[str, Any]:
+class InReplyTo(TypedDict):
+    event_id: str
+
+
+# `m.relates_to` of a reply: a thread's (`m.thread`, with the rich-reply fallback) or a plain
+# reply's `m.in_reply_to` alone.
+Relation = TypedDict(
+    "Relation",
+    {
+        "rel_type": NotRequired[str],
+        "event_id": NotRequired[str],
+        "is_falling_back": NotRequired[bool],
+        "m.in_reply_to": InReplyTo,
+    },
+)
+# The content of every reply the bot sends (an `m.notice`); `org.muninn.results` only in the
+# command room.
+ReplyContent = TypedDict(
+    "ReplyContent",
+    {
+        "msgtype": str,
+        "body": str,
+        "format": str,
+        "formatted_body": str,
+        "m.relates_to": Relation,
+        "m.mentions": Mapping[str, object],
+        "org.muninn.results": NotRequired[object],
+    },
+)
+
+
+def relation(reply_to: ReplyTo) -> Relation:
     if reply_to.thread_root is not None:
         return {
-            "rel_type": "m.thread",
+            "rel_type": RelationType.THREAD.value,
             "event_id": reply_to.thread_root,
             "is_falling_back": True,
             "m.in_reply_to": {"event_id": reply_to.event_id},
@@ -63,21 +98,21 @@ def relation(reply_to: ReplyTo) -> dict[str, Any]:
 
 def _content(
     reply_to: ReplyTo, plain: str, html: str, results: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    content: dict[str, Any] = {
-        "msgtype": "m.notice",
+) -> ReplyContent:
+    content: ReplyContent = {
+        "msgtype": MessageType.NOTICE.value,
         "body": plain,
         "format": "org.matrix.custom.html",
         "formatted_body": html,
         "m.relates_to": relation(reply_to),
-        **no_mentions(),
+        "m.mentions": no_mentions()["m.mentions"],
     }
     if results is not None:
         content[RESULTS_KEY] = matrix_json(results)
     return content
 
 
-def content_size(content: Mapping[str, Any]) -> int:
+def content_size(content: ReplyContent) -> int:
     """Bytes of the content as the homeserver measures it (canonical JSON, UTF-8)."""
     return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
 
@@ -117,7 +152,7 @@ def fit_reply(
     results: Mapping[str, Any] | None = None,
     results_items: str | None = None,
     budget: int | None = None,
-) -> dict[str, Any]:
+) -> ReplyContent:
     """Every reply the bot sends, within `REPLY_BUDGET` bytes (body, HTML and JSON together).
 
     The one owner of the size rule. In order, until the content fits: the strings of
@@ -134,7 +169,7 @@ def fit_reply(
     budget = REPLY_BUDGET if budget is None else budget
     foot = foot or Part("", "")
 
-    def build(shown: int, text_limit: int | None) -> dict[str, Any]:
+    def build(shown: int, text_limit: int | None) -> ReplyContent:
         left_out = len(items) - shown
         plain = [head.plain, *(i.plain for i in items[:shown])]
         html = head.html + (
@@ -165,7 +200,7 @@ def fit_reply(
         if content_size(content) <= budget:
             return content
     low, high = 0, len(items) - 1  # the most items that fit, by bisection
-    best: dict[str, Any] | None = None
+    best: ReplyContent | None = None
     while low <= high:
         middle = (low + high) // 2
         candidate = build(middle, RESULT_TEXTS[-1])
@@ -183,7 +218,7 @@ def fit_reply(
 
 def notice(
     reply_to: ReplyTo, plain: str, html: str, *, results: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> ReplyContent:
     """An `m.notice` reply; `plain` and `html` must already be safe (built from safe parts).
     Within the reply budget (`fit_reply`), like every reply."""
     return fit_reply(reply_to, Part(plain, html), results=results)
@@ -203,7 +238,7 @@ def matrix_json(value: Any) -> Any:
 
 def text_reply(
     reply_to: ReplyTo, text: str, *, results_kind: str | None = None, own: bool = False
-) -> dict[str, Any]:
+) -> ReplyContent:
     """A short notice from plain text (usage, refusals); lines become `<br>`. With
     `results_kind` (the command room) it carries `{results_kind: text}` as its results.
 

@@ -11,6 +11,7 @@ from bot.pinboard import Pin
 from bot.replies.budget import (
     NOTE_WIDTH,
     Part,
+    ReplyContent,
     ReplyTo,
     fit_reply,
     plural,
@@ -84,7 +85,7 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
     return plain, html
 
 
-def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> dict[str, Any]:
+def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> ReplyContent:
     room = view.room_label
     if view.pins:
         head = f"Pinboard of {room}: {plural(len(view.pins), 'pin')}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import regex
 
@@ -13,6 +12,7 @@ from bot.html import escape, excerpt, safe_html, safe_plain
 from bot.replies.budget import (
     EXCERPT_WIDTH,
     Part,
+    ReplyContent,
     ReplyTo,
     fit_reply,
     plural,
@@ -22,7 +22,7 @@ from bot.replies.budget import (
 from bot.replies.understood import understood
 from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
-from ingest.hits import Hit, SearchResult
+from ingest.hits import CitedMessage, Hit, SearchResult
 from ingest.scrub import scrub
 from ingest.types import UserID
 
@@ -48,7 +48,7 @@ class SearchView:
     first: int = 1  # the number of this page's first hit (`!more` pages go on counting)
 
 
-def _best(hit: Hit) -> Mapping[str, Any]:
+def _best(hit: Hit) -> CitedMessage:
     return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
 
 
@@ -102,7 +102,7 @@ def _footer(view: SearchView) -> str:
     return "; ".join(parts)
 
 
-def search_reply(reply_to: ReplyTo, view: SearchView) -> dict[str, Any]:
+def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     result = view.result
     label = _query_label(view)
     count = len(result.hits)

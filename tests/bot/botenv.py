@@ -77,8 +77,10 @@ async def pin_then_board(
 ) -> dict[str, Any]:
     """`filler` messages (by default enough to push `target` past the scanned bound), then
     `pin` as a reply to `target`, answered; the `!pins` board that follows."""
-    for i in range(filler):
-        await alice.send_text(room, f"filler chatter number {i} about lunch")
+    # All after `target`; their order among themselves does not matter, so send them at once.
+    await asyncio.gather(
+        *(alice.send_text(room, f"filler chatter number {i} about lunch") for i in range(filler))
+    )
     await wait_reply(alice, room, await alice.send_reply(room, target, pin), env.bot_id)
     _, board = await ask(alice, room, "!pins", env.bot_id)
     return board

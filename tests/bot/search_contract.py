@@ -1,5 +1,5 @@
 """The `muninn search --json` document as docs/ARCHITECTURE.md §4.3 defines it, and a way to get
-one from the real CLI: shared by the CLI's test files."""
+one from the real CLI (`bot.cli.main`, in this process): shared by the CLI's test files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ingest.permalink import MATRIX_TO
-from tests.indexing import muninn
+from tests.inprocess import muninn_here
 
 TOP_KEYS = {
     "hits",
@@ -35,7 +35,7 @@ MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
 
 
 async def search_json(config: Path, *args: str) -> dict[str, Any]:
-    return (await muninn(config, "search", *args, "--json")).doc()
+    return (await muninn_here(config, "search", *args, "--json")).doc()
 
 
 def check_contract(doc: dict[str, Any], server_name: str) -> None:

@@ -1,4 +1,5 @@
-"""`muninn status --json` run as a real subprocess against the real Synapse and store."""
+"""`muninn status` and `refresh` against the real Synapse and store: as a real subprocess in
+one test each, in this process (`tests.inprocess`) in the rest."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 from bot.demo.client import unique_localpart
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, muninn, reader_config
+from tests.inprocess import muninn_here
 
 
 def _write_config(path: Path, hs: Homeserver, reader: MatrixUser, **extra: Any) -> Path:
@@ -24,8 +26,9 @@ def _write_config(path: Path, hs: Homeserver, reader: MatrixUser, **extra: Any) 
     return path
 
 
-async def _cli(config: Path, *args: str) -> tuple[int, str, str]:
-    run = await muninn(config, *args)
+async def _cli(config: Path, *args: str, child: bool = False) -> tuple[int, str, str]:
+    """`muninn ARGS…` in this process, or (`child`) as a real subprocess."""
+    run = await (muninn if child else muninn_here)(config, *args)
     return run.rc, run.out, run.err
 
 
@@ -64,7 +67,7 @@ async def test_cli_status_json_names_each_joined_room_with_its_verdict(
     finally:
         await ix.close()  # one process per store path: the CLI opens it next
 
-    code, out, err = await _cli(config, "status", "--json")
+    code, out, err = await _cli(config, "status", "--json", child=True)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["reader"] == reader.user_id
@@ -130,7 +133,7 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     short = f"#{unique_localpart('heron')}"  # `#x` means `#x:<server_name>`, as in the roster
     await alice.create_alias(f"{short}:{hs.server_name}", first)
 
-    code, out, err = await _cli(config, "refresh", "--room", short, "--json")
+    code, out, err = await _cli(config, "refresh", "--room", short, "--json", child=True)
     assert code == 0, err
     assert [r["room_id"] for r in json.loads(out)["rooms"]] == [first]
     heron = json.loads(

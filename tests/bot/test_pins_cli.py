@@ -1,7 +1,8 @@
-"""`muninn pins ROOM [--json]` as an operator or a Persona runs it: the real CLI in a child
-process against the real Synapse. The board is a fold over the room's own `!pin` events, so no
-service needs to run; it is the board the bot shows (edits applied, secrets scrubbed, purged
-messages hidden), and a room scope refuses has no board to show."""
+"""`muninn pins ROOM [--json]` as an operator or a Persona runs it: the real CLI against the
+real Synapse (in a child process for the first test, in this process for the rest). The board
+is a fold over the room's own `!pin` events, so no service needs to run; it is the board the bot
+shows (edits applied, secrets scrubbed, purged messages hidden), and a room scope refuses has no
+board to show."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from bot.demo.client import unique_localpart
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import admit, muninn, reader_config_doc, write_config
+from tests.inprocess import muninn_here
 
 
 async def _reader_and_room(hs: Homeserver, alice: MatrixUser, tmp_path: Path) -> tuple[Path, str]:
@@ -71,10 +73,10 @@ async def test_cli_pins_takes_a_short_alias_on_this_homeserver(
     await alice.create_alias(f"#{local}:{hs.server_name}", room)
     await alice.send_text(room, "the build server moved to rack 4")
     await alice.send_text(room, "!pin ^1 #infra")
-    run = await muninn(config, "pins", f"#{local}", "--json")
+    run = await muninn_here(config, "pins", f"#{local}", "--json")
     assert run.rc == 0, run.err
     assert json.loads(run.out)["room_id"] == room
-    missing = await muninn(config, "pins", f"#{local}-gone")
+    missing = await muninn_here(config, "pins", f"#{local}-gone")
     assert missing.rc == 1
     assert f"no room has the alias #{local}-gone:{hs.server_name}" in missing.err
 
@@ -86,13 +88,13 @@ async def test_cli_pins_hides_a_purged_message(
     config, room = await _reader_and_room(hs, alice, tmp_path)
     secret = await alice.send_text(room, "the vault combination is 12-34-56")
     await alice.send_text(room, "!pin ^1 #vault")
-    before = json.loads((await muninn(config, "pins", room, "--json")).out)
+    before = json.loads((await muninn_here(config, "pins", room, "--json")).out)
     assert "12-34-56" in before["pins"][0]["body"]
     event = await alice.get_event(room, secret)
     ts = str(event["origin_server_ts"])
-    run = await muninn(config, "purge", "--room", room, "--from", ts, "--to", ts)
+    run = await muninn_here(config, "purge", "--room", room, "--from", ts, "--to", ts)
     assert run.rc == 0, run.err
-    run = await muninn(config, "pins", room, "--json")
+    run = await muninn_here(config, "pins", room, "--json")
     assert run.rc == 0, run.err
     assert "12-34-56" not in run.out
     assert [p["target"] for p in json.loads(run.out)["pins"]] == [secret]  # pinned, not shown
@@ -107,6 +109,6 @@ async def test_cli_pins_refuses_a_room_scope_refuses(
     await alice.send_text(dm, "just between us")
     await alice.send_text(dm, "!pin ^1")
     config = write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
-    run = await muninn(config, "pins", dm, "--json")
+    run = await muninn_here(config, "pins", dm, "--json")
     assert run.rc == 1
     assert "refused (dm" in run.err and run.out == ""

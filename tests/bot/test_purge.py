@@ -44,6 +44,7 @@ from tests.indexing import (
     shared_embedder,
     write_config,
 )
+from tests.inprocess import muninn_here
 
 BASE = 1_700_000_000_000
 HOUR = 3_600_000
@@ -151,17 +152,17 @@ async def test_cli_purge_falls_back_to_the_running_service(
     it = await start_service(synapse, hs, seeder, tmp_path)
     args = ("purge", "--room", it.room, "--from", str(FROM), "--to", str(TO))
     try:
-        before = await muninn(it.config, "search", "quokka vault code", "--json")
+        before = await muninn_here(it.config, "search", "quokka vault code", "--json")
         assert it.doomed in cited(before.doc()), before.err
 
-        run = await muninn(it.config, *args, "--json")
+        run = await muninn_here(it.config, *args, "--json")
         assert run.rc == 0, run.err
         assert run.doc() == expected_document(it.room)
-        human = await muninn(it.config, *args)
+        human = await muninn_here(it.config, *args)
         assert human.rc == 0, human.err
 
         async def gone_from_search() -> bool:
-            doc = (await muninn(it.config, "search", "quokka vault code", "--json")).doc()
+            doc = (await muninn_here(it.config, "search", "quokka vault code", "--json")).doc()
             return it.doomed not in cited(doc)
 
         await eventually(gone_from_search, "the purged message left `muninn search`")
@@ -174,17 +175,17 @@ async def test_cli_purge_falls_back_to_the_running_service(
             return it.doomed not in ids and stone is not None and bool(stone["applied"])
 
         await eventually(applied, "the service's refresh applied the tombstone")
-        after = (await muninn(it.config, "search", "walrus colony pier", "--json")).doc()
+        after = (await muninn_here(it.config, "search", "walrus colony pier", "--json")).doc()
         assert {it.kept, it.late} <= cited(after)
         assert it.doomed not in cited(after)
     finally:
         await it.service.stop()
 
     # The store is free again: the same command purges directly, and prints the same.
-    direct = await muninn(it.config, *args, "--json")
+    direct = await muninn_here(it.config, *args, "--json")
     assert direct.rc == 0, direct.err
     assert direct.out == run.out
-    direct_human = await muninn(it.config, *args)
+    direct_human = await muninn_here(it.config, *args)
     assert direct_human.rc == 0, direct_human.err
     assert direct_human.out == human.out
     # Dates, not raw milliseconds (regression: "[1793534400000, 1793538000000]").
@@ -197,7 +198,7 @@ async def test_cli_purge_falls_back_to_the_running_service(
 async def test_cli_purge_fallback_names_a_bad_room(running: Running) -> None:
     """An unknown alias is refused by name before anything is written."""
     nowhere = "#nowhere-at-all:muninn.test"
-    run = await muninn(running.config, "purge", "--room", nowhere, "--from", "1", "--to", "2")
+    run = await muninn_here(running.config, "purge", "--room", nowhere, "--from", "1", "--to", "2")
     assert run.rc == 1 and "muninn: room: " in run.err
     assert "Traceback" not in run.err
 

@@ -1,4 +1,6 @@
-"""`muninn search` as a user runs it: the real CLI in a subprocess, against Synapse and a store.
+"""`muninn search` as a user runs it: the real CLI, against Synapse and a store; in a child
+process where the test is about the process (a store another process holds, byte-identical
+output across runs), in this process (`tests.inprocess`) where it is about the answer.
 
 The module's corpus (`tests.indexing.SEARCH_CORPUS`) is indexed in-process, then the store is
 closed, because the embedded store allows one process per path: the CLI is the only holder.
@@ -39,6 +41,7 @@ from tests.indexing import (
     utc_ms,
     write_config,
 )
+from tests.inprocess import muninn_here
 
 
 @dataclass
@@ -135,7 +138,7 @@ async def test_cli_search_human_output_cites_room_time_sender_excerpt_link(
     cli: CliCorpus, hs: Homeserver
 ) -> None:
     """Without --json each hit prints room, time, sender, excerpt and permalink."""
-    run = await muninn(cli.config, "search", "ERR_7731X", "--limit", "1")
+    run = await muninn_here(cli.config, "search", "ERR_7731X", "--limit", "1")
     assert run.rc == 0, run.err
     sent = cli.corpus.sent["err-target"]
     lines = run.out.splitlines()
@@ -178,7 +181,7 @@ async def test_cli_search_homeserver_down_fails_naming_it(
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused
     doc["homeserver"]["url"] = dead
     down = write_config(tmp_path / "down.yaml", doc)
-    run = await muninn(down, "search", "ERR_7731X", "--json")
+    run = await muninn_here(down, "search", "ERR_7731X", "--json")
     assert (run.rc, run.out) == (1, "")
     assert "muninn: cannot revalidate the hits of !" in run.err
     assert f"failed 2 time(s) on {dead}" in run.err
@@ -264,7 +267,7 @@ async def test_cli_search_bad_query_names_the_field(
     cli: CliCorpus, args: list[str], field: str
 ) -> None:
     """A refused query exits 1 with one line on stderr naming the field, no traceback."""
-    run = await muninn(cli.config, "search", *args, "--json")
+    run = await muninn_here(cli.config, "search", *args, "--json")
     assert run.rc == 1
     assert run.out == ""
     assert f"muninn: {field}: " in run.err

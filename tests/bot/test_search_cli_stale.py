@@ -1,6 +1,7 @@
 """`muninn search` after the room changed since the last refresh: a redaction, an edit, a purge,
 the reader leaving, the room turning bridged, encrypted or excluded. Each test seeds its own
-room (two kiwi windows), indexes it in-process, releases the store, and runs the real CLI.
+room (two kiwi windows), indexes it in-process, releases the store, and runs the real CLI
+(`bot.cli.main`, in this process: `tests.inprocess`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from tests.bot.search_contract import check_contract, search_json
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     Indexer,
-    muninn,
     reader_config,
     reader_config_doc,
     utc_ms,
     write_config,
 )
+from tests.inprocess import muninn_here
 
 
 @dataclass
@@ -87,7 +88,7 @@ async def test_cli_search_drops_a_hit_whose_edit_was_redacted_since_indexing(
     before = await search_json(kiwi.config, "gooseberry")
     assert kiwi.harvest in event_ids(before)
     await seeder.redact(kiwi.room_id, edit)
-    run = await muninn(kiwi.config, "search", "gooseberry", "--json")
+    run = await muninn_here(kiwi.config, "search", "gooseberry", "--json")
     assert "gooseberry" not in run.out
     assert run.doc()["dropped_stale"] >= 1
 
@@ -100,7 +101,7 @@ async def test_cli_search_never_shows_the_words_an_edit_since_indexing_took_back
     there); the next refresh indexes the new text."""
     kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
     await seeder.send_edit(kiwi.room_id, kiwi.harvest, "kiwi harvest is postponed")
-    run = await muninn(kiwi.config, "search", "kiwi harvest monday", "--json")
+    run = await muninn_here(kiwi.config, "search", "kiwi harvest monday", "--json")
     assert "monday" not in run.out
     assert run.doc()["dropped_stale"] == 1
     assert event_ids(run.doc()) == [kiwi.export]
@@ -111,7 +112,7 @@ async def test_cli_search_drops_a_hit_inside_a_pending_purge(
 ) -> None:
     """A window inside a purge tombstone not yet applied by a refresh is dropped and counted."""
     kiwi = await kiwi_room(hs, alice, seeder, tmp_path)
-    purge = await muninn(
+    purge = await muninn_here(
         kiwi.config,
         "purge",
         "--room",
@@ -156,7 +157,7 @@ async def test_cli_search_hides_a_room_refused_since_indexing(
         doc = reader_config_doc(hs, kiwi.reader, tmp_path)
         doc["scope"] = {"exclude_room_ids": [kiwi.room_id]}
         config = write_config(tmp_path / "excluded.yaml", doc)
-    runs = [await muninn(config, "search", "kiwi", *args) for args in (["--json"], [])]
+    runs = [await muninn_here(config, "search", "kiwi", *args) for args in (["--json"], [])]
     for run in runs:
         assert run.rc == 0, run.err
         assert "kiwi" not in run.out  # not one excerpt

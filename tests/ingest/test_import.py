@@ -27,6 +27,7 @@ from tests.indexing import (
     shared_embedder,
     write_config,
 )
+from tests.inprocess import muninn_here
 
 COLLECTION = "muninn_test"  # the collection tests.indexing writes
 QUERIES = ["deploy failed", "pizza for the team lunch", "E4242"]
@@ -44,7 +45,7 @@ async def _all_events(user: MatrixUser, room_id: str) -> list[dict[str, Any]]:
 
 
 async def _import(cfg_path: Path, export: Path) -> tuple[int, dict[str, Any]]:
-    run = await muninn(cfg_path, "import", str(export), "--json")
+    run = await muninn_here(cfg_path, "import", str(export), "--json")
     if run.rc not in (0, 3):
         raise AssertionError(f"import failed ({run.rc}): {run.err}")
     return run.rc, json.loads(run.out)
@@ -181,7 +182,7 @@ async def test_import_is_searchable_without_a_homeserver_against_its_export(
     )
     assert plain.out.count("\n") == 1 and "redacted 1" in plain.out
 
-    found = await muninn(cfg_path, "search", "deploy failed", "--room", room, "--json")
+    found = await muninn_here(cfg_path, "search", "deploy failed", "--room", room, "--json")
     doc = found.doc()
     bodies = [m["body"] for h in doc["hits"] for m in h["messages"]]
     assert any("E4242 on saturday" in b for b in bodies), doc
@@ -199,12 +200,12 @@ async def test_import_is_searchable_without_a_homeserver_against_its_export(
     }
     with export.open("a") as f:
         f.write(json.dumps(redaction) + "\n")
-    after = (await muninn(cfg_path, "search", "deploy failed", "--json")).doc()
+    after = (await muninn_here(cfg_path, "search", "deploy failed", "--json")).doc()
     assert deploy["best_event_id"] not in {e for h in after["hits"] for e in h["event_ids"]}
     assert after["dropped_stale"] >= 1
 
     export.rename(tmp_path / "moved.jsonl")
-    gone = await muninn(cfg_path, "search", "deploy failed", "--json")
+    gone = await muninn_here(cfg_path, "search", "deploy failed", "--json")
     assert (gone.rc, gone.out) == (1, "")
     assert f"{export.resolve()}: cannot read" in gone.err
     assert "revalidated against it" in gone.err and "Traceback" not in gone.err
@@ -227,9 +228,9 @@ async def test_import_into_a_store_homeserver_passes_write_is_refused(
     export.write_text("\n".join(json.dumps(e) for e in await _all_events(alice, old)) + "\n")
     cfg_path = write_config(tmp_path / "c.yaml", reader_config_doc(hs, reader, tmp_path))
 
-    first = await muninn(cfg_path, "import", str(export))  # an empty store: an archive
+    first = await muninn_here(cfg_path, "import", str(export))  # an empty store: an archive
     assert first.rc == 0, first.err
-    status = (await muninn(cfg_path, "status", "--json")).doc()
+    status = (await muninn_here(cfg_path, "status", "--json")).doc()
     [imported] = status["imported"]
     assert imported["room_id"] == old and imported["source"] == str(export.resolve())
     assert imported["points"] >= 1 and imported["joined"] is False
@@ -247,7 +248,7 @@ async def test_import_into_a_store_homeserver_passes_write_is_refused(
         await ix.refresh()  # a homeserver pass: it writes `joined` (and purges `old`)
     finally:
         await ix.close()
-    again = await muninn(cfg_path, "import", str(export))
+    again = await muninn_here(cfg_path, "import", str(export))
     assert again.rc == 1 and again.out == ""
     assert f"the reader has not joined {old}" in again.err
     assert "would purge the import again" in again.err and "archive store" in again.err

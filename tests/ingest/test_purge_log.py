@@ -14,7 +14,7 @@ from bot.lookup import tombstones
 from ingest.config import IndexConfig, StoreConfig, parse_config
 from ingest.errors import StoreError
 from ingest.purges import PurgeLog, PurgesUnreadable, purge_log_path
-from ingest.records import TOMBSTONE_PREFIX
+from ingest.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.refresh import RoomSource, Writer
 from ingest.search import Searcher
 from ingest.store import open_store
@@ -72,7 +72,9 @@ async def test_searcher_reads_the_purges_with_the_store_down(tmp_path: Path) -> 
     try:
         log = PurgeLog(tmp_path / "purges.jsonl")
         log.append(STONE)
-        assert await Searcher(down, None, server_name="x", purges=log).tombstones() == [STONE]
+        assert await Searcher(down, None, server_name="x", purges=log).tombstones() == [
+            Tombstone.from_meta(STONE)
+        ]
         with pytest.raises(CommandError, match="purge records cannot be read"):
             await tombstones(Searcher(down, None, server_name="x"))
         log.path.write_text("not json\n")

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,11 @@ from tests.indexing import (
     Indexer,
     RenamedEmbedder,
     admit,
-    muninn,
     reader_config,
     send_texts,
     shared_embedder,
 )
+from tests.inprocess import muninn_here
 
 GITHUB_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 SYNAPSE_TOKEN = "syt_" + "bXVuaW5u_QWxpY2VTZWNyZXRUb2tlbg_1a2B3c"
@@ -682,39 +683,65 @@ async def long_room(hs: Homeserver) -> tuple[MatrixUser, str]:
     return seeder, room
 
 
+_KILLED_EXTRA: dict[str, Any] = {"chunker": {"max_bytes": 700}, "refresh": {"page_size": 20}}
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    reader: MatrixUser  # the killed runs read as the same user: the same room, joins and all
+    events_read: int
+    hashes: dict[str, str]
+    bodies: dict[str, str]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def clean_run(
+    hs: Homeserver, long_room: tuple[MatrixUser, str], tmp_path_factory: pytest.TempPathFactory
+) -> CleanRun:
+    """One uninterrupted refresh of `long_room` (which no test changes), once a module: what
+    every killed-and-restarted run, by the same reader, must equal."""
+    seeder, room = long_room
+    reader = await _reader_in(hs, seeder, room)
+    folder = tmp_path_factory.mktemp("clean")
+    clean = Indexer(reader_config(hs, reader, folder, **_KILLED_EXTRA))
+    try:
+        every = _room_report(await clean.refresh(), room)
+        return CleanRun(reader, every.events_read, await _hashes(clean), await clean.bodies())
+    finally:
+        await clean.close()
+
+
 @pytest.mark.parametrize("mode", ["between-writes", "external"])
 async def test_refresh_killed_midway_converges_to_clean_run(
-    hs: Homeserver, long_room: tuple[MatrixUser, str], tmp_path: Path, mode: str
+    hs: Homeserver,
+    long_room: tuple[MatrixUser, str],
+    clean_run: CleanRun,
+    tmp_path: Path,
+    mode: str,
 ) -> None:
     """SIGKILL mid-refresh, then restart: the same point ids and content hashes as a clean run.
 
     `between-writes` kills a page between its two writes (its points and its cursor, in
     whichever order the writer makes them): the restart must read that page again, so the
     cursor may only move once the page's points are written."""
-    seeder, room = long_room
-    reader = await _reader_in(hs, seeder, room)
-    extra = {"chunker": {"max_bytes": 700}, "refresh": {"page_size": 20}}
+    room = long_room[1]
     config = tmp_path / "killed.yaml"
-    _write_config(config, hs, reader, tmp_path / "killed", **extra)
+    _write_config(config, hs, clean_run.reader, tmp_path / "killed", **_KILLED_EXTRA)
     acknowledged = await _run_killed_refresh(config, mode, after=2)
     killed = Indexer(load_config(config))
-    clean = Indexer(reader_config(hs, reader, tmp_path / "clean", **extra))
     try:
         partial = await _hashes(killed)
         assert partial, "the killed run wrote nothing"
         restarted = _room_report(await killed.refresh(), room)
-        every = _room_report(await clean.refresh(), room)
-        expected = await _hashes(clean)
-        assert len(partial) < len(expected), "the kill came after the refresh had finished"
+        assert len(partial) < len(clean_run.hashes), "the kill came after the refresh had finished"
         if mode == "between-writes":
             # The killed page and everything after it, read again: nothing skipped.
             assert acknowledged == 20
-            assert restarted.events_read == every.events_read - acknowledged
-        assert await _hashes(killed) == expected
-        assert await killed.bodies() == await clean.bodies()
+            assert restarted.events_read == clean_run.events_read - acknowledged
+        assert await _hashes(killed) == clean_run.hashes
+        assert await killed.bodies() == clean_run.bodies
     finally:
         await killed.close()
-        await clean.close()
 
 
 # ---------------------------------------------------------------- rule 12: purge tombstones
@@ -770,7 +797,7 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
     ix = Indexer(load_config(config))
     await ix.refresh()
     await ix.close()  # one process per store path
-    run = await muninn(
+    run = await muninn_here(
         config,
         "purge",
         "--room",

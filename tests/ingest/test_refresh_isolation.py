@@ -23,11 +23,11 @@ from tests.indexing import (
     Indexer,
     RenamedEmbedder,
     admit,
-    muninn,
     reader_config_doc,
     shared_embedder,
     write_config,
 )
+from tests.inprocess import muninn_here
 
 BAD_TOKEN = "t0-not-a-token"
 
@@ -84,17 +84,17 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
     finally:
         await ix.close()  # one process per store path
 
-    run = await muninn(config, "refresh", "--json")
+    run = await muninn_here(config, "refresh", "--json")
     assert run.rc == 1, run.err
     assert failing in run.err
     cli = _by_room(json.loads(run.out))
     assert cli[failing]["failed_passes"] == 2 and "400" in str(cli[failing]["error"])
     assert cli[healthy]["error"] is None and cli[healthy]["failed_passes"] == 0
 
-    status = _by_room((await muninn(config, "status", "--json")).doc())
+    status = _by_room((await muninn_here(config, "status", "--json")).doc())
     assert status[failing]["failed_passes"] == 2 and status[failing]["error"]
     assert status[healthy]["error"] is None
-    plain = await muninn(config, "status")
+    plain = await muninn_here(config, "status")
     assert "FAILED 2 passes in a row" in plain.out
 
     ix = Indexer(load_config(config))

@@ -25,7 +25,8 @@ from ingest.store.contract import meta_id
 from ingest.store.integrity import Tally, corrupt_vectors
 from ingest.types import SparseVector
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Indexer, admit, muninn, reader_config, reader_config_doc, write_config
+from tests.indexing import Indexer, admit, reader_config, reader_config_doc, write_config
+from tests.inprocess import muninn_here
 
 COLLECTION = "muninn_test"
 DIM = 8
@@ -151,9 +152,9 @@ async def test_refresh_rebuilds_a_damaged_store_and_search_finds_the_messages_ag
         await ix.close()
     os.truncate(next((tmp_path / "qdrant" / generation).rglob("mutable_id_tracker.mappings")), 40)
 
-    status = (await muninn(config, "status", "--json")).doc()
+    status = (await muninn_here(config, "status", "--json")).doc()
     assert status["damage"] is not None and generation in status["damage"]
-    assert "DAMAGED" in (await muninn(config, "status")).out
+    assert "DAMAGED" in (await muninn_here(config, "status")).out
 
     ix = Indexer(cfg)
     try:
@@ -166,7 +167,7 @@ async def test_refresh_rebuilds_a_damaged_store_and_search_finds_the_messages_ag
         assert sent["dugong"] in {m["event_id"] for h in result.hits for m in h.messages}
     finally:
         await ix.close()
-    assert (await muninn(config, "status", "--json")).doc()["damage"] is None
+    assert (await muninn_here(config, "status", "--json")).doc()["damage"] is None
 
 
 def test_a_generation_built_before_the_tally_gets_one_and_is_not_damaged(tmp_path: Path) -> None:
