@@ -275,7 +275,7 @@ def test_check_registration_refuses_placeholders_with_the_fix(
         },
         base_dir=tmp_path,
     )
-    with pytest.raises(ConfigError, match="run `muninn generate-registration`") as err:
+    with pytest.raises(ConfigError, match=r"run `muninn generate-registration( --force)?`") as err:
         check_registration(cfg)
     assert problem in str(err.value)
 
