@@ -15,10 +15,11 @@ command delivered again (Synapse retrying a transaction, a first `/sync`) answer
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Literal
 
 from bot.appservice import BoundedSeen
@@ -144,6 +145,10 @@ class CommandHandler:
         if not await self._room_allowed(msg, in_command_room):
             return
         self._handled.add(msg.event_id)  # in flight: a duplicate delivery stops here
+        with self._refusals():
+            await self._parse_and_run(msg, in_command_room)
+
+    async def _parse_and_run(self, msg: Incoming, in_command_room: bool) -> None:
         try:
             command = parse(
                 msg.body,
@@ -165,6 +170,16 @@ class CommandHandler:
         if command is None:
             return
         await self._run(msg, command, in_command_room)
+
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """A command's read met a bridge puppet (`RoomRefused`, rule 4): the room verdicts
+        remember it, before the refusal is answered (`_run`) or propagates."""
+        try:
+            yield
+        except RoomRefused as e:
+            self.rooms.mark_bridged(e.room_id, e.puppet)
+            raise
 
     async def _room_allowed(self, msg: Incoming, in_command_room: bool) -> bool:
         info = await self.rooms.get(msg.room_id)
@@ -201,16 +216,8 @@ class CommandHandler:
         name = command_name(msg.body, self.prefix) or type(command).__name__.lower()
         outcome = "failed"  # an unexpected exception propagates, counted as failed
         try:
-            if isinstance(command, HelpCommand):
-                await self._answer_small(msg, self._help(command, in_command_room), "help")
-            elif isinstance(command, SearchCommand):
-                await self.searching.search(msg, command, in_command_room)
-            elif isinstance(command, MoreCommand):
-                await self.searching.more(msg, in_command_room)
-            elif isinstance(command, PinCommand | UnpinCommand):
-                await self.pins.pin(msg, command)
-            elif isinstance(command, PinsCommand):
-                await self.pins.show(msg, command, in_command_room)
+            with self._refusals():
+                await self._command(msg, command, in_command_room)
             outcome = "ok"
         except RoomRefused as e:  # silent in the refused room; the command room is told
             outcome = "refused"
@@ -221,6 +228,18 @@ class CommandHandler:
             await self.say(msg, str(e), "error")
         finally:
             self.metrics.commands.labels(command=name, outcome=outcome).inc()
+
+    async def _command(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
+        if isinstance(command, HelpCommand):
+            await self._answer_small(msg, self._help(command, in_command_room), "help")
+        elif isinstance(command, SearchCommand):
+            await self.searching.search(msg, command, in_command_room)
+        elif isinstance(command, MoreCommand):
+            await self.searching.more(msg, in_command_room)
+        elif isinstance(command, PinCommand | UnpinCommand):
+            await self.pins.pin(msg, command)
+        elif isinstance(command, PinsCommand):
+            await self.pins.show(msg, command, in_command_room)
 
     def _help(self, command: HelpCommand, in_command_room: bool) -> str:
         if command.topic is None:

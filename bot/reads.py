@@ -28,9 +28,10 @@ log = logging.getLogger("muninn.bot")
 class RoomRefused(CommandError):
     """A command's read of a room found it refused by scope (a bridge puppet in its log)."""
 
-    def __init__(self, room_id: RoomID) -> None:
+    def __init__(self, room_id: RoomID, puppet: str) -> None:
         super().__init__(f"{room_id} is not a room Muninn indexes")
         self.room_id = room_id
+        self.puppet = puppet
 
 
 class RoomReads:
@@ -43,15 +44,14 @@ class RoomReads:
         self._limit = transcript_limit
 
     async def read_log(self, room_id: RoomID, bound: int | None = None) -> RoomLog:
-        """The room's latest raw events; a bridge puppet among them refuses the room (rule 4),
-        which the room verdicts then remember."""
+        """The room's latest raw events; a bridge puppet among them refuses the room (rule 4).
+        A query: the command handler records the refusal in the room verdicts."""
         bound = bound or self._limit
         raw, cut = await self._logs.latest(self._client, room_id, bound)
         puppet = puppet_in_events(raw, self._rooms.scope)
         if puppet is not None:
-            self._rooms.mark_bridged(room_id, puppet)
             log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
-            raise RoomRefused(room_id)
+            raise RoomRefused(room_id, puppet)
         return RoomLog(room_id, raw, bound, cut)
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
