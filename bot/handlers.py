@@ -394,7 +394,6 @@ class CommandHandler:
             audiences=cuts,
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
-            server_name=self.server_name,
             pattern=matcher,
             marks=marks,
             names=await self._mention_names(command, rooms),

@@ -16,7 +16,6 @@ import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import regex
 
@@ -25,6 +24,7 @@ from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
 from bot.roomlog import TextMemo
 from ingest.query import plain_text, prefixes
+from ingest.roomlogs import TextEvent
 
 __all__ = [
     "DEFAULT_BOUND",
@@ -59,19 +59,6 @@ class Tier(enum.IntEnum):
 
 class PatternTimeout(CommandError):
     """A /regex/ that ran out of its time budget: refused, so it cannot hang the bot."""
-
-
-class TextEvent(Protocol):
-    """What the fold reads of a message; `ingest.types.Message` fits."""
-
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def sender(self) -> str: ...
-    @property
-    def ts(self) -> int: ...
-    @property
-    def body(self) -> str: ...
 
 
 @dataclass(frozen=True)

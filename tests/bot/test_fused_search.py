@@ -56,7 +56,6 @@ async def ask(
         audiences={},
         bot_user_id=BOT,
         prefix="!",
-        server_name=SERVER,
     )
 
 
