@@ -89,11 +89,12 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     if doc["damage"] is not None:
         print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     for r in rooms:
-        shown = (
-            r["verdict"]
-            if r["verdict"] != "eligible"
-            else f"indexed, {plural(r['points'], 'point')}"
-        )
+        if r["verdict"] != "eligible":
+            shown = r["verdict"]
+        elif r["indexed"]:
+            shown = f"indexed, {plural(r['points'], 'point')}"
+        else:  # no pass has read it into this store (none yet, or an archive store)
+            shown = "eligible, not indexed yet"
         if r["error"]:
             passes = plural(r["failed_passes"], "pass", "passes")
             shown += f"; FAILED {passes} in a row, retried: {r['error']}"
@@ -103,7 +104,8 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
     for i in imported:
         where = "" if i["joined"] else " (not joined: a homeserver pass over this store purges it)"
-        print(f"imported {i['room_id']}: {i['points']} points from {i['source']}{where}")
+        counted = plural(i["points"], "point")
+        print(f"imported {i['room_id']}: {counted} from {i['source']}{where}")
     return 0
 
 

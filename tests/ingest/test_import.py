@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bot.demo.synapse import free_port
+from bot.replies.budget import plural
 from ingest.export import ExportError, ExportReader, exported_rooms, load_export
 from ingest.query import SearchQuery
 from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
@@ -234,6 +235,13 @@ async def test_import_into_a_store_homeserver_passes_write_is_refused(
     assert imported["room_id"] == old and imported["source"] == str(export.resolve())
     assert imported["points"] >= 1 and imported["joined"] is False
     assert status["points"] == imported["points"]
+    # The text says so too: the joined room no pass wrote into this store is not "indexed"
+    # (regression: "indexed, 0 points"), and the import's points are counted in words.
+    lines = (await muninn(cfg_path, "status")).out.splitlines()
+    assert f"  {joined}: eligible, not indexed yet" in lines
+    where = "(not joined: a homeserver pass over this store purges it)"
+    points = plural(imported["points"], "point")
+    assert f"imported {old}: {points} from {export.resolve()} {where}" in lines
 
     ix = Indexer(reader_config(hs, reader, tmp_path))
     try:
