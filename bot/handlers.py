@@ -38,7 +38,7 @@ from bot.commands.records import (
 from bot.config import ServiceConfig
 from bot.errors import CommandError
 from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, RateLimit, incoming
-from bot.lookup import RoomView, fused_search
+from bot.lookup import RoomView, fused_search, read_room
 from bot.metrics import ServiceMetrics
 from bot.outbox import Outbox, Pending
 from bot.paging import Page, Pages, ShownIds
@@ -358,8 +358,8 @@ class CommandHandler:
         in_command_room: bool,
         page: Page | None = None,
     ) -> None:
-        marks = await self.searcher.marks()  # before the logs are read: they reach back to them
-        own_log = await self.read_log(msg.room_id)
+        read = await read_room(self.searcher, msg.room_id, self.read_log, self.audience)
+        own_log, marks = read.log, read.marks
         if not await self.may_answer(msg, own_log):
             return
         # Compiled only now, past the rate limit and off the loop: a bounded pattern still
@@ -380,7 +380,7 @@ class CommandHandler:
             cuts: dict[str, Audience] = {}
         else:
             info = await self.rooms.get(msg.room_id)
-            cut = await self.audience(msg.room_id)
+            cut = await read.audience()
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]

@@ -10,8 +10,9 @@ cut to the audience and the revalidation of what is shown are the read path's
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import regex
 
@@ -40,6 +41,43 @@ class RoomView:
     log: RoomLog
     alias: str | None
     audience: Audience  # who reads the reply in the room (`bot.visibility`)
+
+
+@dataclass(frozen=True)
+class RoomRead:
+    """A room's log read for a `!search`, and the writer's marks taken before it.
+
+    The two ordering rules of a search are this record's order: `read_room` takes the marks
+    *before* it reads the log (a log read after them reaches back to them, and so stands in for
+    the revalidation's tail read: rule 15), and the room's audience can be asked only from a
+    read, so *after* it (the read drops a kept audience on a state event the dispatcher may not
+    have seen: rule 14).
+    """
+
+    marks: Mapping[str, str]
+    log: RoomLog
+    _audience: Callable[[RoomID], Awaitable[Audience]]
+
+    async def audience(self) -> Audience:
+        """Who reads the reply in the room (`bot.visibility`), asked now, after the read."""
+        return await self._audience(self.log.room_id)
+
+
+class Marker(Protocol):
+    """What takes the writer's marks (`Searcher.marks`)."""
+
+    async def marks(self) -> dict[str, str]: ...
+
+
+async def read_room(
+    searcher: Marker,
+    room_id: RoomID,
+    read_log: Callable[[RoomID], Awaitable[RoomLog]],
+    audience: Callable[[RoomID], Awaitable[Audience]],
+) -> RoomRead:
+    """The writer's marks, then the room's log (`RoomRead`: the audience comes after)."""
+    marks = await searcher.marks()
+    return RoomRead(marks, await read_log(room_id), audience)
 
 
 def _query(
