@@ -22,6 +22,7 @@ from ingest.matrix import JSONDict
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET
 from ingest.records import Tombstone
+from ingest.transcript import TextEvent, TranscriptQuery
 from ingest.types import Message, RoomID
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "Matcher",
     "RoomLogs",
     "Shown",
-    "TextEvent",
     "Visibility",
     "fuse",
     "log_finds",
@@ -58,20 +58,10 @@ class Shown(Protocol):
     def isdisjoint(self, event_ids: Iterable[str], /) -> bool: ...
 
 
-class Asked(Protocol):
-    """The command the search answers, as far as the cut and the page read it
+class Asked(TranscriptQuery, Protocol):
+    """The command the search answers, as far as the cut, the fold and the page read it
     (`bot.commands.records.SearchCommand` fits)."""
 
-    @property
-    def texts(self) -> tuple[str, ...]: ...
-    @property
-    def sender(self) -> str | None: ...
-    @property
-    def after_ms(self) -> int | None: ...
-    @property
-    def before_ms(self) -> int | None: ...
-    @property
-    def limit(self) -> int: ...
     @property
     def sort(self) -> str: ...
 
@@ -94,19 +84,6 @@ class LogView(Protocol):
     def log(self) -> ReadLog: ...
     @property
     def alias(self) -> str | None: ...
-
-
-class TextEvent(Protocol):
-    """What a transcript fold reads of a message; `ingest.types.Message` fits."""
-
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def sender(self) -> str: ...
-    @property
-    def ts(self) -> int: ...
-    @property
-    def body(self) -> str: ...
 
 
 class LogMatch(TextEvent, Protocol):
