@@ -16,6 +16,7 @@ __all__ = ["USER_LOCALPART", "Registration", "load_registration", "read_registra
 
 USER_LOCALPART = re.compile(r"^[a-z0-9._=\-/+]+$")  # the spec's user id localpart grammar
 _HINT = "run `muninn generate-registration`"
+_HINT_FORCE = "run `muninn generate-registration --force`"
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ def read_registration(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([f"appservice.registration: cannot read {path}: {e}"]) from None
     except yaml.YAMLError as e:
-        raise ConfigError([f"{yaml_problem(e)}; {_HINT} --force"], str(path)) from None
+        raise ConfigError([f"{yaml_problem(e)}; {_HINT_FORCE}"], str(path)) from None
     if not isinstance(raw, dict):
-        raise ConfigError([f"the registration must be a YAML mapping; {_HINT} --force"], str(path))
+        raise ConfigError([f"the registration must be a YAML mapping; {_HINT_FORCE}"], str(path))
     return raw
 
 
@@ -58,10 +59,10 @@ def load_registration(path: Path) -> Registration:
         value = raw.get(key)
         if not isinstance(value, str) or is_placeholder(value):
             shown = f" ({value!r})" if isinstance(value, str) else ""
-            problems.append(f"{key}: is missing or a placeholder{shown}; {_HINT} --force")
+            problems.append(f"{key}: is missing or a placeholder{shown}; {_HINT_FORCE}")
     as_token, hs_token = raw.get("as_token"), raw.get("hs_token")
     if isinstance(as_token, str) and as_token == hs_token:
-        problems.append(f"as_token and hs_token are the same; {_HINT} --force")
+        problems.append(f"as_token and hs_token are the same; {_HINT_FORCE}")
     localpart = raw.get("sender_localpart")
     if not isinstance(localpart, str) or not USER_LOCALPART.match(localpart):
         problems.append(f"sender_localpart: is missing or not a user localpart; {_HINT}")

@@ -19,7 +19,7 @@ from bot.incoming import MAX_COMMAND_AGE_MS
 from bot.metrics import ServiceMetrics
 from bot.outbox import Outbox, Pending
 from bot.sender import BotClient, txn_id_for
-from ingest.errors import MatrixUnavailable
+from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.matrix.http import Retry
 from tests.bot.botenv import Env
 from tests.bot.test_metrics import parse_exposition, value
@@ -141,3 +141,33 @@ async def test_bot_answers_a_command_whose_reply_met_an_outage(
     assert tries == [txn_id_for(room, command)] * 4  # 3 refused, the 4th posted
     assert len(await replies(alice, room, command, env.bot_id)) == 1
     assert reply["content"]["msgtype"] == "m.notice"
+
+
+async def test_outbox_is_bounded_and_does_not_repeat_a_refused_reply() -> None:
+    """At most `max_waiting` replies wait (one more is given up at once, counted); a reply
+    the homeserver refuses for good (413) is not sent again."""
+    given_up: list[str] = []
+    tries: list[str] = []
+
+    async def down(room_id: str, content: object, txn_id: str) -> object:
+        tries.append(txn_id)
+        raise MatrixUnavailable("PUT failed 5 time(s): 502")
+
+    now = int(time.time() * 1000)
+    box = Outbox(down, on_given_up=lambda p, why: given_up.append(p.txn_id), max_waiting=2)
+    for i in range(3):
+        box.hold(Pending(ROOM, REPLY, f"muninn.{i}", command_ts=now))
+    assert len(box) == 2 and given_up == ["muninn.2"]
+    await box.drain(1.0)
+    assert len(box) == 0 and sorted(given_up) == ["muninn.0", "muninn.1", "muninn.2"]
+
+    refused: list[str] = []
+
+    async def too_large(room_id: str, content: object, txn_id: str) -> object:
+        refused.append(txn_id)
+        raise MatrixError("413 M_TOO_LARGE", status=413, errcode="M_TOO_LARGE")
+
+    once = Outbox(too_large, on_given_up=lambda p, why: given_up.append(why), first_delay=0.01)
+    once.hold(Pending(ROOM, REPLY, "muninn.big", command_ts=now))
+    await once.join()
+    assert refused == ["muninn.big"] and "refused" in given_up[-1]

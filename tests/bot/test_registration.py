@@ -275,7 +275,7 @@ def test_check_registration_refuses_placeholders_with_the_fix(
         },
         base_dir=tmp_path,
     )
-    with pytest.raises(ConfigError, match="run `muninn generate-registration`") as err:
+    with pytest.raises(ConfigError, match=r"run `muninn generate-registration( --force)?`") as err:
         check_registration(cfg)
     assert problem in str(err.value)
 
@@ -295,7 +295,7 @@ def test_check_registration_names_the_broken_file(tmp_path: Path, text: str, pro
         check_registration(cfg)
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 'registration.yaml'}: 1 problem(s)")
-    assert problem in message and "run `muninn generate-registration` --force" in message
+    assert problem in message and "run `muninn generate-registration --force`" in message
 
 
 def test_check_registration_refuses_the_shipped_example(tmp_path: Path) -> None:
