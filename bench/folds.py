@@ -33,7 +33,7 @@ from bench import arguments, emit
 from bench.irc import irc_events
 from bot import pinboard, transcript
 from bot.commands.records import SearchCommand
-from bot.lookup import RoomView, transcript_matcher
+from bot.lookup import RoomView
 from bot.pinboard import Marker, MarkerKind
 from bot.recent import within_text
 from bot.roomlog import RoomLog
@@ -151,7 +151,7 @@ async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float
     kept, cut = (raw, False) if on_loop else within_text(raw)
     view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
     command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)
-    logs = RoomLogs(command, [view], transcript_matcher(command, None), "@bot:x", "!")
+    logs = RoomLogs(command, [view], "@bot:x", "!")
     gaps: list[float] = []
     done = asyncio.Event()
 

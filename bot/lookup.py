@@ -1,14 +1,15 @@
 """The read behind `!search`: what the command is to the one read path (`Searcher.search`).
 
 `fused_search` turns a parsed `!search` into the index's query and hands the read path the
-rooms' logs the command read (`bot.roomlog`), the transcript fold that matches them
-(`bot.transcript`) and who reads the reply in each room (`bot.visibility`); the fusion, the
-cut to the audience and the revalidation of what is shown are the read path's
+rooms' logs the command read (`bot.roomlog`), its /regex/ compiled within the bot's bounds
+(`bot.patterns`) and who reads the reply in each room (`bot.visibility`); the transcript fold,
+the fusion, the cut to the audience and the revalidation of what is shown are the read path's
 (`ingest.roomlogs`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,18 +19,20 @@ import regex
 
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
+from bot.patterns import compile_pattern
 from bot.roomlog import RoomLog
-from bot.transcript import TranscriptHit, fold_search
+from bot.transcript import PatternTimeout
 from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.hits import SearchResult
 from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.records import Tombstone
-from ingest.roomlogs import Matcher, RoomLogs, Shown
+from ingest.roomlogs import RoomLogs, Shown
 from ingest.search import Searcher
-from ingest.types import Message, RoomID
+from ingest.transcript import FoldTimeout
+from ingest.types import RoomID
 
-__all__ = ["RoomView", "Shown", "fused_search", "tombstones", "transcript_matcher"]
+__all__ = ["RoomRead", "RoomView", "Shown", "fused_search", "read_room", "tombstones"]
 
 log = logging.getLogger("muninn.lookup")
 
@@ -104,19 +107,6 @@ def _query(
     )
 
 
-def transcript_matcher(command: SearchCommand, pattern: regex.Pattern[str] | None) -> Matcher:
-    """The transcript retriever of a `!search` (`bot.transcript.fold_search`), for the read
-    path's `RoomLogs.match`: a room's cut messages and a depth → its matches, best first."""
-
-    def match(messages: Sequence[Message], fetch: int) -> Sequence[TranscriptHit]:
-        folded = fold_search(
-            messages, command, bound=max(1, len(messages)), pattern=pattern, limit=fetch
-        )
-        return folded.hits[:fetch]
-
-    return match
-
-
 async def fused_search(
     searcher: Searcher,
     command: SearchCommand,
@@ -145,19 +135,24 @@ async def fused_search(
     again) and `depth`, how many hits they showed; `next_offset` is set when more remain.
     """
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
+    if pattern is None and command.regex is not None:
+        pattern = await asyncio.to_thread(compile_pattern, command.regex)
     logs = RoomLogs(
         asked=command,
         views=views,
-        match=transcript_matcher(command, pattern),
         bot_user_id=bot_user_id,
         prefix=prefix,
         marks=marks or {},
         filter=command.filter.with_names(names or {}),
         shown=shown,
         depth=depth,
+        pattern=pattern,
     )
     query = _query(command, rooms, single, names or {}, depth)
-    return await searcher.search(query, room_logs=logs, audiences=audiences)
+    try:
+        return await searcher.search(query, room_logs=logs, audiences=audiences)
+    except FoldTimeout as e:  # refused as the bot refuses a /regex/: its text is posted
+        raise PatternTimeout(str(e)) from e
 
 
 async def tombstones(searcher: Searcher) -> list[Tombstone]:

@@ -5,8 +5,9 @@ command room: the index's candidates and the transcript matches of each room's l
 reciprocal rank, every message cut to what the room's readers may see (`Visibility`, the
 bot's `bot.visibility.Audience`), and only the index hits the reply shows revalidated. This
 module holds that fusion's pure rules and its confirm-until-enough loop; the bot hands in its
-logs (`LogView`), its transcript matcher (`RoomLogs.match`) and its command (`Asked`) as
-values, so ingest never imports the bot.
+logs (`LogView`), its command (`Asked`, with its /regex/ compiled within the bot's bounds) and
+the rooms' audiences as values, so ingest never imports the bot. The transcript retriever is
+`ingest.transcript`'s fold.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import regex
+
 from ingest.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.fusion import rrf
 from ingest.hits import Candidates, CitedMessage, Hit, SearchResult, best_message, order_hits
@@ -22,14 +25,12 @@ from ingest.matrix import JSONDict
 from ingest.permalink import permalink
 from ingest.query import MAX_OFFSET
 from ingest.records import Tombstone
-from ingest.transcript import TextEvent, TranscriptQuery
+from ingest.transcript import TranscriptHit, TranscriptQuery, fold_search
 from ingest.types import Message, RoomID
 
 __all__ = [
     "Asked",
-    "LogMatch",
     "LogView",
-    "Matcher",
     "RoomLogs",
     "Shown",
     "Visibility",
@@ -86,34 +87,22 @@ class LogView(Protocol):
     def alias(self) -> str | None: ...
 
 
-class LogMatch(TextEvent, Protocol):
-    """A transcript match (`bot.transcript.TranscriptHit`): the message and its score."""
-
-    @property
-    def score(self) -> int: ...
-
-
-# The transcript retriever: a room's messages (newest first, already cut) and how many matches
-# to keep → its matches, best first. Pure and CPU-bound: run off the event loop.
-Matcher = Callable[[Sequence[Message], int], Sequence[LogMatch]]
-
-
 @dataclass(frozen=True)
 class RoomLogs:
-    """What a command adds to the index's answer: the logs it read and how to match them."""
+    """What a command adds to the index's answer: the logs it read, and its page."""
 
     asked: Asked
     views: Sequence[LogView]
-    match: Matcher
     bot_user_id: str  # its messages and `prefix` commands are not conversation
     prefix: str
     marks: Mapping[str, str] = field(default_factory=dict)  # `Searcher.marks`, before the read
     filter: MessageFilter = NO_FILTER
     shown: Shown = frozenset()
     depth: int = 0  # hits earlier pages showed
+    pattern: regex.Pattern[str] | None = None  # the /regex/, compiled (`bot.patterns`)
 
 
-Found = tuple[LogView, LogMatch, str | None]  # the room, the match, its thread root
+Found = tuple[LogView, TranscriptHit, str | None]  # the room, the match, its thread root
 
 
 def _passes(ts: int, sender: str, asked: Asked, audience: Visibility) -> bool:
@@ -148,7 +137,7 @@ def _trim(hit: Hit, asked: Asked, audience: Visibility, server_name: str) -> Hit
 
 
 def _log_hit(
-    room_id: RoomID, alias: str | None, found: LogMatch, thread: str | None, server: str
+    room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
 ) -> Hit:
     message = CitedMessage(
         event_id=found.event_id, sender=found.sender, ts=found.ts, body=found.body
@@ -174,7 +163,8 @@ def log_finds(
     audiences: Mapping[str, Visibility],
     fetch: int,
 ) -> list[Found]:
-    """Each room's transcript matches (pure and CPU-bound: callers run it off the event loop):
+    """Each room's transcript matches (`fold_search`; pure and CPU-bound: callers run it off
+    the event loop; raises `FoldTimeout` when the /regex/ runs out of its budget):
     its messages a purge does not cover, that the room's readers may see and the command's
     filters keep, judged by the index's own predicate (`keep_messages`)."""
     found: list[Found] = []
@@ -186,7 +176,10 @@ def log_finds(
             if audience.sees(m.ts) and keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
-        found.extend((view, f, threads.get(f.event_id)) for f in logs.match(messages, fetch))
+        folded = fold_search(
+            messages, logs.asked, bound=max(1, len(messages)), pattern=logs.pattern, limit=fetch
+        )
+        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
     return found
 
 
