@@ -33,11 +33,12 @@ from bench import arguments, emit
 from bench.irc import irc_events
 from bot import pinboard, transcript
 from bot.commands.records import SearchCommand
-from bot.lookup import RoomView, _transcript_finds
+from bot.lookup import RoomView
 from bot.pinboard import Marker, MarkerKind
 from bot.recent import within_text
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
+from ingest.roomlogs import RoomLogs, log_finds
 from ingest.types import RoomID
 
 
@@ -150,6 +151,7 @@ async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float
     kept, cut = (raw, False) if on_loop else within_text(raw)
     view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
     command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)
+    logs = RoomLogs(command, [view], "@bot:x", "!")
     gaps: list[float] = []
     done = asyncio.Event()
 
@@ -165,9 +167,9 @@ async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float
     await asyncio.sleep(0.01)
     started = time.perf_counter()
     if on_loop:
-        _transcript_finds([view], command, None, [], "@bot:x", "!", 15)
+        log_finds(logs, [], {}, 15)
     else:
-        await asyncio.to_thread(_transcript_finds, [view], command, None, [], "@bot:x", "!", 15)
+        await asyncio.to_thread(log_finds, logs, [], {}, 15)
     took = time.perf_counter() - started
     done.set()
     await ticker

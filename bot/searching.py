@@ -13,7 +13,7 @@ import time
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.incoming import Incoming
-from bot.lookup import RoomView, fused_search
+from bot.lookup import RoomView, fused_search, read_room
 from bot.metrics import ServiceMetrics
 from bot.paging import Page, Pages, ShownIds
 from bot.patterns import compile_pattern
@@ -74,8 +74,9 @@ class SearchActions:
         page: Page | None = None,
     ) -> None:
         replier = self._replier
-        marks = await self._searcher.marks()  # before the logs are read: they reach back to them
-        own_log = await self._reads.read_log(msg.room_id)
+        # The writer's marks before the log read, the audience after it (`read_room`, rule 15).
+        read = await read_room(self._searcher, msg.room_id, self._reads.read_log, replier.audience)
+        own_log, marks = read.log, read.marks
         if not await replier.may_answer(msg, own_log):
             return
         # Compiled only now, past the rate limit and off the loop: a bounded pattern still
@@ -96,7 +97,7 @@ class SearchActions:
             cuts: dict[str, Audience] = {}
         else:
             info = await self._rooms.get(msg.room_id)
-            cut = await replier.audience(msg.room_id)
+            cut = await read.audience()
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]
@@ -110,7 +111,6 @@ class SearchActions:
             audiences=cuts,
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
-            server_name=self.server_name,
             pattern=matcher,
             marks=marks,
             names=await self._mention_names(command, rooms),

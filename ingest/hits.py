@@ -122,10 +122,10 @@ class SearchResult:
 
 @dataclass
 class Candidates:
-    """`Searcher.rank`: the fused ranking, best first, *before* revalidation.
+    """The read path's fused ranking (`Searcher._rank`), best first, *before* revalidation.
 
-    A caller may trim, fuse and rank these hits, but may show only those `Searcher.confirm`
-    passes (docs/ARCHITECTURE.md §3 rule 15). `Searcher.search` is the two in one.
+    `Searcher.search` may trim, fuse and rank these hits (`ingest.roomlogs`), but shows only
+    those `Searcher._confirm` passes (docs/ARCHITECTURE.md §3 rule 15).
     """
 
     ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)

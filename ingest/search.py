@@ -8,8 +8,9 @@ candidates and leaves out those under its relevance floor (counted in `below_flo
 shown), so a query nothing matches answers nothing. Hits are revalidated before they are
 returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
 room left the reader's scope since indexing is dropped and counted in `dropped_stale`, never
-shown. `Searcher.search` does both; a caller that fuses the ranking with more (the bot's
-transcript) takes `Searcher.rank` and has `Searcher.confirm` revalidate what it will show.
+shown. `Searcher.search` is the one call for every caller: given the room logs a command has
+read (`ingest.roomlogs`), it also fuses their transcript matches with the index's candidates
+and cuts every hit to what the room's readers may see.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import itertools
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from ingest import lexical, rank
@@ -42,6 +44,7 @@ from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
 from ingest.rank import RankModel
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
 from ingest.revalidate import LogRead, Tail
+from ingest.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import EmbedderIdentity, SparseVector, StoredPoint
 
@@ -138,11 +141,27 @@ class Searcher:
         return self._collection
 
     async def search(
-        self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
+        self,
+        query: SearchQuery | None,
+        logs: Mapping[str, LogRead] | None = None,
+        *,
+        room_logs: RoomLogs | None = None,
+        audiences: Mapping[str, Visibility] | None = None,
     ) -> SearchResult:
-        """The first `query.limit` candidates that pass revalidation, best first (`logs`: as
-        for `rank`)."""
-        pool = await self.rank(query, logs)
+        """The one read path: the first `query.limit` candidates that pass revalidation, best
+        first (`logs`: as for `_rank`).
+
+        With `room_logs` (the bot's `!search`): the index's candidates fused with the
+        transcript matches of the logs the command read (`ingest.roomlogs`), every message cut
+        to what `audiences` (room → who reads the reply there; a room absent: no cut) may see,
+        and a page of `room_logs.asked.limit` hits after the `depth` earlier pages showed.
+        `query` None: the logs alone (a /regex/, or no text for the index).
+        """
+        if room_logs is not None:
+            return await self._fused(query, room_logs, audiences or {})
+        if query is None:
+            raise ValueError("a search of the index alone needs a query")
+        pool = await self._rank(query, logs)
         result = SearchResult(
             warnings=pool.warnings, retrievers=pool.retrievers, below_floor=pool.below_floor
         )
@@ -155,7 +174,7 @@ class Searcher:
             if not batch:
                 break
             checked.update(h.point_id for h in batch)
-            for hit, ok in zip(batch, await self.confirm(pool, batch), strict=True):
+            for hit, ok in zip(batch, await self._confirm(pool, batch), strict=True):
                 if ok:
                     result.hits.append(hit)
                 else:
@@ -168,7 +187,42 @@ class Searcher:
         result.sort = query.sort
         return result
 
-    async def rank(
+    async def _fused(
+        self, query: SearchQuery | None, room_logs: RoomLogs, audiences: Mapping[str, Visibility]
+    ) -> SearchResult:
+        """`search` with the room logs: rank, fold the logs, fuse, confirm what is shown."""
+        fetch = min(MAX_CANDIDATES, (room_logs.asked.limit + room_logs.depth) * 3)
+        # The logs were read after the marks were taken: a log reaching back to its room's
+        # mark revalidates that room's hits, no tail read of their own.
+        logs: dict[str, LogRead] = {
+            v.log.room_id: LogRead(v.log.raw, room_logs.marks.get(v.log.room_id))
+            for v in room_logs.views
+        }
+        pool = Candidates()  # no query: the logs' alone
+        if query is not None:
+            try:
+                pool = await self._rank(query, logs)
+            except StoreError as e:
+                log.warning("store unavailable, answering from the transcript: %s", e)
+                pool = Candidates(warnings=[f"the index is unavailable ({e}): transcript only"])
+        stones = pool.stones if pool.ranked else []
+        if room_logs.views and not pool.ranked:
+            try:
+                stones = await self.tombstones()
+            except StoreError as e:  # no log text a purge may cover: the logs stay out
+                log.warning("purges cannot be read, no log text is shown: %s", e)
+                pool.warnings.append(
+                    f"the purge records cannot be read ({e}): recent messages are not shown"
+                )
+                room_logs = replace(room_logs, views=())
+        # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
+        # messages, run in a thread so appservice transactions and other rooms do not wait.
+        found = await asyncio.to_thread(log_finds, room_logs, stones, audiences, fetch)
+        return await fused_page(
+            pool, found, room_logs, audiences, self._confirm, self.server_name, fetch
+        )
+
+    async def _rank(
         self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
     ) -> Candidates:
         """Every candidate of the query, fused, best first; none of them revalidated yet.
@@ -197,7 +251,7 @@ class Searcher:
         check = self.live_check
         if isinstance(check, WindowCheck) and query.room_ids and len(query.room_ids) <= EARLY:
             # The homeserver's part of the check overlaps the embedding and the store's: it
-            # needs only the cursors, and is used (once) by this query's first `confirm`.
+            # needs only the cursors, and is used (once) by this query's first `_confirm`.
             pool.early = check.early(
                 {r: pool.cursors.get(r) for r in query.room_ids if r not in pool.known}
             )
@@ -337,7 +391,7 @@ class Searcher:
 
         return await asyncio.to_thread(read)
 
-    async def confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
+    async def _confirm(self, pool: Candidates, hits: Sequence[Hit]) -> list[bool]:
         """Which of `hits` (of `pool`, trimmed or not) may be shown now, checked at once: the
         whole window each cites, not purged and (with a live check) still live and in scope."""
         payloads = [window_of(pool.points[h.point_id]) for h in hits]
@@ -393,13 +447,13 @@ class Searcher:
     async def marks(self) -> dict[str, str]:
         """Each room's mark: the newest event the writer has walked (its cursor's
         `last_event_id`). Taken before a read of a room's log, a log that reaches back to it
-        holds everything the points read later may lack (`rank`'s `logs`). {} when the index
+        holds everything the points read later may lack (`_rank`'s `logs`). {} when the index
         is empty or cannot be read: the tails are then read as usual."""
         try:
             col = await self._active()
             records = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
         except StoreError:
-            return {}  # `rank` reports the store
+            return {}  # `_rank` reports the store
         return {
             k.removeprefix(CURSOR_PREFIX): str(v["last_event_id"])
             for k, v in records.items()

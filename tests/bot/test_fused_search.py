@@ -13,8 +13,10 @@ from collections.abc import Sequence
 import pytest
 
 from bot.commands.records import SearchCommand
+from bot.errors import CommandError
 from bot.lookup import RoomView, fused_search
 from bot.roomlog import RoomLog
+from bot.transcript import PatternTimeout
 from bot.visibility import ANYONE
 from ingest.hits import SearchResult
 from ingest.search import Searcher
@@ -56,7 +58,6 @@ async def ask(
         audiences={},
         bot_user_id=BOT,
         prefix="!",
-        server_name=SERVER,
     )
 
 
@@ -135,3 +136,33 @@ async def test_fused_search_folds_the_transcript_off_the_event_loop(
     result = await ask(store, 1, Homeserver(), views=[view])
     assert "event:$big" in {h.point_id for h in result.hits}
     assert ran_on_loop == [False]
+
+
+async def test_fused_search_refuses_a_regex_that_runs_out_of_time(store: Store) -> None:
+    """The fold is the read path's (`ingest.transcript`); a /regex/ that runs out of its
+    budget there is still the bot's refusal, a `CommandError` whose text is posted."""
+    raw = [
+        {
+            "type": "m.room.message",
+            "event_id": f"$a{i}",
+            "sender": "@u:example.org",
+            "origin_server_ts": 1000 + i,
+            "room_id": ROOM,
+            "content": {"msgtype": "m.text", "body": "a" * 5000 + "b"},
+        }
+        for i in range(4)
+    ]
+    view = RoomView(RoomLog(RoomID(ROOM), raw, 10), None, ANYONE)
+    searcher = Searcher(store, None, server_name=SERVER, live_check=Homeserver())
+    command = SearchCommand((), r"(a+)+$", None, None, None, (), 5)
+    with pytest.raises(PatternTimeout, match="too long") as caught:
+        await fused_search(
+            searcher,
+            command,
+            rooms=[RoomID(ROOM)],
+            views=[view],
+            audiences={},
+            bot_user_id=BOT,
+            prefix="!",
+        )
+    assert isinstance(caught.value, CommandError)

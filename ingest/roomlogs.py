@@ -1,0 +1,268 @@
+"""The room logs a command has just read, as the read path fuses them with the index.
+
+`Searcher.search(query, room_logs=…, audiences=…)` (`ingest.search`) answers `!search` and the
+command room: the index's candidates and the transcript matches of each room's log, fused by
+reciprocal rank, every message cut to what the room's readers may see (`Visibility`, the
+bot's `bot.visibility.Audience`), and only the index hits the reply shows revalidated. This
+module holds that fusion's pure rules and its confirm-until-enough loop; the bot hands in its
+logs (`LogView`), its command (`Asked`, with its /regex/ compiled within the bot's bounds) and
+the rooms' audiences as values, so ingest never imports the bot. The transcript retriever is
+`ingest.transcript`'s fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import regex
+
+from ingest.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.fusion import rrf
+from ingest.hits import Candidates, CitedMessage, Hit, SearchResult, best_message, order_hits
+from ingest.matrix import JSONDict
+from ingest.permalink import permalink
+from ingest.query import MAX_OFFSET
+from ingest.records import Tombstone
+from ingest.transcript import TranscriptHit, TranscriptQuery, fold_search
+from ingest.types import Message, RoomID
+
+__all__ = [
+    "Asked",
+    "LogView",
+    "RoomLogs",
+    "Shown",
+    "Visibility",
+    "fuse",
+    "log_finds",
+]
+
+
+class Visibility(Protocol):
+    """Who reads the reply in a room, as the search applies it (`bot.visibility.Audience`)."""
+
+    def sees(self, ts: int, /) -> bool: ...
+
+
+class _Everyone:
+    def sees(self, ts: int, /) -> bool:
+        return True
+
+
+EVERYONE: Visibility = _Everyone()  # a room with no cut (the command room's askers)
+
+
+class Shown(Protocol):
+    """Event ids an earlier page showed (`bot.paging.ShownIds`, or any set)."""
+
+    def isdisjoint(self, event_ids: Iterable[str], /) -> bool: ...
+
+
+class Asked(TranscriptQuery, Protocol):
+    """The command the search answers, as far as the cut, the fold and the page read it
+    (`bot.commands.records.SearchCommand` fits)."""
+
+    @property
+    def sort(self) -> str: ...
+
+
+class ReadLog(Protocol):
+    """A room's latest raw events as a command read them (`bot.roomlog.RoomLog`)."""
+
+    @property
+    def room_id(self) -> RoomID: ...
+    @property
+    def raw(self) -> Sequence[JSONDict]: ...
+    def without_purged(self, stones: Sequence[Tombstone], /) -> ReadLog: ...
+    def messages(self, bot_user_id: str, prefix: str, /) -> Sequence[Message]: ...
+
+
+class LogView(Protocol):
+    """One room whose log the search folds (`bot.lookup.RoomView`)."""
+
+    @property
+    def log(self) -> ReadLog: ...
+    @property
+    def alias(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class RoomLogs:
+    """What a command adds to the index's answer: the logs it read, and its page."""
+
+    asked: Asked
+    views: Sequence[LogView]
+    bot_user_id: str  # its messages and `prefix` commands are not conversation
+    prefix: str
+    marks: Mapping[str, str] = field(default_factory=dict)  # `Searcher.marks`, before the read
+    filter: MessageFilter = NO_FILTER
+    shown: Shown = frozenset()
+    depth: int = 0  # hits earlier pages showed
+    pattern: regex.Pattern[str] | None = None  # the /regex/, compiled (`bot.patterns`)
+
+
+Found = tuple[LogView, TranscriptHit, str | None]  # the room, the match, its thread root
+
+
+def _passes(ts: int, sender: str, asked: Asked, audience: Visibility) -> bool:
+    if not audience.sees(ts):
+        return False
+    if asked.sender is not None and sender != asked.sender:
+        return False
+    if asked.after_ms is not None and ts < asked.after_ms:
+        return False
+    return asked.before_ms is None or ts < asked.before_ms
+
+
+def _trim(hit: Hit, asked: Asked, audience: Visibility, server_name: str) -> Hit | None:
+    """The hit with only the messages the room may see and the filters keep; None if none."""
+    kept = tuple(
+        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), asked, audience)
+    )
+    if not kept:
+        return None
+    if len(kept) == len(hit.messages):
+        return hit
+    best = best_message(kept, asked.texts)
+    return replace(
+        hit,
+        messages=kept,
+        event_ids=tuple(str(m["event_id"]) for m in kept),
+        first_event_id=str(kept[0]["event_id"]),
+        last_event_id=str(kept[-1]["event_id"]),
+        best_event_id=best,
+        permalink=permalink(hit.room_id, best, server_name),
+    )
+
+
+def _log_hit(
+    room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
+) -> Hit:
+    message = CitedMessage(
+        event_id=found.event_id, sender=found.sender, ts=found.ts, body=found.body
+    )
+    return Hit(
+        point_id=f"event:{found.event_id}",
+        room_id=room_id,
+        room_alias=alias,
+        thread_root=thread,
+        first_event_id=found.event_id,
+        last_event_id=found.event_id,
+        event_ids=(found.event_id,),
+        messages=(message,),
+        score=float(found.score),
+        permalink=permalink(room_id, found.event_id, server),
+        best_event_id=found.event_id,
+    )
+
+
+def log_finds(
+    logs: RoomLogs,
+    stones: Sequence[Tombstone],
+    audiences: Mapping[str, Visibility],
+    fetch: int,
+) -> list[Found]:
+    """Each room's transcript matches (`fold_search`; pure and CPU-bound: callers run it off
+    the event loop; raises `FoldTimeout` when the /regex/ runs out of its budget):
+    its messages a purge does not cover, that the room's readers may see and the command's
+    filters keep, judged by the index's own predicate (`keep_messages`)."""
+    found: list[Found] = []
+    for view in logs.views:
+        audience = audiences.get(view.log.room_id, EVERYONE)
+        messages = [
+            m
+            for m in view.log.without_purged(stones).messages(logs.bot_user_id, logs.prefix)
+            if audience.sees(m.ts) and keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
+        ]
+        threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
+        folded = fold_search(
+            messages, logs.asked, bound=max(1, len(messages)), pattern=logs.pattern, limit=fetch
+        )
+        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
+    return found
+
+
+def _as_payload(message: Message) -> dict[str, object]:
+    """A log message as the index's payload holds it, for `keep_messages`."""
+    said: dict[str, object] = {"body": message.body, "sender": message.sender}
+    if message.mentions is not None:
+        said["mentions"] = list(message.mentions)
+    return said
+
+
+def fuse(
+    index: Sequence[Hit],
+    found: Sequence[Found],
+    asked: Asked,
+    audiences: Mapping[str, Visibility],
+    server_name: str,
+) -> tuple[dict[str, Hit], list[tuple[str, float]]]:
+    """The index hits (trimmed to what the room may see) and transcript finds, by RRF."""
+    hits: dict[str, Hit] = {}
+    index_order: list[str] = []
+    for hit in index:
+        trimmed = _trim(hit, asked, audiences.get(hit.room_id, EVERYONE), server_name)
+        if trimmed is not None:
+            hits[trimmed.point_id] = trimmed
+            index_order.append(trimmed.point_id)
+    by_event = {e: pid for pid, h in hits.items() for e in h.event_ids}
+    transcript_order: list[str] = []
+    for view, match, thread in found:
+        key = by_event.get(match.event_id)
+        if key is None:
+            key = f"event:{match.event_id}"
+            hits[key] = _log_hit(view.log.room_id, view.alias, match, thread, server_name)
+        else:  # the index holds it too: cite the exact message the transcript matched
+            hits[key] = replace(
+                hits[key],
+                best_event_id=match.event_id,
+                permalink=permalink(hits[key].room_id, match.event_id, server_name),
+            )
+        transcript_order.append(key)
+    return hits, rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
+
+
+Confirm = Callable[[Candidates, Sequence[Hit]], Awaitable[list[bool]]]
+
+
+async def fused_page(
+    pool: Candidates,
+    found: Sequence[Found],
+    logs: RoomLogs,
+    audiences: Mapping[str, Visibility],
+    confirm: Confirm,
+    server_name: str,
+    fetch: int,
+) -> SearchResult:
+    """The page: the index's first `fetch` candidates fused unchecked with the transcript
+    finds; only those that rank into the reply are revalidated (`confirm`), and a stale one
+    gives its place to the next candidate until every index hit shown has passed.
+    Revalidating all `fetch` up front cost three times the homeserver round trips for hits
+    the reply never shows. No hit citing an event an earlier page showed is shown again."""
+    asked = logs.asked
+    live: set[str] = set()  # point ids confirmed
+    stale: set[str] = set()
+    while True:
+        window = pool.first(fetch, skip=stale)
+        hits, order = fuse(window, found, asked, audiences, server_name)
+        order = [(k, v) for k, v in order if logs.shown.isdisjoint(hits[k].event_ids)]
+        top = order[: asked.limit]
+        top_keys = {key for key, _ in top}
+        unchecked = [h for h in window if h.point_id in top_keys and h.point_id not in live]
+        if not unchecked:
+            break
+        for hit, ok in zip(unchecked, await confirm(pool, unchecked), strict=True):
+            (live if ok else stale).add(hit.point_id)
+    depth = logs.depth
+    more = len(order) > len(top) and depth + len(top) < MAX_OFFSET
+    return SearchResult(
+        hits=order_hits([replace(hits[k], score=score) for k, score in top], asked.sort),
+        warnings=list(pool.warnings),
+        retrievers=[*pool.retrievers, *(["transcript"] if logs.views else [])],
+        dropped_stale=len(stale),
+        below_floor=pool.below_floor,
+        next_offset=depth + len(top) if more else None,
+        sort=asked.sort,
+        remaining=len(order) - len(top) if more else 0,
+    )
