@@ -63,7 +63,8 @@ async def apply_events(
 
     One event never holds a room back: an event the writer cannot take (whatever its content
     makes the chunker or the ids raise) is logged with its room and event ids, counted as
-    `unwritable` and passed, so the cursor moves on. The store's and the homeserver's errors
+    `unwritable` and passed, so the cursor moves on (an edit or a redaction so passed removes its
+    target's message: never the old text kept). The store's and the homeserver's errors
     (`MuninnError`) still fail the room, which the next pass retries.
     """
     items = [
@@ -76,6 +77,15 @@ async def apply_events(
         except MuninnError:
             raise
         except Exception as e:  # any fault of one event's content (see above)
+            # An edit or a redaction that cannot be applied must not leave the text it replaces
+            # or removes indexed (rules 10, 11): that message goes whole. Should even that
+            # raise, the room fails and the next pass retries it.
+            # Only its own sender's edit can so remove a message (rule 11: others' edits are
+            # ignored); a redaction's power the homeserver checked.
+            if isinstance(item, Redaction):
+                ws.set_message(item.redacts, None)
+            elif isinstance(item, Edit) and ws.sender_of(item.target) == item.sender:
+                ws.set_message(item.target, None)
             event_id = getattr(item, "event_id", None)
             log.warning(
                 "room %s: event %s cannot be written, skipped (%s: %s)",

@@ -229,6 +229,14 @@ class WindowSet:
                     kept.append(message)
             self._replace(pid, self._threads[pid], kept)
 
+    def sender_of(self, event_id: EventID) -> str | None:
+        """Who sent a held message (None: not held)."""
+        for pid in self._holders(event_id):
+            for m in self._windows[pid] or ():
+                if m.event_id == event_id:
+                    return m.sender
+        return None
+
     def purge(self, windows: Iterable[StoredWindow], from_ts: int, to_ts: int) -> int:
         """Drop every message with from_ts <= ts <= to_ts from these windows; returns the count."""
         dropped = 0

@@ -81,3 +81,37 @@ async def test_apply_events_keeps_a_far_future_message() -> None:
     events = [_text(1, "from the future", ts=253_402_300_800_000), _text(2, "the present")]
     ws, report = await _apply(events)
     assert _held(ws) == ["$e1", "$e2"] and report.skipped == {}
+
+
+def _edit(n: int, target: int, body: str) -> dict[str, Any]:
+    event = _text(n, f"* {body}")
+    event["content"]["m.new_content"] = {"msgtype": "m.text", "body": body}
+    event["content"]["m.relates_to"] = {"rel_type": "m.replace", "event_id": f"$e{target}"}
+    return event
+
+
+def _bodies(ws: WindowSet) -> str:
+    upserts, _ = ws.changes()
+    return " ".join(m.body for _, messages in upserts.values() for m in messages)
+
+
+async def test_an_edit_the_writer_cannot_take_removes_the_old_text() -> None:
+    """An edit is often a removal (a password edited away): one whose new text cannot be
+    written must not leave the old text in the index. What cannot be replaced is removed."""
+    events = [
+        _text(1, "the db password is hunter2"),
+        _text(2, "unrelated"),
+        _edit(3, 1, "edited away \ud800"),
+    ]
+    ws, report = await _apply(events)
+    assert "hunter2" not in _bodies(ws) and _held(ws) == ["$e2"]
+    assert report.skipped["unwritable"] == 1
+
+
+async def test_another_senders_edit_the_writer_cannot_take_removes_nothing() -> None:
+    """A stranger's unwritable 'edit' of someone's message is ignored like any edit by
+    another sender: it cannot remove that message from the index either."""
+    stranger = _edit(3, 1, "gone \ud800")
+    stranger["sender"] = "@mallory:test"
+    ws, _ = await _apply([_text(1, "the meeting is at noon"), _text(2, "ok"), stranger])
+    assert _held(ws) == ["$e1", "$e2"]
