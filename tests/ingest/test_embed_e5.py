@@ -16,8 +16,9 @@ from ingest.embed.e5 import E5Embedder
 from ingest.embed.minilm import MiniLMEmbedder
 from ingest.errors import ConfigError, EmbedError
 from ingest.records import COMPAT_KEY
+from ingest.search import Searcher
 from tests.indexing import shared_e5, shared_embedder
-from tests.rooms import index_room
+from tests.rooms import SERVER, index_room
 
 BASE: dict[str, Any] = {"homeserver": {"server_name": "x.test"}}
 
@@ -109,7 +110,8 @@ async def test_model_change_builds_a_generation_beside_the_old_one(tmp_path: Pat
     room = await index_room("workshop-small", shared_embedder(), tmp_path)
     try:
         old = room.store.active()
-        room.searcher.embedder = shared_e5()
+        # the service restarted with the new model, before any refresh
+        room.searcher = Searcher(room.store, shared_e5(), server_name=SERVER)
         result = await room.search("what set off the fire alarm")
         assert result.retrievers == ["lexical"]
         assert any("another embedder" in w for w in result.warnings)
