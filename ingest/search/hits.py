@@ -136,7 +136,7 @@ class Candidates:
     stones: list[Tombstone] = field(default_factory=list, repr=False)
     cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
     early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
-    # room -> its tail since the cursor, from the caller's own log read (`revalidate.Tail`)
+    # room -> its tail since the cursor, from the caller's own log read (`tails.Tail`)
     known: dict[str, Any] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""

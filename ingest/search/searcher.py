@@ -46,9 +46,9 @@ from ingest.search.retrieve import (
     Retriever,
     lexical_query,
 )
-from ingest.search.revalidate import LogRead, Tail
 from ingest.search.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.search.second import SecondStage
+from ingest.search.tails import LogRead, Tail
 from ingest.store import Collection, Store
 from ingest.types import SparseVector
 
@@ -216,7 +216,7 @@ class Searcher:
 
         `logs`: rooms' events the caller read for the query after taking the writer's marks
         (the bot's room log for the command it answers). A room whose log reaches back to
-        its mark is revalidated from it (`ingest.search.revalidate.tail_since`) instead of reading
+        its mark is revalidated from it (`ingest.search.tails.tail_since`) instead of reading
         its tail: the points, read after the mark, hold at least everything up to it.
         """
         pool = Candidates(texts=query.texts, server_name=self.server_name, filter=query.filter)
