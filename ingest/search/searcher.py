@@ -25,9 +25,9 @@ from ingest.embed import Embedder
 from ingest.errors import StoreError
 from ingest.purges import PurgeLog
 from ingest.records import CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
+from ingest.search._candidates import Candidates
 from ingest.search.fusion import rrf
 from ingest.search.hits import (
-    Candidates,
     Hit,
     SearchResult,
     WindowPayload,
