@@ -38,6 +38,7 @@ from bot.pinboard import Marker, MarkerKind
 from bot.recent import within_text
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
+from ingest.matrix import ClientEvent
 from ingest.search.roomlogs import RoomLogs, log_finds
 from ingest.types import RoomID
 
@@ -128,7 +129,7 @@ def bench_size(bodies: Sequence[str], n: int, repeat: int) -> dict[str, Any]:
 _WORDS = ["deploy", "server", "backup", "kernel", "lunch", "the", "a", "upgrade", "wifi"]
 
 
-def _log(events: int, chars: int) -> list[dict[str, Any]]:
+def _log(events: int, chars: int) -> list[ClientEvent]:
     rng = random.Random(1)
     words = chars // 6
     return [
@@ -147,7 +148,7 @@ def _log(events: int, chars: int) -> list[dict[str, Any]]:
     ]
 
 
-async def _measure(raw: list[dict[str, Any]], on_loop: bool) -> tuple[int, float, float]:
+async def _measure(raw: list[ClientEvent], on_loop: bool) -> tuple[int, float, float]:
     kept, cut = (raw, False) if on_loop else within_text(raw)
     view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
     command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)

@@ -18,19 +18,20 @@ import hmac
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from aiohttp import web
 
 from bot.limits import serve_capped
+from ingest.matrix import ClientEvent
 
 __all__ = ["AppserviceServer", "BoundedSeen", "EventSink"]
 
 log = logging.getLogger("muninn.appservice")
 
 # Accept a batch of pushed events; False when there is no room for them now.
-EventSink = Callable[[Sequence[Mapping[str, Any]]], bool]
+EventSink = Callable[[Sequence[ClientEvent]], bool]
 
 SEEN_TRANSACTIONS = 4096
 
@@ -64,7 +65,7 @@ def _error(status: int, errcode: str, message: str) -> web.Response:
     return web.json_response({"errcode": errcode, "error": message}, status=status)
 
 
-def transaction_key(txn_id: str, events: Sequence[Mapping[str, Any]]) -> str:
+def transaction_key(txn_id: str, events: Sequence[ClientEvent]) -> str:
     ids = sorted(str(e.get("event_id", "")) for e in events)
     digest = hashlib.sha256("\0".join(ids).encode()).hexdigest()[:24]
     return f"{txn_id}:{digest}"
@@ -140,7 +141,7 @@ class AppserviceServer:
         raw = body.get("events", []) if isinstance(body, dict) else None
         if not isinstance(raw, list):
             return _error(400, "M_BAD_JSON", "events must be a list")
-        events = [e for e in raw if isinstance(e, dict)]
+        events = [cast(ClientEvent, e) for e in raw if isinstance(e, dict)]
         key = transaction_key(request.match_info["txn_id"], events)
         if key in self.seen:
             log.debug("transaction %s already accepted", key)

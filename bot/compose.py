@@ -8,9 +8,8 @@ pool and the refresh scheduler, each given only what it uses; `bot.service.Servi
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.config import ServiceConfig
 from bot.handlers import CommandHandler
@@ -20,6 +19,7 @@ from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
 from ingest.embed import Embedder
 from ingest.errors import MatrixError
+from ingest.matrix import ClientEvent
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.refresh import Writer
 from ingest.rooms import RoomCache
@@ -57,7 +57,7 @@ async def build(
     *,
     bot_user_id: str,
     full_at_start: bool,
-    timed_out: Callable[[Mapping[str, Any]], Awaitable[None]],
+    timed_out: Callable[[ClientEvent], Awaitable[None]],
 ) -> Parts:
     """The parts, from the config and the open store; asks the homeserver which room is the
     command room (and says at once when it will not be served)."""

@@ -19,8 +19,8 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Literal
 
 from bot.appservice import BoundedSeen
 from bot.commands.grammar import COMMANDS, command_name, help_text, parse
@@ -47,6 +47,7 @@ from bot.replying import Replier, answer_small
 from bot.searching import SearchActions
 from bot.sender import BotClient
 from bot.visibility import Audiences
+from ingest.matrix import ClientEvent
 from ingest.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.types import Refusal, RoomID
@@ -134,7 +135,7 @@ class CommandHandler:
         """The command passed the room and asker checks (it is, or was, being answered)."""
         return event_id in self._handled
 
-    async def handle(self, event: Mapping[str, Any]) -> None:
+    async def handle(self, event: ClientEvent) -> None:
         msg = incoming(event, self.bot_user_id, self.prefix)
         if msg is None or msg.event_id in self._handled:
             return

@@ -8,12 +8,13 @@ notice, no prefix); `RateLimit` counts each asker's commands a minute. The rest 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from bot.replies import ReplyTo
 from ingest.events import is_command, thread_root, typed_text
+from ingest.matrix import ClientEvent, EventContent
 from ingest.types import RoomID
 
 __all__ = ["MAX_COMMAND_AGE_MS", "Incoming", "RateLimit", "incoming"]
@@ -76,7 +77,7 @@ class Incoming:
     sender: str
     ts: int
     body: str  # what the sender typed: a reply's fallback quote removed (`typed_text`)
-    content: Mapping[str, Any]
+    content: EventContent
     received: float = field(default_factory=time.monotonic)
 
     @property
@@ -84,7 +85,7 @@ class Incoming:
         return ReplyTo(self.room_id, self.event_id, thread_root(self.content))
 
 
-def incoming(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> Incoming | None:
+def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
     """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
     content = event.get("content")
     if event.get("type") != "m.room.message" or not isinstance(content, dict):

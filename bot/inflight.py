@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from ingest.errors import ConfigError, MatrixError
+from ingest.matrix import ClientEvent
 
 __all__ = ["CommandPool", "Countdown"]
 
 log = logging.getLogger("muninn.inflight")
 
-Run = Callable[[Mapping[str, Any]], Awaitable[None]]
+Run = Callable[[ClientEvent], Awaitable[None]]
 
 
 class Countdown:
@@ -56,7 +56,7 @@ class CommandPool:
         self.peak = 0  # most commands ever in flight at once, for status and benchmarks
         self.timeouts = 0
 
-    async def submit(self, event: Mapping[str, Any], key: str, done: Countdown) -> None:
+    async def submit(self, event: ClientEvent, key: str, done: Countdown) -> None:
         """Wait for a free slot, then start the command; `done` is released when it ends."""
         if key in self._keys:
             return
@@ -81,7 +81,7 @@ class CommandPool:
 
         task.add_done_callback(finished)
 
-    async def _one(self, event: Mapping[str, Any]) -> None:
+    async def _one(self, event: ClientEvent) -> None:
         try:
             deadline = asyncio.timeout(self.timeout)
             try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.commands.grammar import parse
 from bot.commands.records import PinCommand, PinsCommand, UnpinCommand, UsageError
@@ -24,6 +24,7 @@ from bot.replying import Replier
 from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
+from ingest.matrix import ClientEvent
 from ingest.records import Tombstone
 from ingest.rooms import RoomCache, RoomInfo
 from ingest.scrub import scrub
@@ -126,7 +127,7 @@ class BoardReader:
     the log (the bot's own notices and its command prefix told apart), each pinned message's
     text as it reads now, and the pins older than the read fetched one by one."""
 
-    fetch: Callable[[RoomID, str], Awaitable[Mapping[str, Any] | None]]
+    fetch: Callable[[RoomID, str], Awaitable[ClientEvent | None]]
     bot_user_id: str
     prefix: str
     server_name: str

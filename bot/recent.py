@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from ingest.matrix import ClientEvent, EventContent, Unsigned
 from ingest.types import RoomID
 
 __all__ = [
@@ -24,10 +25,8 @@ __all__ = [
     "within_text",
 ]
 
-JSONDict = dict[str, Any]
 
-
-def content_of(event: Mapping[str, Any]) -> Mapping[str, Any]:
+def content_of(event: ClientEvent) -> EventContent:
     """The event's content, or {} when it has none (redacted) or it is not an object."""
     c = event.get("content")
     return c if isinstance(c, dict) else {}
@@ -37,7 +36,7 @@ SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one re
 EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
 
 
-def text_size(event: Mapping[str, Any]) -> int:
+def text_size(event: ClientEvent) -> int:
     """The text the folds work through in an event: its body and HTML, and an edit's."""
     content = content_of(event)
     new = content.get("m.new_content")
@@ -47,14 +46,16 @@ def text_size(event: Mapping[str, Any]) -> int:
     return sum(len(p) for p in parts if isinstance(p, str))
 
 
-def within_text(events: Sequence[JSONDict], limit: int = SCAN_TEXT) -> tuple[list[JSONDict], bool]:
+def within_text(
+    events: Sequence[ClientEvent], limit: int = SCAN_TEXT
+) -> tuple[list[ClientEvent], bool]:
     """The newest events whose text adds up to at most `limit` characters, and whether that
     left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
     kept, cut, _ = _within(events, limit)
     return kept, cut
 
 
-def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], bool, int]:
+def _within(events: Sequence[ClientEvent], limit: int) -> tuple[list[ClientEvent], bool, int]:
     """`within_text`, and the text the kept events hold (the copy's size, without a second
     pass over them)."""
     total = 0
@@ -69,7 +70,7 @@ def _within(events: Sequence[JSONDict], limit: int) -> tuple[list[JSONDict], boo
 @dataclass
 class _Copy:
     kept: int  # the event bound the copy was read with
-    events: list[JSONDict]  # newest first, at most `kept`, within `SCAN_TEXT`
+    events: list[ClientEvent]  # newest first, at most `kept`, within `SCAN_TEXT`
     cut: bool  # `SCAN_TEXT` left older events out
     size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
     read_at: float  # `time.monotonic()` of the copy's last whole read
@@ -114,11 +115,13 @@ class RecentEvents:
         self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
         self.size = 0
-        self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
+        self._reads: dict[
+            str, asyncio.Future[tuple[list[ClientEvent], bool]]
+        ] = {}  # latest per room
 
     async def latest(
         self, client: Any, room_id: RoomID, bound: int
-    ) -> tuple[list[JSONDict], bool]:
+    ) -> tuple[list[ClientEvent], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
         asked = time.monotonic()
@@ -139,7 +142,7 @@ class RecentEvents:
 
     async def _latest(
         self, client: Any, room_id: RoomID, bound: int
-    ) -> tuple[list[JSONDict], bool]:
+    ) -> tuple[list[ClientEvent], bool]:
         cached = self._rooms.pop(room_id, None)
         if cached is not None:
             self.size -= cached.size
@@ -185,23 +188,23 @@ class RecentEvents:
         return _served(copy, bound)
 
 
-def _served(copy: _Copy, bound: int) -> tuple[list[JSONDict], bool]:
+def _served(copy: _Copy, bound: int) -> tuple[list[ClientEvent], bool]:
     """The copy's latest `bound` events, and whether the text bound cut them (else `bound`)."""
     return copy.events[:bound], copy.cut and len(copy.events) <= bound
 
 
-def _retrieved(read: asyncio.Future[tuple[list[JSONDict], bool]]) -> None:
+def _retrieved(read: asyncio.Future[tuple[list[ClientEvent], bool]]) -> None:
     """A read nobody awaits any more (its command was cut off) fails quietly."""
     if not read.cancelled():
         read.exception()
 
 
-def _changes_state(event: Mapping[str, Any]) -> bool:
+def _changes_state(event: ClientEvent) -> bool:
     """A state event, or a redaction (of a state event, perhaps: its content goes too)."""
     return "state_key" in event or event.get("type") == "m.room.redaction"
 
 
-def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict]:
+def _merge(new: Sequence[ClientEvent], cached: Sequence[ClientEvent]) -> list[ClientEvent]:
     redacted = {
         str(content_of(e).get("redacts") or e.get("redacts"))
         for e in new
@@ -213,7 +216,8 @@ def _merge(new: Sequence[JSONDict], cached: Sequence[JSONDict]) -> list[JSONDict
     return out
 
 
-def emptied(event: JSONDict) -> JSONDict:
+def emptied(event: ClientEvent) -> ClientEvent:
     """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
-    unsigned = {**(event.get("unsigned") or {}), "redacted_because": {"redacted": True}}
+    trace = {"redacted_because": {"redacted": True}}
+    unsigned = cast(Unsigned, {**(event.get("unsigned") or {}), **trace})
     return {**event, "content": {}, "unsigned": unsigned}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import cast
 
 from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.events import normalize, thread_root, typed_text
+from ingest.matrix import ClientEvent, EventContent, Relation
 from ingest.records import Tombstone
 from ingest.scrub import scrub
 from ingest.search.hits import purged
@@ -29,8 +30,6 @@ __all__ = [
     "current_body",
 ]
 
-JSONDict = dict[str, Any]
-
 
 @dataclass(frozen=True)
 class TimelineItem:
@@ -44,16 +43,16 @@ class TimelineItem:
     ts: int
     body: str
     thread_root: str | None
-    content: Mapping[str, Any]
+    content: EventContent
     redacted: bool
 
 
-def _relates(content: Mapping[str, Any]) -> Mapping[str, Any]:
+def _relates(content: EventContent) -> Relation:
     rel = content.get("m.relates_to")
-    return rel if isinstance(rel, dict) else {}
+    return cast(Relation, rel) if isinstance(rel, dict) else {}
 
 
-def _item(event: Mapping[str, Any]) -> TimelineItem | None:
+def _item(event: ClientEvent) -> TimelineItem | None:
     if event.get("type") != "m.room.message" or "state_key" in event:
         return None
     content = content_of(event)
@@ -91,10 +90,10 @@ class _NormalizedMemo:
     def __init__(self, max_size: int) -> None:
         self._max = max_size
         self.size = 0
-        self._done: dict[tuple[int, frozenset[str], str], tuple[JSONDict, Normalized]] = {}
+        self._done: dict[tuple[int, frozenset[str], str], tuple[ClientEvent, Normalized]] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, event: JSONDict, own: frozenset[str], prefix: str) -> Normalized:
+    def __call__(self, event: ClientEvent, own: frozenset[str], prefix: str) -> Normalized:
         key = (id(event), own, prefix)
         hit = self._done.get(key)
         if hit is not None and hit[0] is event:
@@ -133,7 +132,7 @@ class RoomLog:
     """The latest `bound` raw events of a room, newest first (as `reader.latest` returns them)."""
 
     room_id: RoomID
-    raw: Sequence[JSONDict]
+    raw: Sequence[ClientEvent]
     bound: int
     cut: bool = False  # the read stopped at `SCAN_TEXT`, short of `bound` and of the room
 
@@ -202,7 +201,7 @@ class RoomLog:
         return [i for e in reversed(self.raw) if (i := _item(e)) is not None]
 
 
-def current_body(event: Mapping[str, Any], bot_user_id: str, prefix: str) -> str | None:
+def current_body(event: ClientEvent, bot_user_id: str, prefix: str) -> str | None:
     """A fetched event's text as it reads now (scrubbed), or None when it cannot be told.
 
     Beyond the scanned bound the bot has no log to fold edits from, but the homeserver bundles

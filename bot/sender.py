@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from mautrix.types import EventType
 
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
-from ingest.matrix import MatrixReader, Path, endpoint
+from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint
 from ingest.types import EventID, RoomID
 
 __all__ = ["BotClient", "txn_id_for"]
@@ -44,12 +44,12 @@ class BotClient(MatrixReader):
         resp = await self._request("PUT", path, body=dict(content))
         return EventID(str(resp["event_id"]))
 
-    async def state_events(self, room_id: RoomID | str) -> list[JSONDict]:
+    async def state_events(self, room_id: RoomID | str) -> list[ClientEvent]:
         """The room's current state as full events (with `origin_server_ts`, `unsigned`)."""
         events = await self._request("GET", endpoint(Path.v3.rooms[room_id].state))
         if not isinstance(events, list):
             raise MatrixError(f"state of {room_id}: expected a JSON list")
-        return [e for e in events if isinstance(e, dict)]
+        return [cast(ClientEvent, e) for e in events if isinstance(e, dict)]
 
     async def membership(self, room_id: RoomID | str, user_id: str) -> str | None:
         """`join`, `invite`, `leave`, … for `user_id`, or None when there is no member event."""

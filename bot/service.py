@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from bot.appservice import AppserviceServer
@@ -40,7 +40,7 @@ from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.facts import read_facts
-from ingest.matrix import load_registration
+from ingest.matrix import ClientEvent, load_registration
 from ingest.records import Tombstone
 from ingest.refresh import Writer
 from ingest.rooms import RoomCache
@@ -80,7 +80,7 @@ class Service:
         client = BotClient.from_config(cfg)
         assert isinstance(client, BotClient)
         self.client: BotClient = client
-        self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(queue_batches)
+        self.queue: asyncio.Queue[Sequence[ClientEvent]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
         self._parts: Parts | None = None  # built by `start` (`bot.compose.build`)
         self.server: AppserviceServer | None = None
@@ -279,7 +279,7 @@ class Service:
 
     # ------------------------------------------------------------ the event path
 
-    def accept(self, events: Sequence[Mapping[str, Any]]) -> bool:
+    def accept(self, events: Sequence[ClientEvent]) -> bool:
         """The sink of the live stream: False when the queue is full (the caller retries)."""
         try:
             self.queue.put_nowait(list(events))
@@ -303,7 +303,7 @@ class Service:
             finally:
                 done.release()
 
-    async def dispatch(self, event: Mapping[str, Any]) -> bool:
+    async def dispatch(self, event: ClientEvent) -> bool:
         """The in-order part of one event; True when it is a command candidate to run."""
         room_id = event.get("room_id")
         etype = event.get("type")
@@ -321,7 +321,7 @@ class Service:
             self.scheduler.wake(RoomID(room_id))
         return incoming(event, self.bot_user_id, self.cfg.bot.prefix) is not None
 
-    async def _timed_out(self, event: Mapping[str, Any]) -> None:
+    async def _timed_out(self, event: ClientEvent) -> None:
         """A command past its deadline: a short error reply where it would have been answered.
 
         Only once the handler has admitted it (room and asker checked): a command cut off
@@ -334,7 +334,7 @@ class Service:
         text = f"Sorry, that took longer than {seconds:g} s and was stopped; please try again."
         await self.handler.say(msg, text, "error")
 
-    def _indexes_nothing(self, event: Mapping[str, Any]) -> bool:
+    def _indexes_nothing(self, event: ClientEvent) -> bool:
         """A bot command, by the writer's own rule: it indexes none (rule 9). A bridge
         puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
         sender = event.get("sender")
@@ -345,7 +345,7 @@ class Service:
         )
         return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
 
-    async def _own_membership(self, room_id: RoomID, event: Mapping[str, Any]) -> None:
+    async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
         content = event.get("content")
         content = content if isinstance(content, dict) else {}
         membership = content.get("membership")

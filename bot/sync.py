@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from bot.appservice import EventSink
 from bot.sender import BotClient
 from ingest.errors import MatrixAuthError, MatrixError
+from ingest.matrix import ClientEvent
 
 __all__ = ["SYNC_FILTER", "SyncLoop", "events_from_sync"]
 
@@ -45,11 +46,11 @@ SYNC_FILTER: Mapping[str, Any] = {
 }
 
 
-def events_from_sync(resp: Mapping[str, Any]) -> list[dict[str, Any]]:
+def events_from_sync(resp: Mapping[str, Any]) -> list[ClientEvent]:
     """Timeline events of joined rooms, and our own invites, each with its `room_id` set."""
     rooms = resp.get("rooms")
     rooms = rooms if isinstance(rooms, Mapping) else {}
-    out: list[dict[str, Any]] = []
+    out: list[ClientEvent] = []
     for section, key in (("join", "timeline"), ("invite", "invite_state")):
         entries = rooms.get(section)
         if not isinstance(entries, Mapping):
@@ -59,7 +60,7 @@ def events_from_sync(resp: Mapping[str, Any]) -> list[dict[str, Any]]:
             events = holder.get("events") if isinstance(holder, Mapping) else None
             for event in events if isinstance(events, list) else []:
                 if isinstance(event, dict):
-                    out.append({**event, "room_id": room_id})
+                    out.append(cast(ClientEvent, {**event, "room_id": room_id}))
     return out
 
 
@@ -100,7 +101,7 @@ class SyncLoop:
             if isinstance(token, str):
                 self.since = token
 
-    async def _deliver(self, events: Sequence[dict[str, Any]]) -> None:
+    async def _deliver(self, events: Sequence[ClientEvent]) -> None:
         # A full queue holds the token back: the same batch is offered again, nothing is lost.
         while events and not self.sink(events):
             log.warning("work queue full; holding the sync token")

@@ -43,9 +43,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 from bot.sender import BotClient
+from ingest.matrix import ClientEvent
 from ingest.membership import Chain, membership, walk_back
 
 __all__ = [
@@ -69,7 +69,6 @@ _MAX_HOPS = 20  # history-visibility changes followed back
 MAX_FETCHES = 64  # new `GET /event` one audience read may make (member churn, issue 21)
 _RESTRICTED = ("joined", "invited")
 _COUNTED = {"joined": frozenset({"join"}), "invited": frozenset({"join", "invite"})}
-JSON = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -149,18 +148,18 @@ class Audience:
 ANYONE = Audience("world_readable", (Period(0, "world_readable"),), None, None)  # no cut
 
 
-def _visibility(event: JSON | None) -> str:
+def _visibility(event: ClientEvent | None) -> str:
     content = event.get("content") if event else None
     value = content.get("history_visibility") if isinstance(content, dict) else None
     return value if isinstance(value, str) else "shared"  # the spec's default
 
 
-def _ts(event: JSON, default: int = NOTHING) -> int:
+def _ts(event: ClientEvent, default: int = NOTHING) -> int:
     ts = event.get("origin_server_ts")
     return ts if isinstance(ts, int) else default
 
 
-def periods_of(changes: Sequence[JSON], complete: bool) -> tuple[Period, ...]:
+def periods_of(changes: Sequence[ClientEvent], complete: bool) -> tuple[Period, ...]:
     """Periods from the room's history-visibility events, newest first as walked back;
     before the oldest: the spec's default `shared` if the walk reached the first, else `joined`."""
     ordered = list(reversed(changes))
@@ -198,14 +197,14 @@ class EventMemo:
     MAX_EVENTS = 8192
 
     def __init__(self) -> None:
-        self._events: dict[tuple[str, str], JSON | None] = {}
+        self._events: dict[tuple[str, str], ClientEvent | None] = {}
 
-    def remember(self, room_id: str, event_id: str, event: JSON | None) -> None:
+    def remember(self, room_id: str, event_id: str, event: ClientEvent | None) -> None:
         if len(self._events) >= self.MAX_EVENTS:
             self._events.clear()
         self._events[(room_id, event_id)] = event
 
-    def known(self, room_id: str, event_id: str) -> tuple[bool, JSON | None]:
+    def known(self, room_id: str, event_id: str) -> tuple[bool, ClientEvent | None]:
         key = (room_id, event_id)
         return key in self._events, self._events.get(key)
 
@@ -218,7 +217,7 @@ class _Fetches:
         self.made = 0
         self.exhausted = False
 
-    async def get(self, event_id: str) -> JSON | None:
+    async def get(self, event_id: str) -> ClientEvent | None:
         found, event = self._memo.known(self._room, event_id)
         if found:
             return event
@@ -246,7 +245,7 @@ async def room_audience(
     get = fetches.get
 
     current = next((e for e in state if e.get("type") == "m.room.history_visibility"), None)
-    changes: list[JSON] = []
+    changes: list[ClientEvent] = []
     complete = True
     event = current
     while event is not None:
@@ -271,7 +270,7 @@ async def room_audience(
     ours = next((e for e in members if e.get("state_key") in own_users), None)
     own_starts: dict[str, int | None] = {}
 
-    async def start(event: JSON, kind: str) -> int:
+    async def start(event: ClientEvent, kind: str) -> int:
         if kind not in kinds:
             return 0  # no period of that kind: the start is never asked
         if membership(event) not in _COUNTED[kind]:
@@ -301,7 +300,7 @@ async def room_audience(
 _AUDIENCE_STATE = ("m.room.member", "m.room.history_visibility")
 
 
-def audience_basis(state: Sequence[JSON]) -> frozenset[str]:
+def audience_basis(state: Sequence[ClientEvent]) -> frozenset[str]:
     """The ids of the state events an audience is read from: who is a member, and the room's
     history visibility. Any change to either is a new event id."""
     return frozenset(str(e.get("event_id")) for e in state if e.get("type") in _AUDIENCE_STATE)

@@ -20,10 +20,10 @@ import re
 from array import array
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, cast, overload
 
 from ingest.errors import MuninnError
-from ingest.matrix import Page, room_state_from
+from ingest.matrix import ClientEvent, Page, room_state_from
 from ingest.records import EXPORT_PREFIX
 from ingest.types import RoomID, RoomState, UserID
 
@@ -302,13 +302,13 @@ class ExportReader:
             page = [self._served(e) for e in raw]
             yield Page(events=page, start=f"{_TOKEN_PREFIX}{i}", end=f"{_TOKEN_PREFIX}{end}")
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None:
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
         i = self._by_id.get(event_id)
         return self._served(self.events[i]) if i is not None else None
 
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
-    ) -> list[JSONDict]:
+    ) -> list[ClientEvent]:
         out = []
         for i in self._relations.get(event_id, ()):
             e = self.events[i]
@@ -324,7 +324,7 @@ class ExportReader:
     async def close(self) -> None:
         """Nothing to release: the file is opened for each read."""
 
-    def _served(self, event: JSONDict) -> JSONDict:
+    def _served(self, event: JSONDict) -> ClientEvent:
         """The event as a homeserver would serve it now: a redacted one has no content."""
         if (
             str(event.get("event_id")) in self._redacted
@@ -332,8 +332,8 @@ class ExportReader:
         ):
             unsigned = dict(event.get("unsigned") or {})
             unsigned.setdefault("redacted_because", {"type": "m.room.redaction"})
-            return {**event, "content": {}, "unsigned": unsigned}
-        return event
+            return cast(ClientEvent, {**event, "content": {}, "unsigned": unsigned})
+        return cast(ClientEvent, event)
 
 
 def export_record(path: Path) -> JSONDict:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ingest.errors import MuninnError
 from ingest.events import normalize
+from ingest.matrix import ClientEvent
 from ingest.records import Tombstone
 from ingest.scrub import scrub
 from ingest.types import (
@@ -34,10 +35,10 @@ log = logging.getLogger("muninn.refresh")
 class EventSource(Protocol):
     """What a page's redactions re-read: the writer's `RoomSource`."""
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None: ...
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[ClientEvent]: ...
 
 
 class PageTally(Protocol):

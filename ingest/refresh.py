@@ -30,7 +30,7 @@ from ingest.errors import (
     StoreError,
 )
 from ingest.generations import Generations
-from ingest.matrix import Page
+from ingest.matrix import ClientEvent, Page
 from ingest.pages import apply_events
 from ingest.points import CollectionLookup, commit_changes, scroll_windows
 from ingest.purges import PurgeLog
@@ -92,10 +92,10 @@ class RoomSource(Protocol):
     def walk(
         self, room_id: RoomID | str, from_token: str | None = None, page_size: int = 100
     ) -> AsyncIterator[Page]: ...
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> dict[str, Any] | None: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None: ...
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
-    ) -> list[dict[str, Any]]: ...
+    ) -> list[ClientEvent]: ...
 
 
 class Writer:

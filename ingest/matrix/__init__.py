@@ -2,6 +2,7 @@
 
 - `http` — `endpoint` (a `mautrix.api.Path` as a quoted request path), `MatrixHTTP` (auth,
   Muninn's retry and 429 policy, errors mapped onto `ingest.errors`), `Retry`, `ReaderMode`;
+- `event` — `ClientEvent`, the typed view of an event every layer above reads;
 - `timeline` — `Page` and the `/messages`, event and relation reads;
 - `reader` — `MatrixReader`: whoami, joined rooms, `m.direct`, room state, aliases, join/leave;
 - `state` — `room_state_from`, the pure state parser;
@@ -14,6 +15,7 @@ SQLite restarts ids at 1), and normalisation skips what must never be indexed (r
 docs/ARCHITECTURE.md §3), where mautrix's parse whatever arrives.
 """
 
+from ingest.matrix.event import ClientEvent, EventContent, Relation, Unsigned
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, ReaderMode, Retry, endpoint
 from ingest.matrix.reader import MatrixReader
 from ingest.matrix.registration import (
@@ -27,6 +29,8 @@ from ingest.matrix.timeline import Page, TimelineReader
 
 __all__ = [
     "USER_LOCALPART",
+    "ClientEvent",
+    "EventContent",
     "JSONDict",
     "MatrixHTTP",
     "MatrixReader",
@@ -34,8 +38,10 @@ __all__ = [
     "Path",
     "ReaderMode",
     "Registration",
+    "Relation",
     "Retry",
     "TimelineReader",
+    "Unsigned",
     "endpoint",
     "load_registration",
     "read_registration",

@@ -24,7 +24,8 @@ from mautrix.types import EventType
 
 from ingest.config import Config, registration_path
 from ingest.errors import ConfigError, MatrixError, MatrixNotFound
-from ingest.matrix.http import JSONDict, Path, ReaderMode, Retry, endpoint
+from ingest.matrix.event import ClientEvent
+from ingest.matrix.http import Path, ReaderMode, Retry, endpoint
 from ingest.matrix.registration import load_registration
 from ingest.matrix.state import room_state_from
 from ingest.matrix.timeline import TimelineReader
@@ -121,7 +122,7 @@ class MatrixReader(TimelineReader):
         DM with the reader carries is_direct); a large room's rest is walked on later reads.
         """
 
-        async def get(event_id: str) -> JSONDict | None:
+        async def get(event_id: str) -> ClientEvent | None:
             return await self.get_event(room_id, event_id)
 
         candidates = [

@@ -1,7 +1,8 @@
 """Timeline reads: the forward `/messages` walk, latest events, single events, relations.
 
-Events stay raw JSON dicts: normalising them is the job of `ingest.events` (stricter than
-mautrix's event classes, which would parse what Muninn must refuse).
+Events stay the homeserver's JSON, seen through the typed `ClientEvent` view: normalising them
+is the job of `ingest.events` (stricter than mautrix's event classes, which would parse what
+Muninn must refuse).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence, Set
 from dataclasses import dataclass
+from typing import cast
 
 from ingest.errors import MatrixNotFound
+from ingest.matrix.event import ClientEvent
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, endpoint
 from ingest.types import RoomID
 
@@ -25,7 +28,7 @@ class Page:
     the last event of this page.
     """
 
-    events: list[JSONDict]
+    events: list[ClientEvent]
     start: str | None
     end: str | None
 
@@ -91,10 +94,10 @@ class TimelineReader(MatrixHTTP):
 
     async def latest(
         self, room_id: RoomID | str, limit: int, page_size: int = 500
-    ) -> list[JSONDict]:
+    ) -> list[ClientEvent]:
         """Up to `limit` of the room's newest events, newest first (`/messages?dir=b`)."""
         path = _messages(room_id)
-        events: list[JSONDict] = []
+        events: list[ClientEvent] = []
         token: str | None = None
         while len(events) < limit:
             size = min(limit - len(events), page_size)
@@ -115,7 +118,7 @@ class TimelineReader(MatrixHTTP):
         limit: int,
         page_size: int = 50,
         first_page: int = 10,
-    ) -> tuple[list[JSONDict], bool]:
+    ) -> tuple[list[ClientEvent], bool]:
         """The room's events newer than the newest one in `known`, newest first.
 
         Returns `(events, met)`: `met` is False when `limit` events were read without reaching
@@ -124,7 +127,7 @@ class TimelineReader(MatrixHTTP):
         homeserver's cost of a page grows with the events it serves.
         """
         path = _messages(room_id)
-        events: list[JSONDict] = []
+        events: list[ClientEvent] = []
         token: str | None = None
         while len(events) < limit:
             size = first_page if token is None else page_size
@@ -144,26 +147,29 @@ class TimelineReader(MatrixHTTP):
             token = page.end
         return events[:limit], False
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None:
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
         """One event as the reader may see it; None if it does not exist or is not visible."""
         try:
-            return await self._get_object(endpoint(Path.v3.rooms[room_id].event[event_id]))
+            event = await self._get_object(endpoint(Path.v3.rooms[room_id].event[event_id]))
+            return cast(ClientEvent, event)
         except MatrixNotFound:
             return None
 
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
-    ) -> list[JSONDict]:
+    ) -> list[ClientEvent]:
         """Every event relating to `event_id` with `rel_type`, oldest first, all pages."""
         path = endpoint(Path.v1.rooms[room_id].relations[event_id][rel_type])
-        events: list[JSONDict] = []
+        events: list[ClientEvent] = []
         token: str | None = None
         while True:
             query: dict[str, str | int] = {"dir": "f", "limit": page_size}
             if token is not None:
                 query["from"] = token
             resp = await self._get_object(path, query)
-            events.extend(e for e in resp.get("chunk", []) if isinstance(e, dict))
+            events.extend(
+                cast(ClientEvent, e) for e in resp.get("chunk", []) if isinstance(e, dict)
+            )
             token = resp.get("next_batch")
             if not token:
                 return events
@@ -171,7 +177,11 @@ class TimelineReader(MatrixHTTP):
 
 def _page(resp: JSONDict) -> Page:
     chunk = resp.get("chunk", [])
-    events = [e for e in chunk if isinstance(e, dict)] if isinstance(chunk, list) else []
+    events = (
+        [cast(ClientEvent, e) for e in chunk if isinstance(e, dict)]
+        if isinstance(chunk, list)
+        else []
+    )
     start, end = resp.get("start"), resp.get("end")
     return Page(
         events=events,

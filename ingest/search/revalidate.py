@@ -44,7 +44,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.export import ExportError, ExportReader
-from ingest.matrix import JSONDict, Page
+from ingest.matrix import ClientEvent, Page
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search.hits import WindowPayload, cited_events
@@ -63,7 +63,7 @@ __all__ = [
 class EventSource(Protocol):
     """Where events are re-read: the homeserver (`MatrixReader`) or a room export."""
 
-    async def get_event(self, room_id: RoomID | str, event_id: str) -> JSONDict | None: ...
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None: ...
 
 
 @runtime_checkable
@@ -195,7 +195,7 @@ class LiveCheck:
         while len(self._reads) > MAX_TAILS:
             del self._reads[next(iter(self._reads))]  # the least recently read room
 
-    async def _fetch(self, room_id: str, event_id: str) -> JSONDict | None:
+    async def _fetch(self, room_id: str, event_id: str) -> ClientEvent | None:
         async with self._gate:
             try:
                 event = await self.reader.get_event(room_id, event_id)

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import regex
 
-from ingest.matrix import JSONDict
+from ingest.matrix import ClientEvent
 from ingest.records import Tombstone
 from ingest.search._candidates import Candidates
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
@@ -80,7 +80,7 @@ class ReadLog(Protocol):
     @property
     def room_id(self) -> RoomID: ...
     @property
-    def raw(self) -> Sequence[JSONDict]: ...
+    def raw(self) -> Sequence[ClientEvent]: ...
     def without_purged(self, stones: Sequence[Tombstone], /) -> ReadLog: ...
     def messages(self, bot_user_id: str, prefix: str, /) -> Sequence[Message]: ...
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from mautrix.types import EventType, RelationType
 
 from ingest.events import normalize
-from ingest.matrix import JSONDict
+from ingest.matrix import ClientEvent
 from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction
 
@@ -43,7 +43,7 @@ class Tail:
     redacted: set[str] = field(default_factory=set)
     edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
 
-    def add(self, event: JSONDict) -> None:
+    def add(self, event: ClientEvent) -> None:
         item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
         if isinstance(item, Redaction):
             self.redacted.add(str(item.redacts))
@@ -54,7 +54,7 @@ class Tail:
         return Tail(set(self.redacted), {k: list(v) for k, v in self.edits.items()})
 
 
-def read_tail(events: Iterable[JSONDict], tail: Tail | None = None) -> Tail:
+def read_tail(events: Iterable[ClientEvent], tail: Tail | None = None) -> Tail:
     tail = tail if tail is not None else Tail()
     for event in events:
         tail.add(event)
@@ -67,14 +67,14 @@ class LogRead:
     without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
     the log then reaches back to the mark unless more was said since than it holds."""
 
-    events: Sequence[JSONDict]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
+    events: Sequence[ClientEvent]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
     mark: str | None
 
     def tail(self) -> Tail | None:
         return tail_since(self.events, self.mark)
 
 
-def tail_since(log: Sequence[JSONDict], mark: str | None) -> Tail | None:
+def tail_since(log: Sequence[ClientEvent], mark: str | None) -> Tail | None:
     """The tail after the writer's newest walked event `mark`, from a read of the room's log
     (newest first, from the present back without a gap: the bot's read for the command it
     answers); None when the log does not reach back to `mark`, or no mark is known.
@@ -84,7 +84,7 @@ def tail_since(log: Sequence[JSONDict], mark: str | None) -> Tail | None:
     """
     if mark is None:
         return None
-    newer: list[JSONDict] = []
+    newer: list[ClientEvent] = []
     for event in log:
         if event.get("event_id") == mark:
             return read_tail(e for e in reversed(newer) if e.get("type") in TAIL_TYPES)
@@ -111,7 +111,7 @@ def current(payload: WindowPayload, tail: Tail) -> bool:
     )
 
 
-def bundled_edit_ok(message: StoredMessage, event: JSONDict) -> bool:
+def bundled_edit_ok(message: StoredMessage, event: ClientEvent) -> bool:
     """A fetched message event against what the index holds: its bundled latest edit (spec
     v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
 
