@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mautrix.types import EventType, MessageType
+
 from bot.replies import ReplyTo
 from ingest.events import is_command, thread_root, typed_text
 from ingest.matrix import ClientEvent, EventContent
@@ -88,10 +90,14 @@ class Incoming:
 def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
     """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
     content = event.get("content")
-    if event.get("type") != "m.room.message" or not isinstance(content, dict):
+    if event.get("type") != EventType.ROOM_MESSAGE.t or not isinstance(content, dict):
         return None
     body, sender = content.get("body"), event.get("sender")
-    if not isinstance(body, str) or sender == bot_user_id or content.get("msgtype") != "m.text":
+    if (
+        not isinstance(body, str)
+        or sender == bot_user_id
+        or content.get("msgtype") != MessageType.TEXT.value
+    ):
         return None  # m.notice (other bots) and media are never commands
     text = typed_text(body, content)
     if not is_command(text, prefix):

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from mautrix.types import EventType
+
 from ingest.matrix import ClientEvent, EventContent, Unsigned
 from ingest.types import RoomID
 
@@ -201,14 +203,14 @@ def _retrieved(read: asyncio.Future[tuple[list[ClientEvent], bool]]) -> None:
 
 def _changes_state(event: ClientEvent) -> bool:
     """A state event, or a redaction (of a state event, perhaps: its content goes too)."""
-    return "state_key" in event or event.get("type") == "m.room.redaction"
+    return "state_key" in event or event.get("type") == EventType.ROOM_REDACTION.t
 
 
 def _merge(new: Sequence[ClientEvent], cached: Sequence[ClientEvent]) -> list[ClientEvent]:
     redacted = {
         str(content_of(e).get("redacts") or e.get("redacts"))
         for e in new
-        if e.get("type") == "m.room.redaction"
+        if e.get("type") == EventType.ROOM_REDACTION.t
     }
     out = list(new)
     for event in cached:

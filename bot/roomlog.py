@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
+from mautrix.types import EventType, RelationType
+
 from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.events import normalize, thread_root, typed_text
 from ingest.matrix import ClientEvent, EventContent, Relation
@@ -53,10 +55,10 @@ def _relates(content: EventContent) -> Relation:
 
 
 def _item(event: ClientEvent) -> TimelineItem | None:
-    if event.get("type") != "m.room.message" or "state_key" in event:
+    if event.get("type") != EventType.ROOM_MESSAGE.t or "state_key" in event:
         return None
     content = content_of(event)
-    if _relates(content).get("rel_type") == "m.replace":
+    if _relates(content).get("rel_type") == RelationType.REPLACE.value:
         return None  # an edit is not a message of its own
     unsigned = event.get("unsigned")
     redacted = not content or (isinstance(unsigned, dict) and "redacted_because" in unsigned)
@@ -188,8 +190,8 @@ class RoomLog:
         raw = [
             emptied(e)
             if isinstance(ts := e.get("origin_server_ts"), int)
-            and e.get("type") == "m.room.message"
-            and _relates(content_of(e)).get("rel_type") != "m.replace"
+            and e.get("type") == EventType.ROOM_MESSAGE.t
+            and _relates(content_of(e)).get("rel_type") != RelationType.REPLACE.value
             and purged(stones, self.room_id, ts)
             else e
             for e in self.raw
@@ -214,11 +216,14 @@ def current_body(event: ClientEvent, bot_user_id: str, prefix: str) -> str | Non
     """
     content = content_of(event)
     body = content.get("body")
-    if not isinstance(body, str) or _relates(content).get("rel_type") == "m.replace":
+    if (
+        not isinstance(body, str)
+        or _relates(content).get("rel_type") == RelationType.REPLACE.value
+    ):
         return None
     unsigned = event.get("unsigned")
     relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get("m.replace") if isinstance(relations, Mapping) else None
+    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
     if bundled is None:
         return _scrubbed(typed_text(body, content))
     edit = (

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from mautrix.types import EventType
+from mautrix.types import EventType, MessageType
 
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint
@@ -38,7 +38,7 @@ class BotClient(MatrixReader):
         self, room_id: RoomID | str, content: Mapping[str, Any], txn_id: str
     ) -> EventID:
         """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id."""
-        if content.get("msgtype") != "m.notice":
+        if content.get("msgtype") != MessageType.NOTICE.value:
             raise ValueError("the bot only ever sends m.notice")
         path = endpoint(Path.v3.rooms[room_id].send[EventType.ROOM_MESSAGE.t][txn_id])
         resp = await self._request("PUT", path, body=dict(content))

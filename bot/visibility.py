@@ -44,6 +44,8 @@ from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from mautrix.types import EventType
+
 from bot.sender import BotClient
 from ingest.matrix import ClientEvent
 from ingest.membership import Chain, membership, walk_back
@@ -244,7 +246,9 @@ async def room_audience(
     fetches = _Fetches(client, room_id, memo)
     get = fetches.get
 
-    current = next((e for e in state if e.get("type") == "m.room.history_visibility"), None)
+    current = next(
+        (e for e in state if e.get("type") == EventType.ROOM_HISTORY_VISIBILITY.t), None
+    )
     changes: list[ClientEvent] = []
     complete = True
     event = current
@@ -264,7 +268,9 @@ async def room_audience(
     if now not in _RESTRICTED:
         return replace(audience_of(now, periods, ()), basis=basis)
     members = [
-        e for e in state if e.get("type") == "m.room.member" and membership(e) in _COUNTED[now]
+        e
+        for e in state
+        if e.get("type") == EventType.ROOM_MEMBER.t and membership(e) in _COUNTED[now]
     ]
     kinds = {p.visibility for p in periods}
     ours = next((e for e in members if e.get("state_key") in own_users), None)
@@ -297,7 +303,7 @@ async def room_audience(
     return replace(audience_of(now, periods, found), basis=basis)
 
 
-_AUDIENCE_STATE = ("m.room.member", "m.room.history_visibility")
+_AUDIENCE_STATE = (EventType.ROOM_MEMBER.t, EventType.ROOM_HISTORY_VISIBILITY.t)
 
 
 def audience_basis(state: Sequence[ClientEvent]) -> frozenset[str]:
