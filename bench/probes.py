@@ -35,8 +35,8 @@ from bot.demo.synapse import SynapseServer
 from ingest.embed import Embedder, make_embedder, minilm
 from ingest.matrix import AiohttpTransport, Request, Response, Transport
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import open_store
 
 if TYPE_CHECKING:
