@@ -38,7 +38,7 @@ from bot.pinboard import Marker, MarkerKind
 from bot.recent import within_text
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
-from ingest.roomlogs import RoomLogs, log_finds
+from ingest.search.roomlogs import RoomLogs, log_finds
 from ingest.types import RoomID
 
 

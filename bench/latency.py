@@ -56,9 +56,9 @@ from ingest import lexical
 from ingest.config import EmbedderConfig
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.export import ExportReader
-from ingest.query import SearchQuery
 from ingest.refresh import Writer
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import Store, open_store
 from ingest.types import SparseVector
 

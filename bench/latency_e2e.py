@@ -16,7 +16,7 @@ from bench.irc import phrases, speakers_and_lines
 from bench.probes import Requests, in_reply_to
 from bench.synapse import SynapseBench, synapse_search
 from bot.demo.homeserver import service_config
-from ingest.query import SearchQuery
+from ingest.search.query import SearchQuery
 from ingest.types import RoomID
 
 

@@ -34,8 +34,8 @@ from bot.demo.homeserver import Homeserver, service_config
 from bot.demo.synapse import SynapseServer
 from ingest.embed import Embedder, make_embedder, minilm
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import open_store
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The read path replayed over `bench.retrieval --folds`' candidate cache, for `bench.loco`: the
 first stage (dense and lexical lists, the lexical floor, RRF) exactly as `ingest.search` does
-it, then the second stage: the features of `ingest.rank` over a question's fused pool, the
+it, then the second stage: the features of `ingest.search.rank` over a question's fused pool, the
 logistic ranker and match model fitted on training questions, and ranking with a floor."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from bench.locomo import Hit, Scores
-from ingest import rank
-from ingest.fusion import rrf
-from ingest.search import LEXICAL_FLOOR
+from ingest.search import rank
+from ingest.search.fusion import rrf
+from ingest.search.searcher import LEXICAL_FLOOR
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 LIMIT = 50

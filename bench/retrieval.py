@@ -57,9 +57,9 @@ from bench.synapse import SYNAPSE_DBS, SeededRoom, SynapseBench, postgres_proble
 from bot.demo.client import MatrixUser
 from ingest.config import EmbedderConfig
 from ingest.embed import Embedder, make_embedder
-from ingest.hits import Hit as MuninnHit
-from ingest.query import MAX_LIMIT, SearchQuery
 from ingest.search import Searcher
+from ingest.search.hits import Hit as MuninnHit
+from ingest.search.query import MAX_LIMIT, SearchQuery
 from ingest.store import Store
 
 LIMIT = MAX_LIMIT  # hits asked of every system

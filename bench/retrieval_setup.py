@@ -31,11 +31,11 @@ from ingest import lexical
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.matrix import MatrixReader
-from ingest.rank import content_terms
 from ingest.records import COMPAT_KEY
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport
-from ingest.search import CANDIDATES as SEARCH_CANDIDATES
+from ingest.search.rank import content_terms
+from ingest.search.searcher import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import PointFilter, Store, open_store
 
 # The settings this benchmark recommends (see bench/RESULTS.md); flags override them.

@@ -12,7 +12,7 @@ import unicodedata
 
 from bot.html import quoted
 from bot.patterns import pattern_problem
-from ingest.query import MAX_LIMIT
+from ingest.search.query import MAX_LIMIT
 
 __all__ = [
     "MAX_OFFSET",

@@ -22,10 +22,10 @@ from ingest.embed import Embedder
 from ingest.errors import MatrixError
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.refresh import Writer
-from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.search.revalidate import LiveCheck
 from ingest.store import Store
 from ingest.types import Refusal, RoomID
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import regex
 
-from ingest.permalink import permalink
+from ingest.search.permalink import permalink
 
 __all__ = [
     "WORD_JOINER",

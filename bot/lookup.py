@@ -4,7 +4,7 @@
 rooms' logs the command read (`bot.roomlog`), its /regex/ compiled within the bot's bounds
 (`bot.patterns`) and who reads the reply in each room (`bot.visibility`); the transcript fold,
 the fusion, the cut to the audience and the revalidation of what is shown are the read path's
-(`ingest.roomlogs`).
+(`ingest.search.roomlogs`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from bot.roomlog import RoomLog
 from bot.transcript import PatternTimeout
 from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
-from ingest.hits import SearchResult
-from ingest.query import MAX_OFFSET, SearchQuery
 from ingest.records import Tombstone
-from ingest.roomlogs import RoomLogs, Shown
 from ingest.search import Searcher
-from ingest.transcript import FoldTimeout
+from ingest.search.hits import SearchResult
+from ingest.search.query import MAX_OFFSET, SearchQuery
+from ingest.search.roomlogs import RoomLogs, Shown
+from ingest.search.transcript import FoldTimeout
 from ingest.types import RoomID
 
 __all__ = ["RoomRead", "RoomView", "Shown", "fused_search", "read_room", "tombstones"]

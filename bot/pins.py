@@ -24,11 +24,11 @@ from bot.replying import Replier
 from bot.roomlog import RoomLog, TimelineItem, current_body
 from bot.visibility import ANYONE, Audience
 from ingest.events import is_command, reply_target
-from ingest.hits import purged
-from ingest.permalink import cited_events, permalink
 from ingest.records import Tombstone
 from ingest.rooms import RoomCache, RoomInfo
 from ingest.scrub import scrub
+from ingest.search.hits import purged
+from ingest.search.permalink import cited_events, permalink
 from ingest.types import RoomID
 
 if TYPE_CHECKING:

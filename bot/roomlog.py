@@ -15,10 +15,10 @@ from typing import Any
 
 from bot.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.events import normalize, thread_root, typed_text
-from ingest.hits import purged
-from ingest.memo import TextMemo
 from ingest.records import Tombstone
 from ingest.scrub import scrub
+from ingest.search.hits import purged
+from ingest.search.memo import TextMemo
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [

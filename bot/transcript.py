@@ -1,6 +1,6 @@
 """The transcript fold as the bot runs it: a user's /regex/ compiled within its bounds, a timeout
 refused as a `CommandError` (§3 rule 18). The fold itself is the read path's
-(`ingest.transcript`): pure, over typed messages.
+(`ingest.search.transcript`): pure, over typed messages.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import regex
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import PatternError, compile_pattern
-from ingest import transcript
-from ingest.transcript import (
+from ingest.search import transcript
+from ingest.search.transcript import (
     DEFAULT_BOUND,
     DEFAULT_TIMEOUT_S,
     DENSITY_MAX,
@@ -50,7 +50,7 @@ class PatternTimeout(CommandError):
 
 
 def match_regex(body: str, pattern: regex.Pattern[str], *, timeout: float) -> Match | None:
-    """`ingest.transcript.match_regex`, a timeout refused (`PatternTimeout`)."""
+    """`ingest.search.transcript.match_regex`, a timeout refused (`PatternTimeout`)."""
     try:
         return transcript.match_regex(body, pattern, timeout=timeout)
     except FoldTimeout as e:
@@ -69,7 +69,7 @@ def fold(
     before_ms: int | None = None,
     limit: int | None = None,
 ) -> TranscriptResult:
-    """`ingest.transcript.fold`, a /regex/ given as text compiled here by `compile_pattern`
+    """`ingest.search.transcript.fold`, a /regex/ given as text compiled here by `compile_pattern`
     (which may raise `PatternError`) and a timeout refused (`PatternTimeout`)."""
     try:
         return transcript.fold(
@@ -96,7 +96,7 @@ def fold_search(
     pattern: regex.Pattern[str] | None = None,
     limit: int | None = None,
 ) -> TranscriptResult:
-    """`ingest.transcript.fold_search` of a parsed `!search`: its /regex/ (or `pattern`, its
+    """`ingest.search.transcript.fold_search` of a parsed `!search`: its /regex/ (or `pattern`, its
     compiled form) compiled here, a timeout refused (`PatternTimeout`)."""
     if pattern is None and command.regex is not None:
         pattern = compile_pattern(command.regex)

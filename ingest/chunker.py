@@ -39,7 +39,7 @@ __all__ = [
 
 # Bump when boundaries, line format or payload shape change: the collection records it (§3.13).
 # 2: the embedded text has no minute on its lines (DENSE_LINE).
-# 3: a message's `m.mentions` user ids in its payload (`mentions:`, `ingest.filters`).
+# 3: a message's `m.mentions` user ids in its payload (`mentions:`, `ingest.search.filters`).
 CHUNKER_VERSION: int = 3
 
 # mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
@@ -241,7 +241,7 @@ def window_payload(
 
 def _message_payload(m: Message) -> dict[str, Any]:
     said: dict[str, Any] = {"event_id": m.event_id, "sender": m.sender, "ts": m.ts, "body": m.body}
-    if m.mentions is not None:  # `mentions:` reads it (`ingest.filters`); absent: the text
+    if m.mentions is not None:  # `mentions:` reads it (`ingest.search.filters`); absent: the text
         said["mentions"] = list(m.mentions)
     return said
 

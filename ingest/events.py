@@ -299,7 +299,7 @@ def _message(
 
 def mentions(content: Mapping[str, Any]) -> tuple[str, ...] | None:
     """The user ids of a message's `m.mentions`, or None when its client set none (then the
-    text is all there is: `ingest.filters.mentioned`)."""
+    text is all there is: `ingest.search.filters.mentioned`)."""
     block = content.get("m.mentions")
     if not isinstance(block, dict):
         return None

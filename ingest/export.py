@@ -25,9 +25,9 @@ from typing import Any, BinaryIO, overload
 from ingest.errors import MuninnError
 from ingest.matrix import Page, room_state_from
 from ingest.records import EXPORT_PREFIX
-from ingest.revalidate import LiveCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
+from ingest.search.revalidate import LiveCheck
 from ingest.types import RoomID, RoomState, UserID
 
 JSONDict = dict[str, Any]

@@ -1,8 +1,8 @@
 """A short-lived cache of room state and scope verdicts, for the read side.
 
 The scope rules (`ingest.scope`) decide; this only avoids asking the homeserver for a room's
-state on every event (the bot) or every hit (revalidation, `ingest.revalidate`). The bot drops
-a room's entry on any state event in it; entries expire after `ttl` in any case.
+state on every event (the bot) or every hit (revalidation, `ingest.search.revalidate`). The bot
+drops a room's entry on any state event in it; entries expire after `ttl` in any case.
 """
 
 from __future__ import annotations

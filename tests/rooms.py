@@ -18,11 +18,11 @@ import yaml
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder
 from ingest.export import ExportReader
-from ingest.hits import SearchResult
-from ingest.query import SearchQuery
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport
 from ingest.search import Searcher
+from ingest.search.hits import SearchResult
+from ingest.search.query import SearchQuery
 from ingest.store import Store, open_store
 
 ROOMS = Path(__file__).parent / "fixtures" / "rooms"

@@ -18,8 +18,8 @@ from bot.commands.spec import Context
 from bot.commands.tokens import Kind, key_value, tokenize
 from bot.dates import period
 from ingest.errors import QueryError
-from ingest.filters import MessageFilter
-from ingest.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS, SORTS, prefix_problem
+from ingest.search.filters import MessageFilter
+from ingest.search.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS, SORTS, prefix_problem
 
 __all__ = ["build_pin", "build_pins", "build_search", "build_unpin"]
 

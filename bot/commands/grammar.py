@@ -12,7 +12,7 @@ from bot.commands.records import MAX_ROOMS, Command, HelpCommand, MoreCommand, U
 from bot.commands.spec import ArgSpec, CommandSpec, Context
 from bot.dates import DATE_HELP
 from ingest.events import is_command
-from ingest.query import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
+from ingest.search.query import DEFAULT_LIMIT, MAX_LIMIT, MAX_TEXTS
 
 __all__ = ["COMMANDS", "command_name", "did_you_mean", "help_text", "parse"]
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from bot.arguments import echo
 from bot.errors import CommandError
-from ingest.filters import NO_FILTER, MessageFilter
-from ingest.query import DEFAULT_LIMIT
+from ingest.search.filters import NO_FILTER, MessageFilter
+from ingest.search.query import DEFAULT_LIMIT
 
 __all__ = [
     "MAX_ROOMS",

@@ -31,9 +31,9 @@ from bot.limits import CappedSite, serve_capped
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.errors import MuninnError, QueryError, StoreError
 from ingest.facts import StoreFacts
-from ingest.hits import SearchResult
-from ingest.query import SearchQuery
 from ingest.records import Tombstone
+from ingest.search.hits import SearchResult
+from ingest.search.query import SearchQuery
 from ingest.store import Store
 
 __all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import QueryError
-from ingest.filters import NO_FILTER, MessageFilter
-from ingest.hits import Hit, SearchResult
-from ingest.query import DEFAULT_LIMIT, SearchQuery
 from ingest.records import Tombstone
+from ingest.search.filters import NO_FILTER, MessageFilter
+from ingest.search.hits import Hit, SearchResult
+from ingest.search.query import DEFAULT_LIMIT, SearchQuery
 
 __all__ = [
     "MAX_IDS",

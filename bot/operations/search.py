@@ -24,19 +24,19 @@ from ingest.export import (
     export_check,
     exported_rooms,
 )
-from ingest.filters import MessageFilter
-from ingest.hits import SearchResult
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
-from ingest.query import SORTS, SearchQuery
 from ingest.records import (
     CURSOR_PREFIX,
     EXPORT_PREFIX,
 )
-from ingest.revalidate import LiveCheck, SourcedCheck
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.search.filters import MessageFilter
+from ingest.search.hits import SearchResult
+from ingest.search.query import SORTS, SearchQuery
+from ingest.search.revalidate import LiveCheck, SourcedCheck
 from ingest.stamps import utc_minute
 from ingest.store import Store
 from ingest.types import RoomID
@@ -50,7 +50,7 @@ REVALIDATE_TIMEOUT = 10.0
 
 
 def search_filter_flags(parser: argparse.ArgumentParser) -> None:
-    """`muninn search`'s flags for the chat operators (`ingest.filters`), same meaning."""
+    """`muninn search`'s flags for the chat operators (`ingest.search.filters`), same meaning."""
     add = parser.add_argument
     add(
         "--exclude",

@@ -22,8 +22,8 @@ from bot.replies.budget import (
 from bot.replies.understood import understood
 from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
-from ingest.hits import CitedMessage, Hit, SearchResult
 from ingest.scrub import scrub
+from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.types import UserID
 
 __all__ = ["SearchView", "search_reply"]

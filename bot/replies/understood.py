@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.commands.records import SearchCommand
-from ingest.query import prefixes
 from ingest.scrub import scrub
+from ingest.search.query import prefixes
 
 __all__ = ["day_or_time", "understood"]
 

@@ -14,7 +14,7 @@ import pytest
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service import Service
-from ingest.permalink import permalink
+from ingest.search.permalink import permalink
 from ingest.types import RoomID
 from tests.botkit import ask, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ingest.permalink import MATRIX_TO
+from ingest.search.permalink import MATRIX_TO
 from tests.inprocess import muninn_here
 
 TOP_KEYS = {

@@ -35,8 +35,8 @@ from bot.replies import (
 from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.scheduler import RefreshScheduler
 from ingest.events import typed_text
-from ingest.hits import Hit, SearchResult
-from ingest.permalink import permalink
+from ingest.search.hits import Hit, SearchResult
+from ingest.search.permalink import permalink
 from ingest.types import RoomID
 from tests.bot.test_http_api import raw_request
 

@@ -23,7 +23,7 @@ from bot.commands.records import (
 from bot.errors import CommandError
 from bot.incoming import incoming
 from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
-from ingest.query import MAX_TEXT_BYTES
+from ingest.search.query import MAX_TEXT_BYTES
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
 HOUR, DAY = 3_600_000, 86_400_000

@@ -18,8 +18,8 @@ from bot.lookup import RoomView, fused_search
 from bot.roomlog import RoomLog
 from bot.transcript import PatternTimeout
 from bot.visibility import ANYONE
-from ingest.hits import SearchResult
 from ingest.search import Searcher
+from ingest.search.hits import SearchResult
 from ingest.store import Store
 from ingest.types import Message, RoomID
 from tests.ingest.test_search_query import ROOM, SERVER, fill, point
@@ -139,7 +139,7 @@ async def test_fused_search_folds_the_transcript_off_the_event_loop(
 
 
 async def test_fused_search_refuses_a_regex_that_runs_out_of_time(store: Store) -> None:
-    """The fold is the read path's (`ingest.transcript`); a /regex/ that runs out of its
+    """The fold is the read path's (`ingest.search.transcript`); a /regex/ that runs out of its
     budget there is still the bot's refusal, a `CommandError` whose text is posted."""
     raw = [
         {

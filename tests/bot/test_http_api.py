@@ -42,9 +42,9 @@ from bot.replies.budget import plural
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
-from ingest.hits import SearchResult
-from ingest.query import SearchQuery
 from ingest.records import TOMBSTONE_PREFIX
+from ingest.search.hits import SearchResult
+from ingest.search.query import SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_metrics import parse_exposition, value

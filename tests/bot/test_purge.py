@@ -29,9 +29,9 @@ from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import EmbedUnavailable, QueryError
-from ingest.query import SearchQuery
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_http_api import FAR_PEER, from_afar_on_every_address, post

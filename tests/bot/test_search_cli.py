@@ -26,7 +26,7 @@ from bot.operations import fail_fast, revalidation
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import MatrixUnavailable
 from ingest.matrix import MatrixReader
-from ingest.permalink import MATRIX_TO
+from ingest.search.permalink import MATRIX_TO
 from ingest.store import open_store
 from tests.bot.search_contract import check_contract, search_json
 from tests.homeserver import Homeserver

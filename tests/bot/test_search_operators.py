@@ -116,7 +116,7 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
     while the service holds the store); a bad one is a 400 naming it."""
     from bot.http_api.wire import SearchRequest, filter_fields
     from ingest.errors import QueryError
-    from ingest.filters import MessageFilter
+    from ingest.search.filters import MessageFilter
 
     flt = MessageFilter.build(
         exclude_words=["test"],

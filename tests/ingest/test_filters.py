@@ -1,4 +1,5 @@
-"""`ingest.filters`: the one predicate the index's windows and the transcript's finds meet."""
+"""`ingest.search.filters`: the one predicate the index's windows and the transcript's finds
+meet."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from collections import Counter
 import pytest
 
 from ingest.errors import QueryError
-from ingest.filters import MessageFilter, has_link, keep_messages, mentioned
 from ingest.lexical import expand_prefix
-from ingest.query import SearchQuery, plain_text, prefixes
+from ingest.search.filters import MessageFilter, has_link, keep_messages, mentioned
+from ingest.search.query import SearchQuery, plain_text, prefixes
 
 
 def _m(body: str, sender: str = "@a:hs", **extra: object) -> dict[str, object]:

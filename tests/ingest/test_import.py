@@ -13,9 +13,9 @@ import yaml
 from bot.demo.synapse import free_port
 from bot.replies.budget import plural
 from ingest.export import ExportError, ExportReader, exported_rooms, load_export
-from ingest.query import SearchQuery
 from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import open_store
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ingest import rank
 from ingest.chunker import chunk, window_payload
-from ingest.hits import window_span
+from ingest.search import rank
+from ingest.search.hits import window_span
 from ingest.types import EventID, Message, RoomID, UserID
 
 QUESTION = "What is Jon's favorite style of dance?"

@@ -23,9 +23,9 @@ import yaml
 
 from ingest.config import load_config
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.query import SearchQuery
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, add_tombstone
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (

@@ -1,4 +1,4 @@
-"""`ingest.revalidate`: what changed on the homeserver since indexing never reaches a hit.
+"""`ingest.search.revalidate`: what changed on the homeserver since indexing never reaches a hit.
 
 Against the real Synapse: a room is indexed by the real writer, then changed without a refresh
 (an edit, a redaction), then searched in process through the real `Searcher` with the product's
@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ingest.hits import SearchResult
 from ingest.matrix import Page
-from ingest.query import SearchQuery
 from ingest.records import CURSOR_PREFIX, Tombstone, cursor_mark
-from ingest.revalidate import LiveCheck, LogRead, Tail, current, read_tail, tail_since
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope
 from ingest.search import Searcher
+from ingest.search.hits import SearchResult
+from ingest.search.query import SearchQuery
+from ingest.search.revalidate import LiveCheck, LogRead, Tail, current, read_tail, tail_since
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms

@@ -19,10 +19,10 @@ from bot.demo.synapse import free_port
 from ingest import lexical
 from ingest.config import EmbedderConfig
 from ingest.embed import make_embedder
-from ingest.hits import Hit
-from ingest.permalink import MATRIX_TO
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.hits import Hit
+from ingest.search.permalink import MATRIX_TO
+from ingest.search.query import SearchQuery
 from tests.homeserver import Homeserver
 from tests.indexing import Corpus, Indexer, reader_config, seed_corpus, utc_ms
 

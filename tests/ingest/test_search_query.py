@@ -17,11 +17,11 @@ import pytest
 from ingest import lexical
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
-from ingest.fusion import text_key
-from ingest.hits import best_message
-from ingest.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
 from ingest.records import COMPAT_KEY, TOMBSTONE_PREFIX
-from ingest.search import RRF_K, Searcher
+from ingest.search.fusion import text_key
+from ingest.search.hits import best_message
+from ingest.search.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
+from ingest.search.searcher import RRF_K, Searcher
 from ingest.store import Collection, PointRecord, Store, open_store
 from ingest.types import EmbedderIdentity, SparseVector
 
@@ -248,7 +248,8 @@ async def test_searcher_one_text_gives_the_single_retriever_order(
         text = "no shared word"  # no window holds these terms: only dense answers
         embedder = TableEmbedder({text: [0.7, 0.2, 0.6, 0.1]})
         expected = col.dense_search([0.7, 0.2, 0.6, 0.1], None, 50)
-    # The first stage alone: the second (`ingest.rank`) re-orders and floors fused candidates.
+    # The first stage alone: the second (`ingest.search.rank`) re-orders and floors fused
+    # candidates.
     searcher = Searcher(store, embedder, server_name=SERVER, lexical_floor=0, ranker=False)
     result = await searcher.search(SearchQuery.build([text], limit=50))
     assert [h.point_id for h in result.hits] == [p.id for p in expected]

@@ -20,8 +20,8 @@ import pytest
 
 from bot.http_api import store_check
 from ingest.errors import DiskFull
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import PointRecord, generation_name
 from ingest.store.edge import EdgeStore
 from ingest.store.space import MIB, SpaceGuard, free_bytes

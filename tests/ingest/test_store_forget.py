@@ -12,8 +12,8 @@ import shutil
 import uuid
 from pathlib import Path
 
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import generation_name
 from ingest.store.edge_rewrite import sweep
 from tests.homeserver import Homeserver, MatrixUser

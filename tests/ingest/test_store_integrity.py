@@ -18,8 +18,8 @@ import pytest
 from bot.http_api import store_check
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import StoreError
-from ingest.query import SearchQuery
 from ingest.search import Searcher
+from ingest.search.query import SearchQuery
 from ingest.store import PointRecord, Store, generation_name, open_store
 from ingest.store.contract import meta_id
 from ingest.store.integrity import Tally, corrupt_vectors

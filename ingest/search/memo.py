@@ -1,5 +1,5 @@
-"""`ingest.memo`: a pure function of a string, remembered (the folds and the scrub of a room's
-log read the same bodies command after command)."""
+"""`ingest.search.memo`: a pure function of a string, remembered (the folds and the scrub of a
+room's log read the same bodies command after command)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ingest.hits`: what a search answers (`Hit`, `SearchResult`, `Candidates`) and the pure
+"""`ingest.search.hits`: what a search answers (`Hit`, `SearchResult`, `Candidates`) and the pure
 rules over stored windows it cites by: the excerpt, purges, the events a window cites.
 
 A stored window is read as a `WindowPayload` (`window_of`): the §4 payload the writer builds
@@ -12,10 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required, TypedDict, cast
 
-from ingest import lexical, rank
-from ingest.filters import NO_FILTER, MessageFilter, keep_messages
-from ingest.permalink import permalink
+from ingest import lexical
 from ingest.records import Tombstone
+from ingest.search import rank
+from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.search.permalink import permalink
 from ingest.types import StoredPoint
 
 
@@ -124,7 +125,7 @@ class SearchResult:
 class Candidates:
     """The read path's fused ranking (`Searcher._rank`), best first, *before* revalidation.
 
-    `Searcher.search` may trim, fuse and rank these hits (`ingest.roomlogs`), but shows only
+    `Searcher.search` may trim, fuse and rank these hits (`ingest.search.roomlogs`), but shows only
     those `Searcher._confirm` passes (docs/ARCHITECTURE.md §3 rule 15).
     """
 
@@ -140,7 +141,7 @@ class Candidates:
     texts: tuple[str, ...] = ()
     server_name: str = ""
     below_floor: int = 0  # candidates the ranker judged not to match: never shown
-    filter: MessageFilter = NO_FILTER  # `ingest.filters`: applied as hits are built
+    filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:

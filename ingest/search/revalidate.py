@@ -44,9 +44,9 @@ from mautrix.types import EventType, RelationType
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.events import normalize
-from ingest.hits import StoredMessage, WindowPayload, cited_events
 from ingest.matrix import JSONDict, Page
 from ingest.rooms import RoomCache
+from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction, RoomID
 
 __all__ = [

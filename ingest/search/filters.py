@@ -1,8 +1,9 @@
-"""`ingest.filters`: what a search keeps beyond its words — exclusions, links, threads, mentions.
+"""`ingest.search.filters`: what a search keeps beyond its words — exclusions, links, threads,
+mentions.
 
 One record (`MessageFilter`) and one predicate (`keep_messages`) for every path: the index's
 windows (`ingest.search`, through `Candidates.first`) and the transcript finds of the room
-logs (`ingest.roomlogs`) are both judged here, so `-word`, `has:link`, `is:thread` and
+logs (`ingest.search.roomlogs`) are both judged here, so `-word`, `has:link`, `is:thread` and
 `mentions:` mean the same in a room, the command room, `muninn search` and
 `POST /_muninn/search`. A filter only ever removes: whatever it keeps is still revalidated and
 cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 15).

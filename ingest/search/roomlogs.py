@@ -7,7 +7,7 @@ bot's `bot.visibility.Audience`), and only the index hits the reply shows revali
 module holds that fusion's pure rules and its confirm-until-enough loop; the bot hands in its
 logs (`LogView`), its command (`Asked`, with its /regex/ compiled within the bot's bounds) and
 the rooms' audiences as values, so ingest never imports the bot. The transcript retriever is
-`ingest.transcript`'s fold.
+`ingest.search.transcript`'s fold.
 """
 
 from __future__ import annotations
@@ -18,14 +18,21 @@ from typing import Protocol
 
 import regex
 
-from ingest.filters import NO_FILTER, MessageFilter, keep_messages
-from ingest.fusion import rrf
-from ingest.hits import Candidates, CitedMessage, Hit, SearchResult, best_message, order_hits
 from ingest.matrix import JSONDict
-from ingest.permalink import permalink
-from ingest.query import MAX_OFFSET
 from ingest.records import Tombstone
-from ingest.transcript import TranscriptHit, TranscriptQuery, fold_search
+from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.search.fusion import rrf
+from ingest.search.hits import (
+    Candidates,
+    CitedMessage,
+    Hit,
+    SearchResult,
+    best_message,
+    order_hits,
+)
+from ingest.search.permalink import permalink
+from ingest.search.query import MAX_OFFSET
+from ingest.search.transcript import TranscriptHit, TranscriptQuery, fold_search
 from ingest.types import Message, RoomID
 
 __all__ = [

@@ -1,15 +1,16 @@
-"""`ingest.search`: the one read path. Query embedding, retrieval, fusion, revalidation.
+"""`ingest.search.searcher`: the one read path's call, `Searcher.search`. Query embedding,
+retrieval, fusion, revalidation.
 
-Callers (the bot, the CLI, Personas) give a `SearchQuery` (`ingest.query`); they never rank or
-read the store, and get `ingest.hits` records back.
+Callers (the bot, the CLI, Personas) give a `SearchQuery` (`ingest.search.query`); they never rank
+or read the store, and get `ingest.search.hits` records back.
 For each text, dense and lexical candidates are fetched and every list is fused by reciprocal
-rank; when both retrievers answered, `ingest.rank` re-orders the fused
+rank; when both retrievers answered, `ingest.search.rank` re-orders the fused
 candidates and leaves out those under its relevance floor (counted in `below_floor`, never
 shown), so a query nothing matches answers nothing. Hits are revalidated before they are
 returned: a hit whose events were purged (a tombstone not yet applied), redacted, or whose
 room left the reader's scope since indexing is dropped and counted in `dropped_stale`, never
 shown. `Searcher.search` is the one call for every caller: given the room logs a command has
-read (`ingest.roomlogs`), it also fuses their transcript matches with the index's candidates
+read (`ingest.search.roomlogs`), it also fuses their transcript matches with the index's candidates
 and cuts every hit to what the room's readers may see.
 """
 
@@ -23,11 +24,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-from ingest import lexical, rank
+from ingest import lexical
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable, StoreError
-from ingest.fusion import rrf, text_key
-from ingest.hits import (
+from ingest.purges import PurgeLog
+from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
+from ingest.search import rank
+from ingest.search.fusion import rrf, text_key
+from ingest.search.hits import (
     Candidates,
     Hit,
     SearchResult,
@@ -39,12 +43,10 @@ from ingest.hits import (
     window_purged,
     window_span,
 )
-from ingest.purges import PurgeLog
-from ingest.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
-from ingest.rank import RankModel
-from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
-from ingest.revalidate import LogRead, Tail
-from ingest.roomlogs import RoomLogs, Visibility, fused_page, log_finds
+from ingest.search.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
+from ingest.search.rank import RankModel
+from ingest.search.revalidate import LogRead, Tail
+from ingest.search.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.store import Collection, PointFilter, Store
 from ingest.types import EmbedderIdentity, SparseVector, StoredPoint
 
@@ -77,9 +79,9 @@ LiveCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
 
 @runtime_checkable
 class WindowCheck(Protocol):
-    """Revalidation of a whole reply at once (`ingest.revalidate.LiveCheck`): the payloads of
-    the windows it would show and each room's cursor (where the writer's walk stood when the
-    points were read) → which may be shown. Preferred to a `LiveCheck` when given."""
+    """Revalidation of a whole reply at once (`ingest.search.revalidate.LiveCheck`): the
+    payloads of the windows it would show and each room's cursor (where the writer's walk stood
+    when the points were read) → which may be shown. Preferred to a `LiveCheck` when given."""
 
     async def windows(
         self,
@@ -121,9 +123,9 @@ class Searcher:
         self.weights = dict(weights)
         self.lexical_floor = lexical_floor
         self.rrf_k = rrf_k
-        # The second stage (`ingest.rank`) re-orders the fused candidates when both retrievers
-        # answered; windows under `relevance_floor` (None: the one trained for the embedder,
-        # `ingest.rank.for_embedder`) are not shown at all.
+        # The second stage (`ingest.search.rank`) re-orders the fused candidates when both
+        # retrievers answered; windows under `relevance_floor` (None: the one trained for the
+        # embedder, `ingest.search.rank.for_embedder`) are not shown at all.
         self.ranker = ranker
         self.relevance_floor = relevance_floor
         self._collection: Collection | None = None
@@ -152,8 +154,8 @@ class Searcher:
         first (`logs`: as for `_rank`).
 
         With `room_logs` (the bot's `!search`): the index's candidates fused with the
-        transcript matches of the logs the command read (`ingest.roomlogs`), every message cut
-        to what `audiences` (room → who reads the reply there; a room absent: no cut) may see,
+        transcript matches of the logs the command read (`ingest.search.roomlogs`), every message
+        cut to what `audiences` (room → who reads the reply there; a room absent: no cut) may see,
         and a page of `room_logs.asked.limit` hits after the `depth` earlier pages showed.
         `query` None: the logs alone (a /regex/, or no text for the index).
         """
@@ -229,7 +231,7 @@ class Searcher:
 
         `logs`: rooms' events the caller read for the query after taking the writer's marks
         (the bot's room log for the command it answers). A room whose log reaches back to
-        its mark is revalidated from it (`ingest.revalidate.tail_since`) instead of reading
+        its mark is revalidated from it (`ingest.search.revalidate.tail_since`) instead of reading
         its tail: the points, read after the mark, hold at least everything up to it.
         """
         pool = Candidates(texts=query.texts, server_name=self.server_name, filter=query.filter)
@@ -301,7 +303,7 @@ class Searcher:
         points: Mapping[str, StoredPoint],
         made_up: Sequence[str] = (),
     ) -> tuple[list[tuple[str, float]], int]:
-        """The fused candidates re-ordered by `ingest.rank`'s model, those under its floor out."""
+        """The fused candidates re-ordered by `rank`'s model, those under its floor out."""
         ids = [pid for pid, _ in fused]
         shown = {
             pid: [m for m in points[pid].payload.get("messages", []) if has_text(m)] for pid in ids

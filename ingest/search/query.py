@@ -1,4 +1,4 @@
-"""`ingest.query`: a search request, validated before anything is read (`ingest.search`).
+"""`ingest.search.query`: a search request, validated before anything is read (`ingest.search`).
 
 The bounds are the public contract of `!search`, the CLI and the HTTP API alike.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import regex
 
 from ingest.errors import QueryError
-from ingest.filters import NO_FILTER, MessageFilter
+from ingest.search.filters import NO_FILTER, MessageFilter
 from ingest.store import PointFilter
 
 MAX_TEXTS = 8

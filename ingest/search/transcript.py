@@ -1,4 +1,4 @@
-"""`ingest.transcript`: the transcript fold, a bounded scan of a room's latest raw messages,
+"""`ingest.search.transcript`: the transcript fold, a bounded scan of a room's latest raw messages,
 ranked in integers (§6).
 
 It sees what the index has not caught up with yet, and is the fallback when the store is down.
@@ -7,7 +7,7 @@ density term in [0, 100]; tiers are 200 apart, so density orders hits within a t
 lifts one across. Several texts (`a | b`) score by the best text: the texts are alternatives, and
 the best tier keeps that guarantee, where fusing them by rank would let a Substring hit on two
 texts outrank an Exact hit on one. (Fusion with the index happens one level up, by RRF, in
-`ingest.roomlogs`.) Pure: the bot compiles a user's /regex/ within its bounds
+`ingest.search.roomlogs`.) Pure: the bot compiles a user's /regex/ within its bounds
 (`bot.patterns`) and turns a timeout into its refusal (`bot.transcript`).
 """
 
@@ -24,8 +24,8 @@ from typing import Protocol
 import regex
 
 from ingest.errors import MuninnError
-from ingest.memo import TextMemo
-from ingest.query import plain_text, prefixes
+from ingest.search.memo import TextMemo
+from ingest.search.query import plain_text, prefixes
 
 __all__ = [
     "DEFAULT_BOUND",

@@ -1,0 +1,25 @@
+"""`ingest.search`: the whole read path (docs/ARCHITECTURE.md §2).
+
+A search request and its limits (`query`, `filters`), the retrievers — dense and lexical over the
+index (`searcher`), the room logs a command has just read (`roomlogs`, their fold `transcript`,
+`memo`) — fusion (`fusion`), the second stage and its floor (`rank`), revalidation against the
+homeserver (`revalidate`) and the records a reply cites (`hits`, `permalink`). One call,
+`Searcher.search`, serves every caller; the writer (`ingest.refresh`) imports nothing from here.
+"""
+
+from ingest.search.filters import NO_FILTER, MessageFilter
+from ingest.search.hits import CitedMessage, Hit, SearchResult
+from ingest.search.query import SearchQuery
+from ingest.search.roomlogs import RoomLogs
+from ingest.search.searcher import Searcher
+
+__all__ = [
+    "NO_FILTER",
+    "CitedMessage",
+    "Hit",
+    "MessageFilter",
+    "RoomLogs",
+    "SearchQuery",
+    "SearchResult",
+    "Searcher",
+]
