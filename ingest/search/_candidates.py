@@ -7,13 +7,13 @@ read path ranks, trims or confirms candidates; they get `SearchResult`s of confi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from ingest.records import Tombstone
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
-from ingest.search.hits import CitedMessage, Hit, best_message, has_text, window_of
+from ingest.search.hits import CitedMessage, Hit, StoredMessage, best_message, has_text, window_of
 from ingest.search.permalink import permalink
 from ingest.search.tails import Tail
 from ingest.types import StoredPoint
@@ -71,7 +71,7 @@ def build_hit(
 ) -> Hit | None:
     """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
     p = window_of(point)
-    said: Sequence[Mapping[str, object]] = [m for m in p.get("messages", []) if has_text(m)]
+    said: Sequence[StoredMessage] = [m for m in p.get("messages", []) if has_text(m)]
     if flt:
         said = keep_messages(flt, said, p.get("thread_root"))
         if not said:
@@ -80,7 +80,7 @@ def build_hit(
         CitedMessage(
             event_id=str(m["event_id"]),
             sender=str(m["sender"]),
-            ts=cast(int, m["ts"]),  # as stored: the writer's int (ms)
+            ts=m["ts"],  # as stored: the writer's int (ms)
             body=str(m["body"]),
         )
         for m in said

@@ -23,6 +23,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict, TypeVar
 
 import regex
 
@@ -32,12 +33,24 @@ __all__ = [
     "MAX_EXCLUSIONS",
     "NO_FILTER",
     "MessageFilter",
+    "Said",
     "has_link",
     "keep_messages",
     "mentioned",
 ]
 
 MAX_EXCLUSIONS = 8  # -word, -"phrase" and -from: together, per search
+
+
+class Said(TypedDict):
+    """What a filter reads of a message: a window's `StoredMessage` or a log message's."""
+
+    body: str
+    sender: str
+    mentions: NotRequired[list[str]]  # `m.mentions.user_ids`; absent: the event had none
+
+
+M = TypeVar("M", bound=Said)
 MAX_MENTIONS = 4
 
 _URL = regex.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"']+")
@@ -127,7 +140,7 @@ class MessageFilter:
             names,
         )
 
-    def _keeps(self, message: Mapping[str, object], thread_root: str | None) -> bool:
+    def _keeps(self, message: Said, thread_root: str | None) -> bool:
         body, sender = str(message.get("body", "")), str(message.get("sender", ""))
         if sender in self.exclude_senders:
             return False
@@ -155,8 +168,8 @@ def _whole(needle: str) -> regex.Pattern[str]:
 
 
 def keep_messages(
-    flt: MessageFilter, messages: Sequence[Mapping[str, object]], thread_root: str | None
-) -> tuple[Mapping[str, object], ...]:
+    flt: MessageFilter, messages: Sequence[M], thread_root: str | None
+) -> tuple[M, ...]:
     """The messages of one hit (a window, or a transcript find) the filter keeps; () drops it.
 
     An excluded word in any message drops the whole hit: a window is shown as one passage, and

@@ -7,13 +7,14 @@ A stored window is read as a `WindowPayload` (`window_of`): the §4 payload the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required, TypedDict, cast
 
 from ingest import lexical
 from ingest.records import Tombstone
 from ingest.search import rank
+from ingest.search.filters import Said
 from ingest.types import StoredPoint
 
 
@@ -144,7 +145,7 @@ def window_span(payload: WindowPayload, shown: Sequence[StoredMessage]) -> rank.
     return line, min(stamps), max(stamps)
 
 
-def has_text(message: Mapping[str, object]) -> bool:
+def has_text(message: Said) -> bool:
     """Whether a stored message has text to show (an edit into a notice, media or a command
     leaves an empty body: nothing to cite)."""
     return bool(str(message.get("body", "")).strip())

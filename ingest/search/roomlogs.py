@@ -21,7 +21,7 @@ import regex
 from ingest.matrix import ClientEvent
 from ingest.records import Tombstone
 from ingest.search._candidates import Candidates
-from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.search.filters import NO_FILTER, MessageFilter, Said, keep_messages
 from ingest.search.fusion import rrf
 from ingest.search.hits import (
     CitedMessage,
@@ -190,9 +190,9 @@ def log_finds(
     return found
 
 
-def _as_payload(message: Message) -> dict[str, object]:
+def _as_payload(message: Message) -> Said:
     """A log message as the index's payload holds it, for `keep_messages`."""
-    said: dict[str, object] = {"body": message.body, "sender": message.sender}
+    said: Said = {"body": message.body, "sender": message.sender}
     if message.mentions is not None:
         said["mentions"] = list(message.mentions)
     return said
