@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import regex
 
@@ -22,6 +22,8 @@ from ingest.search.permalink import permalink
 __all__ = [
     "WORD_JOINER",
     "Excerpt",
+    "Mentions",
+    "NoMentions",
     "escape",
     "excerpt",
     "neutralise_mentions",
@@ -91,7 +93,16 @@ def safe_html(text: str) -> str:
     return f"<bdi>{neutralise_mentions(escape(reply_line(text)))}</bdi>"
 
 
-def no_mentions() -> dict[str, Any]:
+# `m.mentions` (MSC3952): whom an event mentions; an empty one mentions nobody.
+class Mentions(TypedDict, total=False):
+    user_ids: list[str]
+    room: bool
+
+
+NoMentions = TypedDict("NoMentions", {"m.mentions": Mentions})
+
+
+def no_mentions() -> NoMentions:
     """Content fragment for every reply: an empty `m.mentions` mentions nobody.
 
     With `m.mentions` present, homeservers skip the legacy body-matching push rules (display

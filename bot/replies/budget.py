@@ -10,7 +10,7 @@ from typing import Any, Final, NotRequired, TypedDict
 
 from mautrix.types import MessageType, RelationType
 
-from bot.html import escape, no_mentions, safe_html, safe_plain
+from bot.html import Mentions, escape, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
 from ingest.stamps import utc_minute
 
@@ -79,7 +79,7 @@ ReplyContent = TypedDict(
         "format": str,
         "formatted_body": str,
         "m.relates_to": Relation,
-        "m.mentions": Mapping[str, object],
+        "m.mentions": Mentions,
         "org.muninn.results": NotRequired[object],
     },
 )
