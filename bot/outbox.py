@@ -17,11 +17,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bot.incoming import MAX_COMMAND_AGE_MS
+from bot.replies.budget import ReplyContent
 from ingest.errors import MatrixUnavailable
 
 __all__ = ["Outbox", "Pending"]
@@ -33,7 +33,7 @@ MAX_DELAY = 60.0  # seconds, the cap of that doubling
 MAX_WAIT = 600.0  # seconds a reply is repeated at most
 MAX_WAITING = 256  # replies waiting at once; one more is given up at once
 
-Send = Callable[[str, Mapping[str, Any], str], Awaitable[object]]  # room, content, txn id
+Send = Callable[[str, ReplyContent, str], Awaitable[object]]  # room, content, txn id
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Pending:
     """A reply to send again: where, what, under which transaction id, for which command."""
 
     room_id: str
-    content: Mapping[str, Any]
+    content: ReplyContent
     txn_id: str
     command_ts: int  # ms, the command's origin_server_ts
 

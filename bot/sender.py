@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from mautrix.types import EventType, MessageType
 
+from bot.replies.budget import ReplyContent
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint
 from ingest.types import EventID, RoomID
@@ -35,7 +36,7 @@ class BotClient(MatrixReader):
     """`MatrixReader` plus `send_notice`, raw state reads and `/sync` (client mode)."""
 
     async def send_message(
-        self, room_id: RoomID | str, content: Mapping[str, Any], txn_id: str
+        self, room_id: RoomID | str, content: ReplyContent, txn_id: str
     ) -> EventID:
         """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id."""
         if content.get("msgtype") != MessageType.NOTICE.value:
