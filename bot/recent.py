@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.ports import RoomLogSource
 from ingest.types import RoomID
 
 __all__ = [
@@ -117,7 +118,7 @@ class RecentEvents:
         self._reads: dict[str, asyncio.Future[tuple[list[JSONDict], bool]]] = {}  # latest per room
 
     async def latest(
-        self, client: Any, room_id: RoomID, bound: int
+        self, client: RoomLogSource, room_id: RoomID, bound: int
     ) -> tuple[list[JSONDict], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
@@ -138,7 +139,7 @@ class RecentEvents:
             return await asyncio.shield(read)
 
     async def _latest(
-        self, client: Any, room_id: RoomID, bound: int
+        self, client: RoomLogSource, room_id: RoomID, bound: int
     ) -> tuple[list[JSONDict], bool]:
         cached = self._rooms.pop(room_id, None)
         if cached is not None:
