@@ -79,10 +79,8 @@ class Event:
     redacts: str | None = None  # an `m.room.redaction`'s target
 
     def raw(self, room_id: RoomID) -> JSONDict:
-        if isinstance(self.content, SerializableAttrs):
-            content = self.content.serialize()
-        else:
-            content = dict(self.content)
+        attrs = isinstance(self.content, SerializableAttrs)
+        content = self.content.serialize() if attrs else dict(self.content)
         event: JSONDict = {
             "event_id": self.event_id,
             "room_id": room_id,
@@ -103,15 +101,11 @@ class Event:
         return event
 
 
-def text(body: str, reply_to: str | None = None, thread: str | None = None) -> JSONDict:
-    """An `m.text` message's content, as a reply to `reply_to` or in `thread`."""
+def text(body: str, thread: str | None = None) -> JSONDict:
+    """An `m.text` message's content, in `thread` (its reply the thread's fallback)."""
     content = TextMessageEventContent(msgtype=MessageType.TEXT, body=body)
     if thread is not None:
         content.set_thread_parent(thread)
-        if reply_to is not None:
-            content.relates_to.in_reply_to.event_id = EventID(reply_to)
-    elif reply_to is not None:
-        content.set_reply(reply_to)
     return dict(content.serialize())
 
 
@@ -201,12 +195,12 @@ class MemoryRooms:
         reply_to: str | None = None,
         thread: str | None = None,
     ) -> str:
-        """An `m.text` message in the room's log: a rich reply to `reply_to` with the spec's
-        fallbacks (as the demo's clients send one), or in `thread`."""
+        """An `m.text` message in the room's log: in `thread`, or a rich reply to `reply_to`
+        with the spec's fallbacks (as the demo's clients send one)."""
         if reply_to is not None and thread is None:
             content = reply_content(room_id, self.event(room_id, reply_to), body)
         else:
-            content = text(body, reply_to=reply_to, thread=thread)
+            content = text(body, thread)
         return self.add(room_id, EventType.ROOM_MESSAGE, sender, content)
 
     def redact(self, room_id: RoomID, event_id: str, sender: str) -> str:
