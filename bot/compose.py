@@ -15,6 +15,7 @@ from bot.config import ServiceConfig
 from bot.handlers import CommandHandler
 from bot.inflight import CommandPool
 from bot.metrics import ServiceMetrics, counting_store
+from bot.ports import HomeserverParts
 from bot.scheduler import RefreshScheduler
 from bot.sender import BotClient
 from ingest.embed import Embedder
@@ -87,7 +88,7 @@ async def build(
     )
     handler = CommandHandler(
         cfg,
-        client,
+        HomeserverParts.of(client),
         searcher,
         rooms,
         bot_user_id=bot_user_id,

@@ -41,11 +41,11 @@ from bot.incoming import MAX_COMMAND_AGE_MS, Incoming, incoming
 from bot.lookup import tombstones
 from bot.metrics import ServiceMetrics
 from bot.pins import BoardReader, PinActions
+from bot.ports import HomeserverParts
 from bot.reads import RoomReads, RoomRefused
 from bot.recent import RecentEvents
 from bot.replying import Replier, answer_small
 from bot.searching import SearchActions
-from bot.sender import BotClient
 from bot.visibility import Audiences
 from ingest.matrix import ClientEvent
 from ingest.rooms import RoomCache
@@ -62,7 +62,7 @@ class CommandHandler:
     def __init__(
         self,
         cfg: ServiceConfig,
-        client: BotClient,
+        homeserver: HomeserverParts,
         searcher: Searcher,
         rooms: RoomCache,
         *,
@@ -81,16 +81,18 @@ class CommandHandler:
         self._clock_ms = clock_ms
         # The parts the commands share, each given only what it uses (no handler inside).
         logs = RecentEvents(on_state=self._audiences.drop)
-        self.reads = RoomReads(client, rooms, logs, cfg.bot.transcript_limit)
+        hs = homeserver
+        self.reads = RoomReads(hs.log, hs.aliases, rooms, logs, cfg.bot.transcript_limit)
         self.replier = Replier(
-            client,
+            hs.sender,
+            hs.states,
             self._audiences,
             self.metrics,
             bot_user_id=bot_user_id,
             command_room=command_room,
             rate_per_minute=cfg.bot.rate_per_minute,
         )
-        boards = BoardReader(client.get_event, bot_user_id, self.prefix, self.server_name)
+        boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
         self.pins = PinActions(
             self.reads, self.replier, rooms, boards, functools.partial(tombstones, searcher)
         )

@@ -11,9 +11,9 @@ import logging
 
 from bot.errors import CommandError
 from bot.lookup import RoomView
+from bot.ports import Aliases, RoomLogSource
 from bot.recent import RecentEvents
 from bot.roomlog import RoomLog
-from bot.sender import BotClient
 from bot.visibility import ANYONE
 from ingest.errors import MatrixError
 from ingest.rooms import RoomCache
@@ -36,9 +36,15 @@ class RoomRefused(CommandError):
 
 class RoomReads:
     def __init__(
-        self, client: BotClient, rooms: RoomCache, logs: RecentEvents, transcript_limit: int
+        self,
+        source: RoomLogSource,
+        aliases: Aliases,
+        rooms: RoomCache,
+        logs: RecentEvents,
+        transcript_limit: int,
     ) -> None:
-        self._client = client
+        self._source = source
+        self._aliases = aliases
         self._rooms = rooms
         self._logs = logs
         self._limit = transcript_limit
@@ -47,7 +53,7 @@ class RoomReads:
         """The room's latest raw events; a bridge puppet among them refuses the room (rule 4).
         A query: the command handler records the refusal in the room verdicts."""
         bound = bound or self._limit
-        raw, cut = await self._logs.latest(self._client, room_id, bound)
+        raw, cut = await self._logs.latest(self._source, room_id, bound)
         puppet = puppet_in_events(raw, self._rooms.scope)
         if puppet is not None:
             log.warning("refusing room %s: bridged, sender %s is a puppet", room_id, puppet)
@@ -61,7 +67,7 @@ class RoomReads:
             room_id = RoomID(room) if room.startswith("!") else None
             if room_id is None:
                 try:
-                    room_id = await self._client.resolve_alias(room)
+                    room_id = await self._aliases.resolve_alias(room)
                 except MatrixError:
                     room_id = None
             info = await self._rooms.get(room_id) if room_id else None

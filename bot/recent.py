@@ -10,10 +10,11 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from mautrix.types import EventType
 
+from bot.ports import RoomLogSource
 from ingest.matrix import ClientEvent, EventContent, Unsigned
 from ingest.types import RoomID
 
@@ -122,7 +123,7 @@ class RecentEvents:
         ] = {}  # latest per room
 
     async def latest(
-        self, client: Any, room_id: RoomID, bound: int
+        self, client: RoomLogSource, room_id: RoomID, bound: int
     ) -> tuple[list[ClientEvent], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
@@ -143,7 +144,7 @@ class RecentEvents:
             return await asyncio.shield(read)
 
     async def _latest(
-        self, client: Any, room_id: RoomID, bound: int
+        self, client: RoomLogSource, room_id: RoomID, bound: int
     ) -> tuple[list[ClientEvent], bool]:
         cached = self._rooms.pop(room_id, None)
         if cached is not None:

@@ -17,10 +17,11 @@ from typing import Literal
 from bot.incoming import Incoming, RateLimit
 from bot.metrics import ServiceMetrics
 from bot.outbox import Outbox, Pending
+from bot.ports import RoomStates, Sender
 from bot.reads import RoomReads
 from bot.replies import ReplyContent, text_reply
 from bot.roomlog import RoomLog
-from bot.sender import BotClient, txn_id_for
+from bot.sender import txn_id_for
 from bot.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
 from ingest.scrub import scrub
@@ -39,7 +40,8 @@ AUDIENCE_CHANGED = (
 class Replier:
     def __init__(
         self,
-        client: BotClient,
+        sender: Sender,
+        states: RoomStates,
         audiences: Audiences,
         metrics: ServiceMetrics,
         *,
@@ -47,14 +49,15 @@ class Replier:
         command_room: RoomID | None,
         rate_per_minute: int,
     ) -> None:
-        self._client = client
+        self._sender = sender
+        self._states = states
         self._audiences = audiences
         self._bot_user_id = bot_user_id
         self.command_room = command_room
         self._rate_per_minute = rate_per_minute
         self._limits = RateLimit(rate_per_minute)
         self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
-            client.send_message,
+            sender.send_message,
             on_given_up=lambda pending, why: metrics.replies_given_up.inc(),
         )
         self.answered = 0  # replies sent, for tests and status
@@ -67,7 +70,7 @@ class Replier:
         followed by a short notice saying so, never by silence."""
         txn = txn_id_for(msg.room_id, msg.event_id)
         try:
-            await self._client.send_message(msg.room_id, content, txn)
+            await self._sender.send_message(msg.room_id, content, txn)
         except MatrixUnavailable:  # an outage: the same txn id again later (`bot.outbox`)
             self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts))
             return
@@ -79,7 +82,7 @@ class Replier:
             text = f"The homeserver refused this answer ({why}); try a narrower search."
             kind = "error" if msg.room_id == self.command_room else None
             refused = text_reply(msg.reply_to, text, results_kind=kind)
-            await self._client.send_message(msg.room_id, refused, f"{txn}.refused")
+            await self._sender.send_message(msg.room_id, refused, f"{txn}.refused")
         self.answered += 1
         elapsed = (time.monotonic() - msg.received) * 1000
         self.latencies_ms.append(elapsed)
@@ -123,7 +126,7 @@ class Replier:
         return await self._audiences.get(
             room_id,
             lambda: room_audience(
-                self._client, room_id, {self._bot_user_id}, self._audiences.memo
+                self._states, room_id, {self._bot_user_id}, self._audiences.memo
             ),
         )
 
@@ -135,7 +138,7 @@ class Replier:
             await self.before_recheck()
         if cut is None or not cut.basis:
             return True  # the command room (`ANYONE`): no audience was read
-        if await audience_unchanged(self._client, msg.room_id, cut):
+        if await audience_unchanged(self._states, msg.room_id, cut):
             return True
         self._audiences.drop(msg.room_id)
         if await self.audience(RoomID(msg.room_id)) == cut:

@@ -46,7 +46,7 @@ from functools import cached_property
 
 from mautrix.types import EventType
 
-from bot.sender import BotClient
+from bot.ports import RoomStates
 from ingest.matrix import ClientEvent
 from ingest.membership import Chain, membership, walk_back
 
@@ -214,7 +214,7 @@ class EventMemo:
 class _Fetches:
     """One audience read's `GET /event`s: through the memo, at most `MAX_FETCHES` new ones."""
 
-    def __init__(self, client: BotClient, room_id: str, memo: EventMemo) -> None:
+    def __init__(self, client: RoomStates, room_id: str, memo: EventMemo) -> None:
         self._client, self._room, self._memo = client, room_id, memo
         self.made = 0
         self.exhausted = False
@@ -233,7 +233,7 @@ class _Fetches:
 
 
 async def room_audience(
-    client: BotClient, room_id: str, own_users: Set[str], memo: EventMemo | None = None
+    client: RoomStates, room_id: str, own_users: Set[str], memo: EventMemo | None = None
 ) -> Audience:
     """The readers of a reply in `room_id` now, read from the room's state and the history
     behind it (member and visibility events, fetched back through `replaces_state`)."""
@@ -312,7 +312,7 @@ def audience_basis(state: Sequence[ClientEvent]) -> frozenset[str]:
     return frozenset(str(e.get("event_id")) for e in state if e.get("type") in _AUDIENCE_STATE)
 
 
-async def audience_unchanged(client: BotClient, room_id: str, cut: Audience) -> bool:
+async def audience_unchanged(client: RoomStates, room_id: str, cut: Audience) -> bool:
     """Whether the room's member and visibility state is still what `cut` was read from (one
     `/state`): asked just before a reply quoting under `cut` is sent, since a member may have
     joined while it was built (issue 21 item 3)."""

@@ -71,6 +71,7 @@ def _write(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.synapse  # its own Synapse, on PostgreSQL
 @pytest.mark.skipif(
     (problem := postgres_problem()) is not None, reason=f"no PostgreSQL here: {problem}"
 )

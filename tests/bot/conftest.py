@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -11,6 +13,7 @@ from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service import Service
 from tests.bot.botenv import TRANSCRIPT_LIMIT, Env
+from tests.bot.fastkit import FastBot, fast_bot
 from tests.botkit import service_config
 from tests.homeserver import Homeserver
 from tests.indexing import shared_embedder
@@ -45,3 +48,17 @@ async def env(
         yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id, requests)
     finally:
         await service.stop()
+
+
+@pytest.fixture
+def make_bot(tmp_path: Path) -> Iterator[Callable[..., FastBot]]:
+    """Builds the fast tier's in-process bots (tests/bot/fastkit.py); closes their stores."""
+    made: list[FastBot] = []
+
+    def make(**settings: Any) -> FastBot:
+        made.append(fast_bot(tmp_path / f"bot{len(made)}", **settings))
+        return made[-1]
+
+    yield make
+    for bot in made:
+        bot.close()

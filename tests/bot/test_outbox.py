@@ -1,9 +1,10 @@
 """`bot.outbox`: a reply whose `PUT` met a homeserver outage is sent again under the same
 transaction id until it goes through, or given up (counted) once the command is too old.
 
-An outage of minutes is a fault a real Synapse cannot produce on demand: the transport is
-mocked (`tests.transport`; unmatched requests pass through to the real Synapse), the client
-and its request layer are the real ones.
+An outage of minutes is a fault a real Synapse cannot produce on demand: the client's
+transport answers it (`tests.transport`: a script, or the service's own transport refusing
+the reply's `PUT` before the real Synapse takes the rest); the client and its request layer
+are the real ones.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -20,55 +22,48 @@ from bot.metrics import ServiceMetrics
 from bot.outbox import Outbox, Pending
 from bot.sender import BotClient, txn_id_for
 from ingest.errors import MatrixError, MatrixUnavailable
+from ingest.matrix import Request, Response
 from ingest.matrix.http import Retry
 from tests.bot.botenv import Env
 from tests.bot.test_metrics import parse_exposition, value
 from tests.botkit import ask, replies
 from tests.homeserver import MatrixUser
-from tests.transport import MockedTransport
+from tests.transport import Scripted, answer
 
 HS = "http://hs.invalid"
 ROOM = "!room:hs.invalid"
-SEND = re.compile(r"^http://hs\.invalid/_matrix/client/v3/rooms/.+/send/m\.room\.message/(.+)$")
-SYNAPSE_SEND = re.compile(
-    r"^http://127\.0\.0\.1:\d+/_matrix/client/v3/rooms/.+/send/m\.room\.message/muninn\."
-)
+SEND = re.compile(r"^/_matrix/client/v3/rooms/.+/send/m\.room\.message/(muninn\..+)$")
 REPLY = {"msgtype": "m.notice", "body": "1 result for otters"}
+DOWN = answer(503, {"errcode": "M_UNKNOWN"})
 
 
-def client() -> BotClient:
+def client(transport: Scripted) -> BotClient:
     """The bot's real client; one attempt a request (the request layer's own ~8 s of retries
     is what an outage outlasts)."""
-    return BotClient(HS, "token", "@muninn:hs.invalid", retry=Retry(attempts=1))
+    return BotClient(
+        HS, "token", "@muninn:hs.invalid", retry=Retry(attempts=1), transport=transport
+    )
 
 
-def sent_txns(mocked: MockedTransport) -> list[str]:
-    return [
-        m.group(1)
-        for (method, url), calls in mocked.requests.items()
-        if method == "PUT" and (m := SEND.match(str(url)))
-        for _ in calls
-    ]
+def sent_txns(requests: Sequence[Request]) -> list[str]:
+    return [m.group(1) for r in requests if r.method == "PUT" and (m := SEND.match(r.path))]
 
 
 async def test_outbox_sends_a_reply_after_an_outage_once_under_its_txn_id() -> None:
     """Regression (issue 21 item 5): the reply's PUT fails 4 times (503), then the homeserver
     is back: it is sent again under the same transaction id and arrives once."""
-    bot = client()
+    script = Scripted(DOWN, DOWN, DOWN, DOWN, answer(200, {"event_id": "$reply"}))
+    bot = client(script)
     sent: list[Pending] = []
     outbox = Outbox(bot.send_message, on_sent=sent.append, first_delay=0.01, max_delay=0.02)
     txn = txn_id_for(ROOM, "$command")
     now = int(time.time() * 1000)
-    with MockedTransport() as mocked:
-        for _ in range(4):
-            mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"})
-        mocked.put(SEND, payload={"event_id": "$reply"})
-        with pytest.raises(MatrixUnavailable):  # what the handler met; it holds the reply
-            await bot.send_message(ROOM, REPLY, txn)
-        outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))
-        outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))  # held twice: one reply
-        await outbox.join()
-        assert sent_txns(mocked) == [txn] * 5
+    with pytest.raises(MatrixUnavailable):  # what the handler met; it holds the reply
+        await bot.send_message(ROOM, REPLY, txn)
+    outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))
+    outbox.hold(Pending(ROOM, REPLY, txn, command_ts=now))  # held twice: one reply
+    await outbox.join()
+    assert sent_txns(script.requests) == [txn] * 5
     assert [p.txn_id for p in sent] == [txn]
     await bot.close()
 
@@ -81,7 +76,7 @@ async def test_outbox_gives_up_a_reply_once_its_command_is_too_old(
     caplog.set_level(logging.WARNING, "muninn.outbox")
     metrics = ServiceMetrics()
     now = [10 * MAX_COMMAND_AGE_MS]
-    bot = client()
+    bot = client(Scripted(DOWN, repeat=True))
     outbox = Outbox(
         bot.send_message,
         on_given_up=lambda p, why: metrics.replies_given_up.inc(),
@@ -89,14 +84,12 @@ async def test_outbox_gives_up_a_reply_once_its_command_is_too_old(
         first_delay=0.01,
         max_waiting=1,
     )
-    with MockedTransport() as mocked:
-        mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"}, repeat=True)
-        outbox.hold(Pending(ROOM, REPLY, "muninn.a", command_ts=now[0] - 1000))
-        outbox.hold(Pending(ROOM, REPLY, "muninn.b", command_ts=now[0]))  # over the cap
-        assert len(outbox) == 1
-        await asyncio.sleep(0.05)
-        now[0] += MAX_COMMAND_AGE_MS
-        await outbox.join()
+    outbox.hold(Pending(ROOM, REPLY, "muninn.a", command_ts=now[0] - 1000))
+    outbox.hold(Pending(ROOM, REPLY, "muninn.b", command_ts=now[0]))  # over the cap
+    assert len(outbox) == 1
+    await asyncio.sleep(0.05)
+    now[0] += MAX_COMMAND_AGE_MS
+    await outbox.join()
     fams = parse_exposition(metrics.render().decode())
     assert value(fams, "muninn_replies_given_up_total") == 2
     assert "too old" in caplog.text and "already waiting" in caplog.text
@@ -106,14 +99,13 @@ async def test_outbox_gives_up_a_reply_once_its_command_is_too_old(
 async def test_outbox_drain_tries_once_more_then_gives_up() -> None:
     """On stop, a waiting reply is tried at once (not after its back-off), and one the
     homeserver still refuses is given up within the budget."""
-    bot = client()
+    script = Scripted(DOWN, repeat=True)
+    bot = client(script)
     given_up: list[str] = []
     outbox = Outbox(bot.send_message, on_given_up=lambda p, why: given_up.append(why))
-    with MockedTransport() as mocked:
-        mocked.put(SEND, status=503, payload={"errcode": "M_UNKNOWN"}, repeat=True)
-        outbox.hold(Pending(ROOM, REPLY, "muninn.c", command_ts=int(time.time() * 1000)))
-        await outbox.drain(5.0)  # the first repeat was 2 s away
-        assert sent_txns(mocked) == ["muninn.c"]
+    outbox.hold(Pending(ROOM, REPLY, "muninn.c", command_ts=int(time.time() * 1000)))
+    await outbox.drain(5.0)  # the first repeat was 2 s away
+    assert sent_txns(script.requests) == ["muninn.c"]
     assert len(outbox) == 0 and len(given_up) == 1 and "stopping" in given_up[0]
     await bot.close()
 
@@ -128,16 +120,18 @@ async def test_bot_answers_a_command_whose_reply_met_an_outage(
     monkeypatch.setattr(env.service.client, "retry", Retry(attempts=1))
     monkeypatch.setattr(handler.outbox, "_first", 0.01)
     room = await env.room(alice)
-    with MockedTransport(passthrough_unmatched=True) as mocked:
-        for _ in range(3):
-            mocked.put(SYNAPSE_SEND, status=503, payload={"errcode": "M_UNKNOWN"})
-        command, reply = await ask(alice, room, "!help", env.bot_id)
-        tries = [
-            url.path.rsplit("/", 1)[1]
-            for (method, url), calls in mocked.requests.items()
-            if method == "PUT" and SYNAPSE_SEND.match(str(url))
-            for _ in calls
-        ]
+    refused: list[Request] = []
+
+    def outage(request: Request) -> Response | None:  # the reply's first 3 PUTs
+        if request.method != "PUT" or not SEND.match(request.path) or len(refused) == 3:
+            return None
+        refused.append(request)
+        return DOWN
+
+    monkeypatch.setattr(env.requests, "fault", outage)
+    mark = len(env.requests.requests)
+    command, reply = await ask(alice, room, "!help", env.bot_id)
+    tries = sent_txns(env.sent_since(mark))
     assert tries == [txn_id_for(room, command)] * 4  # 3 refused, the 4th posted
     assert len(await replies(alice, room, command, env.bot_id)) == 1
     assert reply["content"]["msgtype"] == "m.notice"

@@ -1,0 +1,149 @@
+"""The pin commands' policy, in process (tests/bot/fastkit.py, no Synapse): what `!pin`,
+`!unpin` and `!pins` pin, refuse and answer, and the board they fold from the room's log.
+
+Moved here from tests/bot/test_bot_service.py (names and assertions kept): the board is the
+fold of the log the handler reads, so a log of typed events in memory is all it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mautrix.types import JoinRule
+
+from ingest.types import RoomID
+from tests.bot.fastkit import SERVER, FastBot
+
+ALICE = f"@alice:{SERVER}"
+PERSONA = f"@persona-1:{SERVER}"
+ASKERS = {"command_room_askers": [r"@persona-.*:muninn\.test"]}
+
+MakeBot = Callable[..., FastBot]
+
+
+def body_of(reply: Any) -> str:
+    return str(reply["body"])
+
+
+def command_room(bot: FastBot) -> RoomID:
+    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE)
+    bot.handler.command_room = room
+    return room
+
+
+def aliased_room(bot: FastBot, local: str = "pins") -> tuple[RoomID, str]:
+    alias = f"#{local}:{SERVER}"
+    return bot.rooms.create_room(ALICE, alias=alias), alias
+
+
+async def board(bot: FastBot, commands: RoomID, alias: str) -> list[dict[str, Any]]:
+    reply = await bot.reply(commands, PERSONA, f"!pins in:{alias}")
+    return list(reply["org.muninn.results"]["pins"])
+
+
+async def test_bot_pins_by_reply_offset_and_itself(make_bot: MakeBot) -> None:
+    """!pin as a reply, with ^N, and bare (the command itself), with labels and notes."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    first = bot.rooms.say(room, ALICE, "alpha: the deploy runbook lives in the wiki")
+    second = bot.rooms.say(room, ALICE, "beta: the on-call rota is in the calendar")
+    await bot.reply(room, ALICE, "!pin #docs read this first", reply_to=first)
+    reply = await bot.reply(room, ALICE, "!pin ^1 #rota")
+    by_offset = bot.asked[-1]
+    assert "Pinned under #rota" in body_of(reply) and "beta" in body_of(reply)
+    await bot.reply(room, ALICE, "!pin #note remember the milk")
+    itself = bot.asked[-1]
+    pins = await board(bot, commands, alias)
+    assert [p["target"] for p in pins] == [itself, second, first]
+    assert pins[2]["label"] == "docs" and pins[2]["note"] == "read this first"
+    assert pins[1]["marker_id"] == by_offset
+    assert pins[0]["note"] == "remember the milk"
+    # re-pinning updates the pin and moves it to the top, never duplicates it
+    again = await bot.reply(room, ALICE, "!pin #updated", reply_to=first)
+    assert "Re-pinned" in body_of(again)
+    pins = await board(bot, commands, alias)
+    assert [p["target"] for p in pins] == [first, itself, second]
+    assert pins[0]["label"] == "updated"
+    # !pins in the room itself shows the board as text
+    reply = await bot.reply(room, ALICE, "!pins #rota")
+    assert "beta" in body_of(reply) and "alpha" not in body_of(reply)
+
+
+async def test_bot_board_holds_twelve(make_bot: MakeBot) -> None:
+    """The 13th pin drops the least recently pinned."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    for n in range(1, 14):
+        await bot.ask(room, ALICE, f"!pin pin number {n}")
+    pins = await board(bot, commands, alias)
+    assert [p["note"] for p in pins] == [f"pin number {n}" for n in range(13, 1, -1)]
+
+
+async def test_bot_redacted_pin_no_longer_pins(make_bot: MakeBot) -> None:
+    """Redacting the !pin event takes the pin off the board."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    await bot.reply(room, ALICE, "!pin #kept")
+    kept = bot.asked[-1]
+    await bot.reply(room, ALICE, "!pin #gone")
+    gone = bot.asked[-1]
+    bot.rooms.redact(room, gone, ALICE)
+    assert [p["target"] for p in await board(bot, commands, alias)] == [kept]
+
+
+async def test_bot_thread_pin_shows_on_the_room_board(make_bot: MakeBot) -> None:
+    """A !pin ^1 in a thread pins the thread root, replies in the thread, counts on the board."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    root = bot.rooms.say(room, ALICE, "thread root: release checklist")
+    reply = await bot.reply(room, ALICE, "!pin ^1 #release", thread=root)
+    rel = reply["m.relates_to"]
+    assert rel["rel_type"] == "m.thread" and rel["event_id"] == root
+    assert rel["is_falling_back"] is True
+    pins = await board(bot, commands, alias)
+    assert [(p["target"], p["label"]) for p in pins] == [(root, "release")]
+
+
+async def test_bot_pin_refuses_junk_and_pins_what_its_reply_cites(make_bot: MakeBot) -> None:
+    """A bare `!pin`, and a `!pin` in reply to Muninn's reply citing no single message, pin
+    nothing and say how to pin (regression: they pinned "!pin" and the bot's flattened text);
+    a `!pin` in reply to a reply citing one message pins that message."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    bare = await bot.reply(room, ALICE, "!pin")
+    assert "Nothing pinned: reply to the message itself with !pin" in body_of(bare)
+    await bot.reply(room, ALICE, "!help")
+    [help_reply] = bot.sent_to(bot.asked[-1])
+    refused = await bot.reply(room, ALICE, "!pin", reply_to=help_reply.event_id)
+    assert "Nothing pinned: that is Muninn's own reply" in body_of(refused)
+    assert await board(bot, commands, alias) == []
+
+    target = bot.rooms.say(room, ALICE, "the spare keys are in the blue box")
+    await bot.reply(room, ALICE, "!pin #keys", reply_to=target)
+    await bot.reply(room, ALICE, "!pins")  # cites the one pinned message
+    [shown] = bot.sent_to(bot.asked[-1])
+    again = await bot.reply(room, ALICE, "!pin #spare", reply_to=shown.event_id)
+    assert "Re-pinned under #spare" in body_of(again)
+    pins = await board(bot, commands, alias)
+    assert [(p["target"], p["label"]) for p in pins] == [(target, "spare")]
+
+
+async def test_bot_unpin_needs_a_target(make_bot: MakeBot) -> None:
+    """!unpin without a reply or ^N does nothing and says why; with a reply it unpins."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    target = bot.rooms.say(room, ALICE, "keep this one")
+    await bot.reply(room, ALICE, "!pin", reply_to=target)
+    reply = await bot.reply(room, ALICE, "!unpin")
+    assert "Nothing unpinned" in body_of(reply) and "needs a target" in body_of(reply)
+    assert [p["target"] for p in await board(bot, commands, alias)] == [target]
+    unpin = await bot.reply(room, ALICE, "!unpin", reply_to=target)
+    assert "Unpinned" in body_of(unpin)
+    assert await board(bot, commands, alias) == []
