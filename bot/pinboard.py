@@ -23,7 +23,7 @@ from typing import Protocol
 
 from bot.commands.grammar import command_name
 from bot.commands.records import PinCommand, UnpinCommand
-from bot.transcript import fold_text
+from ingest.search.transcript import fold_text
 
 __all__ = [
     "CAPACITY",

@@ -1,52 +1,20 @@
-"""The transcript fold as the bot runs it: a user's /regex/ compiled within its bounds, a timeout
-refused as a `CommandError` (§3 rule 18). The fold itself is the read path's
-(`ingest.search.transcript`): pure, over typed messages.
+"""The transcript fold as the bot runs it: a timeout refused as a `CommandError` (§3 rule 18).
+The fold itself is the read path's (`ingest.search.transcript`): pure, over typed messages,
+given a user's /regex/ compiled within its bounds (`bot.patterns.compile_pattern`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
-import regex
-
-from bot.commands.records import SearchCommand
 from bot.errors import CommandError
-from bot.patterns import PatternError, compile_pattern
 from ingest.search import transcript
-from ingest.search.transcript import (
-    DEFAULT_BOUND,
-    DEFAULT_TIMEOUT_S,
-    DENSITY_MAX,
-    FoldTimeout,
-    Match,
-    TextEvent,
-    Tier,
-    TranscriptHit,
-    TranscriptResult,
-    fold_text,
-    match_literal,
-)
+from ingest.search.transcript import FoldTimeout
 
-__all__ = [
-    "DEFAULT_BOUND",
-    "DENSITY_MAX",
-    "Match",
-    "PatternError",
-    "PatternTimeout",
-    "TextEvent",
-    "Tier",
-    "TranscriptHit",
-    "TranscriptResult",
-    "fold",
-    "fold_search",
-    "fold_text",
-    "match_literal",
-    "match_regex",
-    "refused_timeouts",
-]
+__all__ = ["PatternTimeout", "fold", "fold_search", "match_regex", "refused_timeouts"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,22 +48,4 @@ def _refusing(fold_function: Callable[P, R]) -> Callable[P, R]:
 
 match_regex = _refusing(transcript.match_regex)
 fold = _refusing(transcript.fold)
-
-
-def fold_search(
-    events: Iterable[TextEvent],
-    command: SearchCommand,
-    *,
-    bound: int = DEFAULT_BOUND,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    pattern: regex.Pattern[str] | None = None,
-    limit: int | None = None,
-) -> TranscriptResult:
-    """`ingest.search.transcript.fold_search` of a parsed `!search`: its /regex/ (or `pattern`, its
-    compiled form) compiled here, a timeout refused (`PatternTimeout`)."""
-    if pattern is None and command.regex is not None:
-        pattern = compile_pattern(command.regex)
-    with refused_timeouts():
-        return transcript.fold_search(
-            events, command, bound=bound, timeout_s=timeout_s, pattern=pattern, limit=limit
-        )
+fold_search = _refusing(transcript.fold_search)

@@ -6,9 +6,10 @@ redactions resolved (a redacted applied edit re-reads the original from the home
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -30,6 +31,10 @@ from ingest.types import (
 from ingest.windows import EditOutcome, RevertEdit, WindowSet
 
 log = logging.getLogger("muninn.refresh")
+
+# `ingest.events.normalize` with the writer's own user ids and command prefix (rule 9) bound:
+# every event of a page, and what a redaction re-reads, is normalized the same way.
+Normalize = Callable[[Mapping[str, Any]], Normalized]
 
 
 class EventSource(Protocol):
@@ -68,13 +73,14 @@ async def apply_events(
     target's message: never the old text kept). The store's and the homeserver's errors
     (`MuninnError`) still fail the room, which the next pass retries.
     """
-    items = [
-        normalize(e, own_user_ids=own_user_ids, command_prefix=command_prefix) for e in events
-    ]
+    norm: Normalize = functools.partial(
+        normalize, own_user_ids=own_user_ids, command_prefix=command_prefix
+    )
+    items = [norm(e) for e in events]
     ws.prefetch(_referenced_ids(items))
     for item in items:
         try:
-            await _apply(ws, item, stones, tally, reader, own_user_ids, command_prefix)
+            await _apply(ws, item, stones, tally, reader, norm)
         except MuninnError:
             raise
         except Exception as e:  # any fault of one event's content (see above)
@@ -105,8 +111,7 @@ async def _apply(
     stones: Sequence[Tombstone],
     tally: PageTally,
     reader: EventSource,
-    own_user_ids: frozenset[str],
-    command_prefix: str,
+    norm: Normalize,
 ) -> None:
     """One event's effect on `ws` (`WindowSet` changes nothing when it raises)."""
     if isinstance(item, Skip):
@@ -130,14 +135,7 @@ async def _apply(
     elif isinstance(item, Redaction):
         result = ws.redact(item)
         if isinstance(result, RevertEdit):
-            message = await _reread(
-                ws.room_id,
-                result,
-                stones,
-                reader=reader,
-                own_user_ids=own_user_ids,
-                command_prefix=command_prefix,
-            )
+            message = await _reread(ws.room_id, result, stones, reader=reader, norm=norm)
             ws.set_message(result.target, message)
         if result:
             tally.redactions_applied += 1
@@ -149,19 +147,18 @@ async def _reread(
     stones: Sequence[Tombstone],
     *,
     reader: EventSource,
-    own_user_ids: frozenset[str],
-    command_prefix: str,
+    norm: Normalize,
 ) -> Message | None:
     """A redacted edit was the applied one: rebuild the message from the homeserver."""
     original = await reader.get_event(room_id, revert.target)
     if original is None:
         return None
-    msg = normalize(original, own_user_ids=own_user_ids, command_prefix=command_prefix)
+    msg = norm(original)
     if not isinstance(msg, Message) or any(s.covers(msg.ts) for s in stones):
         return None
     best: Edit | None = None
     for raw in await reader.relations(room_id, revert.target, "m.replace"):
-        edit = normalize(raw, own_user_ids=own_user_ids, command_prefix=command_prefix)
+        edit = norm(raw)
         if (
             isinstance(edit, Edit)
             and edit.sender == msg.sender

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mautrix.types import EventID, RoomAlias, RoomID, UserID
@@ -203,13 +203,8 @@ class EmbedderIdentity:
     query_profile: str = ""
 
     def as_record(self) -> Mapping[str, Any]:
-        return {
-            "provider": self.provider,
-            "model": self.model,
-            "dimension": self.dimension,
-            "document_profile": self.document_profile,
-            "query_profile": self.query_profile,
-        }
+        """Every field by name: the identity is all of them."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)

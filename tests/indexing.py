@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import yaml
@@ -192,6 +192,12 @@ class Indexer:
     async def close(self) -> None:
         await self.reader.close()
         await asyncio.to_thread(self.store.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 # ---------------------------------------------------------------- a shared search corpus

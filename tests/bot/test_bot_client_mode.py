@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bot.config import parse_config
 from bot.demo.synapse import SynapseServer
@@ -18,9 +20,37 @@ from ingest.types import RoomID
 from tests.bot.test_bot_burst import until
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import shared_embedder, spawn_muninn
+from tests.indexing import shared_embedder, spawn_muninn, write_config
 
 RUN_START_TIMEOUT = 60.0  # seconds for `muninn run` in a child process to say it is running
+
+
+@dataclass
+class Running:
+    """A `muninn run` child process: its stderr lines so far, and the rest once it stopped."""
+
+    proc: asyncio.subprocess.Process
+    logged: list[bytes] = field(default_factory=list)
+    err: bytes = b""
+
+
+@contextlib.asynccontextmanager
+async def muninn_run(config: Path, ready: bytes, stop_within: float) -> AsyncIterator[Running]:
+    """`muninn run` in a child process, entered once a stderr line holds `ready` (each line
+    within RUN_START_TIMEOUT; an end of stderr first fails, showing what it logged). On exit
+    SIGTERM, and it must stop within `stop_within` seconds with exit 0."""
+    run = Running(await spawn_muninn(config, "run", stderr=asyncio.subprocess.PIPE))
+    assert run.proc.stderr is not None
+    try:
+        while not run.logged or ready not in run.logged[-1]:
+            line = await asyncio.wait_for(run.proc.stderr.readline(), RUN_START_TIMEOUT)
+            run.logged.append(line)
+            assert line, b"".join(run.logged).decode()  # EOF: it exited first
+        yield run
+    finally:
+        run.proc.send_signal(signal.SIGTERM)
+        _, run.err = await asyncio.wait_for(run.proc.communicate(), stop_within)
+    assert run.proc.returncode == 0, (b"".join(run.logged) + run.err).decode()
 
 
 async def test_bot_client_mode_answers_and_survives_a_restart(
@@ -109,22 +139,10 @@ async def test_bot_run_stops_cleanly_on_sigterm(
         "reader": {"user_id": me.user_id, "access_token": me.access_token},
         "index": {"store": {"path": str(tmp / "qdrant")}},
     }
-    config = tmp / "config.yaml"
-    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    proc = await spawn_muninn(config, "run", stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    logged: list[bytes] = []
-    try:
-        # A cold start (interpreter, imports, the model, the store, the first full pass) is
-        # not part of the reply's budget: wait until the service says it runs, then ask.
-        while not logged or b"muninn is running as" not in logged[-1]:
-            logged.append(await asyncio.wait_for(proc.stderr.readline(), RUN_START_TIMEOUT))
-            assert logged[-1], b"".join(logged).decode()  # EOF: it exited before running
+    # A cold start (interpreter, imports, the model, the store, the first full pass) is not
+    # part of the reply's budget: wait until the service says it runs, then ask.
+    async with muninn_run(write_config(tmp / "config.yaml", doc), b"muninn is running as", 30):
         await ask(alice, room, "!help", me.user_id)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, (b"".join(logged) + err).decode()
     store = open_store(parse_config(doc, tmp).index, tmp)  # the lock was released
     store.close()
 
@@ -144,18 +162,10 @@ async def test_bot_run_honours_sigterm_while_the_homeserver_does_not_answer(
         "reader": {"user_id": me.user_id, "access_token": me.access_token},
         "index": {"store": {"path": str(tmp_path / "qdrant")}},
     }
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    proc = await spawn_muninn(config, "run", stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    logged: list[bytes] = []
-    try:
-        while not logged or b"TLS to a port that speaks plain HTTP?" not in logged[-1]:
-            logged.append(await asyncio.wait_for(proc.stderr.readline(), RUN_START_TIMEOUT))
-            assert logged[-1], b"".join(logged).decode()  # EOF: it exited on its own
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 15)
-    assert proc.returncode == 0, (b"".join(logged) + err).decode()
+    config = write_config(tmp_path / "config.yaml", doc)
+    async with muninn_run(config, b"TLS to a port that speaks plain HTTP?", 15) as run:
+        pass  # SIGTERM while the start still waits
     # The shutdown is logged (regression: `muninn run` said nothing as it stopped).
-    assert b"SIGTERM received: stopping" in err and b"muninn stopped" in err, err.decode()
+    assert b"SIGTERM received: stopping" in run.err and b"muninn stopped" in run.err, (
+        run.err.decode()
+    )

@@ -6,10 +6,12 @@ import asyncio
 import json
 import os
 from asyncio.subprocess import PIPE
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import yaml
 
 from bot.config import ServiceConfig, parse_config
@@ -29,25 +31,6 @@ SERVER = "muninn.test"
 # ---------------------------------------------------------------- helpers
 
 
-def make_cfg(
-    synapse: SynapseServer,
-    reader: MatrixUser,
-    tmp_path: Path,
-    *,
-    exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons"),
-    command_room: str | None = None,
-) -> ServiceConfig:
-    """Client mode as `reader`: a fresh user per test, since leaving is what the roster does."""
-    raw: dict[str, Any] = {
-        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
-        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
-        "scope": {"exclude_aliases": list(exclude_aliases)},
-    }
-    if command_room is not None:
-        raw["bot"] = {"command_room": command_room}
-    return parse_config(raw, base_dir=tmp_path)
-
-
 def write_roster(tmp_path: Path, *rooms: str, name: str = "roster.yaml") -> Path:
     path = tmp_path / name
     entries = [{"room": r, "note": f"note for {r}"} for r in rooms]
@@ -55,13 +38,54 @@ def write_roster(tmp_path: Path, *rooms: str, name: str = "roster.yaml") -> Path
     return path
 
 
-async def run_json(
-    command: Any, cfg: ServiceConfig, roster: Path, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, dict[str, dict[str, Any]]]:
-    """Run plan or apply with --json; the actions keyed by room id (or room, if unresolved)."""
-    code = await command(cfg, roster, as_json=True)
-    doc = json.loads(capsys.readouterr().out)
-    return code, {a["room_id"] or a["room"]: a for a in doc["actions"]}
+@dataclass
+class Kit:
+    """One roster test against Synapse: a fresh reader (leaving is what the roster does), its
+    config and roster files in the test's directory, and the CLI's JSON answer."""
+
+    synapse: SynapseServer
+    hs: Homeserver
+    reader: MatrixUser
+    tmp_path: Path
+    capsys: pytest.CaptureFixture[str]
+
+    def config(
+        self,
+        *,
+        exclude_aliases: tuple[str, ...] = ("#users", "#members", "#patrons"),
+        command_room: str | None = None,
+    ) -> ServiceConfig:
+        """Client mode as the reader."""
+        raw: dict[str, Any] = {
+            "homeserver": {"url": self.synapse.base_url, "server_name": self.synapse.server_name},
+            "reader": {"user_id": self.reader.user_id, "access_token": self.reader.access_token},
+            "scope": {"exclude_aliases": list(exclude_aliases)},
+        }
+        if command_room is not None:
+            raw["bot"] = {"command_room": command_room}
+        return parse_config(raw, base_dir=self.tmp_path)
+
+    def roster(self, *rooms: str) -> Path:
+        return write_roster(self.tmp_path, *rooms)
+
+    async def run(
+        self, command: Any, cfg: ServiceConfig, roster: Path
+    ) -> tuple[int, dict[str, dict[str, Any]]]:
+        """Run plan or apply with --json; the actions keyed by room id (or room, if unresolved)."""
+        code = await command(cfg, roster, as_json=True)
+        doc = json.loads(self.capsys.readouterr().out)
+        return code, {a["room_id"] or a["room"]: a for a in doc["actions"]}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def kit(
+    synapse: SynapseServer,
+    hs: Homeserver,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> Kit:
+    """A fresh reader for every test."""
+    return Kit(synapse, hs, await hs.register(), tmp_path, capsys)
 
 
 async def alias_room(owner: MatrixUser, prefix: str, **kwargs: Any) -> tuple[str, str]:
@@ -251,25 +275,19 @@ def test_load_roster_refuses_a_file_that_is_not_a_roster(
 # ---------------------------------------------------------------- against Synapse
 
 
-async def test_roster_plan_shows_the_diff_and_changes_nothing(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+async def test_roster_plan_shows_the_diff_and_changes_nothing(kit: Kit, alice: MatrixUser) -> None:
     """plan lists join/leave/refuse/keep/unresolved with reasons; the reader's rooms stay."""
-    reader = await hs.register()
+    reader = kit.reader
     wanted, wanted_alias = await alias_room(alice, "wanted")
     kept = await alice.create_room()
     unlisted = await alice.create_room()
     _, excluded_alias = await alias_room(alice, "excluded")
     for room_id in (kept, unlisted):
         await reader.join(room_id)
-    cfg = make_cfg(synapse, reader, tmp_path, exclude_aliases=(excluded_alias.split(":")[0],))
+    cfg = kit.config(exclude_aliases=(excluded_alias.split(":")[0],))
     gone = f"#{unique_localpart('gone')}:{SERVER}"
-    roster = write_roster(tmp_path, wanted_alias, kept, excluded_alias, gone)
-    code, actions = await run_json(roster_plan, cfg, roster, capsys)
+    roster = kit.roster(wanted_alias, kept, excluded_alias, gone)
+    code, actions = await kit.run(roster_plan, cfg, roster)
     assert code == 0
     assert actions[wanted]["action"] == "join" and actions[wanted]["verdict_known"] is False
     assert actions[wanted]["note"] == f"note for {wanted_alias}"
@@ -280,31 +298,27 @@ async def test_roster_plan_shows_the_diff_and_changes_nothing(
     assert actions[gone]["action"] == "unresolved"
     assert set(await reader.joined_rooms()) == {kept, unlisted}
     await roster_plan(cfg, roster, as_json=False)
-    text = capsys.readouterr().out
+    text = kit.capsys.readouterr().out
     assert text.splitlines()[0] == "1 to join, 1 to leave, 1 refused, 1 kept, 1 unresolved"
     assert f"+ join       {wanted_alias}" in text
 
 
 async def test_roster_apply_joins_eligible_refuses_dm_bridged_excluded_encrypted(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    kit: Kit, alice: MatrixUser
 ) -> None:
     """apply joins the eligible room and ends NOT joined to any refused one, saying why."""
-    reader = await hs.register()
+    reader = kit.reader
     eligible, eligible_alias = await alias_room(alice, "eligible")
     dm = await alice.create_room(
         preset="trusted_private_chat", invite=[reader.user_id], is_direct=True
     )
-    bridged = await hs.make_bridged_room(alice)
+    bridged = await kit.hs.make_bridged_room(alice)
     encrypted = await alice.create_room()
     await alice.enable_encryption(encrypted)
     excluded, excluded_alias = await alias_room(alice, "members")
-    cfg = make_cfg(synapse, reader, tmp_path, exclude_aliases=(excluded_alias.split(":")[0],))
-    roster = write_roster(tmp_path, eligible_alias, dm, bridged, encrypted, excluded_alias)
-    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    cfg = kit.config(exclude_aliases=(excluded_alias.split(":")[0],))
+    roster = kit.roster(eligible_alias, dm, bridged, encrypted, excluded_alias)
+    code, actions = await kit.run(roster_apply, cfg, roster)
     assert code == 0
     assert await reader.joined_rooms() == [eligible]
     assert (
@@ -322,114 +336,88 @@ async def test_roster_apply_joins_eligible_refuses_dm_bridged_excluded_encrypted
     assert "left at once" not in actions[excluded]["reason"]  # refused without joining
 
 
-async def test_roster_apply_second_run_does_nothing(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+async def test_roster_apply_second_run_does_nothing(kit: Kit, alice: MatrixUser) -> None:
     """After one apply, a second joins and leaves nothing, and knows the DM without joining."""
-    reader = await hs.register()
+    reader = kit.reader
     eligible = await alice.create_room()
     dm = await alice.create_room(
         preset="trusted_private_chat", invite=[reader.user_id], is_direct=True
     )
-    bridged = await hs.make_bridged_room(alice)
+    bridged = await kit.hs.make_bridged_room(alice)
     unlisted = await alice.create_room()
     await reader.join(unlisted)
-    cfg = make_cfg(synapse, reader, tmp_path)
-    roster = write_roster(tmp_path, eligible, dm, bridged)
-    assert (await run_json(roster_apply, cfg, roster, capsys))[0] == 0
-    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    cfg = kit.config()
+    roster = kit.roster(eligible, dm, bridged)
+    assert (await kit.run(roster_apply, cfg, roster))[0] == 0
+    code, actions = await kit.run(roster_apply, cfg, roster)
     assert code == 0
     assert {a["action"] for a in actions.values()} <= {"keep", "refuse"}
     assert actions[dm]["refusal"] == "dm" and actions[bridged]["refusal"] == "bridged"
     assert await reader.joined_rooms() == [eligible]
-    code, actions = await run_json(roster_plan, cfg, roster, capsys)
+    code, actions = await kit.run(roster_plan, cfg, roster)
     assert not [a for a in actions.values() if a["action"] in ("join", "leave")]
 
 
 async def test_roster_apply_leaves_a_room_removed_from_the_roster(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    kit: Kit, alice: MatrixUser
 ) -> None:
     """A room dropped from the roster is left; adding it back joins it again."""
-    reader = await hs.register()
+    reader = kit.reader
     first, second = await alice.create_room(), await alice.create_room()
-    cfg = make_cfg(synapse, reader, tmp_path)
-    await run_json(roster_apply, cfg, write_roster(tmp_path, first, second), capsys)
+    cfg = kit.config()
+    await kit.run(roster_apply, cfg, kit.roster(first, second))
     assert set(await reader.joined_rooms()) == {first, second}
-    code, actions = await run_json(roster_apply, cfg, write_roster(tmp_path, first), capsys)
+    code, actions = await kit.run(roster_apply, cfg, kit.roster(first))
     assert code == 0 and actions[second]["action"] == "leave"
     assert await reader.joined_rooms() == [first]
-    code, actions = await run_json(
-        roster_apply, cfg, write_roster(tmp_path, first, second), capsys
-    )
+    code, actions = await kit.run(roster_apply, cfg, kit.roster(first, second))
     assert actions[second]["action"] == "join" and second in await reader.joined_rooms()
 
 
 async def test_roster_apply_leaves_a_listed_room_that_became_bridged(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    kit: Kit, alice: MatrixUser
 ) -> None:
     """A joined roster room that scope now refuses is left, and not re-joined next time."""
-    reader = await hs.register()
+    reader = kit.reader
     room = await alice.create_room()
-    cfg = make_cfg(synapse, reader, tmp_path)
-    roster = write_roster(tmp_path, room)
-    await run_json(roster_apply, cfg, roster, capsys)
+    cfg = kit.config()
+    roster = kit.roster(room)
+    await kit.run(roster_apply, cfg, roster)
     await alice.set_bridge_state(room, "org.example.discord://1")
-    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    code, actions = await kit.run(roster_apply, cfg, roster)
     assert actions[room]["action"] == "leave" and actions[room]["refusal"] == "bridged"
     assert await reader.joined_rooms() == []
-    code, actions = await run_json(roster_apply, cfg, roster, capsys)
+    code, actions = await kit.run(roster_apply, cfg, roster)
     assert (code, actions[room]["action"]) == (0, "refuse")
 
 
-async def test_roster_apply_joins_and_keeps_the_command_room(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+async def test_roster_apply_joins_and_keeps_the_command_room(kit: Kit, alice: MatrixUser) -> None:
     """The configured command room is joined though the roster omits it, and never left."""
-    reader = await hs.register()
+    reader = kit.reader
     command, command_alias = await alias_room(alice, "commands")
-    cfg = make_cfg(synapse, reader, tmp_path, command_room=command_alias)
-    roster = write_roster(tmp_path)
-    _, actions = await run_json(roster_apply, cfg, roster, capsys)
+    cfg = kit.config(command_room=command_alias)
+    roster = kit.roster()
+    _, actions = await kit.run(roster_apply, cfg, roster)
     assert actions[command]["action"] == "join" and "command_room" in actions[command]["note"]
-    _, actions = await run_json(roster_apply, cfg, roster, capsys)
+    _, actions = await kit.run(roster_apply, cfg, roster)
     assert actions[command]["action"] == "keep"
     assert await reader.joined_rooms() == [command]
 
 
 async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
-    synapse: SynapseServer,
-    hs: Homeserver,
-    alice: MatrixUser,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    kit: Kit, alice: MatrixUser
 ) -> None:
     """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so;
     the plan said so beforehand, the summary counts it failed, not joined, and the line says
     whom to invite (regression: "2 joined" of which one failed, a raw 403); an alias its
     server cannot resolve is `?` while the rest is planned (regression: the plan aborted)."""
-    reader = await hs.register()
+    reader = kit.reader
     private = await alice.create_room(preset="private_chat")
     public = await alice.create_room()
     remote = "#somewhere:unreachable.invalid"
-    cfg = make_cfg(synapse, reader, tmp_path)
-    roster = write_roster(tmp_path, private, public, remote)
-    code, planned = await run_json(roster_plan, cfg, roster, capsys)
+    cfg = kit.config()
+    roster = kit.roster(private, public, remote)
+    code, planned = await kit.run(roster_plan, cfg, roster)
     assert code == 0
     assert (
         f"invite-only, the reader not invited: invite {reader.user_id} first"
@@ -439,7 +427,7 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     assert planned[remote]["action"] == "unresolved"
     assert "could not be resolved" in planned[remote]["reason"]
     code = await roster_apply(cfg, roster, as_json=False)
-    out, err = capsys.readouterr()
+    out, err = kit.capsys.readouterr()
     assert code == 1
     assert f"join {private}: " in err and "M_FORBIDDEN" in err
     assert out.splitlines()[0] == ("1 joined, 0 left, 0 refused, 0 kept, 1 unresolved, 1 FAILED")

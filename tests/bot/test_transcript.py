@@ -13,18 +13,9 @@ from hypothesis import strategies as st
 from bot.commands.grammar import parse
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
-from bot.patterns import compile_pattern
-from bot.transcript import (
-    DENSITY_MAX,
-    PatternError,
-    PatternTimeout,
-    Tier,
-    fold,
-    fold_search,
-    fold_text,
-    match_literal,
-    match_regex,
-)
+from bot.patterns import PatternError, compile_pattern
+from bot.transcript import PatternTimeout, fold, fold_search, match_regex
+from ingest.search.transcript import DENSITY_MAX, Tier, fold_text, match_literal
 from ingest.types import EventID, Message, RoomID, UserID
 
 ROOM = RoomID("!room:example.org")
@@ -170,7 +161,8 @@ def test_fold_search_uses_the_parsed_command() -> None:
     )
     assert isinstance(command, SearchCommand)
     events = [msg(1, "err1", sender=BOB), msg(2, "err2"), msg(3, "an err3", sender=BOB)]
-    result = fold_search(events, command)
+    assert command.regex is not None
+    result = fold_search(events, command, pattern=compile_pattern(command.regex))
     assert [(h.event_id, h.span) for h in result.hits] == [("$e001", (0, 4))]
 
 

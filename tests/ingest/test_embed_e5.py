@@ -88,7 +88,7 @@ async def test_e5_vectors_agree_with_the_package_engine() -> None:
         cosines = (ours * theirs).sum(axis=1)
         assert cosines.min() >= 0.99, texts[int(cosines.argmin())]
         assert cosines.mean() >= 0.998
-        counts = e5._model().token_counts(texts, query)
+        counts = e5._resident.get().token_counts(texts, query)
         assert counts == [ref.token_count(t, query) for t in texts]
     assert counts[-1] > 512
 
@@ -128,7 +128,7 @@ async def test_e5_checksum_mismatch_refused(
     monkeypatch.setattr(e5, "model_path", lambda: fake)
     with pytest.raises(EmbedError, match="sha256"):
         await E5Embedder().embed_documents(["hello"])
-    assert fake not in e5._models
+    assert fake not in e5._resident.held
 
 
 async def test_e5_unloads_when_idle_and_embeds_the_same_after() -> None:

@@ -156,7 +156,7 @@ async def test_minilm_checksum_mismatch_refused(
     monkeypatch.setattr(minilm, "model_path", lambda: fake)
     with pytest.raises(EmbedError, match="sha256"):
         await MiniLMEmbedder().embed_documents(["hello"])
-    assert fake not in minilm._sessions
+    assert fake not in minilm._resident.held
 
 
 async def test_minilm_missing_model_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,7 +171,7 @@ async def test_minilm_hashes_and_loads_once_per_process(monkeypatch: pytest.Monk
     """Many embedders and calls share one verified session: the file is hashed once."""
     calls: list[Path] = []
     real_sha256 = minilm._sha256
-    monkeypatch.setattr(minilm, "_sessions", {})
+    monkeypatch.setattr(minilm._resident, "held", {})
 
     def spy(path: Path) -> str:
         calls.append(path)
@@ -184,14 +184,14 @@ async def test_minilm_hashes_and_loads_once_per_process(monkeypatch: pytest.Monk
         await e.embed_documents(["one", "two"])
         await e.close()
     assert calls == [minilm.model_path()]
-    assert len(minilm._sessions) == 1
+    assert len(minilm._resident.held) == 1
 
 
 async def test_minilm_threads_do_not_spin_between_runs(embedder: MiniLMEmbedder) -> None:
     """The session's idle threads sleep instead of spinning: spinning cost ~18 ms of CPU a
     query on the 2-core host, CPU the homeserver and the other commands of a burst need."""
     await embedder.embed_queries(["warm the session up"])
-    options = minilm._session().get_session_options()
+    options = minilm._resident.get().get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 

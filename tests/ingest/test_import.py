@@ -243,11 +243,8 @@ async def test_import_into_a_store_homeserver_passes_write_is_refused(
     points = plural(imported["points"], "point")
     assert f"imported {old}: {points} from {export.resolve()} {where}" in lines
 
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()  # a homeserver pass: it writes `joined` (and purges `old`)
-    finally:
-        await ix.close()
     again = await muninn_here(cfg_path, "import", str(export))
     assert again.rc == 1 and again.out == ""
     assert f"the reader has not joined {old}" in again.err

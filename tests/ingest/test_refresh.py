@@ -79,8 +79,7 @@ async def test_refresh_skips_encrypted_and_media_and_counts_them(
         await alice.send_encrypted(room)
     await alice.send_image(room, "holiday-snapshot-qx71.png")
     await alice.send_text(room, "plain words after")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert report.skipped["encrypted"] == 2
         assert report.skipped["media"] == 1
@@ -89,8 +88,6 @@ async def test_refresh_skips_encrypted_and_media_and_counts_them(
         for needle in ("megolm", "AwgAEnAC", "FAKEDEVICE", "holiday-snapshot-qx71", "mxc://"):
             assert needle not in dump
         assert not any("AwgAEnAC" in d or "qx71" in d for d in ix.embedder.documents)
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 6: edits
@@ -102,8 +99,7 @@ async def test_refresh_edit_replaces_original_and_old_word_is_gone(
     """An edit replaces the original by event id; the old word and `* fallback` are nowhere."""
     reader = await _reader_in(hs, alice, room)
     original = await alice.send_text(room, "meet at the quokkabridge tonight")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert (await ix.bodies())[original] == "meet at the quokkabridge tonight"
         await alice.send_edit(room, original, "meet at the harbour tonight")
@@ -114,8 +110,6 @@ async def test_refresh_edit_replaces_original_and_old_word_is_gone(
         assert "quokkabridge" not in dump
         assert "* meet" not in dump
         assert not any("* meet" in d for d in ix.embedder.documents)
-    finally:
-        await ix.close()
 
 
 @pytest.mark.parametrize(
@@ -130,8 +124,7 @@ async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
     reader = await _reader_in(hs, alice, room)
     original = await alice.send_text(room, "the vault code is stored at wombatgate")
     kept = await alice.send_text(room, "unrelated words stay")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         await alice.send_edit(room, original, new_body, msgtype=msgtype)
         await ix.refresh()
@@ -141,8 +134,6 @@ async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
         dump = await ix.dump()
         assert "wombatgate" not in dump
         assert new_body not in dump
-    finally:
-        await ix.close()
 
 
 async def test_refresh_counts_another_bots_edited_notice_as_notices(
@@ -155,14 +146,11 @@ async def test_refresh_counts_another_bots_edited_notice_as_notices(
     progress = await alice.send(room, "m.room.message", notice)
     await alice.send_edit(room, progress, "build 41: 90% done", msgtype="m.notice")
     await alice.send_text(room, "thanks, bot")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert report.skipped["notice"] == 2
         assert report.skipped["invalid_edit"] == 0
         assert list((await ix.bodies()).values()) == ["thanks, bot"]
-    finally:
-        await ix.close()
 
 
 async def test_search_never_shows_a_message_edited_into_what_is_not_indexed(
@@ -176,8 +164,7 @@ async def test_search_never_shows_a_message_edited_into_what_is_not_indexed(
     original = await alice.send_text(room, f"the vault code is stored at wombatgate, {pad}")
     kept = await alice.send_text(room, f"the vault inspection is on friday, {pad}")
     # two lines do not fit in 100 bytes: each message is a window of its own
-    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 100}))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 100})) as ix:
         await ix.refresh()
         await alice.send_edit(room, original, "!pins", msgtype="m.text")
         await ix.refresh()
@@ -190,8 +177,6 @@ async def test_search_never_shows_a_message_edited_into_what_is_not_indexed(
             assert original not in {m["event_id"] for m in shown}, text
         result = await searcher.search(SearchQuery.build(["vault inspection"], room_ids=[room]))
         assert kept in {m["event_id"] for h in result.hits for m in h.messages}
-    finally:
-        await ix.close()
 
 
 async def test_refresh_edit_of_a_long_message_rewrites_its_payload(
@@ -206,15 +191,12 @@ async def test_refresh_edit_of_a_long_message_rewrites_its_payload(
     reader = await _reader_in(hs, alice, room)
     head = "lorem ipsum dolor sit amet " * 20
     original = await alice.send_text(room, head + "the tail word is zanzibarite")
-    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200}))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200})) as ix:
         await ix.refresh()
         await alice.send_edit(room, original, head + "the tail word is quartzfield")
         await ix.refresh()
         assert (await ix.bodies())[original].endswith("quartzfield")
         assert "zanzibarite" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_refresh_ignores_edit_by_another_sender(
@@ -225,14 +207,11 @@ async def test_refresh_ignores_edit_by_another_sender(
     reader = await _reader_in(hs, alice, room)
     original = await alice.send_text(room, "the budget is approved")
     await bob.send_edit(room, original, "the budget is forged by mallory")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert report.edits_applied == 0
         assert await ix.bodies() == {original: "the budget is approved"}
         assert "mallory" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_refresh_ignores_edit_of_an_edit(
@@ -243,13 +222,10 @@ async def test_refresh_ignores_edit_of_an_edit(
     original = await alice.send_text(room, "version one")
     edit = await alice.send_edit(room, original, "version two")
     await alice.send_edit(room, edit, "version three nested")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert await ix.bodies() == {original: "version two"}
         assert "nested" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 7: redactions
@@ -264,8 +240,7 @@ async def test_refresh_redaction_removes_text_and_reply_quote(
     secret = await alice.send_text(room, "my flat is at platypuslane seven")
     kept = await alice.send_text(room, "unrelated chatter")
     reply = await bob.send_reply(room, secret, "noted, thanks")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         bodies = await ix.bodies()
         assert bodies[reply] == "noted, thanks"  # the fallback quote was never indexed
@@ -275,8 +250,6 @@ async def test_refresh_redaction_removes_text_and_reply_quote(
         assert report.redactions_applied == 1
         assert await ix.bodies() == {kept: "unrelated chatter", reply: "noted, thanks"}
         assert "platypuslane" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_refresh_redacted_edit_reverts_to_previous_edit(
@@ -291,8 +264,7 @@ async def test_refresh_redacted_edit_reverts_to_previous_edit(
     edit2 = await alice.send_edit(room, original, "draft gamma")
     await bob.send_edit(room, original, "draft forged")
     await alice.send_edit(room, edit1, "draft nested")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert await ix.bodies() == {original: "draft gamma"}
         await alice.redact(room, edit2)
@@ -300,8 +272,6 @@ async def test_refresh_redacted_edit_reverts_to_previous_edit(
         assert await ix.bodies() == {original: "draft beta"}
         dump = await ix.dump()
         assert "gamma" not in dump and "forged" not in dump and "nested" not in dump
-    finally:
-        await ix.close()
 
 
 async def test_refresh_redacted_edit_reverts_to_a_scrubbed_earlier_text(
@@ -316,8 +286,7 @@ async def test_refresh_redacted_edit_reverts_to_a_scrubbed_earlier_text(
     latest = await alice.send_edit(room, edited, "draft cleaned up")
     leaky = await alice.send_text(room, f"token {GITHUB_TOKEN} pasted")
     fixed = await alice.send_edit(room, leaky, "token removed")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert await ix.bodies() == {edited: "draft cleaned up", leaky: "token removed"}
         embedded = len(ix.embedder.documents)
@@ -333,8 +302,6 @@ async def test_refresh_redacted_edit_reverts_to_a_scrubbed_earlier_text(
         for secret in (PASSWORD, GITHUB_TOKEN):
             assert secret not in await ix.dump()
             assert not any(secret in d for d in ix.embedder.documents)
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 8: the scrub
@@ -360,8 +327,7 @@ async def test_refresh_secrets_never_reach_embedder_or_payload(
         ],
     )
     await alice.send_edit(room, original, f"edited: password={PASSWORD}")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert len(await ix.bodies()) == 7
         dump = await ix.dump()
@@ -376,8 +342,6 @@ async def test_refresh_secrets_never_reach_embedder_or_payload(
         ):
             assert secret not in dump
             assert not any(secret in d for d in ix.embedder.documents)
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 9: not indexed
@@ -392,8 +356,7 @@ async def test_refresh_skips_notices_commands_and_own_messages(
     await alice.send_notice(room, "notice from a bot wombatnotice")
     await alice.send_text(room, "!search wombatcommand")
     await reader.send_text(room, "the reader itself speaks wombatreader")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert await ix.bodies() == {kept: "a real message"}
         assert (report.skipped["notice"], report.skipped["command"], report.skipped["own"]) == (
@@ -402,8 +365,6 @@ async def test_refresh_skips_notices_commands_and_own_messages(
             1,
         )
         assert "wombat" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_refresh_skips_the_commands_of_the_prefix_it_is_given(
@@ -414,13 +375,10 @@ async def test_refresh_skips_the_commands_of_the_prefix_it_is_given(
     reader = await _reader_in(hs, alice, room)
     kept = await alice.send_text(room, "!important: the deploy moved to noon")
     await alice.send_text(room, "?search wombatcommand")
-    ix = Indexer(reader_config(hs, reader, tmp_path), command_prefix="?")
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path), command_prefix="?") as ix:
         report = _room_report(await ix.refresh(), room)
         assert await ix.bodies() == {kept: "!important: the deploy moved to noon"}
         assert report.skipped["command"] == 1
-    finally:
-        await ix.close()
 
 
 async def test_refresh_thread_replies_chunk_with_their_root(
@@ -433,16 +391,13 @@ async def test_refresh_thread_replies_chunk_with_their_root(
     main = await bob.send_text(room, "main timeline chatter")
     r1 = await bob.send_thread_reply(room, root, "first thread answer")
     r2 = await alice.send_thread_reply(room, root, "second thread answer")
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         by_root: dict[str | None, list[str]] = {}
         for p in await ix.points():
             ids = [m["event_id"] for m in p.payload["messages"]]
             by_root.setdefault(p.payload["thread_root"], []).extend(ids)
         assert by_root == {None: [root, main], root: [r1, r2]}
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 10: faults
@@ -454,8 +409,7 @@ async def test_refresh_failed_upsert_keeps_cursor_and_next_run_converges(
     """A StoreError on upsert leaves the cursor unchanged; the next refresh indexes everything."""
     reader = await _reader_in(hs, alice, room)
     first = await send_texts(alice, room, ["one fish", "two fish"])
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         col = await ix.collection()
         cursor = col.get_meta(CURSOR_PREFIX + room)
@@ -469,8 +423,6 @@ async def test_refresh_failed_upsert_keeps_cursor_and_next_run_converges(
         assert flaky.upserts >= 1
         bodies = await ix.bodies()
         assert sorted(bodies) == sorted(first + more)
-    finally:
-        await ix.close()
 
 
 async def test_refresh_failed_embed_keeps_cursor_and_next_run_converges(
@@ -480,8 +432,7 @@ async def test_refresh_failed_embed_keeps_cursor_and_next_run_converges(
     reader = await _reader_in(hs, alice, room)
     first = await send_texts(alice, room, ["alpha line", "beta line"])
     embedder = FlakyEmbedder(shared_embedder(), fail=0)
-    ix = Indexer(reader_config(hs, reader, tmp_path), embedder=embedder)
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path), embedder=embedder) as ix:
         await ix.refresh()
         col = await ix.collection()
         cursor = col.get_meta(CURSOR_PREFIX + room)
@@ -494,8 +445,6 @@ async def test_refresh_failed_embed_keeps_cursor_and_next_run_converges(
         assert await _hashes(ix) == before
         await ix.refresh()
         assert sorted(await ix.bodies()) == sorted(first + more)
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 11: idempotence
@@ -507,8 +456,7 @@ async def test_refresh_second_run_writes_and_embeds_nothing(
     """With nothing new, a second refresh embeds no text and writes or deletes no point."""
     reader = await _reader_in(hs, alice, room)
     await send_texts(alice, room, [f"steady message {i}" for i in range(12)])
-    ix = Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200}))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path, chunker={"max_bytes": 200})) as ix:
         await ix.refresh()
         before = await _hashes(ix)
         embedded = len(ix.embedder.documents)
@@ -521,8 +469,6 @@ async def test_refresh_second_run_writes_and_embeds_nothing(
             0,
         )
         assert await _hashes(ix) == before
-    finally:
-        await ix.close()
 
 
 async def test_refresh_resent_unchanged_window_costs_no_embedding(
@@ -531,8 +477,7 @@ async def test_refresh_resent_unchanged_window_costs_no_embedding(
     """Replaying pages from an old cursor re-derives the same windows and embeds none of them."""
     reader = await _reader_in(hs, alice, room)
     await send_texts(alice, room, [f"replayed message {i}" for i in range(10)])
-    ix = Indexer(reader_config(hs, reader, tmp_path, refresh={"page_size": 4}))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path, refresh={"page_size": 4})) as ix:
         await ix.refresh()
         before = await _hashes(ix)
         col = await ix.collection()
@@ -543,8 +488,6 @@ async def test_refresh_resent_unchanged_window_costs_no_embedding(
         assert len(ix.embedder.documents) == embedded
         assert report.windows_embedded == 0
         assert await _hashes(ix) == before
-    finally:
-        await ix.close()
 
 
 async def test_refresh_tail_closed_by_new_message_is_not_re_embedded(
@@ -557,8 +500,7 @@ async def test_refresh_tail_closed_by_new_message_is_not_re_embedded(
     base = 1_700_000_000_000
     for i in range(3):
         await seeder.send_text(room, f"morning message {i}", ts=base + i * 1000)
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         embedded = len(ix.embedder.documents)
         # Past gap_seconds: the tail closes unchanged and the new message opens a new window.
@@ -571,8 +513,6 @@ async def test_refresh_tail_closed_by_new_message_is_not_re_embedded(
         ]
         assert report.windows_written == 1
         assert len(await ix.points()) == 2
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 10: killed and restarted
@@ -760,8 +700,7 @@ async def test_refresh_tombstone_deletes_window_and_never_reindexes(
         for i in range(3)
     ]
     late = await seeder.send_text(room, "late kept message", ts=base + 600_000)
-    ix = Indexer(reader_config(hs, reader, tmp_path))
-    try:
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         await ix.refresh()
         assert set(await ix.bodies()) == {early, late, *doomed}
         add_tombstone(await ix.collection(), RoomID(room), base + 30_000, base + 300_000)
@@ -778,8 +717,6 @@ async def test_refresh_tombstone_deletes_window_and_never_reindexes(
         assert not set(doomed) & set(bodies)
         assert early in bodies and late in bodies
         assert "dodo" not in json.dumps([p.payload for p in await ix.points()])
-    finally:
-        await ix.close()
 
 
 async def test_refresh_applies_tombstone_written_by_purge_cli(
@@ -809,14 +746,11 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
         "--json",
     )
     assert run.doc()["room_id"] == room
-    ix = Indexer(load_config(config))
-    try:
+    async with Indexer(load_config(config)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert report.purged_messages == 1
         assert set(await ix.bodies()) == {kept}
         assert "zqcliq" not in json.dumps([p.payload for p in await ix.points()])
-    finally:
-        await ix.close()
 
 
 # ---------------------------------------------------------------- rule 13: generations

@@ -97,16 +97,13 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
     plain = await muninn_here(config, "status")
     assert "FAILED 2 passes in a row" in plain.out
 
-    ix = Indexer(load_config(config))
-    try:
+    async with Indexer(load_config(config)) as ix:
         col = await ix.collection()
         col.delete_meta(CURSOR_PREFIX + failing)  # the operator resets the room
         report = await ix.refresh()
         assert all(r.error is None for r in report.rooms)
         assert col.get_meta(RETRY_PREFIX + failing) is None
         assert "alpha second words" in (await ix.bodies()).values()
-    finally:
-        await ix.close()
 
 
 async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(

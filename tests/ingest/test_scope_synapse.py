@@ -42,7 +42,7 @@ def _reads(reader: CountingReader, room_id: str) -> list[str]:
     return [p for p in reader.touched(room_id) if any(r in p for r in READS)]
 
 
-async def _indexer(
+def _indexer(
     hs: Homeserver,
     reader: MatrixUser,
     tmp_path: Path,
@@ -100,7 +100,7 @@ async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
             await admit(alice, room_id, reader)
         await alice.send_text(room_id, f"secret words of {name} zq{name}zq")
 
-    ix = await _indexer(
+    async with _indexer(
         hs,
         reader,
         tmp_path,
@@ -108,8 +108,7 @@ async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
             "exclude_aliases": ["#members", f"#{canonical}", f"#{alt}"],
             "exclude_room_ids": [rooms["room_id"]],
         },
-    )
-    try:
+    ) as ix:
         report = _by_room(await ix.refresh())
         expected = {
             "dm_invite": "dm",
@@ -133,8 +132,6 @@ async def test_scope_refuses_dm_excluded_and_bridged_rooms_indexes_ordinary(
                 assert room_id not in dump
                 assert _reads(ix.reader, room_id) == []  # type: ignore[arg-type]
         assert _reads(ix.reader, rooms["ordinary"])  # type: ignore[arg-type]
-    finally:
-        await ix.close()
 
 
 async def _reader_and_room(hs: Homeserver, alice: MatrixUser) -> tuple[MatrixUser, str]:
@@ -165,8 +162,7 @@ async def test_scope_refuses_a_room_a_puppet_spoke_in_and_left_before_reading_it
     embedded."""
     reader, room, puppet = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
     await alice.send_text(room, "local words zqlocalzq")
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         report = _by_room(await ix.refresh())
         assert report[room].verdict == "bridged"
         assert f"past member {puppet.user_id}" in report[room].detail
@@ -175,8 +171,6 @@ async def test_scope_refuses_a_room_a_puppet_spoke_in_and_left_before_reading_it
         assert not any("zq" in d for d in ix.embedder.documents)
         dump = await ix.dump()
         assert "zqrelayzq" not in dump and "zqlocalzq" not in dump
-    finally:
-        await ix.close()
 
 
 async def test_scope_a_puppet_sender_the_state_does_not_name_is_caught_in_the_log(
@@ -186,8 +180,7 @@ async def test_scope_a_puppet_sender_the_state_does_not_name_is_caught_in_the_lo
     finds it as a sender: the room is purged, recorded as refused, and not walked again."""
     reader, room, _ = await _room_a_puppet_left(hs, alice, "relayed from discord zqrelayzq")
     await alice.send_text(room, "local words zqlocalzq")
-    ix = await _indexer(hs, reader, tmp_path, PartialStateReader)
-    try:
+    async with _indexer(hs, reader, tmp_path, PartialStateReader) as ix:
         report = _by_room(await ix.refresh())
         assert report[room].verdict == "bridged"
         assert "sender" in report[room].detail
@@ -199,8 +192,6 @@ async def test_scope_a_puppet_sender_the_state_does_not_name_is_caught_in_the_lo
         dump = await ix.dump()
         assert "zqrelayzq" not in dump
         assert "zqlocalzq" not in dump
-    finally:
-        await ix.close()
 
 
 class DownEmbedder(RecordingEmbedder):
@@ -218,8 +209,8 @@ async def test_scope_a_puppet_refusal_is_known_with_the_embedder_down_and_after_
     (the bot degrades instead of refusing every room), and a rebuild into a new generation
     carries it, so the new generation refuses the room without reading it again."""
     reader, room, puppet = await _room_a_puppet_left(hs, alice, "relayed from discord zqcarryzq")
-    ix = await _indexer(hs, reader, tmp_path, PartialStateReader)  # refused by sender: recorded
-    try:
+    # Refused by sender: recorded.
+    async with _indexer(hs, reader, tmp_path, PartialStateReader) as ix:
         assert _by_room(await ix.refresh())[room].verdict == "bridged"
         down = Writer(ix.cfg, ix.reader, ix.store, DownEmbedder(shared_embedder()))
         assert await down.refused_by_puppet(RoomID(room)) == puppet.user_id
@@ -235,8 +226,6 @@ async def test_scope_a_puppet_refusal_is_known_with_the_embedder_down_and_after_
         assert report[room].verdict == "bridged"
         assert not report[room].events_read
         assert await rebuild.refused_by_puppet(RoomID(room)) == puppet.user_id
-    finally:
-        await ix.close()
 
 
 async def test_scope_a_refusal_recorded_before_its_purge_purges_on_the_next_pass(
@@ -246,8 +235,7 @@ async def test_scope_a_refusal_recorded_before_its_purge_purges_on_the_next_pass
     finds the record and purges, instead of leaving the room's points for good (rules 4, 10)."""
     reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "words before the crash zqcrashzq")
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         await ix.refresh()
         assert "zqcrashzq" in await ix.dump()
         puppet = f"@discord_9:{hs.server_name}"
@@ -257,8 +245,6 @@ async def test_scope_a_refusal_recorded_before_its_purge_purges_on_the_next_pass
         report = _by_room(await ix.refresh())
         assert report[room].verdict == "bridged"
         assert "zqcrashzq" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_scope_never_joined_room_is_never_read(
@@ -271,16 +257,13 @@ async def test_scope_never_joined_room_is_never_read(
     await alice.send_text(stranger, "peekable words zqpeekzq")
     # The homeserver would answer: reading it is the writer's choice, not a server refusal.
     assert (await reader.messages(stranger))["chunk"]
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         full = _by_room(await ix.refresh())
         assert stranger not in full
         only = _by_room(await ix.refresh([RoomID(stranger)]))
         assert only[stranger].verdict == "not_joined"
         assert ix.reader.touched(stranger) == []  # type: ignore[attr-defined]
         assert "zqpeekzq" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_scope_left_room_is_purged_on_next_refresh(
@@ -292,8 +275,7 @@ async def test_scope_left_room_is_purged_on_next_refresh(
     for room_id, body in ((left, "words of the left room zqleftzq"), (stays, "kept")):
         await admit(alice, room_id, reader)
         await alice.send_text(room_id, body)
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         await ix.refresh()
         assert "zqleftzq" in await ix.dump()
         await reader.leave(left)
@@ -306,8 +288,6 @@ async def test_scope_left_room_is_purged_on_next_refresh(
         await alice.send_text(left, "said after the reader left zqafterzq")
         await ix.refresh()
         assert "zqafterzq" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 async def test_scope_left_room_is_purged_after_a_crash_in_its_first_page(
@@ -320,8 +300,7 @@ async def test_scope_left_room_is_purged_after_a_crash_in_its_first_page(
     """
     reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "written before the crash zqorphanzq")
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         col = await ix.collection()
         ix.writer.collection = FlakyCollection(col, fail_upserts=0, fail_cursor_saves=True)
         with pytest.raises(StoreError, match="cursor"):
@@ -331,8 +310,6 @@ async def test_scope_left_room_is_purged_after_a_crash_in_its_first_page(
         await ix.refresh()
         assert await ix.points() == []
         assert "zqorphanzq" not in await ix.dump()
-    finally:
-        await ix.close()
 
 
 @pytest.mark.parametrize("change", ["m.bridge", "uk.half-shot.bridge", "puppet", "m.direct"])
@@ -342,8 +319,7 @@ async def test_scope_room_refused_after_indexing_is_purged(
     """A room that becomes bridged (or a DM) after it was indexed is purged on the next refresh."""
     reader, room = await _reader_and_room(hs, alice)
     await alice.send_text(room, "indexed before the bridge zqbeforezq")
-    ix = await _indexer(hs, reader, tmp_path)
-    try:
+    async with _indexer(hs, reader, tmp_path) as ix:
         await ix.refresh()
         assert "zqbeforezq" in await ix.dump()
         if change == "puppet":
@@ -361,5 +337,3 @@ async def test_scope_room_refused_after_indexing_is_purged(
         dump = await ix.dump()
         assert "zqbeforezq" not in dump and "zqafterzq" not in dump
         assert await ix.points() == []
-    finally:
-        await ix.close()

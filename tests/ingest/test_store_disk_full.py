@@ -115,11 +115,8 @@ async def test_full_disk_stops_the_writer_by_name_searches_go_on_and_writing_res
     doc = reader_config_doc(hs, reader, tmp_path, index={"store": store})
     config = write_config(tmp_path / "config.yaml", doc)
     cfg = reader_config(hs, reader, tmp_path, index={"store": store})
-    ix = Indexer(cfg)
-    try:
+    async with Indexer(cfg) as ix:
         await ix.refresh()
-    finally:
-        await ix.close()
 
     filler = _fill(small_disk, 8 * MIB)
     run = await muninn(config, "refresh")  # was rc 135 (SIGBUS) and no message
@@ -129,8 +126,7 @@ async def test_full_disk_stops_the_writer_by_name_searches_go_on_and_writing_res
     assert "bytes free" in last and "Traceback" not in run.err
     filler.unlink()
 
-    ix = Indexer(cfg)
-    try:
+    async with Indexer(cfg) as ix:
         await ix.collection()  # the running writer's store, opened while there was room
         filler = _fill(small_disk, 8 * MIB)
         late = await alice.send_text(room, "the narwhal tank needs a new filter")
@@ -146,5 +142,3 @@ async def test_full_disk_stops_the_writer_by_name_searches_go_on_and_writing_res
         await ix.refresh()
         assert late in await ix.bodies()
         assert "points" in await store_check(ix.store)()
-    finally:
-        await ix.close()

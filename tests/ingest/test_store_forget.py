@@ -57,8 +57,7 @@ async def test_redacted_and_edited_away_text_is_in_no_file_after_a_clean_stop(
     assert _files_holding(store, redacted_word) == []
     assert _files_holding(store, edited_word) == []
 
-    ix = Indexer(cfg)  # what is left is whole, and searched as before
-    try:
+    async with Indexer(cfg) as ix:  # what is left is whole, and searched as before
         col = await ix.collection()
         assert col.damage is None
         assert set(await ix.bodies()) == {kept, moved}
@@ -68,8 +67,6 @@ async def test_redacted_and_edited_away_text_is_in_no_file_after_a_clean_stop(
             assert {m["event_id"] for h in result.hits for m in h.messages} & {kept, moved}, text
         report = await ix.refresh()
         assert sum(r.windows_written for r in report.rooms) == 0  # cursors and hashes kept
-    finally:
-        await ix.close()
 
 
 def test_a_rewrite_cut_short_between_its_renames_puts_the_shard_back(tmp_path: Path) -> None:

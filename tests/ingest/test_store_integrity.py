@@ -143,21 +143,17 @@ async def test_refresh_rebuilds_a_damaged_store_and_search_finds_the_messages_ag
     cfg = reader_config(hs, reader, tmp_path, chunker=small)
     doc = reader_config_doc(hs, reader, tmp_path, chunker=small)
     config = write_config(tmp_path / "config.yaml", doc)
-    ix = Indexer(cfg)
-    try:
+    async with Indexer(cfg) as ix:
         await ix.refresh()
         generation = ix.writer.generation
         assert set(await ix.bodies()) == set(sent.values())
-    finally:
-        await ix.close()
     os.truncate(next((tmp_path / "qdrant" / generation).rglob("mutable_id_tracker.mappings")), 40)
 
     status = (await muninn_here(config, "status", "--json")).doc()
     assert status["damage"] is not None and generation in status["damage"]
     assert "DAMAGED" in (await muninn_here(config, "status")).out
 
-    ix = Indexer(cfg)
-    try:
+    async with Indexer(cfg) as ix:
         report = await ix.refresh()
         assert report.activated and ix.store.active() == generation
         assert ix.store.generations() == [generation]  # the damaged one is dropped
@@ -165,8 +161,6 @@ async def test_refresh_rebuilds_a_damaged_store_and_search_finds_the_messages_ag
         searcher = Searcher(ix.store, ix.embedder, server_name=hs.server_name)
         result = await searcher.search(SearchQuery.build(["dugong enclosure"], room_ids=[room]))
         assert sent["dugong"] in {m["event_id"] for h in result.hits for m in h.messages}
-    finally:
-        await ix.close()
     assert (await muninn_here(config, "status", "--json")).doc()["damage"] is None
 
 
