@@ -101,9 +101,11 @@ def _load(path: Path) -> E5Graph:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
     try:
-        return E5Graph(path, options)
+        model = E5Graph(path, options)
     except Exception as e:  # ImportError (no onnx), a malformed file, onnxruntime's own errors
         raise EmbedError(f"cannot build the e5 model from {path}: {e}") from e
+    trim_heap()  # the graph's build buffers
+    return model
 
 
 def _model(*, busy: bool = False) -> E5Graph:
