@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ingest.config import E5_INSTALL_HINT as INSTALL_HINT
 from ingest.embed.e5graph import E5Graph
-from ingest.embed.local import LocalEmbedder, Resident, session_options, sha256
+from ingest.embed.local import LocalEmbedder, Resident, session_options, sha256, trim_heap
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -84,9 +84,11 @@ def _load(path: Path) -> E5Graph:
             f"{PACKAGE}=={PACKAGE_VERSION} (the file is corrupt or not the pinned model)"
         )
     try:
-        return E5Graph(path, session_options())
+        model = E5Graph(path, session_options())
     except Exception as e:  # ImportError (no onnx), a malformed file, onnxruntime's own errors
         raise EmbedError(f"cannot build the e5 model from {path}: {e}") from e
+    trim_heap()  # the graph's build buffers
+    return model
 
 
 # The process's model (`model_path` and `_load` looked up at each load: tests patch them).

