@@ -50,7 +50,7 @@ from bench.replay import (
 from ingest import lexical
 from ingest.search import rank
 from ingest.search.fusion import rrf
-from ingest.search.searcher import LEXICAL_FLOOR, RRF_K
+from ingest.search.retrieve import LEXICAL_FLOOR, RRF_K
 
 EXTRA = ("dense2", "dense2_gap", "dense2_rr", "spread_gap", "spread2_gap", "mix_mean", "mix_max")
 

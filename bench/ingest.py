@@ -16,7 +16,7 @@ a fresh process).
 The embedders' own speed, on real windows, at 1 and 2 threads, in one run:
 
     python -m bench.ingest --embedder-speed ../shared/data/locomo-dev [--windows 500]
-        [--threads 1,2] [--models minilm,multilingual-e5-small] [--out FILE]
+        [--threads 1,2] [--models minilm,multilingual-e5-small,e5-native] [--out FILE]
 
 Windows are the LoCoMo dialogues cut as the chunker cuts (one `Speaker: text` line a message,
 up to `chunker.max_bytes`, 350). Each (model, threads) runs in a fresh process pinned to that
@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import arguments, emit, offline_config, vm
+from bench.e5native import NATIVE, embedder_for
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
-from ingest.config import ChunkerConfig, Config, EmbedderConfig
-from ingest.embed import DelegatingEmbedder, Embedder, make_embedder, minilm
+from ingest.config import ChunkerConfig, Config
+from ingest.embed import DelegatingEmbedder, Embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
@@ -148,7 +149,7 @@ async def run_import(
             if writer_only
             else MiniLMEmbedder(batch_size=batch, unload_after_seconds=unload)
             if model == "minilm"
-            else make_embedder(EmbedderConfig(model=model, batch_size=batch))
+            else embedder_for(model, batch)
         )
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
@@ -262,7 +263,7 @@ async def synapse_read(count: int, page_size: int) -> dict[str, Any]:
     }
 
 
-MODELS = ("minilm", "multilingual-e5-small")
+MODELS = ("minilm", "multilingual-e5-small", NATIVE)
 WARM = 32
 
 
@@ -291,7 +292,7 @@ def speed_windows(data: Path, n: int, max_bytes: int = ChunkerConfig().max_bytes
 
 
 async def _measure(model: str, texts: Sequence[str]) -> dict[str, Any]:
-    embedder = make_embedder(EmbedderConfig(model=model))
+    embedder = embedder_for(model)
     try:
         await embedder.embed_documents(texts[:WARM])
         start = time.perf_counter()

@@ -2,7 +2,8 @@
 
     python -m bench.latency [--data ../shared/data/irc-ubuntu] [--sizes 10000[,100000]]
         [--real-limit 100000] [--dense-sample 5000] [--queries 200]
-        [--room-messages 1500] [--searches 40] [--no-e2e] [--out FILE]
+        [--room-messages 1500] [--searches 40] [--no-e2e]
+        [--embedder-model minilm[,multilingual-e5-small,e5-native]] [--out FILE]
 
 In process (no homeserver: `live_check=None`, so no revalidation round trips): the first N
 messages of the Ubuntu IRC logs (`bench.irc.irc_events`: nick → mxid, minute → timestamp,
@@ -50,11 +51,11 @@ from typing import Any
 import numpy as np
 
 from bench import SERVER_NAME, arguments, emit, machine, offline_config, stats
+from bench.e5native import embedder_for
 from bench.irc import ROOM, held_out_texts, messages
 from bench.latency_e2e import end_to_end
 from ingest import lexical
-from ingest.config import EmbedderConfig
-from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
+from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.search import Searcher
@@ -227,30 +228,32 @@ async def in_process(
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     queries = held_out_texts(args.data, args.queries + args.warmup)
-    embedder = make_embedder(EmbedderConfig())
-    await embedder.probe()
     results: dict[str, Any] = {"machine": machine(), "in_process": []}
     for size in sizes:
-        start = time.perf_counter()
-        row = await in_process(
-            args.data,
-            size,
-            embedder,
-            real_limit=args.real_limit,
-            dense_sample=args.dense_sample,
-            queries=queries,
-            warmup=args.warmup,
-        )
-        row["wall_seconds"] = round(time.perf_counter() - start, 1)
-        results["in_process"].append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        for model in args.embedder_model.split(","):
+            embedder = embedder_for(model)
+            await embedder.probe()
+            start = time.perf_counter()
+            row = await in_process(
+                args.data,
+                size,
+                embedder,
+                real_limit=args.real_limit,
+                dense_sample=args.dense_sample,
+                queries=queries,
+                warmup=args.warmup,
+            )
+            await embedder.close()
+            row["embedder_model"] = model
+            row["wall_seconds"] = round(time.perf_counter() - start, 1)
+            results["in_process"].append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
     if not args.no_e2e:
         start = time.perf_counter()
         results["end_to_end"] = await end_to_end(
             args.data, args.room_messages, args.searches, args.e2e_warmup
         )
         results["end_to_end"]["wall_seconds"] = round(time.perf_counter() - start, 1)
-    await embedder.close()
     return results
 
 
@@ -266,6 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--searches", type=int, default=40, help="timed !search commands")
     p.add_argument("--e2e-warmup", type=int, default=3)
     p.add_argument("--no-e2e", action="store_true", help="skip Synapse and the bot")
+    p.add_argument(
+        "--embedder-model",
+        default="minilm",
+        help="in process: embedder.model (kind: local), or e5-native; comma-separated, each "
+        "size indexed and timed with each in turn",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     results = asyncio.run(run(args))

@@ -84,7 +84,8 @@ async def burst(
     bot: dict[str, Any] = {"max_concurrent_commands": concurrency}
     if concurrency == 1:
         bot["command_timeout_seconds"] = 600
-    service = stage.service(**bot)
+    requests = Requests()
+    service = stage.service(transport=requests, **bot)
     await service.start()
     try:
         await hs.ping_appservice()
@@ -92,7 +93,7 @@ async def burst(
         # ordinary message: each burst starts with the index caught up, not behind by them.
         await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 600)
         rss_before = vm("VmRSS")
-        requests = Requests(service.client)
+        requests.reset()  # the burst's requests, not the start's and catch-up pass's
         waits: dict[str, int] = {}
         sampler = asyncio.create_task(sample_waits(waits))
         reset_peak()

@@ -33,6 +33,7 @@ from bot.demo.client import MatrixUser
 from bot.demo.homeserver import Homeserver, service_config
 from bot.demo.synapse import SynapseServer
 from ingest.embed import Embedder, make_embedder, minilm
+from ingest.matrix import AiohttpTransport, Request, Response, Transport
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
@@ -57,33 +58,40 @@ class Stage:
     workdir: Path
     embedder: Embedder
 
-    def service(self, **bot: Any) -> Service:
-        """A fresh service on the room's index (not started), `bot` settings over the defaults."""
+    def service(self, transport: Transport | None = None, **bot: Any) -> Service:
+        """A fresh service on the room's index (not started), `bot` settings over the defaults;
+        `transport` sends its homeserver requests (a `Requests` to count them)."""
         from bot.service import Service
 
         cfg = service_config(self.server, self.workdir, bot=bot)
-        return Service(cfg, embedder=self.embedder, full_at_start=False)
+        return Service(cfg, embedder=self.embedder, full_at_start=False, transport=transport)
 
 
 class Requests:
-    """The service's homeserver requests by kind (wraps its client's one request layer)."""
+    """The service's homeserver requests by kind: the transport its client sends through
+    (`Service(transport=...)`), counting each request as it goes to the product's own;
+    `reset()` starts the count afresh (after the service's start and first pass)."""
 
     KINDS = ("/messages", "/state", "/event/", "/send/", "/members", "/context/")
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self) -> None:
         self.by_kind: dict[str, int] = {}
-        inner = client._request
+        self._inner = AiohttpTransport()
 
-        async def counted(method: str, path: str, **kwargs: Any) -> Any:
-            kind = next((k.strip("/") for k in self.KINDS if k in path), f"{method} other")
-            if kind == "messages":  # whose: the room log's, revalidation's or the writer's
-                query = kwargs.get("query") or {}
-                which = "log" if query.get("dir") == "b" else "walk"
-                kind = "messages " + ("tail" if "filter" in query else which)
-            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-            return await inner(method, path, **kwargs)
+    async def send(self, request: Request) -> Response:
+        path, query = request.path, request.params
+        kind = next((k.strip("/") for k in self.KINDS if k in path), f"{request.method} other")
+        if kind == "messages":  # whose: the room log's, revalidation's or the writer's
+            which = "log" if query.get("dir") == "b" else "walk"
+            kind = "messages " + ("tail" if "filter" in query else which)
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        return await self._inner.send(request)
 
-        client._request = counted
+    async def close(self) -> None:
+        await self._inner.close()
+
+    def reset(self) -> None:
+        self.by_kind.clear()
 
     @property
     def total(self) -> int:

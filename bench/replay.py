@@ -17,7 +17,7 @@ import numpy as np
 from bench.locomo import Hit, Scores
 from ingest.search import rank
 from ingest.search.fusion import rrf
-from ingest.search.searcher import LEXICAL_FLOOR
+from ingest.search.retrieve import LEXICAL_FLOOR
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 LIMIT = 50

@@ -35,7 +35,7 @@ from ingest.records import COMPAT_KEY
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport
 from ingest.search.rank import content_terms
-from ingest.search.searcher import CANDIDATES as SEARCH_CANDIDATES
+from ingest.search.retrieve import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import PointFilter, Store, open_store
 
 # The settings this benchmark recommends (see bench/RESULTS.md); flags override them.

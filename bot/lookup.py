@@ -21,7 +21,7 @@ from bot.commands.records import SearchCommand
 from bot.errors import CommandError
 from bot.patterns import compile_pattern
 from bot.roomlog import RoomLog
-from bot.transcript import PatternTimeout
+from bot.transcript import refused_timeouts
 from bot.visibility import ANYONE, Audience
 from ingest.errors import StoreError
 from ingest.records import Tombstone
@@ -29,7 +29,6 @@ from ingest.search import Searcher
 from ingest.search.hits import SearchResult
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.search.roomlogs import RoomLogs, Shown
-from ingest.search.transcript import FoldTimeout
 from ingest.types import RoomID
 
 __all__ = ["RoomRead", "RoomView", "Shown", "fused_search", "read_room", "tombstones"]
@@ -149,10 +148,8 @@ async def fused_search(
         pattern=pattern,
     )
     query = _query(command, rooms, single, names or {}, depth)
-    try:
+    with refused_timeouts():  # refused as the bot refuses a /regex/: its text is posted
         return await searcher.search(query, room_logs=logs, audiences=audiences)
-    except FoldTimeout as e:  # refused as the bot refuses a /regex/: its text is posted
-        raise PatternTimeout(str(e)) from e
 
 
 async def tombstones(searcher: Searcher) -> list[Tombstone]:

@@ -15,6 +15,7 @@ thread-safe, so store calls made in `asyncio.to_thread` may count too.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
@@ -193,6 +194,16 @@ class _RoomLagView(Collector):
 # ---------------------------------------------------------------- adapters that count errors
 
 
+@contextlib.contextmanager
+def _counted(errors: Counter, op: str, kind: type[Exception]) -> Iterator[None]:
+    """A `kind` raised inside is counted in `errors` under `op`, then raised on."""
+    try:
+        yield
+    except kind:
+        errors.labels(op=op).inc()
+        raise
+
+
 class _CountingProxy:
     """Passes every call through; a `StoreError` raised is counted under the method's name."""
 
@@ -206,11 +217,8 @@ class _CountingProxy:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _counted(self._errors, name, StoreError):
                 result = attr(*args, **kwargs)
-            except StoreError:
-                self._errors.labels(op=name).inc()
-                raise
             if name == "open":  # a Collection: its calls count too
                 return _CountingProxy(result, self._errors)
             return result
@@ -231,22 +239,13 @@ class CountingEmbedder(DelegatingEmbedder):
         self._errors = errors
 
     async def probe(self) -> EmbedderIdentity:
-        try:
+        with _counted(self._errors, "probe", EmbedError):
             return await self.inner.probe()
-        except EmbedError:
-            self._errors.labels(op="probe").inc()
-            raise
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        try:
+        with _counted(self._errors, "documents", EmbedError):
             return await self.inner.embed_documents(texts)
-        except EmbedError:
-            self._errors.labels(op="documents").inc()
-            raise
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        try:
+        with _counted(self._errors, "queries", EmbedError):
             return await self.inner.embed_queries(texts)
-        except EmbedError:
-            self._errors.labels(op="queries").inc()
-            raise

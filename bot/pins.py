@@ -223,32 +223,25 @@ def _nothing_pinned(item: TimelineItem, command: PinCommand, prefix: str) -> str
     )
 
 
+@dataclass(eq=False)
 class PinActions:
     """The pinboard commands, given the parts of the handler they use: the room reads, the
     replier (rate, audience, send), the room verdicts, the board reader and the purges."""
 
-    def __init__(
-        self,
-        reads: RoomReads,
-        replier: Replier,
-        rooms: RoomCache,
-        boards: BoardReader,
-        tombstones: Callable[[], Awaitable[list[Tombstone]]],
-    ) -> None:
-        self._reads = reads
-        self._replier = replier
-        self._rooms = rooms
-        self.boards = boards
-        self._tombstones = tombstones
+    reads: RoomReads
+    replier: Replier
+    rooms: RoomCache
+    boards: BoardReader
+    tombstones: Callable[[], Awaitable[list[Tombstone]]]
 
     async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Tombstone]]:
         """The log with what a purge covers emptied, and the purges (for events fetched
         beyond it). Raises CommandError when the purges cannot be read: nothing is quoted."""
-        stones = await self._tombstones()
+        stones = await self.tombstones()
         return room_log.without_purged(stones), stones
 
     async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
-        reads, replier, boards = self._reads, self._replier, self.boards
+        reads, replier, boards = self.reads, self.replier, self.boards
         room_log = await reads.read_log(msg.room_id)
         if not await replier.may_answer(msg, room_log):
             return
@@ -296,10 +289,10 @@ class PinActions:
             text = "Nothing unpinned: that message is not on the pinboard."
         else:
             text = "Unpinned."
-        await self._replier.say(msg, text, "info")
+        await self.replier.say(msg, text, "info")
 
     async def show(self, msg: Incoming, command: PinsCommand, in_command_room: bool) -> None:
-        reads, replier = self._reads, self._replier
+        reads, replier = self.reads, self.replier
         own_log = await reads.read_log(msg.room_id)
         if not await replier.may_answer(msg, own_log):
             return
@@ -310,7 +303,7 @@ class PinActions:
         elif not in_command_room:
             cut = await replier.audience(msg.room_id)
         room_log, stones = await self._readable(room_log)
-        info = await self._rooms.get(room_id)
+        info = await self.rooms.get(room_id)
         view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
         if await replier.audience_holds(msg, cut):

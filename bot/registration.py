@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 
 from bot.config import ServiceConfig, parse_config
-from ingest.config import registration_path, yaml_problem
+from ingest.config import registration_path
+from ingest.config_errors import yaml_problem
 from ingest.errors import ConfigError
 from ingest.matrix import USER_LOCALPART, load_registration, read_registration
 

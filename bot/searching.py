@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import KW_ONLY, dataclass, field
 
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
@@ -28,37 +29,27 @@ from ingest.types import RoomID
 __all__ = ["SearchActions"]
 
 
+@dataclass(eq=False)
 class SearchActions:
     """The search commands, given the parts of the handler they use."""
 
-    def __init__(
-        self,
-        searcher: Searcher,
-        reads: RoomReads,
-        replier: Replier,
-        rooms: RoomCache,
-        metrics: ServiceMetrics,
-        *,
-        bot_user_id: str,
-        prefix: str,
-        server_name: str,
-    ) -> None:
-        self._searcher = searcher
-        self._reads = reads
-        self._replier = replier
-        self._rooms = rooms
-        self._metrics = metrics
-        self.bot_user_id = bot_user_id
-        self.prefix = prefix
-        self.server_name = server_name
-        self.pages = Pages()  # `!more`
+    searcher: Searcher
+    reads: RoomReads
+    replier: Replier
+    rooms: RoomCache
+    metrics: ServiceMetrics
+    _: KW_ONLY
+    bot_user_id: str
+    prefix: str
+    server_name: str
+    pages: Pages = field(default_factory=Pages, init=False)  # `!more`
 
     async def more(self, msg: Incoming, in_command_room: bool) -> None:
         page = self.pages.take(_page_key(msg), msg.ts)
         if page is None:
             await answer_small(
-                self._reads,
-                self._replier,
+                self.reads,
+                self.replier,
                 msg,
                 f"No search of yours to continue here (a next page is kept for 10 minutes): "
                 f"search again with {self.prefix}search",
@@ -73,9 +64,9 @@ class SearchActions:
         in_command_room: bool,
         page: Page | None = None,
     ) -> None:
-        replier = self._replier
+        replier = self.replier
         # The writer's marks before the log read, the audience after it (`read_room`, rule 15).
-        read = await read_room(self._searcher, msg.room_id, self._reads.read_log, replier.audience)
+        read = await read_room(self.searcher, msg.room_id, self.reads.read_log, replier.audience)
         own_log, marks = read.log, read.marks
         if not await replier.may_answer(msg, own_log):
             return
@@ -92,11 +83,11 @@ class SearchActions:
                 "with in:#room (up to 8)."
             )
         if in_command_room:
-            rooms: list[RoomID] | None = await self._reads.resolve_rooms(command.rooms) or None
-            views = [await self._reads.view(r) for r in rooms or ()]
+            rooms: list[RoomID] | None = await self.reads.resolve_rooms(command.rooms) or None
+            views = [await self.reads.view(r) for r in rooms or ()]
             cuts: dict[str, Audience] = {}
         else:
-            info = await self._rooms.get(msg.room_id)
+            info = await self.rooms.get(msg.room_id)
             cut = await read.audience()
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
@@ -104,7 +95,7 @@ class SearchActions:
             cuts = {msg.room_id: cut}
         started = time.monotonic()
         result = await fused_search(
-            self._searcher,
+            self.searcher,
             command,
             rooms=rooms,
             views=views,
@@ -123,12 +114,12 @@ class SearchActions:
         depth = (page.depth if page else 0) + len(result.hits)
         more = result.next_offset is not None
         self.pages.remember(_page_key(msg), command, shown, depth, msg.ts, more)
-        self._metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
+        self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
         names: dict[str, dict[str, str]] = {}
         labels: dict[str, str] = {}
         for hit in result.hits:
             if hit.room_id not in names:
-                info = await self._rooms.get(hit.room_id)
+                info = await self.rooms.get(hit.room_id)
                 names[hit.room_id], labels[hit.room_id] = info.names, info.label
         view = SearchView(
             result,
@@ -157,7 +148,7 @@ class SearchActions:
         if not command.filter.mentions:
             return {}
         for room_id in rooms or ():
-            names = (await self._rooms.get(room_id)).names
+            names = (await self.rooms.get(room_id)).names
             for user in command.filter.mentions:
                 if user in names:
                     found.setdefault(user, set()).add(names[user])

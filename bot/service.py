@@ -40,7 +40,7 @@ from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.facts import read_facts
-from ingest.matrix import load_registration
+from ingest.matrix import Transport, load_registration
 from ingest.records import Tombstone
 from ingest.refresh import Writer
 from ingest.rooms import RoomCache
@@ -68,7 +68,11 @@ class Service:
         store: Store | None = None,
         queue_batches: int = QUEUE_BATCHES,
         full_at_start: bool = True,
+        transport: Transport | None = None,
     ) -> None:
+        """`embedder`, `store` and `transport` (what sends the homeserver requests,
+        `ingest.matrix.transport`) are made from the config when not given (tests and bench
+        pass their own)."""
         self.cfg = cfg
         self.metrics = ServiceMetrics()
         self._own_embedder = embedder is None
@@ -77,7 +81,7 @@ class Service:
         )
         self._store = store  # opened by `start` when not given; closed by `stop`
         self._full_at_start = full_at_start
-        client = BotClient.from_config(cfg)
+        client = BotClient.from_config(cfg, transport=transport)
         assert isinstance(client, BotClient)
         self.client: BotClient = client
         self.queue: asyncio.Queue[Sequence[Mapping[str, Any]]] = asyncio.Queue(queue_batches)

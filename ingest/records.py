@@ -46,7 +46,7 @@ def cursor_record(
 ) -> dict[str, Any]:
     """The value of `cursor:<room id>`: the walk's next token, the open windows' tails, and
     the newest event the walk has read (`last_event_id`): a room log read later that holds it
-    holds everything the index may be missing (`ingest.search.revalidate.tail_since`)."""
+    holds everything the index may be missing (`ingest.search.tails.tail_since`)."""
     return {
         "token": token,
         "tails": dict(tails),

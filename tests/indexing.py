@@ -20,13 +20,14 @@ from bot.demo.client import unique_localpart
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.matrix import MatrixReader
+from ingest.matrix import MatrixReader, Request, Response
 from ingest.records import CURSOR_PREFIX
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
 from tests.homeserver import Homeserver, MatrixUser
+from tests.transport import Recorder
 
 _EMBEDDER: Embedder | None = None
 
@@ -290,29 +291,37 @@ async def seed_corpus(
 
 
 class CountingReader(MatrixReader):
-    """The real reader, remembering every request path (to prove a room was never read)."""
+    """The real reader, remembering every request path (to prove a room was never read): its
+    transport is a `Recorder` that notes each request's path and query as it goes out."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
         self.paths: list[str] = []
         self.queries: list[Any] = []  # each request's query, in the order of `paths`
+        super().__init__(*args, transport=_Noting(self.paths, self.queries), **kwargs)
 
     @classmethod
     def counting(cls, cfg: Config) -> CountingReader:
         assert cfg.reader is not None
         return cls(cfg.homeserver.url, cfg.reader.access_token, cfg.reader.user_id)
 
-    async def _request(
-        self, method: str, path: str, *, query: Any = None, body: Any = None
-    ) -> Any:
-        self.paths.append(path)
-        self.queries.append(query)
-        return await super()._request(method, path, query=query, body=body)
-
     def touched(self, room_id: str) -> list[str]:
         """Every request path naming this room."""
         quoted = quote(room_id, safe="")
         return [p for p in self.paths if quoted in p or room_id in p]
+
+
+class _Noting(Recorder):
+    """The product's transport, each request's path and query noted in the given lists
+    (cleared by the tests between the reads they compare)."""
+
+    def __init__(self, paths: list[str], queries: list[Any]) -> None:
+        super().__init__()
+        self._paths, self._queries = paths, queries
+
+    async def send(self, request: Request) -> Response:
+        self._paths.append(request.path)
+        self._queries.append(dict(request.params))
+        return await super().send(request)
 
 
 def without_past_members(state: RoomState) -> RoomState:

@@ -15,6 +15,7 @@ import json
 import secrets
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from html import escape as html_escape
 from typing import Any, Literal
 
@@ -57,6 +58,7 @@ def _txn() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(eq=False)  # a user is one identity: equal only to itself, hashable
 class MatrixUser:
     """One user's side of the client-server API.
 
@@ -64,22 +66,13 @@ class MatrixUser:
     `?user_id=<user_id>` (how an appservice acts as its users; such users may backdate with `ts`).
     """
 
-    def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        base_url: str,
-        user_id: str,
-        access_token: str,
-        *,
-        masquerade: bool = False,
-        password: str | None = None,
-    ) -> None:
-        self.session = session
-        self.base_url = base_url
-        self.user_id = user_id
-        self.access_token = access_token
-        self.masquerade = masquerade
-        self.password = password
+    session: aiohttp.ClientSession
+    base_url: str
+    user_id: str
+    access_token: str
+    _: KW_ONLY
+    masquerade: bool = False
+    password: str | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.user_id!r})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.demo.client import MatrixUser
@@ -67,18 +67,16 @@ async def wait_reply(
     return None
 
 
+@dataclass(eq=False)
 class Session:
     """Plays the steps of a community's script against what `seed` created."""
 
-    def __init__(
-        self, community: Community, seeded: Seeded, bot_id: str, out: Print, settle: Settle
-    ) -> None:
-        self.community = community
-        self.seeded = seeded
-        self.bot_id = bot_id
-        self.out = out
-        self.settle = settle
-        self._room: str | None = None
+    community: Community
+    seeded: Seeded
+    bot_id: str
+    out: Print
+    settle: Settle
+    _room: str | None = field(default=None, init=False)  # the room the last step was in
 
     def _enter(self, step: Step) -> str:
         room = self.seeded.room_of(step.room)

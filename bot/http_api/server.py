@@ -48,6 +48,7 @@ HealthCheck = Callable[[], Awaitable[str]]
 Search = Callable[[SearchQuery], Awaitable[SearchResult]]
 Purge = Callable[[PurgeRequest], Awaitable[Tombstone]]
 Status = Callable[[], Awaitable[StoreFacts]]
+Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
 def is_loopback(host: str | None) -> bool:
@@ -90,6 +91,14 @@ def _bearer(request: web.Request) -> str:
     return header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
 
 
+async def _json_body(request: web.Request) -> Any:
+    """The request's JSON body; a body that is not JSON is a `QueryError` of the field "body"."""
+    try:
+        return json.loads(await request.read())
+    except ValueError:
+        raise QueryError("body", "is not JSON") from None
+
+
 def _query_error(e: QueryError) -> web.Response:
     message = str(e).removeprefix(f"{e.field}: ")
     return web.json_response({"field": e.field, "message": message, "error": str(e)}, status=400)
@@ -128,11 +137,17 @@ class HttpApi:
             [web.get("/metrics", self._metrics), web.get("/healthz", self._healthz)]
         )
         if token_file is not None:
-            self.app.add_routes([web.post(SEARCH_PATH, self._search_handler)])
+            self.app.add_routes(
+                [web.post(SEARCH_PATH, self._guarded("search", self._search_handler))]
+            )
             if purge is not None:
-                self.app.add_routes([web.post(PURGE_PATH, self._purge_handler)])
+                self.app.add_routes(
+                    [web.post(PURGE_PATH, self._guarded("purge", self._purge_handler))]
+                )
             if status is not None:
-                self.app.add_routes([web.post(STATUS_PATH, self._status_handler)])
+                self.app.add_routes(
+                    [web.post(STATUS_PATH, self._guarded("status", self._status_handler))]
+                )
         self._runner: web.AppRunner | None = None
         self.site: CappedSite | None = None  # capped connections, slow heads closed
 
@@ -224,55 +239,40 @@ class HttpApi:
             return web.json_response({"error": "send Content-Type: application/json"}, status=415)
         return None
 
+    def _guarded(self, what: str, answer: Handler) -> Handler:
+        """`answer` behind `_refusal`'s guards: a bad request (`QueryError`) is a 400 naming
+        its field, any other failure of the service a 503 (logged)."""
+
+        async def handler(request: web.Request) -> web.Response:
+            refused = self._refusal(request)
+            if refused is not None:
+                return refused
+            try:
+                return await answer(request)
+            except QueryError as e:
+                return _query_error(e)
+            except MuninnError as e:
+                log.warning("%s over %s failed: %s", what, request.path, e)
+                return web.json_response({"error": str(e)}, status=503)
+
+        return handler
+
     async def _search_handler(self, request: web.Request) -> web.Response:
-        refused = self._refusal(request)
-        if refused is not None:
-            return refused
         started = time.monotonic()
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            return _query_error(QueryError("body", "is not JSON"))
-        try:
-            query = await SearchRequest.parse(body).query(self._resolve_room)
-            result = await self._search(query)
-        except QueryError as e:
-            return _query_error(e)
-        except MuninnError as e:
-            log.warning("search over %s failed: %s", SEARCH_PATH, e)
-            return web.json_response({"error": str(e)}, status=503)
+        query = await SearchRequest.parse(await _json_body(request)).query(self._resolve_room)
+        result = await self._search(query)
         elapsed = time.monotonic() - started
         self.metrics.search_latency.labels(source="api").observe(elapsed)
         log.debug("%s answered %d hits in %.0f ms", SEARCH_PATH, len(result.hits), elapsed * 1e3)
         return web.json_response(result.as_json())
 
     async def _purge_handler(self, request: web.Request) -> web.Response:
-        refused = self._refusal(request)
-        if refused is not None:
-            return refused
         assert self._purge is not None  # the route exists only with a purge
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            return _query_error(QueryError("body", "is not JSON"))
-        try:
-            stone = await self._purge(PurgeRequest.parse(body))
-        except QueryError as e:
-            return _query_error(e)
-        except MuninnError as e:
-            log.warning("purge over %s failed: %s", PURGE_PATH, e)
-            return web.json_response({"error": str(e)}, status=503)
+        stone = await self._purge(PurgeRequest.parse(await _json_body(request)))
         return web.json_response(purge_document(stone))
 
     async def _status_handler(self, request: web.Request) -> web.Response:
         """The store's half of `muninn status` (`ingest.facts`), read by the service."""
-        refused = self._refusal(request)
-        if refused is not None:
-            return refused
         assert self._status is not None  # the route exists only with a status
-        try:
-            facts = await self._status()
-        except MuninnError as e:
-            log.warning("status over %s failed: %s", STATUS_PATH, e)
-            return web.json_response({"error": str(e)}, status=503)
+        facts = await self._status()
         return web.json_response(facts.as_json())

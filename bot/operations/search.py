@@ -20,10 +20,7 @@ from bot.operations.common import (
     service_token,
 )
 from ingest.errors import StoreUnavailable
-from ingest.export import (
-    export_check,
-    exported_rooms,
-)
+from ingest.export import exported_rooms
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
@@ -36,7 +33,7 @@ from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.search.query import SORTS, SearchQuery
-from ingest.search.revalidate import LiveCheck, SourcedCheck
+from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.stamps import utc_minute
 from ingest.store import Store
 from ingest.types import RoomID

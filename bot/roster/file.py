@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from ingest.config import operator_message, yaml_problem
+from ingest.config_errors import operator_message, yaml_problem
 from ingest.errors import ConfigError
 from ingest.scope import expand_alias
 

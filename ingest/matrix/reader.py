@@ -28,6 +28,7 @@ from ingest.matrix.http import JSONDict, Path, ReaderMode, Retry, endpoint
 from ingest.matrix.registration import load_registration
 from ingest.matrix.state import room_state_from
 from ingest.matrix.timeline import TimelineReader
+from ingest.matrix.transport import Transport
 from ingest.membership import direct_in, membership, prev_membership, walk_back
 from ingest.scope import expand_alias
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
@@ -50,12 +51,22 @@ class MatrixReader(TimelineReader):
         return {}
 
     @classmethod
-    def from_config(cls, cfg: Config, *, retry: Retry | None = None) -> MatrixReader:
-        """Client mode from `reader`, or appservice mode from the registration file."""
+    def from_config(
+        cls, cfg: Config, *, retry: Retry | None = None, transport: Transport | None = None
+    ) -> MatrixReader:
+        """Client mode from `reader`, or appservice mode from the registration file; `transport`
+        sends the requests (`MatrixHTTP`'s default when None)."""
         url = cfg.homeserver.url
         if cfg.reader is not None:
             reader = cfg.reader
-            return cls(url, reader.access_token, reader.user_id, ReaderMode.CLIENT, retry=retry)
+            return cls(
+                url,
+                reader.access_token,
+                reader.user_id,
+                ReaderMode.CLIENT,
+                retry=retry,
+                transport=transport,
+            )
         if cfg.appservice is None:  # Config's own validator already forbids this
             raise ConfigError(["give reader (client mode) or appservice (appservice mode)"])
         path = registration_path(cfg)
@@ -68,6 +79,7 @@ class MatrixReader(TimelineReader):
             ReaderMode.APPSERVICE,
             token_name=f"as_token in {path}",
             retry=retry,
+            transport=transport,
         )
 
     async def __aenter__(self) -> MatrixReader:

@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-from ingest.config import is_placeholder, yaml_problem
+from ingest.config_errors import yaml_problem
+from ingest.credentials import is_placeholder
 from ingest.errors import ConfigError
 
 __all__ = ["USER_LOCALPART", "Registration", "load_registration", "read_registration"]

@@ -1,10 +1,11 @@
 """`ingest.search`: the whole read path (docs/ARCHITECTURE.md §2).
 
 A search request and its limits (`query`, `filters`), the retrievers — dense and lexical over the
-index (`searcher`), the room logs a command has just read (`roomlogs`, their fold `transcript`,
-`memo`) — fusion (`fusion`), the second stage and its floor (`rank`), revalidation against the
-homeserver (`revalidate`) and the records a reply cites (`hits`, `permalink`). One call,
-`Searcher.search`, serves every caller; the writer (`ingest.refresh`) imports nothing from here.
+index (`retrieve`), the room logs a command has just read (`roomlogs`, their fold `transcript`,
+`memo`) — fusion (`fusion`), the second stage and its floor (`second`, over `rank`'s model),
+revalidation against the homeserver (`revalidate`) and the records a reply cites (`hits`,
+`permalink`). One call, `Searcher.search` (`searcher`), serves every caller; the rest of
+`ingest` imports nothing from here.
 """
 
 from ingest.search.filters import NO_FILTER, MessageFilter

@@ -22,7 +22,8 @@ caught up, two when a few events are new), instead of one `GET /event` per cited
 the cursor has not moved (a burst of replies between two refreshes) each read goes on from the
 room's last one instead of reading the whole tail again. A caller that has just read the room's
 log for its query (the bot, for the command's transcript) needs no read at all when that log
-reaches back to the cursor's newest walked event (`tail_since`). Only
+reaches back to the cursor's newest walked event (`tail_since`; the tail's rules are
+`ingest.search.tails`). Only
 when the tail is longer than `tail_pages` pages, the cursor is unknown, or the read fails, does
 it fall back to fetching each cited event (`GET /event`, whose bundled latest edit,
 `unsigned.m.relations.m.replace`, shows an edit).
@@ -37,29 +38,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from mautrix.types import EventType, RelationType
-
 from ingest.errors import MatrixError, MatrixUnavailable
-from ingest.events import normalize
+from ingest.export import ExportError, ExportReader
 from ingest.matrix import JSONDict, Page
 from ingest.rooms import RoomCache
-from ingest.search.hits import StoredMessage, WindowPayload, cited_events
-from ingest.types import Edit, Redaction, RoomID
+from ingest.scope import RoomScope
+from ingest.search.hits import WindowPayload, cited_events
+from ingest.search.tails import TAIL_TYPES, Tail, bundled_edit_ok, current, read_tail
+from ingest.types import RoomID
 
 __all__ = [
     "EventSource",
     "LiveCheck",
-    "LogRead",
     "SourcedCheck",
-    "Tail",
     "TailSource",
-    "current",
-    "edited_since",
-    "read_tail",
-    "tail_since",
+    "export_check",
 ]
 
 
@@ -83,31 +80,9 @@ log = logging.getLogger("muninn.revalidate")
 
 _K = TypeVar("_K")
 
-# What can make an indexed window stale, as timeline events: redactions, and edits (an edit is
-# an `m.room.message` with the type of what it edits; only messages are indexed).
-TAIL_TYPES = (EventType.ROOM_REDACTION.t, EventType.ROOM_MESSAGE.t)
 TAIL_PAGE = 1000  # Synapse's cap on `/messages?limit=`
 ARRIVALS = 3  # reads beyond `tail_pages` for events that arrive while the tail is read
 MAX_TAILS = 256  # rooms whose last tail is kept (each at most `tail_pages` pages of events)
-NO_PREFIX = ""  # edits are judged by sender and order; an edit into a command is text gone too
-
-
-@dataclass
-class Tail:
-    """The room's redactions and edits after the cursor, as the writer would read them."""
-
-    redacted: set[str] = field(default_factory=set)
-    edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
-
-    def add(self, event: JSONDict) -> None:
-        item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
-        if isinstance(item, Redaction):
-            self.redacted.add(str(item.redacts))
-        elif isinstance(item, Edit):  # a redacted edit normalises to a skip: it edits nothing
-            self.edits.setdefault(str(item.target), []).append(item)
-
-    def copy(self) -> Tail:
-        return Tail(set(self.redacted), {k: list(v) for k, v in self.edits.items()})
 
 
 @dataclass(frozen=True)
@@ -119,85 +94,6 @@ class _Read:
     token: str
     tail: Tail
     events: int  # read since the cursor
-
-
-def read_tail(events: Iterable[JSONDict], tail: Tail | None = None) -> Tail:
-    tail = tail if tail is not None else Tail()
-    for event in events:
-        tail.add(event)
-    return tail
-
-
-@dataclass(frozen=True)
-class LogRead:
-    """A room's events a caller read for its query, newest first, from the present back
-    without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
-    the log then reaches back to the mark unless more was said since than it holds."""
-
-    events: Sequence[JSONDict]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
-    mark: str | None
-
-    def tail(self) -> Tail | None:
-        return tail_since(self.events, self.mark)
-
-
-def tail_since(log: Sequence[JSONDict], mark: str | None) -> Tail | None:
-    """The tail after the writer's newest walked event `mark`, from a read of the room's log
-    (newest first, from the present back without a gap: the bot's read for the command it
-    answers); None when the log does not reach back to `mark`, or no mark is known.
-
-    Read after the command arrived, such a log is as fresh a snapshot as a tail read begun a
-    few milliseconds later, and it saves the command one or two `/messages` of its own.
-    """
-    if mark is None:
-        return None
-    newer: list[JSONDict] = []
-    for event in log:
-        if event.get("event_id") == mark:
-            return read_tail(e for e in reversed(newer) if e.get("type") in TAIL_TYPES)
-        newer.append(event)
-    return None
-
-
-def edited_since(message: StoredMessage, edit: Edit) -> bool:
-    """Whether `edit` replaces what the index holds for `message`, by the writer's rules
-    (`WindowSet.apply_edit`): its author's, and newer than the edit applied (if any)."""
-    applied = (int(message.get("edit_ts") or -1), str(message.get("edit_event_id") or ""))
-    return edit.sender == message.get("sender") and (edit.ts, str(edit.event_id)) > applied
-
-
-def current(payload: WindowPayload, tail: Tail) -> bool:
-    """Whether a window is still what the index holds, given the room's tail since its cursor:
-    nothing it cites redacted, no message of it edited since."""
-    if any(e in tail.redacted for e in cited_events(payload)):
-        return False
-    return not any(
-        edited_since(m, edit)
-        for m in payload.get("messages", [])
-        for edit in tail.edits.get(str(m.get("event_id")), ())
-    )
-
-
-def _bundled_edit_ok(message: StoredMessage, event: JSONDict) -> bool:
-    """A fetched message event against what the index holds: its bundled latest edit (spec
-    v1.7; Synapse bundles the author's, unredacted) is the one applied, or none newer.
-
-    A bundled edit that is no valid edit by the writer's rules hides an unknown number of
-    earlier ones: the text cannot be told, so the hit is not shown.
-    """
-    unsigned = event.get("unsigned")
-    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
-    if bundled is None:
-        return True  # an applied edit since redacted is caught by fetching the edit itself
-    if not isinstance(bundled, Mapping):
-        return False
-    if bundled.get("event_id") == message.get("edit_event_id"):
-        return True
-    edit = normalize(bundled, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
-    if not isinstance(edit, Edit) or edit.target != message.get("event_id"):
-        return False
-    return not edited_since(message, edit)
 
 
 class LiveCheck:
@@ -317,7 +213,7 @@ class LiveCheck:
             return False
         events = {e: event for e, event in zip(ids, fetched, strict=True) if event is not None}
         return all(
-            _bundled_edit_ok(m, events[str(m["event_id"])])
+            bundled_edit_ok(m, events[str(m["event_id"])])
             for m in payload.get("messages", [])
             if str(m["event_id"]) in events
         )
@@ -444,6 +340,19 @@ class SourcedCheck:
                 ) from None
             answered.append(answers)
         return _scattered(len(payloads), groups.values(), answered)
+
+
+async def export_check(path: Path, *, user_id: str, scope: RoomScope) -> LiveCheck:
+    """Revalidation of an imported room against its export: the same check as against the
+    homeserver, its state and events read from the file (a redaction there hides the hit)."""
+    try:
+        reader = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
+    except ExportError as e:
+        raise ExportError(
+            f"{e}. This room was indexed from that export and its hits are revalidated against "
+            "it: restore the file, or import the room again"
+        ) from None
+    return LiveCheck(reader, RoomCache(reader, scope))
 
 
 def _grouped(payloads: Sequence[WindowPayload], key: Callable[[str], _K]) -> dict[_K, list[int]]:

@@ -20,10 +20,10 @@ import regex
 
 from ingest.matrix import JSONDict
 from ingest.records import Tombstone
+from ingest.search._candidates import Candidates
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.search.fusion import rrf
 from ingest.search.hits import (
-    Candidates,
     CitedMessage,
     Hit,
     SearchResult,

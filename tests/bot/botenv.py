@@ -14,10 +14,12 @@ import pytest
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service import Service
+from ingest.matrix import Request
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
 from tests.botkit import ask, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
+from tests.transport import Recorder
 
 TRANSCRIPT_LIMIT = 50
 BASE_TS = int(time.time() * 1000) - 3 * 86_400_000  # three days ago
@@ -31,6 +33,11 @@ class Env:
     persona: MatrixUser
     command_room: str
     bot_id: str
+    requests: Recorder  # the service's transport: every homeserver request it sent
+
+    def sent_since(self, mark: int) -> list[Request]:
+        """The service's homeserver requests after the first `mark` (`len(requests.requests)`)."""
+        return self.requests.requests[mark:]
 
     async def room(self, owner: MatrixUser, **kwargs: Any) -> str:
         """A fresh public room with the bot in it."""

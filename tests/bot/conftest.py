@@ -14,6 +14,7 @@ from tests.bot.botenv import TRANSCRIPT_LIMIT, Env
 from tests.botkit import service_config
 from tests.homeserver import Homeserver
 from tests.indexing import shared_embedder
+from tests.transport import Recorder
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -36,10 +37,11 @@ async def env(
             "rate_per_minute": 1000,
         },
     )
-    service = Service(cfg, embedder=shared_embedder(), full_at_start=False)
+    requests = Recorder()  # every request the service sends (`Env.requests`)
+    service = Service(cfg, embedder=shared_embedder(), full_at_start=False, transport=requests)
     await service.start()
     await hs.ping_appservice()
     try:
-        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id)
+        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id, requests)
     finally:
         await service.stop()

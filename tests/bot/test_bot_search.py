@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -328,24 +327,24 @@ async def test_reads_of_a_room_asked_at_once_share_one_request(
     monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
     room = await env.room(alice)
     client = env.service.client
-    backwards: list[str] = []  # the log's reads of this room: `dir=b` from its newest end
-    request = client._request
 
-    async def counted(method: str, path: str, **kwargs: Any) -> Any:
-        query = kwargs.get("query") or {}
-        if quote(room, safe="") in path and query.get("dir") == "b" and "from" not in query:
-            backwards.append(path)
-        return await request(method, path, **kwargs)
+    def backwards(mark: int) -> list[str]:  # the log's reads of this room: `dir=b`, newest end
+        return [
+            r.path
+            for r in env.sent_since(mark)
+            if quote(room, safe="") in r.path
+            and r.params.get("dir") == "b"
+            and "from" not in r.params
+        ]
 
-    monkeypatch.setattr(client, "_request", counted)
     logs = RecentEvents()
     for said in ("said before anyone asked", "said before the next three asked"):
         await alice.send_text(room, said)
-        backwards.clear()
+        mark = len(env.requests.requests)
         reads = [logs.latest(client, RoomID(room), TRANSCRIPT_LIMIT) for _ in range(3)]
         for events, _ in await asyncio.gather(*reads):
             assert said in [e["content"].get("body") for e in events]
-        assert len(backwards) == 1, backwards
+        assert len(backwards(mark)) == 1, backwards(mark)
 
 
 async def test_bot_html_and_room_mentions_arrive_escaped(env: Env, alice: MatrixUser) -> None:
@@ -420,22 +419,17 @@ async def test_bot_search_checks_its_hits_against_the_log_it_read_for_the_comman
     await env.quiesce(alice, room)
     await env.settle(room)
     monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # index as is
-    client = env.service.client
-    checks: list[str] = []  # this room's tail reads and single-event fetches
-    request = client._request
-
-    async def counted(method: str, path: str, **kwargs: Any) -> Any:
-        query = kwargs.get("query") or {}
-        if quote(room, safe="") in path and ("filter" in query or "/event/" in path):
-            checks.append(path)
-        return await request(method, path, **kwargs)
-
-    monkeypatch.setattr(client, "_request", counted)
+    mark = len(env.requests.requests)
     _, reply = await ask(alice, room, "!search purple walrus", env.bot_id)
     assert link(room, doomed) in body_of(reply)
     await alice.redact(room, doomed)
     _, reply = await ask(alice, room, "!search purple walrus", env.bot_id)
     assert "purple" not in body_of(reply).split("\n", 1)[1]
+    checks = [  # this room's tail reads and single-event fetches
+        r.path
+        for r in env.sent_since(mark)
+        if quote(room, safe="") in r.path and ("filter" in r.params or "/event/" in r.path)
+    ]
     assert checks == []
 
 

@@ -51,7 +51,7 @@ from tests.bot.test_metrics import parse_exposition, value
 from tests.bot.test_search_cli import check_contract
 from tests.botkit import service_config, service_doc
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import muninn, shared_embedder, write_config
+from tests.indexing import Run, muninn, shared_embedder, write_config
 
 
 @dataclass
@@ -322,19 +322,24 @@ async def test_cli_status_asks_the_running_service(api: Api) -> None:
     assert f"{api.alias}: indexed, {plural(room['points'], 'point')}" in human.out
 
 
-async def test_cli_search_held_without_a_port_says_how_to_enable_it(
-    synapse: SynapseServer, tmp_path: Path
-) -> None:
-    """Without metrics.port the held-store error names the cause and how to fix it."""
+async def _held_without_a_port(synapse: SynapseServer, tmp_path: Path, *args: str) -> Run:
+    """`muninn <args>` while another process holds the store and no listener is configured."""
     config = write_config(tmp_path / "config.yaml", config_doc(synapse, tmp_path))
     holder = open_store(
         IndexConfig(store=StoreConfig(path=tmp_path / "qdrant"), collection="muninn_api"),
         tmp_path,
     )
     try:
-        run = await muninn(config, "search", "otters", "--json")
+        return await muninn(config, *args)
     finally:
         holder.close()
+
+
+async def test_cli_search_held_without_a_port_says_how_to_enable_it(
+    synapse: SynapseServer, tmp_path: Path
+) -> None:
+    """Without metrics.port the held-store error names the cause and how to fix it."""
+    run = await _held_without_a_port(synapse, tmp_path, "search", "otters", "--json")
     assert run.rc == 1 and run.out == ""
     assert f"held by another process (pid {os.getpid()})" in run.err
     assert "metrics: {port:" in run.err
@@ -345,15 +350,7 @@ async def test_cli_status_held_without_a_port_says_how_to_enable_it(
     synapse: SynapseServer, tmp_path: Path
 ) -> None:
     """`muninn status` beside a service with no listener names the cause and the fix."""
-    config = write_config(tmp_path / "config.yaml", config_doc(synapse, tmp_path))
-    holder = open_store(
-        IndexConfig(store=StoreConfig(path=tmp_path / "qdrant"), collection="muninn_api"),
-        tmp_path,
-    )
-    try:
-        run = await muninn(config, "status")
-    finally:
-        holder.close()
+    run = await _held_without_a_port(synapse, tmp_path, "status")
     assert run.rc == 1 and "held by another process" in run.err
     assert "For `muninn status` while `muninn run` holds the store" in run.err
     assert "metrics: {port:" in run.err and "Traceback" not in run.err

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from bot.commands.grammar import parse
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
+from bot.patterns import compile_pattern
 from bot.transcript import (
     DENSITY_MAX,
     PatternError,
@@ -178,7 +179,7 @@ def test_fold_catastrophic_regex_is_stopped_within_the_budget() -> None:
     events = [msg(1, "a" * 5000 + "b"), msg(2, "a" * 5000 + "b")]
     started = time.monotonic()
     with pytest.raises(PatternTimeout, match="too long") as caught:
-        fold(events, pattern=r"(a+)+$", timeout_s=0.2)
+        fold(events, pattern=compile_pattern(r"(a+)+$"), timeout_s=0.2)
     assert time.monotonic() - started < 1.0
     assert isinstance(caught.value, CommandError)
 
@@ -187,7 +188,7 @@ def test_fold_catastrophic_regex_is_stopped_within_the_budget() -> None:
 def test_fold_rejects_a_pattern_that_does_not_compile(pattern: str) -> None:
     """A broken pattern is an error, never a literal search."""
     with pytest.raises(PatternError, match="does not compile"):
-        fold([msg(1, pattern)], pattern=pattern)
+        fold([msg(1, pattern)], pattern=compile_pattern(pattern))
 
 
 def test_fold_rejects_a_zero_bound() -> None:

@@ -13,7 +13,8 @@ import yaml
 # service's loader, which validates with `ingest.config`'s checks and words.
 from bot.config import ServiceConfig, load_config, parse_config
 from ingest import config as ingest_config
-from ingest.config import CONFIG_ENV, config_path, is_placeholder
+from ingest.config import CONFIG_ENV, config_path
+from ingest.credentials import is_placeholder
 from ingest.errors import ConfigError
 
 TOKEN = "syt_bXVuaW5u_AbCdEfGhIjKlMnOpQrSt_1a2B3c"

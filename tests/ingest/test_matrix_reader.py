@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
@@ -23,13 +21,11 @@ from ingest.errors import (
     ConfigError,
     MatrixAuthError,
     MatrixForbidden,
-    MatrixNotFound,
     MatrixUnavailable,
 )
 from ingest.matrix import MatrixReader, Page, ReaderMode, Retry, room_state_from
 from ingest.types import RoomID, UserID
 from tests.homeserver import Homeserver, MatrixUser
-from tests.transport import MockedTransport, calls
 
 FAST = Retry(attempts=3, backoff=0.01, max_backoff=0.05)
 LONG_ROOM_SIZE = 250
@@ -499,159 +495,6 @@ def test_room_state_from_names_who_joined_and_is_gone() -> None:
     state = room_state_from(RoomID("!r"), events, UserID("@a:hs.test"))
     assert state.members == ("@a:hs.test",)
     assert state.past_members == ("@b:hs.test", "@discord_1:hs.test")
-
-
-# ---------------------------------------------------------------- faults (aioresponses)
-
-
-HS = "http://hs.test"
-WHOAMI = re.compile(r"^http://hs\.test/_matrix/client/v3/account/whoami(\?.*)?$")
-OK = {"user_id": "@r:hs.test"}
-
-
-def fake_reader(mode: ReaderMode = ReaderMode.CLIENT, retry: Retry = FAST) -> MatrixReader:
-    name = "as_token in /etc/muninn/registration.yaml" if mode is ReaderMode.APPSERVICE else None
-    return MatrixReader(HS, "tok", "@r:hs.test", mode, token_name=name, retry=retry)
-
-
-async def test_request_429_waits_retry_after_ms_and_retries() -> None:
-    """A 429 with retry_after_ms is waited for, then the request is sent again."""
-    limited = {"errcode": "M_LIMIT_EXCEEDED", "error": "Too many", "retry_after_ms": 150}
-    async with fake_reader() as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=429, payload=limited)
-            mocked.get(WHOAMI, payload=OK)
-            started = time.monotonic()
-            assert await reader.whoami() == "@r:hs.test"
-            assert time.monotonic() - started >= 0.14  # asyncio may wake a tick early
-            assert calls(mocked) == 2
-
-
-async def test_request_429_honours_retry_after_header_with_a_cap() -> None:
-    """Without retry_after_ms, a Retry-After header (seconds) is waited, capped by the policy."""
-    retry = Retry(attempts=2, backoff=0.0, max_retry_after=0.12)
-    async with fake_reader(retry=retry) as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=429, payload={}, headers={"Retry-After": "30"})
-            mocked.get(WHOAMI, payload=OK)
-            started = time.monotonic()
-            await reader.whoami()
-            assert 0.11 <= time.monotonic() - started < 5
-
-
-async def test_request_429_with_a_non_ascii_retry_after_backs_off_instead_of_failing() -> None:
-    """A hostile `Retry-After: ²` (a digit to `str.isdigit`, not to `float`) is no wait asked
-    for: the reader backs off by its own policy and retries, it never raises."""
-    retry = Retry(attempts=2, backoff=0.0, max_retry_after=0.12)
-    async with fake_reader(retry=retry) as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=429, payload={}, headers={"Retry-After": "\u00b2"})
-            mocked.get(WHOAMI, payload=OK)
-            assert await reader.whoami() == "@r:hs.test"
-            assert calls(mocked) == 2
-
-
-async def test_request_502_is_retried_then_succeeds() -> None:
-    """A 502 from a proxy (HTML body) is retried with backoff."""
-    async with fake_reader() as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=502, body="<html>Bad Gateway</html>")
-            mocked.get(WHOAMI, payload=OK)
-            assert await reader.whoami() == "@r:hs.test"
-            assert calls(mocked) == 2
-
-
-async def test_request_persistent_5xx_raises_unavailable_after_bound() -> None:
-    """5xx on every attempt raises MatrixUnavailable after exactly `attempts` tries."""
-    async with fake_reader(retry=Retry(attempts=4, backoff=0.001)) as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=503, payload={"errcode": "M_UNKNOWN"}, repeat=True)
-            with pytest.raises(MatrixUnavailable, match="4 time"):
-                await reader.whoami()
-            assert calls(mocked) == 4
-
-
-async def test_request_persistent_429_raises_unavailable_after_bound() -> None:
-    """429 counts against the same bound: a server that never relents is unavailable."""
-    limited = {"errcode": "M_LIMIT_EXCEEDED", "retry_after_ms": 1}
-    async with fake_reader(retry=Retry(attempts=3, backoff=0.001)) as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=429, payload=limited, repeat=True)
-            with pytest.raises(MatrixUnavailable, match="429"):
-                await reader.whoami()
-            assert calls(mocked) == 3
-
-
-async def test_request_connection_error_is_retried() -> None:
-    """A refused connection is retried, then the answer is returned."""
-    async with fake_reader() as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, exception=aiohttp.ClientConnectionError("refused"))
-            mocked.get(WHOAMI, exception=TimeoutError())
-            mocked.get(WHOAMI, payload=OK)
-            assert await reader.whoami() == "@r:hs.test"
-
-
-async def test_request_connection_error_persistent_raises_unavailable() -> None:
-    """Connection errors on every attempt end in MatrixUnavailable naming the cause."""
-    async with fake_reader() as reader:
-        with MockedTransport() as mocked:
-            error = aiohttp.ClientConnectionError("refused")
-            mocked.get(WHOAMI, exception=error, repeat=True)
-            with pytest.raises(MatrixUnavailable, match="connection error"):
-                await reader.whoami()
-
-
-@pytest.mark.parametrize(
-    ("mode", "token_name"),
-    [
-        (ReaderMode.CLIENT, "reader.access_token"),
-        (ReaderMode.APPSERVICE, "as_token in /etc/muninn/registration.yaml"),
-    ],
-)
-async def test_request_401_raises_auth_error_naming_the_token(
-    mode: ReaderMode, token_name: str
-) -> None:
-    """401 is never retried; the error says which token to fix."""
-    async with fake_reader(mode) as reader:
-        with MockedTransport() as mocked:
-            body = {"errcode": "M_UNKNOWN_TOKEN", "error": "Invalid access token passed."}
-            mocked.get(WHOAMI, status=401, payload=body, repeat=True)
-            with pytest.raises(MatrixAuthError, match=re.escape(token_name)):
-                await reader.whoami()
-            assert calls(mocked) == 1
-
-
-@pytest.mark.parametrize(
-    ("status", "errcode", "error"),
-    [
-        (403, "M_MISSING_TOKEN", MatrixAuthError),
-        (403, "M_FORBIDDEN", MatrixForbidden),
-        (404, "M_NOT_FOUND", MatrixNotFound),
-    ],
-)
-async def test_request_4xx_maps_onto_the_error_tree(
-    status: int, errcode: str, error: type[Exception]
-) -> None:
-    """403 with a token errcode is an auth error, other 403 forbidden, 404 not found."""
-    async with fake_reader() as reader:
-        with MockedTransport() as mocked:
-            mocked.get(WHOAMI, status=status, payload={"errcode": errcode, "error": "no"})
-            with pytest.raises(error) as err:
-                await reader.whoami()
-    assert getattr(err.value, "status", None) == status
-
-
-async def test_request_quotes_path_segments_and_adds_user_id_in_appservice_mode() -> None:
-    """Room and event ids are percent-quoted; appservice requests carry ?user_id=."""
-    async with fake_reader(ReaderMode.APPSERVICE) as reader:
-        with MockedTransport() as mocked:
-            mocked.get(re.compile(r"^http://hs\.test/.*"), payload={"event_id": "$e"})
-            await reader.get_event("!room:hs.test", "$ev/x+y")
-            (method, url), *_ = mocked.requests
-    assert method == "GET"
-    assert url.raw_path == "/_matrix/client/v3/rooms/%21room%3Ahs.test/event/%24ev%2Fx%2By"
-    assert url.query["user_id"] == "@r:hs.test"
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
-from ingest.search.revalidate import LiveCheck, LogRead, Tail, current, read_tail, tail_since
+from ingest.search.revalidate import LiveCheck
+from ingest.search.tails import LogRead, Tail, current, read_tail, tail_since
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms

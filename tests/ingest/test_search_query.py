@@ -18,10 +18,11 @@ from ingest import lexical
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
 from ingest.records import COMPAT_KEY, TOMBSTONE_PREFIX
+from ingest.search import Searcher
 from ingest.search.fusion import text_key
 from ingest.search.hits import best_message
 from ingest.search.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
-from ingest.search.searcher import RRF_K, Searcher
+from ingest.search.retrieve import RRF_K
 from ingest.store import Collection, PointRecord, Store, open_store
 from ingest.types import EmbedderIdentity, SparseVector
 

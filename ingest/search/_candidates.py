@@ -1,0 +1,101 @@
+"""`ingest.search._candidates`: the read path's pool of candidates before revalidation.
+
+Private to `ingest.search` (the import contract's `private_modules`): no caller outside the
+read path ranks, trims or confirms candidates; they get `SearchResult`s of confirmed hits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ingest.records import Tombstone
+from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.search.hits import CitedMessage, Hit, best_message, has_text, window_of
+from ingest.search.permalink import permalink
+from ingest.search.tails import Tail
+from ingest.types import StoredPoint
+
+__all__ = ["Candidates"]
+
+
+@dataclass
+class Candidates:
+    """The read path's fused ranking (`Searcher._rank`), best first, *before* revalidation.
+
+    `Searcher.search` may trim, fuse and rank these hits (`ingest.search.roomlogs`), but shows only
+    those `Searcher._confirm` passes (docs/ARCHITECTURE.md §3 rule 15).
+    """
+
+    ranked: list[tuple[str, float]] = field(default_factory=list)  # (point id, fused score)
+    warnings: list[str] = field(default_factory=list)
+    retrievers: list[str] = field(default_factory=list)
+    points: dict[str, StoredPoint] = field(default_factory=dict, repr=False)
+    stones: list[Tombstone] = field(default_factory=list, repr=False)
+    cursors: dict[str, str | None] = field(default_factory=dict, repr=False)  # room -> token
+    early: dict[str, asyncio.Future[Any]] = field(default_factory=dict, repr=False)
+    # room -> its tail since the cursor, from the caller's own log read (`tails.Tail`)
+    known: dict[str, Tail] = field(default_factory=dict, repr=False)
+    texts: tuple[str, ...] = ()
+    server_name: str = ""
+    below_floor: int = 0  # candidates the ranker judged not to match: never shown
+    filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
+    _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
+
+    def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
+        """The best `n` candidates whose point ids are not in `skip` (hits built on demand)."""
+        out: list[Hit] = []
+        for pid, score in self.ranked:
+            if len(out) >= n:
+                break
+            if pid in skip:
+                continue
+            if pid not in self._built:
+                self._built[pid] = build_hit(
+                    self.points[pid], score, self.texts, self.server_name, self.filter
+                )
+            hit = self._built[pid]
+            if hit is not None:  # None: the filter kept none of its messages
+                out.append(hit)
+        return out
+
+
+def build_hit(
+    point: StoredPoint,
+    score: float,
+    texts: Sequence[str],
+    server_name: str,
+    flt: MessageFilter | None = None,
+) -> Hit | None:
+    """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
+    p = window_of(point)
+    said: Sequence[Mapping[str, object]] = [m for m in p.get("messages", []) if has_text(m)]
+    if flt:
+        said = keep_messages(flt, said, p.get("thread_root"))
+        if not said:
+            return None
+    messages = tuple(
+        CitedMessage(
+            event_id=str(m["event_id"]),
+            sender=str(m["sender"]),
+            ts=cast(int, m["ts"]),  # as stored: the writer's int (ms)
+            body=str(m["body"]),
+        )
+        for m in said
+    )
+    best = best_message(messages, texts)
+    return Hit(
+        point_id=point.id,
+        room_id=str(p["room_id"]),
+        room_alias=p.get("room_alias"),
+        thread_root=p.get("thread_root"),
+        first_event_id=str(p["first_event_id"]),
+        last_event_id=str(p["last_event_id"]),
+        event_ids=tuple(p.get("event_ids", ())),
+        messages=messages,
+        score=score,
+        permalink=permalink(str(p["room_id"]), best, server_name),
+        best_event_id=best,
+    )

@@ -1,0 +1,206 @@
+"""`ingest.search.retrieve`: the first stage — each text's dense and lexical lists.
+
+For every text of a query, the lexical list (BM25-style sparse vectors, `ingest.lexical`; a
+`word*` stands for the words of the query's rooms it starts) and, when the embedder answers and
+the index was built with it, the dense list, read from the active generation. Weak lexical
+candidates are floored out before fusion (`LEXICAL_FLOOR`). What the lists hold is fused by
+`ingest.search.fusion.rrf` and re-ordered by the second stage (`ingest.search.second`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ingest import lexical
+from ingest.embed import Embedder
+from ingest.errors import EmbedError, EmbedUnavailable
+from ingest.records import COMPAT_KEY
+from ingest.search import rank
+from ingest.search.hits import has_text
+from ingest.search.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
+from ingest.store import Collection, PointFilter
+from ingest.types import SparseVector, StoredPoint
+
+__all__ = [
+    "CANDIDATES",
+    "LEXICAL_FLOOR",
+    "MAX_CANDIDATES",
+    "RRF_K",
+    "WEIGHTS",
+    "Lists",
+    "Retriever",
+    "lexical_query",
+]
+
+log = logging.getLogger("muninn.search")
+
+# Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
+CANDIDATES = 30  # per (retriever, text); measured on the locomo-dev folds (RESULTS.md §1b)
+RRF_K = 10  # RRF's k: the folds favour the top ranks more than the k = 60 of Cormack et al.
+WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
+# A lexical candidate scoring under this fraction of its list's best matched only the query's
+# weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.
+# Rank fusion forgets score margins: without the floor, fifteen windows sharing only `err`,
+# ranked high by the dense side, pushed the one window holding `ERR_7731X` (lexical score 9
+# against their 0.9) down to fourth. Applied only when dense lists are fused; 0 disables it.
+LEXICAL_FLOOR = 0.2
+# `word*`: the words it may stand for are read from this many of the query's points at most.
+VOCABULARY_POINTS = 5000
+# With filters (has:link, -word…) or a later page, each list fetches this many times more
+# candidates: a filter drops some, a page passes over the earlier ones.
+FILTERED_DEPTH = 3
+MAX_CANDIDATES = 200
+
+
+def lexical_query(text: str) -> SparseVector:
+    """The sparse query vector of one text, without its stop words: "when did … the …"
+    otherwise fills the list with windows that share only function words."""
+    return lexical.query_vector(" ".join(rank.content_terms(text)) or text)
+
+
+@dataclass
+class Lists:
+    """The first stage's answer: each (retriever, text)'s (point id, score), best first; the
+    points they name; the query's dense vectors (None: lexical only) and the warnings why."""
+
+    lists: dict[tuple[str, str], list[tuple[str, float]]] = field(default_factory=dict)
+    points: dict[str, StoredPoint] = field(default_factory=dict)
+    dense: list[list[float]] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def retrievers(self) -> list[str]:
+        return sorted({r for r, _ in self.lists}, key=["dense", "lexical"].index)
+
+
+@dataclass
+class Retriever:
+    """Dense and lexical candidates of a query from one generation (`Searcher`'s settings)."""
+
+    embedder: Embedder | None
+    candidates: int = CANDIDATES
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(WEIGHTS))
+    lexical_floor: float = LEXICAL_FLOOR
+    # the sparse vector of one text (`Searcher.lexical_query`, which a subclass may change)
+    sparse_of: Callable[[str], SparseVector] = lexical_query
+
+    def fusing(self, found: Lists) -> bool:
+        """Whether dense lists are fused (then the lexical floor and the ranker apply)."""
+        return found.dense is not None and self.weights.get("dense", 1.0) > 0
+
+    async def lists(self, col: Collection, query: SearchQuery) -> Lists:
+        """Every (retriever, text) list of `query`, read from `col`."""
+        found = Lists()
+        flt = query.point_filter()
+        depth = self._depth(query)
+        vocabulary = await self._vocabulary(col, query, flt)
+        # A `word*` is the lexical side's: its words are the room's, which neither the
+        # embedder nor the ranker's term features know. Such a query is answered lexically.
+        if not vocabulary:
+            found.dense = await self._query_vectors(
+                col, [plain_text(t) for t in query.texts], found.warnings
+            )
+        # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
+        # still the best answer there is.
+        floor = self.lexical_floor if self.fusing(found) else 0.0
+        for i, text in enumerate(query.texts):
+            sparse = self._sparse(text, vocabulary)
+            scored = await asyncio.to_thread(col.sparse_search, sparse, flt, depth)
+            found.lists[("lexical", text)] = _scored(_above_floor(scored, floor), found.points)
+            if found.dense is not None:
+                scored = await asyncio.to_thread(col.dense_search, found.dense[i], flt, depth)
+                found.lists[("dense", text)] = _scored(scored, found.points)
+        return found
+
+    def _sparse(self, text: str, vocabulary: Counter[str]) -> SparseVector:
+        """`sparse_of`, with each `word*` standing for the words of `vocabulary` it starts
+        (`lexical.expand_prefix`)."""
+        if not vocabulary:
+            return self.sparse_of(text)
+        words = plain_text(text)
+        expanded = [w for s in prefixes(text) for w in lexical.expand_prefix(s, vocabulary)]
+        return lexical.query_vector(" ".join(rank.content_terms(words)) or words, expanded)
+
+    def _depth(self, query: SearchQuery) -> int:
+        """Candidates a list fetches: more for a filter that drops some, or a later page."""
+        depth = self.candidates
+        if query.filter or query.offset:
+            depth = max(depth, (query.offset + query.limit) * FILTERED_DEPTH, MAX_LIMIT)
+        return min(depth, MAX_CANDIDATES)
+
+    async def _vocabulary(
+        self, col: Collection, query: SearchQuery, flt: PointFilter
+    ) -> Counter[str]:
+        """The words said in the query's rooms (its filter's points, up to `VOCABULARY_POINTS`),
+        read only when a text has a `word*`."""
+        if not any(prefixes(t) for t in query.texts):
+            return Counter()  # empty: the query has no `word*`
+
+        def read() -> Counter[str]:
+            words: Counter[str] = Counter()
+            for point in itertools.islice(col.scroll(flt), VOCABULARY_POINTS):
+                for m in point.payload.get("messages", []):
+                    if has_text(m):
+                        words.update(lexical.tokens(str(m["body"])))
+            return words
+
+        return await asyncio.to_thread(read)
+
+    async def _query_vectors(
+        self, col: Collection, texts: Sequence[str], warnings: list[str]
+    ) -> list[list[float]] | None:
+        """Embed all texts in one batch; None (lexical only, with a warning) if we cannot."""
+        if self.embedder is None:
+            warnings.append("no embedder configured: lexical results only")
+            return None
+        # Embed first: an unreachable embedder must be reported as such, and an Ollama
+        # identity (its dimension) is only known once the model has answered.
+        try:
+            vectors = await self.embedder.embed_queries(list(texts))
+        except EmbedUnavailable as e:
+            log.warning("embedder unavailable, answering from lexical only: %s", e)
+            warnings.append(f"embedder unavailable ({e}): lexical results only")
+            return None
+        except EmbedError as e:
+            log.warning("embedder failed, answering from lexical only: %s", e)
+            warnings.append(f"embedder failed ({e}): lexical results only")
+            return None
+        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) or {}
+        built_with = compat.get("embedder")
+        mine = dict(self.embedder.identity.as_record())
+        if built_with is not None and built_with != mine:
+            warnings.append(
+                f"the index was built with another embedder ({_describe(built_with)}, "
+                f"configured: {_describe(mine)}): lexical results only until a refresh "
+                "rebuilds it"
+            )
+            return None
+        return vectors
+
+
+def _describe(identity: Mapping[str, object]) -> str:
+    return f"{identity.get('provider')}/{identity.get('model')}, {identity.get('dimension')}-d"
+
+
+def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint]:
+    """The candidates scoring at least `floor` × the best score (`found` is best first)."""
+    if not found or floor <= 0:
+        return list(found)
+    cut = found[0].score * floor
+    return [p for p in found if p.score >= cut]
+
+
+def _scored(
+    found: Sequence[StoredPoint], points: dict[str, StoredPoint]
+) -> list[tuple[str, float]]:
+    """The candidates' (id, score), best first, minus windows that say nothing any more: every
+    message in them was edited into what is not indexed text (kept for a redaction's revert)."""
+    said = [p for p in found if any(has_text(m) for m in p.payload.get("messages", []))]
+    for p in said:
+        points.setdefault(p.id, p)
+    return [(p.id, p.score) for p in said]

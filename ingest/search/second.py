@@ -1,0 +1,93 @@
+"""`ingest.search.second`: the second stage — the fused candidates re-ordered, the floor applied.
+
+When both retrievers answered, `ingest.search.rank`'s model (the one trained for the embedder,
+`rank.for_embedder`) re-orders the first stage's fused candidates over their shown messages,
+and leaves out those under its relevance floor (counted in `below_floor`, never shown). A text
+near the embedder's made-up words (`RankModel.made_up`) is floored as a wordless one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ingest.embed import Embedder
+from ingest.errors import EmbedError, EmbedUnavailable
+from ingest.search import rank
+from ingest.search.fusion import text_key
+from ingest.search.hits import has_text, window_of, window_span
+from ingest.search.rank import RankModel
+from ingest.types import EmbedderIdentity, StoredPoint
+
+__all__ = ["SecondStage"]
+
+
+@dataclass
+class SecondStage:
+    """The ranker of a `Searcher`: `relevance_floor` None takes the model's own floors."""
+
+    embedder: Embedder | None
+    relevance_floor: float | None = None
+    # The embedder's direction of made-up words (`_made_up`), for the identity it was taken.
+    _nonsense: tuple[EmbedderIdentity, list[float]] | None = field(default=None, repr=False)
+
+    async def rerank(
+        self,
+        fused: Sequence[tuple[str, float]],
+        lists: Mapping[tuple[str, str], Sequence[tuple[str, float]]],
+        points: Mapping[str, StoredPoint],
+        texts: Sequence[str],
+        dense: Sequence[Sequence[float]],
+    ) -> tuple[list[tuple[str, float]], int]:
+        """The fused candidates re-ordered by `rank`'s model, those under its floor out (and
+        how many those were)."""
+        made_up = await self._made_up(texts, dense)
+        ids = [pid for pid, _ in fused]
+        shown = {
+            pid: [m for m in points[pid].payload.get("messages", []) if has_text(m)] for pid in ids
+        }
+        bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
+        senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
+        spans = {pid: window_span(window_of(points[pid]), ms) for pid, ms in shown.items() if ms}
+        per_text: dict[str, tuple[rank.Found, rank.Found]] = {}
+        for retriever, text in lists:
+            if retriever == "dense":  # one entry a text, as the fusion counts it
+                per_text.setdefault(
+                    text_key(text), (lists[("dense", text)], lists[("lexical", text)])
+                )
+        model = self._model()
+        if self.relevance_floor is None:
+            floor, wordless = model.floor, model.wordless_floor
+        else:
+            floor = wordless = self.relevance_floor
+        return rank.rerank(
+            ids,
+            bodies,
+            per_text,
+            senders,
+            spans=spans,
+            coefficients=model.coefficients,
+            match=model.match,
+            floor=floor,
+            wordless_floor=wordless,
+            made_up={text_key(t) for t in made_up},
+        )
+
+    def _model(self) -> RankModel:
+        return rank.for_embedder(self.embedder.identity.model if self.embedder else "")
+
+    async def _made_up(
+        self, texts: Sequence[str], vectors: Sequence[Sequence[float]]
+    ) -> list[str]:
+        """The texts near the embedder's made-up words (`RankModel.made_up`); the direction of
+        those is embedded once a searcher."""
+        threshold = self._model().made_up
+        if threshold is None or self.embedder is None or self.relevance_floor is not None:
+            return []
+        if self._nonsense is None or self._nonsense[0] != self.embedder.identity:
+            try:
+                refs = await self.embedder.embed_queries(list(rank.MADE_UP))
+            except (EmbedError, EmbedUnavailable):
+                return []
+            self._nonsense = (self.embedder.identity, rank.unit_mean(refs))
+        return rank.near(texts, vectors, self._nonsense[1], threshold)
