@@ -10,26 +10,15 @@ in-memory part (tests/bot/fastkit.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.recent import RoomLogSource
 from bot.replies.budget import ReplyContent
-from bot.sender import BotClient
 from ingest.matrix import ClientEvent
 from ingest.types import EventID, RoomAlias, RoomID
 
-__all__ = ["Aliases", "HomeserverParts", "RoomLogSource", "RoomStates", "Sender"]
-
-
-class RoomLogSource(Protocol):
-    """A room's timeline, newest first (as `/messages?dir=b` serves it)."""
-
-    async def latest(self, room_id: RoomID, limit: int) -> Sequence[ClientEvent]: ...
-
-    async def newer_than(
-        self, room_id: RoomID, known: Set[str], limit: int
-    ) -> tuple[list[ClientEvent], bool]: ...
+__all__ = ["Aliases", "Homeserver", "HomeserverParts", "RoomLogSource", "RoomStates", "Sender"]
 
 
 class RoomStates(Protocol):
@@ -50,6 +39,10 @@ class Sender(Protocol):
     ) -> EventID: ...
 
 
+class Homeserver(RoomLogSource, RoomStates, Aliases, Sender, Protocol):
+    """Every part in one client: `bot.sender.BotClient` in `muninn run`."""
+
+
 @dataclass(frozen=True)
 class HomeserverParts:
     """The command handler's parts of the homeserver."""
@@ -60,6 +53,6 @@ class HomeserverParts:
     sender: Sender
 
     @classmethod
-    def of(cls, client: BotClient) -> HomeserverParts:
+    def of(cls, client: Homeserver) -> HomeserverParts:
         """Every part the one client (`muninn run`)."""
         return cls(client, client, client, client)

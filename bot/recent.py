@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 
 from mautrix.types import EventType
 
-from bot.ports import RoomLogSource
 from ingest.matrix import ClientEvent, EventContent, Unsigned
 from ingest.types import RoomID
 
@@ -22,6 +21,7 @@ __all__ = [
     "EVENT_OVERHEAD",
     "SCAN_TEXT",
     "RecentEvents",
+    "RoomLogSource",
     "content_of",
     "emptied",
     "text_size",
@@ -68,6 +68,16 @@ def _within(events: Sequence[ClientEvent], limit: int) -> tuple[list[ClientEvent
             return list(events[:index]), True, total
         total += size
     return list(events), False, total
+
+
+class RoomLogSource(Protocol):
+    """A room's timeline, newest first (as `/messages?dir=b` serves it)."""
+
+    async def latest(self, room_id: RoomID, limit: int) -> Sequence[ClientEvent]: ...
+
+    async def newer_than(
+        self, room_id: RoomID, known: Set[str], limit: int
+    ) -> tuple[list[ClientEvent], bool]: ...
 
 
 @dataclass
