@@ -9,7 +9,6 @@ the fusion, the cut to the audience and the revalidation of what is shown are th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import regex
 
 from bot.commands.records import SearchCommand
 from bot.errors import CommandError
-from bot.patterns import compile_pattern
+from bot.patterns import compile_off_loop
 from bot.roomlog import RoomLog
 from bot.transcript import refused_timeouts
 from bot.visibility import ANYONE, Audience
@@ -135,7 +134,7 @@ async def fused_search(
     """
     single = audiences.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
     if pattern is None and command.regex is not None:
-        pattern = await asyncio.to_thread(compile_pattern, command.regex)
+        pattern = await compile_off_loop(command.regex)
     logs = RoomLogs(
         asked=command,
         views=views,

@@ -10,7 +10,7 @@ token (`render(detail=True)`); anyone else sees the aggregate `muninn_refresh_la
 `CountingStore` and `CountingEmbedder` wrap the adapters so that every
 store or embedder error is counted whoever the caller was (the bot's search swallows a
 `StoreError` to answer from the transcript; it still counts). prometheus_client's metrics are
-thread-safe, so store calls made in `asyncio.to_thread` may count too.
+thread-safe, so store calls made in the store facade's worker threads may count too.
 """
 
 from __future__ import annotations

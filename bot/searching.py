@@ -7,7 +7,6 @@ send (`Replier.audience_holds`). A next page is kept per asker, room and thread 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import KW_ONLY, dataclass, field
 
@@ -17,7 +16,7 @@ from bot.incoming import Incoming
 from bot.lookup import RoomView, fused_search, read_room
 from bot.metrics import ServiceMetrics
 from bot.paging import Page, Pages, ShownIds
-from bot.patterns import compile_pattern
+from bot.patterns import compile_off_loop
 from bot.reads import RoomReads
 from bot.replies import SearchView, search_reply
 from bot.replying import Replier, answer_small
@@ -74,7 +73,7 @@ class SearchActions:
         # costs up to ~10 ms of CPU (`compile_pattern`).
         matcher = None
         if command.regex is not None:
-            matcher = await asyncio.to_thread(compile_pattern, command.regex)
+            matcher = await compile_off_loop(command.regex)
         if in_command_room and command.regex is not None and not command.rooms:
             # A /regex/ reads rooms' latest messages, never the index: across every room it
             # would always answer nothing, which reads as "no such message".

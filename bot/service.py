@@ -45,7 +45,7 @@ from ingest.records import Tombstone
 from ingest.refresh import Writer
 from ingest.rooms import RoomCache
 from ingest.search import Searcher
-from ingest.store import Store, open_store
+from ingest.store import AsyncStore, Store, open_async
 from ingest.types import RoomID, Skip, SkipReason
 
 __all__ = ["Service", "run"]
@@ -140,7 +140,7 @@ class Service:
         cfg = self.cfg
         bot_user_id = str(await self.client.whoami())
         if self._store is None:
-            self._store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+            self._store = (await open_async(cfg.index, cfg.base_dir)).sync
         self._parts = await build(
             cfg,
             self.client,
@@ -177,7 +177,7 @@ class Service:
                 resolve_room=self._resolve_search_room,
                 purge=self._purge,
                 token_file=token_path(cfg),
-                status=lambda: asyncio.to_thread(read_facts, self.store),
+                status=lambda: AsyncStore(self.store).run(read_facts),
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)
@@ -201,7 +201,7 @@ class Service:
         if self._own_embedder:  # first: it unloads the model before the store compacts
             await self.embedder.close()
         if self._store is not None:
-            await asyncio.to_thread(self._store.close)
+            await AsyncStore(self._store).close()
         self.stopped.set()
 
     async def run_until_signal(self) -> None:

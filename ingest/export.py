@@ -273,6 +273,11 @@ class ExportReader:
     def from_file(cls, path: Path, *, user_id: str) -> ExportReader:
         return cls(ExportFile.scan(path), user_id=user_id)
 
+    @classmethod
+    async def load(cls, path: Path, *, user_id: str) -> ExportReader:
+        """`from_file` off the loop: the scan reads the whole file once."""
+        return await asyncio.to_thread(cls.from_file, path, user_id=user_id)
+
     async def whoami(self) -> UserID:
         return self.user_id
 

@@ -7,10 +7,10 @@ records a purge in every generation a search may read, and switches a complete o
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from ingest.embed import Embedder
@@ -25,7 +25,14 @@ from ingest.records import (
     compatibility,
     puppet_refusal,
 )
-from ingest.store import Collection, Store, generation_name
+from ingest.store import (
+    AsyncCollection,
+    AsyncPurges,
+    AsyncStore,
+    Collection,
+    Store,
+    generation_name,
+)
 from ingest.types import RoomID
 
 log = logging.getLogger("muninn.refresh")
@@ -58,16 +65,22 @@ class Generations:
     def __init__(
         self, store: Store, embedder: Embedder, collection: str, purges: PurgeLog | None
     ) -> None:
-        self.store = store
+        self.store = AsyncStore(store)
         self.embedder = embedder
         self.collection_name = collection
         # Where readers find the purges without the store (`ingest.purges`); None: store only.
-        self.purges = purges
+        self.purges = AsyncPurges(purges) if purges is not None else None
         # Known after `open()` probes the embedder (an Ollama model's dimension needs an answer).
         self.compat: dict[str, Any] = {}
         self.generation = ""
+        # Synchronous, as tests and bench use it (a faulty one may be put in its place);
+        # `opened()` is the same collection, awaited.
         self.collection: Collection | None = None
         self._previous: str | None = None
+
+    async def opened(self) -> AsyncCollection:
+        """`open()`, behind the store's async facade."""
+        return AsyncCollection(await self.open())
 
     async def open(self) -> Collection:
         """Open (or create) this process's generation; activate it at once if none is active."""
@@ -76,16 +89,14 @@ class Generations:
         identity = await self.embedder.probe()
         self.compat = compatibility(identity)
         self.generation = generation_name(self.collection_name, self.compat)
-        active = await asyncio.to_thread(self.store.active)
-        col = await asyncio.to_thread(
-            self.store.open, self.generation, dense_dim=identity.dimension, create=True
-        )
+        active = await self.store.active()
+        col = await self.store.open(self.generation, dense_dim=identity.dimension, create=True)
         if col.damage is not None:
             col, active = await self._rebuild_damaged(col.damage, active, identity.dimension)
-        if await asyncio.to_thread(col.get_meta, COMPAT_KEY) is None:
-            await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": False})
+        if await col.get_meta(COMPAT_KEY) is None:
+            await col.put_meta(COMPAT_KEY, {**self.compat, "complete": False})
         if active is None:
-            await asyncio.to_thread(self.store.activate, self.generation)
+            await self.store.activate(self.generation)
         elif active != self.generation:
             # Never mix vector spaces: build beside the active one, switch when complete.
             log.warning(
@@ -96,43 +107,42 @@ class Generations:
             self._previous = active
             await self._carry_records(active, col)
         await self._copy_purges_to_the_file(col)
-        self.collection = col
-        return col
+        self.collection = col.sync
+        return col.sync
 
     async def _rebuild_damaged(
         self, damage: str, active: str | None, dense_dim: int
-    ) -> tuple[Collection, str | None]:
+    ) -> tuple[AsyncCollection, str | None]:
         """This writer's generation is damaged (rule 13a): build it anew from the homeserver.
 
         Active, it is set aside under another name and searches keep reading what is left of
         it until the rebuild switches in and drops it (status and /healthz say it is damaged
         meanwhile); being built, it is dropped. Its purges and refusals are carried over."""
         if active == self.generation:
-            active = await asyncio.to_thread(self.store.set_aside, self.generation)
+            active = await self.store.set_aside(self.generation)
             log.error("%s; searches read it as %s until its rebuild switches in", damage, active)
         else:
-            await asyncio.to_thread(self.store.drop, self.generation)
+            await self.store.drop(self.generation)
             log.error("%s; rebuilding it", damage)
-        col = await asyncio.to_thread(
-            self.store.open, self.generation, dense_dim=dense_dim, create=True
-        )
+        col = await self.store.open(self.generation, dense_dim=dense_dim, create=True)
         return col, active
 
-    async def _copy_purges_to_the_file(self, col: Collection) -> None:
+    async def _copy_purges_to_the_file(self, col: AsyncCollection) -> None:
         """The purge file and the store hold the same purges: those recorded only in the store
         (before the file existed) join the file, and those only in the file (a store lost or
         rebuilt from nothing) join the store, so its refresh never re-indexes them."""
         if self.purges is None:
             return
-        filed = {Tombstone.from_meta(s) for s in await asyncio.to_thread(self.purges.read)}
-        stored = {
-            Tombstone.from_meta(v)
-            for v in (await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)).values()
-        }
+        filed = {Tombstone.from_meta(s) for s in await self.purges.read()}
+        stored = {Tombstone.from_meta(v) for v in (await col.list_meta(TOMBSTONE_PREFIX)).values()}
         for stone in sorted(stored - filed, key=lambda s: s.key):
-            await asyncio.to_thread(self.purges.append, stone.as_meta())
+            await self.purges.append(stone.as_meta())
         for stone in sorted(filed - stored, key=lambda s: s.key):
-            await asyncio.to_thread(add_tombstone, col, stone.room_id, stone.from_ts, stone.to_ts)
+            await col.run(
+                partial(
+                    add_tombstone, room_id=stone.room_id, from_ts=stone.from_ts, to_ts=stone.to_ts
+                )
+            )
 
     async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
         """Record an operator's purge in every generation a search may read, durably.
@@ -152,16 +162,16 @@ class Generations:
         if self.purges is not None:
             # First: from here on every reply hides the range, even with the store down.
             record = Tombstone(room_id, from_ts, to_ts).as_meta()
-            await asyncio.to_thread(self.purges.append, record)
-        col = await self.open()
-        stone = await asyncio.to_thread(add_tombstone, col, room_id, from_ts, to_ts)
-        await asyncio.to_thread(col.flush)
-        active = await asyncio.to_thread(self.store.active)
+            await self.purges.append(record)
+        col = await self.opened()
+        stone = await col.run(lambda c: add_tombstone(c, room_id, from_ts, to_ts))
+        await col.flush()
+        active = await self.store.active()
         if active is not None and active != self.generation:
             try:
-                await asyncio.to_thread(self._add_tombstone_to, active, stone)
+                await self.store.run(lambda store: _add_tombstone_to(store, active, stone))
             except StoreError:
-                if await asyncio.to_thread(self.store.active) == active:
+                if await self.store.active() == active:
                     raise
                 return stone  # the build switched meanwhile and dropped `active`: moot
             log.info(
@@ -174,19 +184,14 @@ class Generations:
             )
         return stone
 
-    def _add_tombstone_to(self, generation: str, stone: Tombstone) -> None:
-        col = self.store.open(generation, dense_dim=None, create=False)
-        add_tombstone(col, stone.room_id, stone.from_ts, stone.to_ts)
-        col.flush()
-
-    async def _carry_records(self, previous: str, col: Collection) -> None:
+    async def _carry_records(self, previous: str, col: AsyncCollection) -> None:
         """An operator's purges and the puppet refusals outlive a rebuild: copy them to the new
         one (purges not yet applied there)."""
-        old = await asyncio.to_thread(self.store.open, previous, dense_dim=None, create=False)
+        old = await self.store.open(previous, dense_dim=None, create=False)
         for prefix, reset in ((TOMBSTONE_PREFIX, {"applied": False}), (REFUSED_PREFIX, {})):
-            for key, value in (await asyncio.to_thread(old.list_meta, prefix)).items():
-                if await asyncio.to_thread(col.get_meta, key) is None:
-                    await asyncio.to_thread(col.put_meta, key, {**value, **reset})
+            for key, value in (await old.list_meta(prefix)).items():
+                if await col.get_meta(key) is None:
+                    await col.put_meta(key, {**value, **reset})
 
     async def complete(self, failed: Sequence[FailedRoom]) -> Switch:
         """End a full pass; switch a rebuilt generation in unless a room failed too recently.
@@ -200,8 +205,8 @@ class Generations:
         record moves in with the generation (status shows it, each pass retries it) and the
         report and the log name it.
         """
-        col = await self.open()
-        active = await asyncio.to_thread(self.store.active)
+        col = await self.opened()
+        active = await self.store.active()
         recent = [r for r in failed if r.failed_passes < SWITCH_AFTER_FAILED_PASSES]
         if active != self.generation and recent:
             held = (
@@ -211,12 +216,12 @@ class Generations:
                 f"{SWITCH_AFTER_FAILED_PASSES} passes in a row"
             )
             log.warning("not switching to %s yet: %s", self.generation, held)
-            await asyncio.to_thread(col.flush)
+            await col.flush()
             return Switch(held=held)
-        await asyncio.to_thread(col.put_meta, COMPAT_KEY, {**self.compat, "complete": True})
-        await asyncio.to_thread(col.flush)
+        await col.put_meta(COMPAT_KEY, {**self.compat, "complete": True})
+        await col.flush()
         if active != self.generation:
-            await asyncio.to_thread(self.store.activate, self.generation)
+            await self.store.activate(self.generation)
             if failed:
                 log.warning(
                     "switched to %s with %d room(s) failing for %d passes, their content "
@@ -227,34 +232,34 @@ class Generations:
                     ", ".join(r.room_id for r in failed),
                 )
             if self._previous is not None:
-                await asyncio.to_thread(self.store.drop, self._previous)
+                await self.store.drop(self._previous)
                 self._previous = None
             return Switch(activated=True)
         return Switch()
 
-    async def readable(self) -> list[Collection]:
+    async def readable(self) -> list[AsyncCollection]:
         """This writer's generation if it is open, and the active one (if another, or if this
         writer's is not open yet: `open` may be half way)."""
-        cols = [self.collection] if self.collection is not None else []
-        active = await asyncio.to_thread(self.store.active)
+        cols = [AsyncCollection(self.collection)] if self.collection is not None else []
+        active = await self.store.active()
         if active is not None and (self.collection is None or active != self.generation):
             try:
-                cols.append(
-                    await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
-                )
+                cols.append(await self.store.open(active, dense_dim=None, create=False))
             except StoreError:
-                if await asyncio.to_thread(self.store.active) == active:
+                if await self.store.active() == active:
                     raise  # a switch meanwhile dropped it: the writer's own holds the record
         return cols
 
-    async def copy_refusal(self, col: Collection, room_id: RoomID, marker: dict[str, Any]) -> None:
+    async def copy_refusal(
+        self, col: AsyncCollection, room_id: RoomID, marker: dict[str, Any]
+    ) -> None:
         """A puppet refusal just recorded in `col` goes to the active generation too, while
         this one is built beside it: readers ask there. Not at the cost of the purge that
         follows it, nor of the pass: this one carries it over."""
         for other in await self.readable():
-            if other is not col:
+            if other.sync is not col.sync:
                 try:
-                    await asyncio.to_thread(other.put_meta, REFUSED_PREFIX + room_id, marker)
+                    await other.put_meta(REFUSED_PREFIX + room_id, marker)
                 except StoreError as e:
                     log.warning("refusal of %s not recorded in %s: %s", room_id, other.name, e)
 
@@ -270,11 +275,18 @@ class Generations:
         still know which rooms it may answer in.
         """
         for col in await self.readable():
-            record = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
+            record = await col.get_meta(REFUSED_PREFIX + room_id)
             marker = puppet_refusal(record, is_puppet)
             if marker is not None:
                 return str(marker["user_id"])
         return None
+
+
+def _add_tombstone_to(store: Store, generation: str, stone: Tombstone) -> None:
+    """One unit in one thread hop: open `generation`, record `stone` there, flush."""
+    col = store.open(generation, dense_dim=None, create=False)
+    add_tombstone(col, stone.room_id, stone.from_ts, stone.to_ts)
+    col.flush()
 
 
 __all__ = ["SWITCH_AFTER_FAILED_PASSES", "FailedRoom", "Generations", "Switch"]

@@ -6,7 +6,6 @@ and writes a `WindowSet`'s changes: only windows whose content hash changed are 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -14,7 +13,7 @@ from typing import Any, Protocol
 from ingest import lexical
 from ingest.chunker import DENSE_LINE, LineFormat, Names, content_hash, window_payload, window_text
 from ingest.embed import Embedder
-from ingest.store import Collection, PointFilter, PointRecord
+from ingest.store import AsyncCollection, Collection, PointFilter, PointRecord
 from ingest.types import EventID, RoomID, RoomState, StoredPoint, Window
 from ingest.windows import StoredWindow, WindowSet, messages_from_payload
 
@@ -82,10 +81,6 @@ class CollectionLookup:
         return self.stored(found[0]) if found else None
 
 
-def scroll_windows(lookup: CollectionLookup, flt: PointFilter) -> list[StoredWindow]:
-    return [lookup.stored(p) for p in lookup.collection.scroll(flt)]
-
-
 class WriteTally(Protocol):
     """What writing a window set's changes counts (a `RoomReport`)."""
 
@@ -95,7 +90,7 @@ class WriteTally(Protocol):
 
 
 async def commit_changes(
-    col: Collection,
+    col: AsyncCollection,
     ws: WindowSet,
     state: RoomState,
     names: Names,
@@ -122,11 +117,11 @@ async def commit_changes(
             PointRecord(id=pid, dense=dense, sparse=lexical.document_vector(full), payload=p)
             for (pid, p, full), dense in zip(pending, vectors, strict=True)
         ]
-        await asyncio.to_thread(col.upsert, points)
+        await col.upsert(points)
         tally.windows_written += len(points)
         tally.windows_embedded += len(points)
     if deletes:
-        await asyncio.to_thread(col.delete, deletes)
+        await col.delete(deletes)
         tally.windows_deleted += len(deletes)
 
 
@@ -135,5 +130,4 @@ __all__ = [
     "WriteTally",
     "build_payload",
     "commit_changes",
-    "scroll_windows",
 ]

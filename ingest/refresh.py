@@ -14,7 +14,6 @@ take a room out of a pass are `ingest.refusals`; the report records, `ingest.rep
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +31,7 @@ from ingest.errors import (
 from ingest.generations import Generations
 from ingest.matrix import ClientEvent, Page
 from ingest.pages import apply_events
-from ingest.points import CollectionLookup, commit_changes, scroll_windows
+from ingest.points import CollectionLookup, commit_changes
 from ingest.purges import PurgeLog
 from ingest.records import (
     CURSOR_PREFIX,
@@ -48,7 +47,7 @@ from ingest.records import (
 from ingest.refusals import purge_room, refuse_bridged, room_failed
 from ingest.reports import RefreshReport, RoomReport
 from ingest.scope import RoomScope, puppet_in_events
-from ingest.store import Collection, PointFilter, Store
+from ingest.store import AsyncCollection, Collection, PointFilter, Store
 from ingest.types import (
     Refusal,
     RoomID,
@@ -145,6 +144,10 @@ class Writer:
         """Open (or create) this process's generation (`Generations.open`)."""
         return await self.generations.open()
 
+    async def opened(self) -> AsyncCollection:
+        """`open()`, behind the store's async facade."""
+        return await self.generations.opened()
+
     async def add_tombstone(self, room_id: RoomID, from_ts: int, to_ts: int) -> Tombstone:
         """Record an operator's purge in every generation a search may read (`Generations`)."""
         return await self.generations.add_tombstone(room_id, from_ts, to_ts)
@@ -155,14 +158,14 @@ class Writer:
         self, only: Sequence[RoomID] | None = None, progress: Progress | None = None
     ) -> RefreshReport:
         """One writer pass over every joined room (or `only` these), purging what left scope."""
-        col = await self.open()
+        col = await self.generations.opened()
         report = RefreshReport(generation=self.generation)
         self._own = frozenset({await self.reader.whoami()})
         joined = set(await self.reader.joined_rooms())
         direct = await self.reader.direct_rooms()
-        indexed = set((await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)).keys())
+        indexed = set((await col.list_meta(CURSOR_PREFIX)).keys())
         indexed_rooms = {RoomID(k.removeprefix(CURSOR_PREFIX)) for k in indexed}
-        retries = await asyncio.to_thread(col.list_meta, RETRY_PREFIX)
+        retries = await col.list_meta(RETRY_PREFIX)
         failing = {RoomID(k.removeprefix(RETRY_PREFIX)) for k in retries}
         targets = sorted(set(only) if only is not None else joined | indexed_rooms | failing)
         for k, room_id in enumerate(targets, start=1):
@@ -179,19 +182,19 @@ class Writer:
                 room_report = await room_failed(col, room_id, e, retries, only is None)
             else:
                 if room_id in failing:
-                    await asyncio.to_thread(col.delete_meta, RETRY_PREFIX + room_id)
+                    await col.delete_meta(RETRY_PREFIX + room_id)
                     log.info("room %s refreshed again after failing", room_id)
             report.rooms.append(room_report)
         if only is None:
             switch = await self.generations.complete(report.failed)
             report.activated, report.switch_held = switch.activated, switch.held
         else:
-            await asyncio.to_thread(col.flush)
+            await col.flush()
         return report
 
     async def _refresh_target(
         self,
-        col: Collection,
+        col: AsyncCollection,
         room_id: RoomID,
         joined: set[RoomID],
         direct: set[RoomID],
@@ -216,8 +219,8 @@ class Writer:
             return refused
         return await self.refresh_room(col, state, progress)
 
-    async def _puppet_marker(self, col: Collection, room_id: RoomID) -> dict[str, Any] | None:
-        marker = await asyncio.to_thread(col.get_meta, REFUSED_PREFIX + room_id)
+    async def _puppet_marker(self, col: AsyncCollection, room_id: RoomID) -> dict[str, Any] | None:
+        marker = await col.get_meta(REFUSED_PREFIX + room_id)
         return puppet_refusal(marker, self._scope.is_puppet)
 
     async def refused_by_puppet(self, room_id: RoomID) -> str | None:
@@ -244,13 +247,13 @@ class Writer:
     # ------------------------------------------------------------ one room
 
     async def refresh_room(
-        self, col: Collection, state: RoomState, progress: Progress | None = None
+        self, col: AsyncCollection, state: RoomState, progress: Progress | None = None
     ) -> RoomReport:
         """Walk one eligible room from its cursor to the end of its timeline."""
         room_id = state.room_id
         report = RoomReport(room_id, room_alias=state.canonical_alias)
         names = dict(state.display_names)
-        cursor = await asyncio.to_thread(col.get_meta, CURSOR_PREFIX + room_id)
+        cursor = await col.get_meta(CURSOR_PREFIX + room_id)
         token: str | None = (cursor or {}).get("token")
         tails: dict[str, str] = dict((cursor or {}).get("tails") or {})
         last: str | None = (cursor or {}).get("last_event_id")
@@ -262,9 +265,7 @@ class Writer:
             await self._save_cursor(col, room_id, token, tails, last)
             _forget_removed(col, report)
             for stone in pending_stones:
-                await asyncio.to_thread(
-                    col.put_meta, stone.key, {**stone.as_meta(), "applied": True}
-                )
+                await col.put_meta(stone.key, {**stone.as_meta(), "applied": True})
         every_stone = [s for s, _ in stones]
         if cursor is None:
             # Before the first upsert: a room holding points always has a cursor, so a room
@@ -276,7 +277,7 @@ class Writer:
             if puppet is not None:
                 await refuse_bridged(col, self.generations, room_id, puppet, report)
                 return report
-            ws = WindowSet(room_id, CollectionLookup(col, room_id), self._params(), tails)
+            ws = WindowSet(room_id, CollectionLookup(col.sync, room_id), self._params(), tails)
             await apply_events(
                 ws,
                 page.events,
@@ -297,27 +298,32 @@ class Writer:
                 # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
                 # segment takes memory in proportion, so a backfill flushes as it goes
                 # (bench/RESULTS.md §10).
-                await asyncio.to_thread(col.flush)
+                await col.flush()
             if progress is not None:
                 progress(Tick(room_id, state.canonical_alias, 1, 1, report.events_read))
         return report
 
     async def _save_cursor(
         self,
-        col: Collection,
+        col: AsyncCollection,
         room_id: RoomID,
         token: str | None,
         tails: Mapping[str, str],
         last_event_id: str | None,
     ) -> None:
         record = cursor_record(token, tails, last_event_id)
-        await asyncio.to_thread(col.put_meta, CURSOR_PREFIX + room_id, record)
+        await col.put_meta(CURSOR_PREFIX + room_id, record)
 
     def _params(self) -> ChunkParams:
         return ChunkParams(self.cfg.chunker.gap_seconds, self.cfg.chunker.max_bytes)
 
     async def _commit(
-        self, col: Collection, ws: WindowSet, state: RoomState, names: Names, report: RoomReport
+        self,
+        col: AsyncCollection,
+        ws: WindowSet,
+        state: RoomState,
+        names: Names,
+        report: RoomReport,
     ) -> None:
         await commit_changes(
             col,
@@ -332,13 +338,15 @@ class Writer:
 
     # ------------------------------------------------------------ purge tombstones
 
-    async def _tombstones(self, col: Collection, room_id: RoomID) -> list[tuple[Tombstone, bool]]:
-        found = await asyncio.to_thread(col.list_meta, f"{TOMBSTONE_PREFIX}{room_id}:")
+    async def _tombstones(
+        self, col: AsyncCollection, room_id: RoomID
+    ) -> list[tuple[Tombstone, bool]]:
+        found = await col.list_meta(f"{TOMBSTONE_PREFIX}{room_id}:")
         return room_tombstones(found, room_id)
 
     async def _apply_tombstones(
         self,
-        col: Collection,
+        col: AsyncCollection,
         state: RoomState,
         stones: Sequence[Tombstone],
         tails: dict[str, str],
@@ -346,12 +354,12 @@ class Writer:
         report: RoomReport,
     ) -> dict[str, str]:
         """Delete what new tombstones cover; they stay, so those events are never re-indexed."""
-        lookup = CollectionLookup(col, state.room_id)
+        lookup = CollectionLookup(col.sync, state.room_id)
         for stone in stones:
             flt = PointFilter(
                 room_ids=(state.room_id,), after_ts=stone.from_ts, before_ts=stone.to_ts
             )
-            windows = await asyncio.to_thread(scroll_windows, lookup, flt)
+            windows = [lookup.stored(p) for p in await col.scroll(flt)]
             ws = WindowSet(state.room_id, lookup, self._params(), tails)
             report.purged_messages += ws.purge(windows, stone.from_ts, stone.to_ts)
             await self._commit(col, ws, state, names, report)
@@ -359,7 +367,7 @@ class Writer:
         return tails
 
 
-def _forget_removed(col: Collection, report: RoomReport) -> None:
+def _forget_removed(col: AsyncCollection, report: RoomReport) -> None:
     """Rule 13b: text a redaction, an edit or a purge took out must not stay in the store's
     files; the generation's close rewrites them."""
     if report.redactions_applied or report.edits_applied or report.purged_messages:

@@ -5,7 +5,6 @@ puppet spoke in (refused for good, then purged).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +14,7 @@ from ingest.generations import Generations
 from ingest.records import CURSOR_PREFIX, REFUSED_PREFIX, RETRY_PREFIX, retry_record
 from ingest.reports import RoomReport
 from ingest.scrub import scrub
-from ingest.store import Collection, PointFilter
+from ingest.store import AsyncCollection, PointFilter
 from ingest.types import Refusal, RoomID
 
 log = logging.getLogger("muninn.refresh")  # the writer's log, as before the split
@@ -24,7 +23,7 @@ ERROR_CHARS = 500  # an error as recorded and reported: scrubbed, and cut to thi
 
 
 async def room_failed(
-    col: Collection,
+    col: AsyncCollection,
     room_id: RoomID,
     error: Exception,
     retries: Mapping[str, Mapping[str, Any]],
@@ -36,7 +35,7 @@ async def room_failed(
     before = retries.get(RETRY_PREFIX + room_id) or {}
     record = retry_record(room_id, text, before, full=full)
     failed = int(record["failed_passes"])
-    await asyncio.to_thread(col.put_meta, RETRY_PREFIX + room_id, record)
+    await col.put_meta(RETRY_PREFIX + room_id, record)
     log.warning(
         "room %s failed (%d pass(es) in a row), retried next pass: %s",
         room_id,
@@ -48,13 +47,11 @@ async def room_failed(
     return RoomReport(room_id, error=text, failed_passes=failed)
 
 
-async def purge_room(col: Collection, room_id: RoomID, report: RoomReport) -> None:
+async def purge_room(col: AsyncCollection, room_id: RoomID, report: RoomReport) -> None:
     """Delete every point and the cursor of a room that left scope."""
-    ids = await asyncio.to_thread(
-        lambda: [p.id for p in col.scroll(PointFilter(room_ids=(room_id,)))]
-    )
-    await asyncio.to_thread(col.delete, ids)
-    await asyncio.to_thread(col.delete_meta, CURSOR_PREFIX + room_id)
+    ids = await col.point_ids(PointFilter(room_ids=(room_id,)))
+    await col.delete(ids)
+    await col.delete_meta(CURSOR_PREFIX + room_id)
     col.forget_removed()  # rule 13b: the store's files must not keep the room's text
     report.windows_deleted += len(ids)
     report.purged_room = True
@@ -64,13 +61,17 @@ async def purge_room(col: Collection, room_id: RoomID, report: RoomReport) -> No
 
 
 async def refuse_bridged(
-    col: Collection, generations: Generations, room_id: RoomID, puppet: str, report: RoomReport
+    col: AsyncCollection,
+    generations: Generations,
+    room_id: RoomID,
+    puppet: str,
+    report: RoomReport,
 ) -> None:
     """Rule 4 by sender: purge what this walk indexed and remember the refusal."""
     report.verdict = str(Refusal.BRIDGED)
     report.detail = f"bridged: sender {puppet} is in a bridge puppet namespace"
     marker = {"user_id": puppet, "detail": report.detail}
-    await asyncio.to_thread(col.put_meta, REFUSED_PREFIX + room_id, marker)
+    await col.put_meta(REFUSED_PREFIX + room_id, marker)
     log.warning("refusing room %s: %s", room_id, report.detail)
     await purge_room(col, room_id, report)
     await generations.copy_refusal(col, room_id, marker)

@@ -295,13 +295,13 @@ async def _index(service: Service, seeded: Seeded) -> list[RoomID]:
 
 async def _verdicts(service: Service, seeded: Seeded, eligible: list[RoomID]) -> None:
     out("\nThe rooms Muninn has joined, and what it does with them (as `muninn status` says):")
-    col = await service.writer.open()
+    col = await service.writer.opened()
     width = max(len(r.label) for r in seeded.rooms.values())
     for room in seeded.rooms.values():
         info = await service.rooms.get(room.room_id)
         if info.verdict.eligible:
             flt = PointFilter(room_ids=(room.room_id,))
-            windows = await asyncio.to_thread(col.count, flt)
+            windows = await col.count(flt)
             shown = f"indexed, {windows} windows of {len(room.spec.messages)} messages"
         else:
             reason = str(info.verdict.reason)

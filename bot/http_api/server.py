@@ -34,7 +34,7 @@ from ingest.facts import StoreFacts
 from ingest.records import Tombstone
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
-from ingest.store import Store
+from ingest.store import AsyncStore, Store
 
 __all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]
 
@@ -69,7 +69,7 @@ def is_loopback(host: str | None) -> bool:
 def store_check(store: Store) -> HealthCheck:
     """Read the active generation and count its points: the store answers, or says why not."""
 
-    def probe() -> str:
+    def probe(store: Store) -> str:
         store.check_space()  # rule 13c: a disk too full to write fails the store's health
         active = store.active()
         if active is None:
@@ -80,7 +80,7 @@ def store_check(store: Store) -> HealthCheck:
         return f"{active}: {col.count()} points"
 
     async def check() -> str:
-        return await asyncio.to_thread(probe)
+        return await AsyncStore(store).run(probe)
 
     return check
 
@@ -161,7 +161,8 @@ class HttpApi:
                 PURGE_PATH,
             )
         if self.token_file is not None:
-            token = await asyncio.to_thread(write_token, self.token_file)
+            # On the loop: one small file and its fsync, once, before the listener answers.
+            token = write_token(self.token_file)
             self._token = token.encode()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()

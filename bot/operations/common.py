@@ -7,7 +7,6 @@ writer) and `ingest.search` (the one read path).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from bot.config import ServiceConfig
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.matrix import MatrixReader, Retry
-from ingest.store import Store, open_store
+from ingest.store import Store, open_async
 from ingest.types import RoomID
 
 __all__ = [
@@ -51,14 +50,14 @@ async def adapters(
     cfg: ServiceConfig, *, embed: bool = True
 ) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
     reader = cli_reader(cfg)
-    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    store = await open_async(cfg.index, cfg.base_dir)
     embedder = make_embedder(cfg.embedder) if embed else None
     try:
-        yield reader, store, embedder
+        yield reader, store.sync, embedder
     finally:
         if embedder is not None:
             await embedder.close()
-        await asyncio.to_thread(store.close)
+        await store.close()
         await reader.close()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from bot.commands.records import PinsCommand
 from bot.config import ServiceConfig
 from bot.operations.common import (
@@ -21,7 +19,7 @@ from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.rooms import RoomCache
 from ingest.scope import RoomScope, puppet_in_events
-from ingest.store import open_store
+from ingest.store import AsyncPurges, open_async
 
 
 async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
@@ -67,19 +65,19 @@ async def _recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:
     stones = list(
         map(
             Tombstone.from_meta,
-            await asyncio.to_thread(PurgeLog(purge_log_path(cfg.index, cfg.base_dir)).read),
+            await AsyncPurges(PurgeLog(purge_log_path(cfg.index, cfg.base_dir))).read(),
         )
     )
     try:
-        store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+        store = await open_async(cfg.index, cfg.base_dir)
     except StoreUnavailable:
         return stones
     try:
-        active = await asyncio.to_thread(store.active)
+        active = await store.active()
         if active is not None:
-            col = await asyncio.to_thread(store.open, active, dense_dim=None, create=False)
-            stored = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+            col = await store.open(active, dense_dim=None, create=False)
+            stored = await col.list_meta(TOMBSTONE_PREFIX)
             stones += map(Tombstone.from_meta, stored.values())
     finally:
-        await asyncio.to_thread(store.close)
+        await store.close()
     return stones

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from ingest.search.hits import SearchResult
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.stamps import utc_minute
-from ingest.store import Store
+from ingest.store import AsyncStore, Store
 from ingest.types import RoomID
 
 # `muninn search` revalidates every hit; a homeserver that cannot be reached fails the search
@@ -169,7 +168,7 @@ async def revalidation(cfg: ServiceConfig, reader: MatrixReader, store: Store) -
     the homeserver. An operator can index and search an old room's export with no homeserver."""
     scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
 
-    def records() -> dict[RoomID, Path]:
+    def records(store: Store) -> dict[RoomID, Path]:
         active = store.active()
         if active is None:
             return {}
@@ -183,7 +182,7 @@ async def revalidation(cfg: ServiceConfig, reader: MatrixReader, store: Store) -
     def loader(path: Path) -> Callable[[], Awaitable[LiveCheck]]:
         return lambda: export_check(path, user_id=reader.user_id, scope=scope)
 
-    exports = await asyncio.to_thread(records)
+    exports = await AsyncStore(store).run(records)
     live = LiveCheck(reader, RoomCache(reader, scope))
     return SourcedCheck(live, {room: loader(path) for room, path in exports.items()})
 

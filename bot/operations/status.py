@@ -5,7 +5,6 @@ It runs beside `muninn run`: while the service holds the embedded store, the sto
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnav
 from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope, decide
-from ingest.store import open_store
+from ingest.store import open_async
 from ingest.types import Refusal, RoomID, Verdict
 
 
@@ -113,7 +112,7 @@ async def store_facts(cfg: ServiceConfig) -> StoreFacts:
     """The store's records, read from the store, or from the running service while it holds
     the embedded store (its loopback listener, with its token, as `muninn search` does)."""
     try:
-        store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+        store = await open_async(cfg.index, cfg.base_dir)
     except StoreUnavailable as held:
         if HELD not in str(held):
             raise
@@ -125,9 +124,9 @@ async def store_facts(cfg: ServiceConfig) -> StoreFacts:
         except StoreUnavailable as e:
             raise StoreUnavailable(f"{held}; {e}") from None
     try:
-        return await asyncio.to_thread(read_facts, store)
+        return await store.run(read_facts)
     finally:
-        await asyncio.to_thread(store.close)
+        await store.close()
 
 
 async def _command_room(

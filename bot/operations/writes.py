@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ from ingest.records import (
 )
 from ingest.refresh import Writer
 from ingest.reports import RefreshReport, RoomReport
-from ingest.store import Store, open_store
+from ingest.store import AsyncStore, open_async
 from ingest.types import RoomID
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
@@ -136,11 +135,11 @@ async def _purge_through_the_service(
 
 
 async def _refuse_an_import_a_pass_would_purge(
-    cfg: ServiceConfig, store: Store, room_id: RoomID
+    cfg: ServiceConfig, store: AsyncStore, room_id: RoomID
 ) -> None:
     """An export of a room the reader has not joined, into a store homeserver passes write:
     the next `muninn refresh`/`run` would purge it ("not_joined") — refused, naming the recipe."""
-    facts = await asyncio.to_thread(read_facts, store)
+    facts = await store.run(read_facts)
     written = [r for r in facts.homeserver_rooms if r != room_id]
     if not written:
         return  # an empty store or an archive of exports: no homeserver pass writes here
@@ -166,28 +165,28 @@ async def _refuse_an_import_a_pass_would_purge(
 async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int:
     """Index a room export through the same pipeline and rules as a refresh."""
     user_id = cfg.reader.user_id if cfg.reader else f"@muninn:{cfg.homeserver.server_name}"
-    source = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
-    store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
+    source = await ExportReader.load(path, user_id=user_id)
+    store = await open_async(cfg.index, cfg.base_dir)
     try:
         await _refuse_an_import_a_pass_would_purge(cfg, store, source.room_id)
     except BaseException:
-        await asyncio.to_thread(store.close)
+        await store.close()
         raise
     embedder = make_embedder(cfg.embedder)
     try:
-        writer = Writer(cfg, source, store, embedder, command_prefix=cfg.bot.prefix)
+        writer = Writer(cfg, source, store.sync, embedder, command_prefix=cfg.bot.prefix)
         # The file is counted: the line has a bar and the time left.
         with progress_display(len(source.events)) as progress:
             report = await writer.refresh(only=[source.room_id], progress=progress)
         if all(r.verdict == "eligible" for r in report.rooms):
             # What `muninn search` revalidates this room's hits against (not the homeserver,
             # where the reader may never have been in the room).
-            col = await writer.open()
+            col = await writer.opened()
             key, record = EXPORT_PREFIX + source.room_id, export_record(path)
-            await asyncio.to_thread(col.put_meta, key, record)
+            await col.put_meta(key, record)
     finally:
         await embedder.close()
-        await asyncio.to_thread(store.close)
+        await store.close()
     _print_report(report, as_json=as_json)
     refused = [r for r in report.rooms if r.verdict != "eligible"]
     return EXIT_REFUSED if refused else 0

@@ -9,7 +9,6 @@ candidates are floored out before fusion (`LEXICAL_FLOOR`). What the lists hold 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections import Counter
@@ -23,7 +22,7 @@ from ingest.records import COMPAT_KEY
 from ingest.search import rank
 from ingest.search.hits import has_text
 from ingest.search.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
-from ingest.store import Collection, PointFilter
+from ingest.store import AsyncCollection, Collection, PointFilter
 from ingest.types import SparseVector, StoredPoint
 
 __all__ = [
@@ -93,7 +92,7 @@ class Retriever:
         """Whether dense lists are fused (then the lexical floor and the ranker apply)."""
         return found.dense is not None and self.weights.get("dense", 1.0) > 0
 
-    async def lists(self, col: Collection, query: SearchQuery) -> Lists:
+    async def lists(self, col: AsyncCollection, query: SearchQuery) -> Lists:
         """Every (retriever, text) list of `query`, read from `col`."""
         found = Lists()
         flt = query.point_filter()
@@ -110,10 +109,10 @@ class Retriever:
         floor = self.lexical_floor if self.fusing(found) else 0.0
         for i, text in enumerate(query.texts):
             sparse = self._sparse(text, vocabulary)
-            scored = await asyncio.to_thread(col.sparse_search, sparse, flt, depth)
+            scored = await col.sparse_search(sparse, flt, depth)
             found.lists[("lexical", text)] = _scored(_above_floor(scored, floor), found.points)
             if found.dense is not None:
-                scored = await asyncio.to_thread(col.dense_search, found.dense[i], flt, depth)
+                scored = await col.dense_search(found.dense[i], flt, depth)
                 found.lists[("dense", text)] = _scored(scored, found.points)
         return found
 
@@ -134,25 +133,25 @@ class Retriever:
         return min(depth, MAX_CANDIDATES)
 
     async def _vocabulary(
-        self, col: Collection, query: SearchQuery, flt: PointFilter
+        self, col: AsyncCollection, query: SearchQuery, flt: PointFilter
     ) -> Counter[str]:
         """The words said in the query's rooms (its filter's points, up to `VOCABULARY_POINTS`),
         read only when a text has a `word*`."""
         if not any(prefixes(t) for t in query.texts):
             return Counter()  # empty: the query has no `word*`
 
-        def read() -> Counter[str]:
+        def read(points: Collection) -> Counter[str]:
             words: Counter[str] = Counter()
-            for point in itertools.islice(col.scroll(flt), VOCABULARY_POINTS):
+            for point in itertools.islice(points.scroll(flt), VOCABULARY_POINTS):
                 for m in point.payload.get("messages", []):
                     if has_text(m):
                         words.update(lexical.tokens(str(m["body"])))
             return words
 
-        return await asyncio.to_thread(read)
+        return await col.run(read)
 
     async def _query_vectors(
-        self, col: Collection, texts: Sequence[str], warnings: list[str]
+        self, col: AsyncCollection, texts: Sequence[str], warnings: list[str]
     ) -> list[list[float]] | None:
         """Embed all texts in one batch; None (lexical only, with a warning) if we cannot."""
         if self.embedder is None:
@@ -170,7 +169,7 @@ class Retriever:
             log.warning("embedder failed, answering from lexical only: %s", e)
             warnings.append(f"embedder failed ({e}): lexical results only")
             return None
-        compat = await asyncio.to_thread(col.get_meta, COMPAT_KEY) or {}
+        compat = await col.get_meta(COMPAT_KEY) or {}
         built_with = compat.get("embedder")
         mine = dict(self.embedder.identity.as_record())
         if built_with is not None and built_with != mine:

@@ -346,7 +346,7 @@ async def export_check(path: Path, *, user_id: str, scope: RoomScope) -> LiveChe
     """Revalidation of an imported room against its export: the same check as against the
     homeserver, its state and events read from the file (a redaction there hides the hit)."""
     try:
-        reader = await asyncio.to_thread(ExportReader.from_file, path, user_id=user_id)
+        reader = await ExportReader.load(path, user_id=user_id)
     except ExportError as e:
         raise ExportError(
             f"{e}. This room was indexed from that export and its hits are revalidated against "

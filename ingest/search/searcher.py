@@ -49,7 +49,7 @@ from ingest.search.retrieve import (
 from ingest.search.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.search.second import SecondStage
 from ingest.search.tails import LogRead, Tail
-from ingest.store import Collection, Store
+from ingest.store import AsyncCollection, AsyncPurges, AsyncStore, Store
 from ingest.types import SparseVector
 
 log = logging.getLogger("muninn.search")
@@ -101,6 +101,8 @@ class Searcher:
     ) -> None:
         self.store = store
         self.purges = purges  # the purges readable without the store (`ingest.purges`)
+        self._store = AsyncStore(store)
+        self._purges = AsyncPurges(purges) if purges is not None else None
         self.embedder = embedder
         self.server_name = server_name
         self.live_check = live_check
@@ -115,15 +117,15 @@ class Searcher:
         # embedder, `ingest.search.rank.for_embedder`) are not shown at all.
         self.ranker = ranker
         self.second = SecondStage(embedder, relevance_floor)
-        self._collection: Collection | None = None
+        self._collection: AsyncCollection | None = None
         self._generation: str | None = None
 
-    async def _active(self) -> Collection | None:
-        active = await asyncio.to_thread(self.store.active)
+    async def _active(self) -> AsyncCollection | None:
+        active = await self._store.active()
         if active is None:
             return None
         if active != self._generation or self._collection is None:
-            col = await asyncio.to_thread(self.store.open, active, dense_dim=None, create=False)
+            col = await self._store.open(active, dense_dim=None, create=False)
             self._collection, self._generation = col, active
         return self._collection
 
@@ -226,7 +228,7 @@ class Searcher:
             return pool
         # The cursors before the points: a point read after its room's cursor holds at least
         # everything up to it, so revalidation needs only the timeline after it.
-        cursors = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX)
+        cursors = await col.list_meta(CURSOR_PREFIX)
         pool.cursors = {
             k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
             for k, v in cursors.items()
@@ -294,7 +296,7 @@ class Searcher:
         is empty or cannot be read: the tails are then read as usual."""
         try:
             col = await self._active()
-            records = await asyncio.to_thread(col.list_meta, CURSOR_PREFIX) if col else {}
+            records = await col.list_meta(CURSOR_PREFIX) if col else {}
         except StoreError:
             return {}  # `_rank` reports the store
         return {
@@ -310,13 +312,13 @@ class Searcher:
         Raises StoreError (`PurgesUnreadable`) when they cannot be read: show no log text then.
         """
         filed: list[Tombstone] = []
-        if self.purges is not None:
-            filed.extend(map(Tombstone.from_meta, await asyncio.to_thread(self.purges.read)))
+        if self._purges is not None:
+            filed.extend(map(Tombstone.from_meta, await self._purges.read()))
         try:
             col = await self._active()
             if col is None:
                 return filed
-            stored = await asyncio.to_thread(col.list_meta, TOMBSTONE_PREFIX)
+            stored = await col.list_meta(TOMBSTONE_PREFIX)
         except StoreError as e:
             if self.purges is None:
                 raise

@@ -1,20 +1,24 @@
 """The vector store: one synchronous interface, two adapters (embedded qdrant-edge, Qdrant server).
 
-Callers on the event loop run every call through `asyncio.to_thread` (qdrant-edge has no async
-API). `ingest.refresh` is the only writer; `ingest.search` only reads the active generation.
+Callers on the event loop await the async facade (`ingest.store.aio`: `AsyncStore`,
+`AsyncCollection`, `open_async`), the one place a store call goes to a worker thread
+(qdrant-edge has no async API). `ingest.refresh` is the only writer; `ingest.search` only
+reads the active generation.
 
-    store = open_store(cfg.index, cfg.base_dir)
+    store = await open_async(cfg.index, cfg.base_dir)
     gen = generation_name(cfg.index.collection, compat_record)
-    coll = store.open(gen, dense_dim=384, create=True)
-    coll.upsert([...]); coll.put_meta("cursor/!room", {...}); coll.flush()
-    store.activate(gen)          # once the generation is complete
+    coll = await store.open(gen, dense_dim=384, create=True)
+    await coll.upsert([...]); await coll.put_meta("cursor/!room", {...}); await coll.flush()
+    await store.activate(gen)    # once the generation is complete
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from ingest.config import IndexConfig
+from ingest.store.aio import AsyncCollection, AsyncPurges, AsyncStore
 from ingest.store.contract import (
     DENSE,
     LEXICAL,
@@ -28,12 +32,16 @@ from ingest.store.contract import (
 __all__ = [
     "DENSE",
     "LEXICAL",
+    "AsyncCollection",
+    "AsyncPurges",
+    "AsyncStore",
     "Collection",
     "PointFilter",
     "PointRecord",
     "Store",
     "embedded_path",
     "generation_name",
+    "open_async",
     "open_store",
 ]
 
@@ -65,3 +73,8 @@ def open_store(cfg: IndexConfig, base_dir: Path) -> Store:
     path = embedded_path(cfg, base_dir)
     assert path is not None
     return EdgeStore(path, cfg.collection, SpaceGuard(path, cfg.store.min_free_mb * MIB))
+
+
+async def open_async(cfg: IndexConfig, base_dir: Path) -> AsyncStore:
+    """`open_store` off the loop (the embedded engine loads its shards), behind the facade."""
+    return AsyncStore(await asyncio.to_thread(open_store, cfg, base_dir))

@@ -184,7 +184,7 @@ Scored = tuple[str, dict[str, Any], float]
 
 
 class Collection(Protocol):
-    """One generation. Synchronous: async callers run it with `asyncio.to_thread`."""
+    """One generation. Synchronous: async callers await `ingest.store.aio.AsyncCollection`."""
 
     @property
     def name(self) -> str: ...
