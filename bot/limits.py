@@ -20,6 +20,7 @@ import logging
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -53,28 +54,40 @@ def raise_nofile() -> tuple[int, int]:
     return soft, hard
 
 
+@dataclass
+class Gate:
+    """A port's connection cap and head timeout, and what they have done: shared by the site
+    and each connection's protocol (`_Guarded`), so neither reaches into the other."""
+
+    cap: int = MAX_CONNECTIONS
+    head_timeout: float = HEAD_TIMEOUT
+    live: set[_Guarded] = field(default_factory=set)
+    refused: int = 0  # connections closed over the cap
+    timed_out: int = 0  # connections closed for a late request head
+
+
 class _Guarded(asyncio.Protocol):
     """aiohttp's protocol for one connection (its class has `__slots__`: wrapped, not patched),
     counted against the port's cap and closed if its first request head is late."""
 
-    def __init__(self, inner: Any, site: CappedSite) -> None:
-        self._inner, self._site = inner, site
+    def __init__(self, inner: Any, gate: Gate) -> None:
+        self._inner, self._gate = inner, gate
         self._timer: asyncio.TimerHandle | None = None
         self._tail = b""  # the last bytes seen, to find the head's end across reads
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)  # a TCP server's
         self._inner.connection_made(transport)
-        if len(self._site.live) >= self._site.cap:
-            self._site.refused += 1
+        if len(self._gate.live) >= self._gate.cap:
+            self._gate.refused += 1
             transport.abort()  # the descriptor is freed now, not after a close handshake
             return
-        self._site.live.add(self)
+        self._gate.live.add(self)
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._site.head_timeout, self._late, transport)
+        self._timer = loop.call_later(self._gate.head_timeout, self._late, transport)
 
     def _late(self, transport: asyncio.Transport) -> None:
-        self._site.timed_out += 1
+        self._gate.timed_out += 1
         transport.abort()
 
     def data_received(self, data: bytes) -> None:
@@ -92,7 +105,7 @@ class _Guarded(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._site.live.discard(self)
+        self._gate.live.discard(self)
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -117,10 +130,7 @@ class CappedSite(web.BaseSite):
     ) -> None:
         super().__init__(runner)
         self._host, self._port = host, port
-        self.cap, self.head_timeout = cap, head_timeout
-        self.live: set[_Guarded] = set()
-        self.refused = 0  # connections closed over the cap
-        self.timed_out = 0  # connections closed for a late request head
+        self.gate = Gate(cap, head_timeout)
 
     @property
     def name(self) -> str:
@@ -132,7 +142,7 @@ class CappedSite(web.BaseSite):
         assert server is not None  # the runner is set up
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Guarded(server(), self), self._host, self._port, reuse_address=True
+            lambda: _Guarded(server(), self.gate), self._host, self._port, reuse_address=True
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import prometheus_client
@@ -110,9 +110,10 @@ class ServiceMetrics:
         for kind in ("full", "rooms"):  # exported at 0 from the start, so rate() works
             self.refresh_passes.labels(kind=kind)
             self.refresh_failures.labels(kind=kind)
-        r.register(_PassView(self))
+        # the collectors read through callables (a copy: a scrape may run on its own thread)
+        r.register(_PassView(lambda: dict(self._verdicts).values(), self.lags))
         self.detail_registry = CollectorRegistry()
-        self.detail_registry.register(_RoomLagView(self))
+        self.detail_registry.register(_RoomLagView(self.lags))
 
     def render(self, *, detail: bool = False) -> bytes:
         """The exposition, in the classic text format (`CONTENT_TYPE`); with `detail`, also the
@@ -154,22 +155,23 @@ class _PassView(Collector):
     """Gauges derived at scrape time from the last passes, without room ids: rooms by verdict
     (every verdict, 0 included) and the largest refresh lag of an eligible room."""
 
-    def __init__(self, metrics: ServiceMetrics) -> None:
-        self._m = metrics
+    def __init__(
+        self, verdicts: Callable[[], Iterable[str]], lags: Callable[[], dict[str, float]]
+    ) -> None:
+        self._verdicts, self._lags = verdicts, lags
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        m = self._m
         rooms = GaugeMetricFamily(
             "muninn_rooms", "Rooms by scope verdict at their last refresh.", labels=["verdict"]
         )
-        tally = Tally(dict(m._verdicts).values())
+        tally = Tally(self._verdicts())
         for verdict in sorted(set(VERDICTS) | set(tally)):
             rooms.add_metric([verdict], tally.get(verdict, 0))
         yield rooms
         yield GaugeMetricFamily(
             "muninn_refresh_lag_max_seconds",
             "Seconds since the least recently refreshed eligible room's last success.",
-            value=max(m.lags().values(), default=0.0),
+            value=max(self._lags().values(), default=0.0),
         )
 
 
@@ -177,8 +179,8 @@ class _RoomLagView(Collector):
     """Each eligible room's refresh lag (one series per joined room: bounded by the rooms the
     reader has joined, and a room that leaves the corpus leaves the output)."""
 
-    def __init__(self, metrics: ServiceMetrics) -> None:
-        self._m = metrics
+    def __init__(self, lags: Callable[[], dict[str, float]]) -> None:
+        self._lags = lags
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
@@ -186,7 +188,7 @@ class _RoomLagView(Collector):
             "Seconds since the room's last successful refresh.",
             labels=["room"],
         )
-        for room_id, seconds in self._m.lags().items():
+        for room_id, seconds in self._lags().items():
             lag.add_metric([room_id], seconds)
         yield lag
 

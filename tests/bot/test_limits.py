@@ -73,7 +73,8 @@ async def test_listener_caps_idle_connections_and_closes_slow_heads(
         await slow.drain()
         assert all(await asyncio.gather(*(closed_by_peer(r) for r, _ in opened)))
         assert api.site is not None
-        assert api.site.refused >= 4 and api.site.timed_out >= 1 and not api.site.live
+        gate = api.site.gate
+        assert gate.refused >= 4 and gate.timed_out >= 1 and not gate.live
         async with (
             aiohttp.ClientSession() as session,
             session.get(f"http://127.0.0.1:{port}/healthz") as resp,
