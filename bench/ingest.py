@@ -225,6 +225,8 @@ async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
         cfg.index.collection,
         "--seconds",
         str(seconds),
+        "--embedder-model",
+        cfg.embedder.model,
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()

@@ -32,7 +32,7 @@ from bench import SERVER_NAME, arguments, emit, offline_config, vm
 from bot.demo.client import MatrixUser
 from bot.demo.homeserver import Homeserver, service_config
 from bot.demo.synapse import SynapseServer
-from ingest.embed import Embedder, make_embedder, minilm
+from ingest.embed import Embedder, e5, make_embedder, minilm
 from ingest.matrix import AiohttpTransport, Request, Response, Transport
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.search import Searcher
@@ -283,8 +283,10 @@ def _costs_in(path: Path, commands: int) -> list[Any]:
 QUERIES = ("apt-get install fails with a broken package", "how do I mount an ntfs drive", "grub")
 
 
-async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str, Any]:
-    cfg = offline_config(store_dir, collection)
+async def measure(
+    store_dir: Path, collection: str, seconds: float, model: str = "minilm"
+) -> dict[str, Any]:
+    cfg = offline_config(store_dir, collection, embedder={"model": model})
     rss_start = vm("VmRSS")
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
     embedder = make_embedder(cfg.embedder)
@@ -305,7 +307,7 @@ async def measure(store_dir: Path, collection: str, seconds: float) -> dict[str,
         await asyncio.sleep(1.0)
         samples.append(vm("VmRSS"))
     rss_idle = vm("VmRSS")
-    unloaded = not minilm.loaded()
+    unloaded = not (e5 if model == "multilingual-e5-small" else minilm).loaded()
     started = time.perf_counter()
     hits_after = len((await searcher.search(SearchQuery.build([QUERIES[0]], limit=5))).hits)
     after_ms = round((time.perf_counter() - started) * 1000, 1)
@@ -335,9 +337,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--store", type=Path, required=True, help="the embedded store's folder")
     p.add_argument("--collection", required=True)
     p.add_argument("--seconds", type=float, default=60.0, help="how long to idle")
+    p.add_argument("--embedder-model", default="minilm", help="`embedder.model` of the service")
     p.add_argument("--out", type=Path, help="write the JSON results here")
     args = p.parse_args(argv)
-    emit(asyncio.run(measure(args.store, args.collection, args.seconds)), args.out)
+    result = measure(args.store, args.collection, args.seconds, args.embedder_model)
+    emit(asyncio.run(result), args.out)
     return 0
 
 

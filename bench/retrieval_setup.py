@@ -45,8 +45,6 @@ CANDIDATES = SEARCH_CANDIDATES
 DENSE_WEIGHT = 1.0
 LEXICAL_WEIGHT = 1.0
 DEPTH = 100  # the cached lists' depth
-DENSE_DEPTH = 2000  # the dense list covers every window of a conversation: a second model's
-# cosine for any window of the first's pool (`bench.loco --dual`)
 
 
 def log(msg: str) -> None:
@@ -196,7 +194,7 @@ async def collect(
                 "text": q.text,
                 "category": q.category,
                 "evidence": list(q.evidence),
-                "dense": _listed(col.dense_search(vec, flt, DENSE_DEPTH), room, windows),
+                "dense": _listed(col.dense_search(vec, flt, DEPTH), room, windows),
                 "lexical": _listed(
                     col.sparse_search(lexical.query_vector(q.text), flt, DEPTH), room, windows
                 ),
@@ -241,7 +239,6 @@ async def collect_candidates(data: Path, out: Path, model: str = "minilm") -> No
         "max_bytes": MAX_BYTES,
         "gap_seconds": GAP_SECONDS,
         "depth": DEPTH,
-        "dense_depth": DENSE_DEPTH,
         "embedder": dict(embedder.identity.as_record()),
     }
     text = json.dumps({**doc, "conversations": convs}) + "\n"
