@@ -31,14 +31,7 @@ class AsyncCollection:
 
     def __init__(self, sync: Collection) -> None:
         self.sync = sync  # for what stays synchronous (a `WindowSet`'s lookup, tests)
-
-    @property
-    def name(self) -> str:
-        return self.sync.name
-
-    @property
-    def dense_dim(self) -> int:
-        return self.sync.dense_dim
+        self.name, self.dense_dim = sync.name, sync.dense_dim  # fixed for a generation
 
     @property
     def damage(self) -> str | None:
