@@ -33,6 +33,7 @@ class Question:
     dense: Found
     lexical: Found
     lexical_nostop: Found
+    dense2: Found = ()  # a pair embedder's second model's list (`ingest.search.retrieve`)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ def load(path: Path) -> Data:
                 _found(q["dense"]),
                 _found(q["lexical"]),
                 _found(q["lexical_nostop"]),
+                _found(q.get("dense2", ())),
             )
             for q in conv["questions"]
         )
@@ -90,20 +92,21 @@ def floored(found: Found, floor: float) -> Found:
     return tuple(x for x in found if x[1] >= cut)
 
 
-def lists(q: Question, s: Stage1) -> tuple[Found, Found]:
+def lists(q: Question, s: Stage1) -> tuple[Found, Found, Found]:
+    """The dense, lexical and (a pair's) second dense list as the product fuses them."""
     lex = q.lexical_nostop if s.nostop else q.lexical
     fusing = s.dense > 0
-    return q.dense[: s.n], floored(lex[: s.n], LEXICAL_FLOOR if fusing else 0.0)
+    dense2 = q.dense2[: s.n] if fusing else ()
+    return q.dense[: s.n], floored(lex[: s.n], LEXICAL_FLOOR if fusing else 0.0), dense2
 
 
 def fused(q: Question, s: Stage1) -> list[str]:
-    d, lx = lists(q, s)
-    ranked = rrf(
-        {("dense", q.text): [p for p, _ in d], ("lexical", q.text): [p for p, _ in lx]},
-        k=s.k,
-        weights={"dense": s.dense, "lexical": s.lexical},
-    )
-    return [p for p, _ in ranked]
+    d, lx, d2 = lists(q, s)
+    runs = {("dense", q.text): [p for p, _ in d], ("lexical", q.text): [p for p, _ in lx]}
+    if d2:
+        runs[("dense2", q.text)] = [p for p, _ in d2]
+    weights = {"dense": s.dense, "dense2": s.dense, "lexical": s.lexical}
+    return [p for p, _ in rrf(runs, k=s.k, weights=weights)]
 
 
 def hits(data: Data, q: Question, ranked: Sequence[str]) -> list[Hit]:
@@ -139,12 +142,12 @@ def _pool_features(
     data = _DATA[data_id]
     q = data.questions[qi]
     pool = fused(q, s)
-    d, lx = lists(q, s)
+    d, lx, d2 = lists(q, s)
     w = data.windows[q.conv]
     bodies = {p: [body for _, _, body in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
     rows = rank.features(
-        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool)
+        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool), dense2=d2
     )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
@@ -194,7 +197,7 @@ def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
 
 # The features the product's ranker leaves out: the raw cosine (the match model's instead) and
 # the lexical score against the list's best (since RANKER_VERSION 3: its rank says it).
-PRODUCT_OFF = ("dense", "lexical")
+PRODUCT_OFF = ("dense", "lexical", "dense2")
 
 
 @dataclass(frozen=True)

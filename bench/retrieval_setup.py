@@ -30,6 +30,7 @@ from bot.demo.homeserver import Homeserver
 from ingest import lexical
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
+from ingest.embed.pair import PART_SCALE, is_pair, parts
 from ingest.matrix import MatrixReader
 from ingest.records import COMPAT_KEY
 from ingest.refresh import Writer
@@ -167,6 +168,25 @@ def _listed(found: Sequence[Any], room: SeededRoom, windows: dict[str, Any]) -> 
     return [[p.id, p.score] for p in found]
 
 
+def _dense(
+    col: Any,
+    vec: Sequence[float],
+    flt: PointFilter,
+    room: SeededRoom,
+    windows: dict[str, Any],
+    pair: bool,
+) -> dict[str, list[list[Any]]]:
+    """The dense list, as the product reads it; a pair embedder's two (`dense`, `dense2`), each
+    by its model's own cosine (`ingest.search.retrieve`)."""
+    if not pair:
+        return {"dense": _listed(col.dense_search(vec, flt, DEPTH), room, windows)}
+    out = {}
+    for name, part in zip(("dense", "dense2"), parts(vec), strict=True):
+        rows = _listed(col.dense_search(part, flt, DEPTH), room, windows)
+        out[name] = [[pid, score * PART_SCALE] for pid, score in rows]
+    return out
+
+
 def _every_point(col: Any, flt: PointFilter) -> list[Any]:
     return list(col.scroll(flt))
 
@@ -194,7 +214,7 @@ async def collect(
                 "text": q.text,
                 "category": q.category,
                 "evidence": list(q.evidence),
-                "dense": _listed(col.dense_search(vec, flt, DEPTH), room, windows),
+                **_dense(col, vec, flt, room, windows, is_pair(embedder.identity)),
                 "lexical": _listed(
                     col.sparse_search(lexical.query_vector(q.text), flt, DEPTH), room, windows
                 ),

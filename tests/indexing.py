@@ -51,6 +51,14 @@ def shared_e5() -> Embedder:
     return _E5
 
 
+def shared_pair() -> Embedder:
+    """MiniLM and e5 as one pair embedder (`ingest.embed.pair`), over the shared models; never
+    closed by a test (closing it would close both)."""
+    from ingest.embed.pair import PairEmbedder
+
+    return PairEmbedder(shared_embedder(), shared_e5())
+
+
 class RecordingEmbedder(DelegatingEmbedder):
     """The real embedder, remembering every text it was given (to prove what never reached it)."""
 

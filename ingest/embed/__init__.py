@@ -83,14 +83,12 @@ def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None)
             answering with another dimension is refused with `EmbedError`.
     """
     if cfg.kind == "local":
-        unload = cfg.unload_after_seconds or None
-        if cfg.model == "multilingual-e5-small":
-            from ingest.embed.e5 import E5Embedder
+        parts = [_local(name, cfg) for name in cfg.model.split("+")]
+        if len(parts) == 1:
+            return parts[0]
+        from ingest.embed.pair import PairEmbedder
 
-            return E5Embedder(batch_size=cfg.batch_size, unload_after_seconds=unload)
-        from ingest.embed.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder(batch_size=cfg.batch_size, unload_after_seconds=unload)
+        return PairEmbedder(parts[0], parts[1])
     from ingest.embed.ollama import OllamaEmbedder
 
     return OllamaEmbedder(
@@ -100,3 +98,14 @@ def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None)
         timeout_seconds=cfg.timeout_seconds,
         expected_dimension=expected_dimension,
     )
+
+
+def _local(name: str, cfg: EmbedderConfig) -> Embedder:
+    unload = cfg.unload_after_seconds or None
+    if name == "multilingual-e5-small":
+        from ingest.embed.e5 import E5Embedder
+
+        return E5Embedder(batch_size=cfg.batch_size, unload_after_seconds=unload)
+    from ingest.embed.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(batch_size=cfg.batch_size, unload_after_seconds=unload)

@@ -22,33 +22,23 @@ import bisect
 import functools
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 import regex
 
 from ingest import lexical
+from ingest.search.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
 
 __all__ = [
-    "BY_EMBEDDER",
-    "COEFFICIENTS",
     "FEATURES",
-    "FLOOR",
-    "MADE_UP",
-    "MATCH_COEFFICIENTS",
     "MATCH_FEATURES",
     "NEIGHBOUR_GAP_MS",
     "RANKER_VERSION",
     "STOP_WORDS",
-    "WORDED_FLOOR",
-    "RankModel",
     "Span",
     "content_terms",
     "features",
-    "for_embedder",
-    "near",
     "probability",
     "rerank",
-    "unit_mean",
 ]
 
 # Words that carry no topic: question words, auxiliaries, pronouns, determiners, prepositions.
@@ -72,7 +62,8 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 # window's characters, log-scaled; time: a "when" question and a window that says when;
 # after_question: the best_message of the candidate right before it in its timeline, when that
 # one ends on a question (0 otherwise); best_message_gap: best_message − the pool's best (as
-# dense_gap for the cosine: how much of the words the best candidate holds sets the bar).
+# dense_gap for the cosine: how much of the words the best candidate holds sets the bar);
+# dense2, dense2_gap: dense and dense_gap in the second model's list (a pair embedder, 0 else).
 FEATURES = (
     "dense",
     "dense_gap",
@@ -85,140 +76,13 @@ FEATURES = (
     "time",
     "after_question",
     "best_message_gap",
+    "dense2",
+    "dense2_gap",
 )
-RANKER_VERSION = 3
-# Trained by `python -m bench.loco --train` on all of locomo-dev (bench/RESULTS.md §1b, §1d),
-# on the candidates of the embedded text the product writes (CHUNKER_VERSION 2: no minute a
-# line).
-# The raw cosine is left to the match model: beside dense_gap it only fitted the dev set. The
-# lexical score against the list's best is left out since version 3: beside lexical_rr and
-# best_message_gap it lost on the folds (§1d).
-COEFFICIENTS: Mapping[str, float] = {
-    "bias": -7.7839,
-    "dense_gap": 4.2417,
-    "dense_rr": 1.9844,
-    "lexical_rr": 1.7949,
-    "best_message": 1.9911,
-    "speaker": 1.4609,
-    "length": 2.0337,
-    "time": 0.7035,
-    "after_question": 2.5173,
-    "best_message_gap": 2.9291,
-}
-# The relevance floor asks a second model, on absolute evidence only (how near the meaning, how
-# many of the question's words): the ranker's features are mostly relative to the query's own
-# lists, so its best candidate for made-up words looks like the best one for a real question.
-MATCH_FEATURES = ("dense", "best_message")
-MATCH_COEFFICIENTS: Mapping[str, float] = {
-    "bias": -8.1212,
-    "dense": 6.5467,
-    "best_message": 5.2180,
-}
-# The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
-# question needs a cosine of about 0.30 to be shown.
-FLOOR = 0.0020
-
-
-@dataclass(frozen=True)
-class RankModel:
-    """The ranker's and the floor's coefficients for one embedder: both read its cosines, whose
-    scale is the model's own (e5's unrelated texts meet near 0.75, MiniLM's near 0.1).
-
-    `floor` applies to a text some candidate shares a word with, `wordless_floor` to one no
-    candidate does (made-up words, or a question in other words than every message). With
-    `made_up`, a wordless text whose vector is at least this near the embedder's direction of
-    made-up words (the mean of `MADE_UP`'s query vectors) answers nothing: e5 meets nonsense at
-    the cosine of a weak real answer, so no floor on the cosine alone tells them apart.
-    """
-
-    coefficients: Mapping[str, float]
-    match: Mapping[str, float]
-    floor: float
-    wordless_floor: float
-    made_up: float | None = None
-
-
-# A question sharing a word with a candidate (the roof leak asked about as "water coming
-# through the ceiling": the plants need water) may be shown down to this match probability,
-# where the room fixtures' answers stand (tests/ingest/test_rooms.py); one sharing no word keeps
-# the locomo-dev floor, above every made-up phrase of those rooms.
-WORDED_FLOOR = 0.0015
-MINILM = RankModel(COEFFICIENTS, MATCH_COEFFICIENTS, WORDED_FLOOR, FLOOR)
-# Made-up phrases the direction of nonsense is taken from (none is a word of any language the
-# tests ask in; the tests' made-up words are others).
-MADE_UP = (
-    "asdf qwer zxcv",
-    "blibber flonk",
-    "grompf vizzle tarn",
-    "quux snarf wibble",
-    "plomb krettle",
-    "yarbo fentix",
-)
-# multilingual-e5-small q4 on onnxruntime, trained the same way on its own candidates (`python -m
-# bench.retrieval --folds --embedder-model multilingual-e5-small`, then `bench.loco --train`;
-# RESULTS.md §11, the onnx engine's vectors: the held-out folds 0.758 / 0.617). Its
-# cosines are compressed (related 0.8-0.95, unrelated ~0.75), hence the large dense weights.
-E5 = RankModel(
-    coefficients={
-        "bias": -8.2579,
-        "dense_gap": 12.6381,
-        "dense_rr": 2.4422,
-        "lexical_rr": 1.6657,
-        "best_message": 2.0382,
-        "speaker": 1.7912,
-        "length": 1.7777,
-        "time": 0.6647,
-        "after_question": 2.5571,
-        "best_message_gap": 2.3011,
-    },
-    match={"bias": -21.6929, "dense": 20.0050, "best_message": 5.1509},
-    # 0.0031 on the package engine's vectors; onnxruntime's (`ingest/embed/e5graph.py`) are
-    # within ~0.003 of their cosines, so the floor is lowered by that much (20 x 0.003 in the
-    # match logit): "why is the basement so cold" met the heating message at 0.00317 there.
-    # A question sharing a word with some candidate is shown further down, to a cosine of
-    # ~0.775 (no word of its own), where the room fixtures' answers in other words stand (the
-    # roof leak 0.0026, the laser cutter 0.0029 on the package's vectors: e5 ranks them 12th
-    # and 7th of 40, `!more` away); the folds lose nothing down to no floor at all (RESULTS.md
-    # §11). One sharing no word keeps 0.0029 and the made-up direction.
-    floor=0.0020,
-    wordless_floor=0.0029,
-    # Real questions of the room fixtures meet the direction at 0.80-0.87, made-up ones at
-    # 0.87-0.92 (an error code nears it too, but its words are in the windows it names).
-    made_up=0.87,
-)
-# Keyed by `EmbedderIdentity.model`; another embedder (Ollama's) is ranked as MiniLM is.
-BY_EMBEDDER: Mapping[str, RankModel] = {
-    "all-MiniLM-L6-v2-int8": MINILM,
-    "multilingual-e5-small-q4-ort1": E5,
-}
-
-
-def unit_mean(vectors: Sequence[Sequence[float]]) -> list[float]:
-    """The unit-length mean of `vectors` (a direction in the embedder's space)."""
-    mean = [sum(col) / len(vectors) for col in zip(*vectors, strict=True)]
-    norm = math.sqrt(sum(x * x for x in mean)) or 1.0
-    return [x / norm for x in mean]
-
-
-def near(
-    texts: Sequence[str],
-    vectors: Sequence[Sequence[float]],
-    direction: Sequence[float],
-    threshold: float,
-) -> list[str]:
-    """The texts whose (unit) vector has a cosine of at least `threshold` with `direction`."""
-    return [
-        t
-        for t, v in zip(texts, vectors, strict=True)
-        if sum(a * b for a, b in zip(v, direction, strict=True)) >= threshold
-    ]
-
-
-def for_embedder(model: str) -> RankModel:
-    """The coefficients trained for the embedder `model` (MiniLM's for one never trained)."""
-    return BY_EMBEDDER.get(model, MINILM)
-
-
+# 4: dense2 and dense2_gap, the second model's cosine where the embedder is a pair.
+RANKER_VERSION = 4
+# The match model's features (the floor's): all absolute, so made-up words score low.
+MATCH_FEATURES = ("dense", "best_message", "dense2")
 # Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
 # "painted" and "paints" meet in "pain"); the store's lexical index itself stays unstemmed.
 # 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).
@@ -267,6 +131,7 @@ def features(
     senders: Mapping[str, Sequence[str]] | None = None,
     stem: int | None = STEM,
     spans: Mapping[str, Span] | None = None,
+    dense2: Sequence[tuple[str, float]] = (),
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
@@ -274,6 +139,7 @@ def features(
     span; `dense` and `lexical_found` are that text's lists, (id, score) best first. A window
     absent from the dense list scores its last entry (the most it could have); absent from the
     lexical list, 0. `stem=None` matches whole tokens; without `spans`, no window follows another.
+    `dense2` is the second model's list of a pair embedder (empty: its features are 0).
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -295,6 +161,9 @@ def features(
     l_rank = {pid: (r, s) for r, (pid, s) in enumerate(lexical_found, start=1)}
     d_top = dense[0][1] if dense else 0.0
     d_last = dense[-1][1] if dense else 0.0
+    second = dict(dense2)
+    d2_top = dense2[0][1] if dense2 else 0.0
+    d2_last = dense2[-1][1] if dense2 else 0.0
     l_top = lexical_found[0][1] if lexical_found else 0.0
     best = {
         pid: max(
@@ -309,6 +178,7 @@ def features(
     for pid in pool:
         d_r, d_s = d_rank.get(pid, (0, d_last))
         l_r, l_s = l_rank.get(pid, (0, 0.0))
+        d2_s = second.get(pid, d2_last)
         prev = before.get(pid)
         asked = prev is not None and bool(bodies[prev]) and "?" in bodies[prev][-1]
         rows.append(
@@ -324,6 +194,8 @@ def features(
                 float(asks_when and any(_SAYS_WHEN.search(b) for b in bodies[pid])),
                 best[prev] if asked and prev is not None else 0.0,
                 best[pid] - best_top,
+                d2_s,
+                d2_s - d2_top,
             ]
         )
     return rows
@@ -365,7 +237,7 @@ Found = Sequence[tuple[str, float]]  # one retriever's answer to one text: (id, 
 def rerank(
     pool: Sequence[str],
     bodies: Mapping[str, Sequence[str]],
-    per_text: Mapping[str, tuple[Found, Found]],
+    per_text: Mapping[str, tuple[Found, Found, Found]],
     senders: Mapping[str, Sequence[str]] | None = None,
     *,
     spans: Mapping[str, Span] | None = None,
@@ -378,15 +250,18 @@ def rerank(
     """The pool ordered by the ranker's probability, best first, without the windows whose
     `match` probability is under the floor for every text; and how many those were.
 
-    `per_text` maps each query text to its (dense, lexical) lists. A window answers the query
+    `per_text` maps each query text to its (dense, lexical, dense2) lists (dense2: the second
+    model's of a pair embedder, else empty). A window answers the query
     as well as it answers its best text. Ties keep the pool's (fused) order. A text no
     candidate shares a word with is held to `wordless_floor` (None: `floor`), and one of them
     also in `made_up` (near the embedder's made-up words, `RankModel.made_up`) shows nothing.
     """
     best = dict.fromkeys(pool, 0.0)
     shown_by = dict.fromkeys(pool, False)
-    for text, (dense, lexical_found) in per_text.items():
-        rows = features(text, pool, bodies, dense, lexical_found, senders, spans=spans)
+    for text, (dense, lexical_found, dense2) in per_text.items():
+        rows = features(
+            text, pool, bodies, dense, lexical_found, senders, spans=spans, dense2=dense2
+        )
         wordless = not any(row[FEATURES.index("best_message")] > 0 for row in rows)
         bar = floor if not wordless or wordless_floor is None else wordless_floor
         if wordless and text in made_up:

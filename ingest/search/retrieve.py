@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ingest import lexical
 from ingest.embed import Embedder
+from ingest.embed.pair import PART_SCALE, is_pair, parts
 from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.records import COMPAT_KEY
 from ingest.search import rank
@@ -41,7 +42,8 @@ log = logging.getLogger("muninn.search")
 # Candidates fetched per (retriever, text) before fusion, and per-retriever fusion weights.
 CANDIDATES = 30  # per (retriever, text); measured on the locomo-dev folds (RESULTS.md §1b)
 RRF_K = 10  # RRF's k: the folds favour the top ranks more than the k = 60 of Cormack et al.
-WEIGHTS: Mapping[str, float] = {"dense": 1.0, "lexical": 1.0}
+# dense2: a pair embedder's second model (`ingest.embed.pair`), its own list in the fusion.
+WEIGHTS: Mapping[str, float] = {"dense": 1.0, "dense2": 1.0, "lexical": 1.0}
 # A lexical candidate scoring under this fraction of its list's best matched only the query's
 # weakest terms (`err` of `ERR_7731X`, `the` of a question) and gets no vote in the fusion.
 # Rank fusion forgets score margins: without the floor, fifteen windows sharing only `err`,
@@ -74,7 +76,9 @@ class Lists:
 
     @property
     def retrievers(self) -> list[str]:
-        return sorted({r for r, _ in self.lists}, key=["dense", "lexical"].index)
+        """The kinds that answered, `dense` and `lexical` (a pair's two lists are `dense`)."""
+        kinds = {"dense" if r == "dense2" else r for r, _ in self.lists}
+        return sorted(kinds, key=["dense", "lexical"].index)
 
 
 @dataclass
@@ -112,9 +116,29 @@ class Retriever:
             scored = await col.sparse_search(sparse, flt, depth)
             found.lists[("lexical", text)] = _scored(_above_floor(scored, floor), found.points)
             if found.dense is not None:
-                scored = await col.dense_search(found.dense[i], flt, depth)
-                found.lists[("dense", text)] = _scored(scored, found.points)
+                await self._dense_lists(col, text, found.dense[i], flt, depth, found)
         return found
+
+    async def _dense_lists(
+        self,
+        col: AsyncCollection,
+        text: str,
+        vector: Sequence[float],
+        flt: PointFilter,
+        depth: int,
+        found: Lists,
+    ) -> None:
+        """The text's dense list; a pair embedder's two (`dense`, `dense2`): one a model, each
+        scored by that model's own cosine (`ingest.embed.pair.parts`)."""
+        if self.embedder is None or not is_pair(self.embedder.identity):
+            scored = await col.dense_search(vector, flt, depth)
+            found.lists[("dense", text)] = _scored(scored, found.points)
+            return
+        for name, part in zip(("dense", "dense2"), parts(vector), strict=True):
+            scored = await col.dense_search(part, flt, depth)
+            found.lists[(name, text)] = [
+                (pid, score * PART_SCALE) for pid, score in _scored(scored, found.points)
+            ]
 
     def _sparse(self, text: str, vocabulary: Counter[str]) -> SparseVector:
         """`sparse_of`, with each `word*` standing for the words of `vocabulary` it starts

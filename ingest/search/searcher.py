@@ -114,7 +114,7 @@ class Searcher:
         )
         # The second stage (`ingest.search.second`) re-orders the fused candidates when both
         # retrievers answered; windows under `relevance_floor` (None: the one trained for the
-        # embedder, `ingest.search.rank.for_embedder`) are not shown at all.
+        # embedder, `ingest.search.models.for_embedder`) are not shown at all.
         self.ranker = ranker
         self.second = SecondStage(embedder, relevance_floor)
         self._collection: AsyncCollection | None = None

@@ -1,7 +1,7 @@
 """`ingest.search.second`: the second stage — the fused candidates re-ordered, the floor applied.
 
 When both retrievers answered, `ingest.search.rank`'s model (the one trained for the embedder,
-`rank.for_embedder`) re-orders the first stage's fused candidates over their shown messages,
+`models.for_embedder`) re-orders the first stage's fused candidates over their shown messages,
 and leaves out those under its relevance floor (counted in `below_floor`, never shown). A text
 near the embedder's made-up words (`RankModel.made_up`) is floored as a wordless one.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable
-from ingest.search import rank
+from ingest.search import models, rank
 from ingest.search.fusion import text_key
 from ingest.search.hits import has_text, window_of, window_span
-from ingest.search.rank import RankModel
+from ingest.search.models import RankModel
 from ingest.types import EmbedderIdentity, StoredPoint
 
 __all__ = ["SecondStage"]
@@ -49,11 +49,16 @@ class SecondStage:
         bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
         spans = {pid: window_span(window_of(points[pid]), ms) for pid, ms in shown.items() if ms}
-        per_text: dict[str, tuple[rank.Found, rank.Found]] = {}
+        per_text: dict[str, tuple[rank.Found, rank.Found, rank.Found]] = {}
         for retriever, text in lists:
             if retriever == "dense":  # one entry a text, as the fusion counts it
                 per_text.setdefault(
-                    text_key(text), (lists[("dense", text)], lists[("lexical", text)])
+                    text_key(text),
+                    (
+                        lists[("dense", text)],
+                        lists[("lexical", text)],
+                        lists.get(("dense2", text), ()),
+                    ),
                 )
         model = self._model()
         if self.relevance_floor is None:
@@ -74,7 +79,7 @@ class SecondStage:
         )
 
     def _model(self) -> RankModel:
-        return rank.for_embedder(self.embedder.identity.model if self.embedder else "")
+        return models.for_embedder(self.embedder.identity.model if self.embedder else "")
 
     async def _made_up(
         self, texts: Sequence[str], vectors: Sequence[Sequence[float]]
@@ -86,8 +91,8 @@ class SecondStage:
             return []
         if self._nonsense is None or self._nonsense[0] != self.embedder.identity:
             try:
-                refs = await self.embedder.embed_queries(list(rank.MADE_UP))
+                refs = await self.embedder.embed_queries(list(models.MADE_UP))
             except (EmbedError, EmbedUnavailable):
                 return []
-            self._nonsense = (self.embedder.identity, rank.unit_mean(refs))
-        return rank.near(texts, vectors, self._nonsense[1], threshold)
+            self._nonsense = (self.embedder.identity, models.unit_mean(refs))
+        return models.near(texts, vectors, self._nonsense[1], threshold)

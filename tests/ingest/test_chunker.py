@@ -20,6 +20,7 @@ from ingest.chunker import (
     content_hash,
     message_line,
     point_id,
+    speakers_line,
     split_timelines,
     truncate_utf8,
     window_payload,
@@ -268,6 +269,38 @@ def test_window_text_line_formats(fmt: LineFormat, line: str) -> None:
     assert window_text(w, {ALICE: "Alice Liddell (she/her)"}, fmt=fmt) == line
 
 
+def test_dense_text_names_the_speakers_first_and_who_said_each_line() -> None:
+    """The embedded text opens with the window's senders in order of appearance (`Alice and
+    Bob:`), and each line says who said it (`Alice Liddell said: …`); no minute."""
+    w = Window(ROOM, None, (msg(0, "hi"), msg(1, "yo", sender=BOB), msg(2, "so")))
+    assert window_text(w, {ALICE: "Alice Liddell", BOB: "Bob"}, fmt=DENSE_LINE) == (
+        "Alice and Bob:\nAlice Liddell said: hi\nBob said: yo\nAlice Liddell said: so"
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "line"),
+    [
+        (1, "u0:"),
+        (3, "u0, u1 and u2:"),
+        (5, "u0, u1, u2, u3 and u4:"),
+        (8, "u0, u1, u2, u3, u4 and 3 more:"),
+    ],
+)
+def test_speakers_line_is_bounded_whatever_the_crowd(count: int, line: str) -> None:
+    """At most five names (first words, ≤ 16 characters each), then how many more: a window of
+    a busy room does not spend its text on a roll call."""
+    messages = [msg(i, sender=UserID(f"@u{i}:hs")) for i in range(count)]
+    assert speakers_line(messages, {}) == line
+
+
+def test_dense_text_cut_keeps_the_speakers_line() -> None:
+    """`max_bytes` cuts the end of the text, never the speakers' line in front of it."""
+    w = Window(ROOM, None, (msg(0, "x" * 400),))
+    text = window_text(w, {}, max_bytes=100, fmt=DENSE_LINE)
+    assert text.startswith("alice:\nalice said: xxx") and len(text.encode()) == 100
+
+
 def test_short_label_without_display_name_is_the_capped_localpart() -> None:
     """No display name: the localpart, at most 16 characters."""
     w = Window(ROOM, None, (msg(0, "x", sender=UserID("@a_very_long_localpart_indeed:hs")),))
@@ -285,6 +318,7 @@ def test_payload_text_follows_the_dense_format_and_keeps_the_rest() -> None:
         full = window_payload(w, names=names, versions=VERSIONS, max_bytes=150, dense=FULL_LINE)
         cut = window_payload(w, names=names, versions=VERSIONS, max_bytes=150, dense=short)
         assert cut["text"] == "\n".join(f"Alice: {m.body}" for m in w.messages)
+        assert window_payload(w, names=names, versions=VERSIONS)["text"].startswith("Alice:\n")
         assert full["text"].startswith("[2026-11-01 16:3")
         assert {k: v for k, v in cut.items() if k not in ("text", "content_hash")} == {
             k: v for k, v in full.items() if k not in ("text", "content_hash")

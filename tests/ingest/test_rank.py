@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ingest.chunker import chunk, window_payload
-from ingest.search import rank
+from ingest.search import models, rank
 from ingest.search.hits import window_span
 from ingest.types import EventID, Message, RoomID, UserID
 
@@ -63,7 +63,7 @@ def _ranked(messages: Sequence[Message], *, with_spans: bool = True) -> list[str
     shown_ranked, below = rank.rerank(
         ["asked", "other", "answer"],
         bodies,
-        {QUESTION: (dense, lexical_found)},
+        {QUESTION: (dense, lexical_found, ())},
         senders,
         spans=spans if with_spans else None,
     )
@@ -95,7 +95,7 @@ PRINTERS = {
 }
 
 
-def _printer_order(coefficients: Mapping[str, float] = rank.COEFFICIENTS) -> list[str]:
+def _printer_order(coefficients: Mapping[str, float] = models.COEFFICIENTS) -> list[str]:
     """The order of three windows the dense and lexical lists put near / holds / other."""
     bodies = {pid: [body] for pid, body in PRINTERS.items()}
     senders = {pid: ["@sam:x"] for pid in PRINTERS}
@@ -104,7 +104,7 @@ def _printer_order(coefficients: Mapping[str, float] = rank.COEFFICIENTS) -> lis
     shown, _ = rank.rerank(
         list(PRINTERS),
         bodies,
-        {PRINTER: (dense, lexical_found)},
+        {PRINTER: (dense, lexical_found, ())},
         senders,
         coefficients=coefficients,
     )
@@ -115,5 +115,5 @@ def test_the_window_holding_every_word_of_the_question_ranks_first() -> None:
     # "near" is nearer in meaning and in the lexical score but names another floor; "holds"
     # says which printer. Its coverage against the pool's best (best_message_gap) decides.
     assert _printer_order() == ["holds", "near", "other"]
-    without_gap = {**rank.COEFFICIENTS, "best_message_gap": 0.0}
+    without_gap = {**models.COEFFICIENTS, "best_message_gap": 0.0}
     assert _printer_order(without_gap) == ["near", "holds", "other"]

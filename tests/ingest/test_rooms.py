@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 
 from ingest.search import Searcher
-from tests.indexing import shared_e5, shared_embedder
+from tests.indexing import shared_e5, shared_embedder, shared_pair
 from tests.rooms import SERVER, Room, found, index_room
 
 MADE_UP = ("zorbly quaxing flimflam", "xkcd qwerty blorp", "glorptastic wubwub")
@@ -71,6 +71,20 @@ async def workshop_e5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def small_pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
+    room = await index_room("workshop-small", shared_pair(), tmp_path_factory.mktemp("sp"))
+    yield room
+    room.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def workshop_pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
+    room = await index_room("workshop", shared_pair(), tmp_path_factory.mktemp("wp"))
+    yield room
+    room.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def multilingual(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
     room = await index_room("multilingual", shared_e5(), tmp_path_factory.mktemp("m"))
     yield room
@@ -93,8 +107,8 @@ async def test_floor_shows_an_answer_asked_in_other_words(
     workshop: Room, question: str, answer: str
 ) -> None:
     """In a 40-message room the answer sharing no word with the question is in the reply
-    (the default 5 hits): the floor lets through a weak match when the question's words are in
-    the room at all (`rank.WORDED_FLOOR`)."""
+    (the default 5 hits; the roof leak 5th, the laser cutter 4th): the floor lets through a
+    weak match when the question's words are in the room at all (`models.WORDED_FLOOR`)."""
     assert found(await workshop.top(question, 5), answer)
 
 
@@ -110,10 +124,29 @@ async def test_floor_never_hides_an_answer_in_other_words_with_e5(
     small_e5: Room, workshop_e5: Room, room: str, question: str, answer: str
 ) -> None:
     """With multilingual-e5-small the same answers are shown (the fire alarm's first; the
-    roof leak and the laser cutter 12th and 7th of 40 by e5's cosines, `!more` away): e5's
-    floor for a question sharing a word with the room (`rank.E5.floor`) is under their match
-    probability. At the floor before (0.0029, as for a wordless one) those two were hidden."""
+    roof leak and the laser cutter 6th and 9th of 40, `!more` away): e5's floor for a question
+    sharing a word with the room (`models.E5.floor`) is under their match probability; at the
+    folds' own floor (0.0037) those two were hidden."""
     shown = await (small_e5 if room == "small" else workshop_e5).top(question, 40)
+    assert found(shown, answer)
+
+
+@pytest.mark.parametrize(
+    ("room", "question", "answer"),
+    [
+        ("small", "what set off the fire alarm", "varnish fumes"),
+        ("workshop", "is there water coming through the ceiling anywhere", "roof leaks"),
+        ("workshop", "what is wrong with the engraving machine", "laser cutter"),
+    ],
+)
+async def test_floor_never_hides_an_answer_in_other_words_with_the_pair(
+    small_pair: Room, workshop_pair: Room, room: str, question: str, answer: str
+) -> None:
+    """With MiniLM and e5 as a pair the same answers are in the 5-hit reply (the roof leak
+    4th, the laser cutter 3rd): the pair's floor for a question sharing a word with the room
+    (`models.PAIR.floor`) is under their match probability; at the folds' 0.0029 both were
+    hidden."""
+    shown = await (small_pair if room == "small" else workshop_pair).top(question, 5)
     assert found(shown, answer)
 
 
@@ -123,12 +156,14 @@ async def test_made_up_words_answer_nothing_in_small_rooms(
     workshop: Room,
     small_e5: Room,
     workshop_e5: Room,
+    small_pair: Room,
+    workshop_pair: Room,
     multilingual: Room,
     words: str,
 ) -> None:
-    """Made-up words show no result, with MiniLM and with e5 (whose cosines cannot tell them
-    from a weak answer: `rank.RankModel.made_up`)."""
-    for room in (small, workshop, small_e5, workshop_e5, multilingual):
+    """Made-up words show no result, with MiniLM, with e5 and with the pair (whose cosines
+    cannot tell them from a weak answer: `models.RankModel.made_up`)."""
+    for room in (small, workshop, small_e5, workshop_e5, small_pair, workshop_pair, multilingual):
         result = await room.search(words, 5)
         assert result.hits == [] and result.below_floor > 0
 

@@ -1,0 +1,91 @@
+"""Two bundled embedders as one vector space: MiniLM's vector and e5's, side by side.
+
+Each text is embedded by both models and the two unit vectors are concatenated, each scaled by
+1/sqrt(2): the result is a unit vector whose dot product with another is the mean of the two
+models' cosines. So the store holds one dense vector a point (768-d) and one list answers a
+query, ranked by both models at once, with no change to the store, the fusion or the floor.
+MiniLM reads English names and words well, e5 reads meaning across 100 languages; on the
+locomo-dev folds the pair beats either alone on every conversation (bench/RESULTS.md §11).
+
+The identity names both models (`all-MiniLM-L6-v2-int8+multilingual-e5-small-q4-ort1`), so a
+change of either rebuilds the index. Each model keeps its own idle unload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+
+from ingest.embed import Embedder
+from ingest.types import EmbedderIdentity
+
+__all__ = ["PART_SCALE", "PairEmbedder", "is_pair", "joined", "parts"]
+
+_SCALE = 1.0 / math.sqrt(2.0)
+
+
+def joined(first: Sequence[float], second: Sequence[float]) -> list[float]:
+    """Two unit vectors as one: their concatenation scaled so that it is a unit vector too, and
+    the dot product of two joined vectors is the mean of their parts' cosines."""
+    return [x * _SCALE for x in first] + [x * _SCALE for x in second]
+
+
+def is_pair(identity: EmbedderIdentity) -> bool:
+    """Whether vectors of `identity` are a pair's (two models' vectors side by side)."""
+    return identity.provider == "local" and "+" in identity.model
+
+
+def parts(vector: Sequence[float]) -> tuple[list[float], list[float]]:
+    """A pair's query vector as two query vectors, one a model: each keeps its model's half
+    (at unit length) and zeroes the other's, so its cosine with a stored pair vector is that
+    model's own cosine, scaled by 1/sqrt(2) (`PART_SCALE` undoes it)."""
+    half = len(vector) // 2
+    zeros = [0.0] * half
+    first = [x / _SCALE for x in vector[:half]]
+    second = [x / _SCALE for x in vector[half:]]
+    return first + zeros, zeros + second
+
+
+# A part's score in the store (`parts`) times this is the model's own cosine.
+PART_SCALE = math.sqrt(2.0)
+
+
+class PairEmbedder:
+    """`first` and `second` as one `Embedder` (their dimensions add)."""
+
+    def __init__(self, first: Embedder, second: Embedder) -> None:
+        self.first = first
+        self.second = second
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return _pair_identity(self.first.identity, self.second.identity)
+
+    async def probe(self) -> EmbedderIdentity:
+        return _pair_identity(await self.first.probe(), await self.second.probe())
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        # One model after the other: each already uses every core.
+        a = await self.first.embed_documents(texts)
+        b = await self.second.embed_documents(texts)
+        return [joined(x, y) for x, y in zip(a, b, strict=True)]
+
+    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        a = await self.first.embed_queries(texts)
+        b = await self.second.embed_queries(texts)
+        return [joined(x, y) for x, y in zip(a, b, strict=True)]
+
+    async def close(self) -> None:
+        await asyncio.gather(self.first.close(), self.second.close())
+
+
+def _pair_identity(a: EmbedderIdentity, b: EmbedderIdentity) -> EmbedderIdentity:
+    # The profiles are the parts' own (each model adds its prefixes), recorded side by side.
+    return EmbedderIdentity(
+        provider=a.provider,
+        model=f"{a.model}+{b.model}",
+        dimension=a.dimension + b.dimension,
+        document_profile=f"{a.document_profile}+{b.document_profile}",
+        query_profile=f"{a.query_profile}+{b.query_profile}",
+    )
