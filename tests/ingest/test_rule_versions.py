@@ -31,7 +31,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
-    "chunker": (3, "120c8200effe2b517e2d24a514dc6c560fca54abdd32e2d21681cf487048e48a"),
+    "chunker": (4, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
     "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
     "scrub": (3, "6071e75f367756588b1d503d3626482d50ec1c68c9e418069817a93b5ff9ddb0"),
 }
