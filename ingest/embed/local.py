@@ -111,6 +111,7 @@ class Resident(Generic[M]):
         # Under `_lock`: runs in progress, and when the last one ended (or the model was loaded).
         self._busy = 0
         self._last_used = 0.0
+        self.loads = 0  # how many times this process loaded the model
 
     def get(self, *, busy: bool = False) -> M:
         """The model, loaded if need be; `busy`: counted as a run (`in_use` ends it)."""
@@ -118,6 +119,7 @@ class Resident(Generic[M]):
         with self._lock:
             if path not in self.held:
                 self.held[path] = self._load(path)
+                self.loads += 1
                 self._last_used = time.monotonic()
             self._busy += busy
             return self.held[path]

@@ -36,6 +36,7 @@ __all__ = [
     "MiniLMEmbedder",
     "batches",
     "loaded",
+    "loads",
     "model_path",
     "unload_if_idle",
 ]
@@ -89,6 +90,11 @@ _resident: Resident[ort.InferenceSession] = Resident(
 )
 _in_use = _resident.in_use
 loaded = _resident.loaded
+
+
+def loads() -> int:
+    """How many times this process loaded the model (a reload after an idle unload counts)."""
+    return _resident.loads
 unload_if_idle = _resident.unload_if_idle
 
 

@@ -172,7 +172,9 @@ def test_fold_catastrophic_regex_is_stopped_within_the_budget() -> None:
     started = time.monotonic()
     with pytest.raises(PatternTimeout, match="too long") as caught:
         fold(events, pattern=compile_pattern(r"(a+)+$"), timeout_s=0.2)
-    assert time.monotonic() - started < 1.0
+    # Unbounded, the match would run for ages; 5 s leaves room for a loaded machine (the
+    # budget's own speed is a benchmark's, not this test's).
+    assert time.monotonic() - started < 5.0
     assert isinstance(caught.value, CommandError)
 
 
