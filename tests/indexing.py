@@ -36,7 +36,7 @@ def shared_embedder() -> Embedder:
     """The real MiniLM embedder, loaded once for the whole session."""
     global _EMBEDDER
     if _EMBEDDER is None:
-        _EMBEDDER = make_embedder(parse_config(_base("x", "@x:x", "t", Path("."))).embedder)
+        _EMBEDDER = make_embedder(EmbedderConfig(model="minilm"))
     return _EMBEDDER
 
 
@@ -84,6 +84,9 @@ def _base(server_name: str, user_id: str, token: str, store: Path, **extra: Any)
         "homeserver": {"url": "http://127.0.0.1:1", "server_name": server_name},
         "reader": {"user_id": user_id, "access_token": token},
         "index": {"store": {"path": str(store)}, "collection": "muninn_test"},
+        # The model `shared_embedder` is, so a CLI run over an index the tests built in process
+        # reads it as it is (the default pair: tests/ingest/test_embed_pair.py, test_rooms.py).
+        "embedder": {"model": "minilm"},
     }
     for section, values in extra.items():
         doc[section] = {**doc.get(section, {}), **values}

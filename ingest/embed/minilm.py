@@ -95,6 +95,8 @@ loaded = _resident.loaded
 def loads() -> int:
     """How many times this process loaded the model (a reload after an idle unload counts)."""
     return _resident.loads
+
+
 unload_if_idle = _resident.unload_if_idle
 
 

@@ -122,7 +122,7 @@ E5 = RankModel(
 # MiniLM and e5 as a pair (`ingest.embed.pair`, `embedder.model: minilm+multilingual-e5-small`):
 # the ranker reads both models' lists, e5's cosine gap weighing most (its cosines are
 # compressed, hence the large weight); trained the same way on the pair's candidates
-# (RESULTS.md §11: the held-out folds 0.789 / 0.641, every fold above MiniLM's).
+# (RESULTS.md §11: the held-out folds 0.790 / 0.644, every fold above MiniLM's).
 PAIR = RankModel(
     coefficients={
         "bias": -7.0263,

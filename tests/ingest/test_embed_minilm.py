@@ -27,8 +27,9 @@ async def cosine(embedder: MiniLMEmbedder, a: str, b: str) -> float:
 
 
 def test_make_embedder_local_gives_minilm() -> None:
-    """The default config builds the embedded MiniLM, which satisfies the Embedder protocol."""
-    e = make_embedder(EmbedderConfig())
+    """`model: minilm` builds the embedded MiniLM, which satisfies the Embedder protocol (the
+    default pair is tests/ingest/test_embed_e5.py's)."""
+    e = make_embedder(EmbedderConfig(model="minilm"))
     assert isinstance(e, MiniLMEmbedder)
     assert isinstance(e, Embedder)
 
@@ -244,7 +245,7 @@ async def test_minilm_concurrent_calls_after_an_unload_load_once(
 def test_config_unload_after_seconds_reaches_the_embedder() -> None:
     """`embedder.unload_after_seconds` defaults to 300 s; 0 keeps the model loaded."""
     assert EmbedderConfig().unload_after_seconds == 300
-    e = make_embedder(EmbedderConfig(unload_after_seconds=0))
+    e = make_embedder(EmbedderConfig(model="minilm", unload_after_seconds=0))
     assert isinstance(e, MiniLMEmbedder) and e.unload_after_seconds is None
-    e = make_embedder(EmbedderConfig(unload_after_seconds=5))
+    e = make_embedder(EmbedderConfig(model="minilm", unload_after_seconds=5))
     assert isinstance(e, MiniLMEmbedder) and e.unload_after_seconds == 5
