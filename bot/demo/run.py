@@ -3,7 +3,8 @@
 1. A private Synapse on 127.0.0.1 (SQLite, no outbound traffic) in `DIR/synapse`.
 2. The demo community (`community.yaml`): people with passwords, rooms, a backdated conversation,
    and the bot joined to every room, the DM and the bridged one included.
-3. Muninn in appservice mode on the embedded defaults (Qdrant edge in `DIR/qdrant`, the default embedder),
+3. Muninn in appservice mode on the embedded defaults (Qdrant edge in `DIR/qdrant`, the default
+   embedder),
    one full refresh, then the verdict of every room, as `muninn status` gives it.
 4. The scripted session, each command and reply printed; then how to log in with a Matrix
    client and the `muninn search` command for the config it wrote (`DIR/config.yaml`, with a
