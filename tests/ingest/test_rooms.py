@@ -4,11 +4,13 @@ searchable across them with multilingual-e5-small (issue 23). Rooms: tests/fixtu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from ingest.embed import Embedder
 from ingest.search import Searcher
 from tests.indexing import shared_e5, shared_embedder, shared_pair
 from tests.rooms import SERVER, Room, found, index_room
@@ -31,6 +33,12 @@ SAME_LANGUAGE = (
     ("手机坏了去哪里修", "手机屏幕"),
     ("图书馆为什么这么热", "空调"),
 )
+# (room, question, a phrase of its answer): the answers in other words of the workshop rooms.
+IN_OTHER_WORDS = (
+    ("small", "what set off the fire alarm", "varnish fumes"),
+    ("workshop", "is there water coming through the ceiling anywhere", "roof leaks"),
+    ("workshop", "what is wrong with the engraving machine", "laser cutter"),
+)
 ENGLISH_ABOUT_OTHERS = (
     ("why is the basement so cold", "Heizung im Keller"),
     ("what happened to the washing machine", "lavadora"),
@@ -42,53 +50,25 @@ ENGLISH_ABOUT_OTHERS = (
 )
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def small(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop-small", shared_embedder(), tmp_path_factory.mktemp("s"))
-    yield room
-    room.close()
+def room_fixture(name: str, embedder: Callable[[], Embedder]) -> Any:
+    """A module-scoped fixture: the fixture room `name` indexed with `embedder()`."""
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="session")
+    async def indexed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
+        room = await index_room(name, embedder(), tmp_path_factory.mktemp(name))
+        yield room
+        room.close()
+
+    return indexed
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def workshop(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop", shared_embedder(), tmp_path_factory.mktemp("w"))
-    yield room
-    room.close()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def small_e5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop-small", shared_e5(), tmp_path_factory.mktemp("se"))
-    yield room
-    room.close()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def workshop_e5(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop", shared_e5(), tmp_path_factory.mktemp("we"))
-    yield room
-    room.close()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def small_pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop-small", shared_pair(), tmp_path_factory.mktemp("sp"))
-    yield room
-    room.close()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def workshop_pair(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("workshop", shared_pair(), tmp_path_factory.mktemp("wp"))
-    yield room
-    room.close()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def multilingual(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
-    room = await index_room("multilingual", shared_e5(), tmp_path_factory.mktemp("m"))
-    yield room
-    room.close()
+small = room_fixture("workshop-small", shared_embedder)
+workshop = room_fixture("workshop", shared_embedder)
+small_e5 = room_fixture("workshop-small", shared_e5)
+workshop_e5 = room_fixture("workshop", shared_e5)
+small_pair = room_fixture("workshop-small", shared_pair)
+workshop_pair = room_fixture("workshop", shared_pair)
+multilingual = room_fixture("multilingual", shared_e5)
 
 
 async def test_floor_shows_the_answer_in_a_ten_message_room(small: Room) -> None:
@@ -112,14 +92,7 @@ async def test_floor_shows_an_answer_asked_in_other_words(
     assert found(await workshop.top(question, 5), answer)
 
 
-@pytest.mark.parametrize(
-    ("room", "question", "answer"),
-    [
-        ("small", "what set off the fire alarm", "varnish fumes"),
-        ("workshop", "is there water coming through the ceiling anywhere", "roof leaks"),
-        ("workshop", "what is wrong with the engraving machine", "laser cutter"),
-    ],
-)
+@pytest.mark.parametrize(("room", "question", "answer"), IN_OTHER_WORDS)
 async def test_floor_never_hides_an_answer_in_other_words_with_e5(
     small_e5: Room, workshop_e5: Room, room: str, question: str, answer: str
 ) -> None:
@@ -131,14 +104,7 @@ async def test_floor_never_hides_an_answer_in_other_words_with_e5(
     assert found(shown, answer)
 
 
-@pytest.mark.parametrize(
-    ("room", "question", "answer"),
-    [
-        ("small", "what set off the fire alarm", "varnish fumes"),
-        ("workshop", "is there water coming through the ceiling anywhere", "roof leaks"),
-        ("workshop", "what is wrong with the engraving machine", "laser cutter"),
-    ],
-)
+@pytest.mark.parametrize(("room", "question", "answer"), IN_OTHER_WORDS)
 async def test_floor_never_hides_an_answer_in_other_words_with_the_pair(
     small_pair: Room, workshop_pair: Room, room: str, question: str, answer: str
 ) -> None:
