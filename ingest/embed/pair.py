@@ -23,6 +23,8 @@ from ingest.types import EmbedderIdentity
 __all__ = ["PART_SCALE", "PairEmbedder", "is_pair", "joined", "parts"]
 
 _SCALE = 1.0 / math.sqrt(2.0)
+# A part's score in the store (`parts`) times this is the model's own cosine.
+PART_SCALE = 1.0 / _SCALE
 
 
 def joined(first: Sequence[float], second: Sequence[float]) -> list[float]:
@@ -45,10 +47,6 @@ def parts(vector: Sequence[float]) -> tuple[list[float], list[float]]:
     first = [x / _SCALE for x in vector[:half]]
     second = [x / _SCALE for x in vector[half:]]
     return first + zeros, zeros + second
-
-
-# A part's score in the store (`parts`) times this is the model's own cosine.
-PART_SCALE = math.sqrt(2.0)
 
 
 class PairEmbedder:
