@@ -97,13 +97,20 @@ async def search(
 ) -> int:
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    shape: dict[str, Any] = {"filter": flt, "sort": sort, "offset": offset}
+    # The text is a person's view: close matches only, or the nearest said to be (rule 33).
+    shape: dict[str, Any] = {
+        "filter": flt,
+        "sort": sort,
+        "offset": offset,
+        "close_only": not as_json,
+    }
     SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
     filters: dict[str, Any] = {
         "senders": senders,
         "after": after,
         "before": before,
         **filter_fields(flt or MessageFilter(), sort, offset),
+        "close_only": not as_json,
     }
     try:
         async with adapters(cfg) as (reader, store, embedder):
@@ -137,6 +144,8 @@ async def search(
         print(f"warning: {w}", file=sys.stderr)
     if not result.hits:
         print("no hits")
+    elif result.nothing_close:
+        print("nothing matched closely; the nearest:")
     for hit in result.hits:
         best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
         when = utc_minute(best["ts"])

@@ -40,7 +40,10 @@ class Candidates:
     known: dict[str, Tail] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
-    below_floor: int = 0  # candidates the ranker judged not to match: never shown
+    below_floor: int = 0  # candidates left out: a nonsense query's, or weak ones `close_only`
+    # The candidates the second stage judged close matches (None: no judgment, all are).
+    close: frozenset[str] | None = None
+    nothing_close: bool = False  # candidates there are, but none matches closely
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
@@ -53,8 +56,9 @@ class Candidates:
             if pid in skip:
                 continue
             if pid not in self._built:
+                close = self.close is None or pid in self.close
                 self._built[pid] = build_hit(
-                    self.points[pid], score, self.texts, self.server_name, self.filter
+                    self.points[pid], score, self.texts, self.server_name, self.filter, close
                 )
             hit = self._built[pid]
             if hit is not None:  # None: the filter kept none of its messages
@@ -68,6 +72,7 @@ def build_hit(
     texts: Sequence[str],
     server_name: str,
     flt: MessageFilter | None = None,
+    close: bool = True,
 ) -> Hit | None:
     """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
     p = window_of(point)
@@ -98,4 +103,5 @@ def build_hit(
         score=score,
         permalink=permalink(str(p["room_id"]), best, server_name),
         best_event_id=best,
+        close=close,
     )

@@ -80,6 +80,8 @@ class Hit:
     score: float
     permalink: str
     best_event_id: str  # the message that matched best: replies show it as the excerpt
+    # Whether the second stage judged it a close match (False: only among the nearest).
+    close: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,7 @@ class Hit:
             "score": self.score,
             "permalink": self.permalink,
             "best_event_id": self.best_event_id,
+            "close": self.close,
         }
 
 
@@ -102,7 +105,10 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     retrievers: list[str] = field(default_factory=list)
     dropped_stale: int = 0
-    below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
+    below_floor: int = 0  # weaker candidates left out (a nonsense query's; or not close)
+    # Hits there are, but the second stage judged none of the query's candidates close: the
+    # reply says they are only the nearest.
+    nothing_close: bool = False
     next_offset: int | None = None  # the `offset` of the next page; None on the last
     sort: str = "relevance"
     remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
@@ -114,6 +120,7 @@ class SearchResult:
             "retrievers": list(self.retrievers),
             "dropped_stale": self.dropped_stale,
             "below_floor": self.below_floor,
+            "nothing_close": self.nothing_close,
             "next_offset": self.next_offset,
             "sort": self.sort,
         }

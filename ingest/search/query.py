@@ -19,6 +19,8 @@ MAX_TEXT_BYTES = 1000
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 MAX_OFFSET = 200  # how deep a next page may reach: the candidate pool grows with it
+# A person's view (`SearchQuery.close_only`) with no close match shows this many of the nearest.
+NEAREST = 3
 SORTS = ("relevance", "recent")  # `recent`: relevance decides what matches, the clock the order
 MIN_PREFIX = 3  # `word*` needs at least this many characters before the `*`
 
@@ -68,6 +70,11 @@ class SearchQuery:
     filter: MessageFilter = NO_FILTER
     sort: str = "relevance"
     offset: int = 0  # hits of earlier pages to pass over
+    # A person's view (chat, the CLI's text; any `sort: recent`): only the close matches, or when
+    # none is close the `NEAREST` first, said to be only the nearest. Else the close matches,
+    # then every other candidate, each marked (`--json`, the HTTP API, agents: docs/ARCHITECTURE.md
+    # §3 rule 33).
+    close_only: bool = False
 
     @classmethod
     def build(
@@ -82,6 +89,7 @@ class SearchQuery:
         filter: MessageFilter | None = None,
         sort: str = "relevance",
         offset: int = 0,
+        close_only: bool = False,
     ) -> SearchQuery:
         if isinstance(texts, str):
             raise QueryError("texts", "must be a list of strings, not one string")
@@ -112,6 +120,7 @@ class SearchQuery:
             filter=filter or MessageFilter(),
             sort=sort,
             offset=offset,
+            close_only=close_only,
         )
 
     def point_filter(self) -> PointFilter:

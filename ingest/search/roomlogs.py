@@ -269,6 +269,7 @@ async def fused_page(
         retrievers=[*pool.retrievers, *(["transcript"] if logs.views else [])],
         dropped_stale=len(stale),
         below_floor=pool.below_floor,
+        nothing_close=pool.nothing_close and not found,
         next_offset=depth + len(top) if more else None,
         sort=asked.sort,
         remaining=len(order) - len(top) if more else 0,

@@ -36,7 +36,7 @@ from ingest.search.hits import (
     window_of,
     window_purged,
 )
-from ingest.search.query import SearchQuery
+from ingest.search.query import NEAREST, SearchQuery
 from ingest.search.retrieve import (
     CANDIDATES,
     LEXICAL_FLOOR,
@@ -152,7 +152,10 @@ class Searcher:
             raise ValueError("a search of the index alone needs a query")
         pool = await self._rank(query, logs)
         result = SearchResult(
-            warnings=pool.warnings, retrievers=pool.retrievers, below_floor=pool.below_floor
+            warnings=pool.warnings,
+            retrievers=pool.retrievers,
+            below_floor=pool.below_floor,
+            nothing_close=pool.nothing_close,
         )
         checked: set[str] = set()
         wanted = query.offset + query.limit
@@ -256,9 +259,16 @@ class Searcher:
         )
         if self.first.fusing(found) and self.ranker and self.weights.get("lexical", 1.0) > 0:
             assert found.dense is not None
-            pool.ranked, pool.below_floor = await self.second.rerank(
+            judged = await self.second.rerank(
                 fused, found.lists, found.points, query.texts, found.dense
             )
+            # A person's view, and any list ordered by time, is of the close matches (or the
+            # nearest few, said to be); an agent's has the others after them, marked.
+            people = query.close_only or query.sort == "recent"
+            pool.ranked = judged.nearest(NEAREST) if people else judged.ordered()
+            pool.close = judged.close
+            pool.below_floor = judged.refused + len(judged.ranked) - len(pool.ranked)
+            pool.nothing_close = bool(judged.ranked) and not judged.close
         else:
             pool.ranked = fused
         return pool

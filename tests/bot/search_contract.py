@@ -16,6 +16,7 @@ TOP_KEYS = {
     "retrievers",
     "dropped_stale",
     "below_floor",
+    "nothing_close",
     "next_offset",
     "sort",
 }
@@ -30,6 +31,7 @@ HIT_KEYS = {
     "score",
     "permalink",
     "best_event_id",
+    "close",
 }
 MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
 
@@ -47,6 +49,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
     assert type(doc["dropped_stale"]) is int
     assert type(doc["below_floor"]) is int
+    assert type(doc["nothing_close"]) is bool
     assert doc["next_offset"] is None or type(doc["next_offset"]) is int
     assert doc["sort"] in ("relevance", "recent")
     for hit in doc["hits"]:
@@ -55,6 +58,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
         assert hit["room_alias"] is None or hit["room_alias"].startswith("#")
         assert hit["thread_root"] is None or hit["thread_root"].startswith("$")
         assert type(hit["score"]) is float and hit["score"] > 0
+        assert type(hit["close"]) is bool
         ids = hit["event_ids"]
         assert isinstance(ids, list) and all(isinstance(e, str) for e in ids)
         assert hit["first_event_id"] == ids[0] and hit["last_event_id"] in ids
