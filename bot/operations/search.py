@@ -97,7 +97,7 @@ async def search(
 ) -> int:
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    # The text is a person's view: close matches only, or the nearest said to be (rule 33).
+    # The text is a person's view: close matches only, or the nearest said to be (rule 22c).
     shape: dict[str, Any] = {
         "filter": flt,
         "sort": sort,

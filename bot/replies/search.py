@@ -111,7 +111,7 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     if count and view.first > 1:
         head = f"Results {view.first}–{view.first + count - 1} for {label}{order}"
     head = head or f"No results for {label}"
-    if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 33
+    if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 22c
         head = f"Nothing matched {label} closely; the nearest:"
     items = [
         Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=view.first)

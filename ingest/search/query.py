@@ -19,8 +19,6 @@ MAX_TEXT_BYTES = 1000
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 MAX_OFFSET = 200  # how deep a next page may reach: the candidate pool grows with it
-# A person's view (`SearchQuery.close_only`) with no close match shows this many of the nearest.
-NEAREST = 3
 SORTS = ("relevance", "recent")  # `recent`: relevance decides what matches, the clock the order
 MIN_PREFIX = 3  # `word*` needs at least this many characters before the `*`
 
@@ -71,9 +69,9 @@ class SearchQuery:
     sort: str = "relevance"
     offset: int = 0  # hits of earlier pages to pass over
     # A person's view (chat, the CLI's text; any `sort: recent`): only the close matches, or when
-    # none is close the `NEAREST` first, said to be only the nearest. Else the close matches,
+    # none is close the nearest, said to be only the nearest. Else the close matches,
     # then every other candidate, each marked (`--json`, the HTTP API, agents: docs/ARCHITECTURE.md
-    # §3 rule 33).
+    # §3 rule 22c).
     close_only: bool = False
 
     @classmethod

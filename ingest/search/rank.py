@@ -142,6 +142,7 @@ def features(
     stem: int | None = STEM,
     spans: Mapping[str, Span] | None = None,
     dense2: Sequence[tuple[str, float]] = (),
+    length_cap: float = LENGTH_CAP,
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
@@ -150,6 +151,7 @@ def features(
     absent from the dense list scores its last entry (the most it could have); absent from the
     lexical list, 0. `stem=None` matches whole tokens; without `spans`, no window follows another.
     `dense2` is the second model's list of a pair embedder (empty: its features are 0).
+    `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it).
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -200,7 +202,7 @@ def features(
                 RR_K / (RR_K + l_r) if l_r else 0.0,
                 best[pid],
                 sum(named[pid]) / len(named[pid]) if named[pid] else 0.0,
-                math.log1p(min(sum(len(b) for b in bodies[pid]), LENGTH_CAP) / 100.0),
+                math.log1p(min(sum(len(b) for b in bodies[pid]), length_cap) / 100.0),
                 float(asks_when and any(_SAYS_WHEN.search(b) for b in bodies[pid])),
                 best[prev] if asked and prev is not None else 0.0,
                 best[pid] - best_top,
@@ -259,11 +261,11 @@ class Judgment:
         close = [item for item in self.ranked if item[0] in self.close]
         return close + [item for item in self.ranked if item[0] not in self.close]
 
-    def nearest(self, n: int) -> list[tuple[str, float]]:
-        """What a person is shown: the close matches in order; when none is close, the first
-        `n` candidates (the reply says they are only the nearest)."""
+    def shown(self) -> list[tuple[str, float]]:
+        """What a person is shown: the close matches in order; when none is close, every
+        candidate (the reply says they are only the nearest)."""
         close = [item for item in self.ranked if item[0] in self.close]
-        return close or self.ranked[:n]
+        return close or self.ranked
 
 
 def rerank(

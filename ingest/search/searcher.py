@@ -36,7 +36,7 @@ from ingest.search.hits import (
     window_of,
     window_purged,
 )
-from ingest.search.query import NEAREST, SearchQuery
+from ingest.search.query import SearchQuery
 from ingest.search.retrieve import (
     CANDIDATES,
     LEXICAL_FLOOR,
@@ -265,7 +265,7 @@ class Searcher:
             # A person's view, and any list ordered by time, is of the close matches (or the
             # nearest few, said to be); an agent's has the others after them, marked.
             people = query.close_only or query.sort == "recent"
-            pool.ranked = judged.nearest(NEAREST) if people else judged.ordered()
+            pool.ranked = judged.shown() if people else judged.ordered()
             pool.close = judged.close
             pool.below_floor = judged.refused + len(judged.ranked) - len(pool.ranked)
             pool.nothing_close = bool(judged.ranked) and not judged.close

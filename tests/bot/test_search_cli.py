@@ -97,7 +97,7 @@ async def test_cli_search_repeated_query_prints_the_same_document(cli: CliCorpus
     first, second = await muninn(cli.config, *args), await muninn(cli.config, *args)
     assert first.rc == second.rc == 0
     assert first.out == second.out
-    doc = first.doc()  # the close matches first, then the rest marked (rule 33)
+    doc = first.doc()  # the close matches first, then the rest marked (rule 22c)
     flags = [h["close"] for h in doc["hits"]]
     assert doc["hits"] and flags[0] and flags == sorted(flags, reverse=True)
 

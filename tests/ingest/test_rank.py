@@ -119,7 +119,7 @@ def test_the_window_holding_every_word_of_the_question_ranks_first() -> None:
     assert _printer_order(without_gap) == ["near", "holds", "other"]
 
 
-# The judgment (ranker v5, docs/ARCHITECTURE.md §3 rule 33): the floor labels, it does not cut.
+# The judgment (ranker v5, docs/ARCHITECTURE.md §3 rule 22c): the floor labels, it does not cut.
 ROOM = {
     "leak": "the roof leaks above the electronics bench",
     "plants": "can someone water the plants in the window?",
@@ -143,11 +143,11 @@ def _judge(text: str, lexical_found: rank.Found = (), made_up: set[str] | None =
 
 def test_a_real_question_nothing_matches_closely_still_lists_every_candidate() -> None:
     """Under the floor, a real question's candidates are listed (none close), not hidden: a
-    person is shown the nearest few, said to be only the nearest."""
+    person is shown them, said to be only the nearest."""
     judged = _judge("is the ceiling dripping anywhere", made_up=set())
     assert {pid for pid, _ in judged.ranked} == set(ROOM)
     assert judged.close == frozenset() and judged.refused == 0
-    assert [pid for pid, _ in judged.nearest(3)] == [pid for pid, _ in judged.ranked[:3]]
+    assert judged.shown() == judged.ranked
 
 
 def test_made_up_words_answer_nothing() -> None:
@@ -163,7 +163,7 @@ def test_close_matches_are_what_a_person_is_shown() -> None:
     the agents' every candidate in the ranker's order."""
     judged = _judge("is the fridge smelling of old milk", [("milk", 9.0)], made_up=set())
     assert judged.close == {"milk"}
-    assert [pid for pid, _ in judged.nearest(3)] == ["milk"]
+    assert [pid for pid, _ in judged.shown()] == ["milk"]
     assert len(judged.ranked) == len(ROOM)
 
 

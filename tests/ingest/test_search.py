@@ -96,7 +96,7 @@ async def test_search_made_up_words_find_nothing(indexed: Indexed) -> None:
 async def test_search_real_question_finds_its_message_first_and_no_noise(indexed: Indexed) -> None:
     """A question in other words finds its message first; windows sharing nothing with it (the
     travel room's Chinese and Japanese lines) are not shown to a person (`close_only`) and come
-    after the close matches, marked, in an agent's list (rule 33)."""
+    after the close matches, marked, in an agent's list (rule 22c)."""
     question = "which printer keeps jamming"
     result = await indexed.searcher.search(SearchQuery.build([question], close_only=True))
     keys = indexed.keys(result.hits)
