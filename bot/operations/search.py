@@ -18,6 +18,7 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from ingest.embed import Embedder
 from ingest.errors import StoreUnavailable
 from ingest.export import exported_rooms
 from ingest.matrix import MatrixReader, Retry
@@ -81,55 +82,9 @@ def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
     return {"flt": flt, "sort": args.sort, "offset": args.offset}
 
 
-async def search(
-    cfg: ServiceConfig,
-    *,
-    texts: Sequence[str],
-    rooms: Sequence[str] | None,
-    senders: Sequence[str] | None,
-    after: int | None,
-    before: int | None,
-    limit: int,
-    as_json: bool,
-    flt: MessageFilter | None = None,
-    sort: str = "relevance",
-    offset: int = 0,
-) -> int:
-    # Refuse a malformed query before taking the store (one process per path) or loading the
-    # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    shape: dict[str, Any] = {"filter": flt, "sort": sort, "offset": offset}
-    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
-    filters: dict[str, Any] = {
-        "senders": senders,
-        "after": after,
-        "before": before,
-        **filter_fields(flt or MessageFilter(), sort, offset),
-    }
-    try:
-        async with adapters(cfg) as (reader, store, embedder):
-            fail_fast(reader)
-            room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
-            query = SearchQuery.build(
-                texts,
-                room_ids=room_ids,
-                senders=senders,
-                after_ts=after,
-                before_ts=before,
-                limit=limit,
-                **shape,
-            )
-            searcher = Searcher(
-                store,
-                embedder,
-                server_name=cfg.homeserver.server_name,
-                live_check=await revalidation(cfg, reader, store),
-                purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
-            )
-            result = await searcher.search(query)
-    except StoreUnavailable as held:
-        if HELD not in str(held):
-            raise
-        result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
+async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
+    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
+    result = await find(cfg, **query)
     if as_json:
         print_json(result.as_json())
         return 0
@@ -153,6 +108,61 @@ async def search(
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}", file=sys.stderr)
     return 0
+
+
+async def find(
+    cfg: ServiceConfig,
+    *,
+    texts: Sequence[str],
+    rooms: Sequence[str] | None,
+    senders: Sequence[str] | None,
+    after: int | None,
+    before: int | None,
+    limit: int,
+    flt: MessageFilter | None = None,
+    sort: str = "relevance",
+    offset: int = 0,
+    embedder: Embedder | None = None,
+) -> SearchResult:
+    """The read path as `muninn search` takes it: from the store, or from the running
+    service's listener while `muninn run` holds the embedded store. `embedder`: a caller's
+    own, kept across searches (`muninn mcp`), instead of one loaded for this search."""
+    # Refuse a malformed query before taking the store (one process per path) or loading the
+    # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
+    shape: dict[str, Any] = {"filter": flt, "sort": sort, "offset": offset}
+    SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
+    filters: dict[str, Any] = {
+        "senders": senders,
+        "after": after,
+        "before": before,
+        **filter_fields(flt or MessageFilter(), sort, offset),
+    }
+    try:
+        async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
+            fail_fast(reader)
+            room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+            query = SearchQuery.build(
+                texts,
+                room_ids=room_ids,
+                senders=senders,
+                after_ts=after,
+                before_ts=before,
+                limit=limit,
+                **shape,
+            )
+            searcher = Searcher(
+                store,
+                embedder,
+                server_name=cfg.homeserver.server_name,
+                live_check=await revalidation(cfg, reader, store),
+                purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
+            )
+            result = await searcher.search(query)
+    except StoreUnavailable as held:
+        if HELD not in str(held):
+            raise
+        result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
+    return result
 
 
 def fail_fast(reader: MatrixReader) -> None:
