@@ -20,6 +20,7 @@ from typing import Any
 from bot.arguments import ArgumentError
 from bot.config import ServiceConfig
 from bot.dates import instant
+from bot.http_api.wire import MAX_IDS
 from bot.mcp.context import around, event_ref
 from bot.operations.common import cli_reader, resolve_room
 from bot.operations.pins import _recorded_purges, board
@@ -57,9 +58,12 @@ def moment(argument: str, text: str | None) -> int | None:
         raise QueryError(argument, e.problem) from None
 
 
-def listed(value: str | Sequence[str] | None) -> list[str]:
-    """One text or several, as a list (a tool takes either)."""
-    return [value] if isinstance(value, str) else list(value or ())
+def listed(value: str | Sequence[str] | None, argument: str) -> list[str]:
+    """One text or several, as a list (a tool takes either); at most the listener's bound."""
+    out = [value] if isinstance(value, str) else list(value or ())
+    if len(out) > MAX_IDS:
+        raise QueryError(argument, f"at most {MAX_IDS} entries, got {len(out)}")
+    return out
 
 
 class Lookups:

@@ -9,7 +9,7 @@ serving; nothing here writes to stdout, which is the protocol's.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,6 +19,7 @@ from pydantic import Field
 from bot.config import ServiceConfig
 from bot.mcp.context import MAX_AROUND
 from bot.mcp.lookups import Lookups, listed
+from bot.mcp.records import Board, Context, RoomList, SearchDocument
 from ingest.embed import make_embedder
 from ingest.errors import MuninnError
 from ingest.search.filters import MessageFilter
@@ -35,7 +36,7 @@ Texts = Annotated[
     str | list[str],
     Field(description="what to look for, in words; several texts are searched together (1-8)"),
 ]
-Rooms = Annotated[
+InRooms = Annotated[
     str | list[str] | None,
     Field(description="only these rooms: ids (!…) or aliases (#dev is this server's)"),
 ]
@@ -86,7 +87,7 @@ def build_server(lookups: Lookups) -> MCPServer:
     @server.tool(annotations=READ_ONLY)
     async def search(
         query: Texts,
-        room: Rooms = None,
+        room: InRooms = None,
         sender: Users = None,
         after: After = None,
         before: Before = None,
@@ -98,48 +99,54 @@ def build_server(lookups: Lookups) -> MCPServer:
         in_thread: InThread = None,
         mentions: Users = None,
         sort: Sort = "relevance",
-    ) -> dict[str, Any]:
+    ) -> SearchDocument:
         """Search the community's indexed rooms: the `muninn search --json` document, each hit
         with its room, messages (event id, sender, ms time, body), score and a matrix.to
         permalink to the best-matching message; `next_offset` is the cursor of the next page
         (null on the last). Every hit is checked against the homeserver first: a redacted,
         purged or since-edited message is never shown."""
-        flt = MessageFilter.build(
-            exclude_words=exclude or [],
-            exclude_senders=listed(exclude_sender),
-            has_link=has_link,
-            in_thread=in_thread,
-            mentions=listed(mentions),
-        )
-        texts, when = listed(query), (after, before)
-        call = lookups.search(texts, listed(room), listed(sender), when, limit, cursor, flt, sort)
-        return await answer(call)
+
+        async def call() -> dict[str, Any]:
+            flt = MessageFilter.build(
+                exclude_words=listed(exclude, "exclude"),
+                exclude_senders=listed(exclude_sender, "exclude_sender"),
+                has_link=has_link,
+                in_thread=in_thread,
+                mentions=listed(mentions, "mentions"),
+            )
+            rooms, senders = listed(room, "room"), listed(sender, "sender")
+            when = (after, before)
+            return await lookups.search(
+                listed(query, "query"), rooms, senders, when, limit, cursor, flt, sort
+            )
+
+        return cast(SearchDocument, await answer(call()))
 
     @server.tool(annotations=READ_ONLY)
     async def context(
         event: Event, room: EventRoom = None, before: Around = 5, after: Around = 5
-    ) -> dict[str, Any]:
+    ) -> Context:
         """The conversation around one message, oldest first: `{room_id, room_alias, event_id,
         messages: [{event_id, sender, ts, body, permalink}]}`, read from the homeserver now, as
         each message reads after its author's edits; redacted, purged, notices, commands and
         encrypted messages are never shown."""
-        return await answer(lookups.context(event, room, before, after))
+        return cast(Context, await answer(lookups.context(event, room, before, after)))
 
     @server.tool(annotations=READ_ONLY)
     async def pins(
         room: Room,
-    ) -> dict[str, Any]:
+    ) -> Board:
         """The room's pinboard as `muninn pins --json` prints it: `{room_id, room_label,
         board_size, scanned, bound, pins: [{target, label, note, pinned_by, pinned_ts,
         marker_id, sender, ts, body, permalink}]}`, most recently pinned first."""
-        return await answer(lookups.pins(room))
+        return cast(Board, await answer(lookups.pins(room)))
 
     @server.tool(annotations=READ_ONLY)
-    async def rooms() -> dict[str, Any]:
+    async def rooms() -> RoomList:
         """The rooms that can be searched: `{rooms: [{room_id, room_alias, name, indexed,
         points, indexed_ts, lag_seconds}]}`; `lag_seconds` is how long ago the index last read
         the room (null: not indexed yet)."""
-        return await answer(lookups.rooms())
+        return cast(RoomList, await answer(lookups.rooms()))
 
     return server
 

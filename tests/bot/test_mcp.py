@@ -7,6 +7,7 @@ indexing (redacted, edited, purged), a secret and a pin; a second room; a DM of 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,9 +20,20 @@ import pytest_asyncio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from bot.config import parse_config
+from bot.demo.synapse import free_port
+from bot.service import Service
 from tests.bot.search_contract import check_contract
 from tests.homeserver import Homeserver
-from tests.indexing import PROJECT, Indexer, reader_config, reader_config_doc, utc_ms, write_config
+from tests.indexing import (
+    PROJECT,
+    Indexer,
+    reader_config,
+    reader_config_doc,
+    shared_embedder,
+    utc_ms,
+    write_config,
+)
 from tests.inprocess import muninn_here
 
 # Words only the messages no tool may return carry (each also in a message that stays, "kiwi").
@@ -37,6 +49,8 @@ REDACTED, EDITED_AWAY, PURGED, SECRET, IN_DM = (
 @dataclass
 class Seeded:
     config: Path
+    doc: dict[str, Any]  # the config's document
+    folder: Path
     narrowed: Path  # the same index, `mcp.rooms` listing only the kiwi room
     server_name: str
     kiwi: str  # room ids
@@ -83,7 +97,8 @@ async def seeded(hs: Homeserver, tmp_path_factory: pytest.TempPathFactory) -> Se
     await seeder.redact(kiwi, ids["redacted"])
     await seeder.send_edit(kiwi, ids["edited"], "kiwi price is twelve euros a crate")
     ids["pin"] = await owner.send_reply(kiwi, ids["harvest"], "!pin #season harvest date")
-    config = write_config(folder / "config.yaml", reader_config_doc(hs, reader, folder))
+    doc = reader_config_doc(hs, reader, folder)
+    config = write_config(folder / "config.yaml", doc)
     purge = await muninn_here(
         config, "purge", "--room", kiwi, "--from", "2024-07-07T09:59", "--to", "2024-07-07T10:01"
     )
@@ -91,7 +106,7 @@ async def seeded(hs: Homeserver, tmp_path_factory: pytest.TempPathFactory) -> Se
     alias = f"#{local}:{hs.server_name}"
     narrowed_doc = reader_config_doc(hs, reader, folder, mcp={"rooms": [f"#{local}"]})
     narrowed = write_config(folder / "narrowed.yaml", narrowed_doc)
-    return Seeded(config, narrowed, hs.server_name, kiwi, other, dm, alias, ids)
+    return Seeded(config, doc, folder, narrowed, hs.server_name, kiwi, other, dm, alias, ids)
 
 
 @asynccontextmanager
@@ -125,13 +140,19 @@ async def refusal(session: ClientSession, tool: str, **arguments: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
+def names(argument: str, said: str) -> bool:
+    """Whether a refusal names `argument`: `room: …` (ours) or the SDK's schema error, which
+    puts the argument on a line of its own."""
+    return re.search(rf"(^|\s){argument}(: |\n)", said) is not None
+
+
 def event_ids(doc: dict[str, Any]) -> list[str]:
     return [e for h in doc["hits"] for e in h["event_ids"]]
 
 
 async def test_mcp_lists_the_four_read_only_tools_with_argument_schemas(seeded: Seeded) -> None:
     """An agent host sees search, context, pins and rooms, each with a JSON schema of its
-    arguments (bounds included) and marked read-only."""
+    arguments (bounds included) and of its result, and marked read-only."""
     async with muninn_mcp(seeded.config) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
     assert set(tools) == {"search", "context", "pins", "rooms"}
@@ -148,6 +169,12 @@ async def test_mcp_lists_the_four_read_only_tools_with_argument_schemas(seeded: 
     assert tools["context"].input_schema["required"] == ["event"]
     assert tools["pins"].input_schema["required"] == ["room"]
     assert all(t.annotations and t.annotations.read_only_hint for t in tools.values())
+    # Results are documented too: the §4.3 document, the board, the rooms, the context.
+    outputs = {name: t.output_schema or {} for name, t in tools.items()}
+    assert {"hits", "next_offset"} <= set(outputs["search"]["properties"])
+    assert {"room_id", "pins"} <= set(outputs["pins"]["properties"])
+    assert {"rooms"} <= set(outputs["rooms"]["properties"])
+    assert {"event_id", "messages"} <= set(outputs["context"]["properties"])
     assert all(t.description for t in tools.values())
 
 
@@ -215,7 +242,7 @@ async def test_mcp_never_returns_a_dm_redacted_edited_purged_or_secret_text(
         texts.append(json.dumps(await call(session, "pins", room=seeded.kiwi)))
         for key in ("redacted", "purged"):
             said = await refusal(session, "context", event=ids[key], room=seeded.kiwi)
-            assert "event" in said
+            assert names("event", said)
         said = await refusal(session, "context", event=ids["dm"], room=seeded.dm)
         assert "refused" in said and IN_DM not in said
         texts.append(await refusal(session, "pins", room=seeded.dm))
@@ -240,12 +267,14 @@ async def test_mcp_bad_arguments_are_errors_naming_them_and_the_next_call_answer
             "limit": ("search", {"query": "kiwi", "limit": 500}),
             "cursor": ("search", {"query": "kiwi", "cursor": -1}),
             "query": ("search", {"query": ""}),
+            "exclude": ("search", {"query": "kiwi", "exclude": [f"w{i}" for i in range(20)]}),
+            "sender": ("search", {"query": "kiwi", "sender": ["@a:hs"] * 101}),
             "event": ("context", {"event": "$nope:x", "room": seeded.kiwi}),
         }
         for argument, (tool, arguments) in bad.items():
-            assert argument in await refusal(session, tool, **arguments), argument
-        assert "event" in await refusal(session, "context", event="not an event")
-        assert "room" in await refusal(session, "pins", room=42)
+            assert names(argument, await refusal(session, tool, **arguments)), argument
+        assert names("event", await refusal(session, "context", event="not an event"))
+        assert names("room", await refusal(session, "pins", room=42))
         doc = await call(session, "search", query="kiwi harvest")
     assert seeded.ids["harvest"] in event_ids(doc)
 
@@ -261,4 +290,24 @@ async def test_mcp_rooms_in_the_config_narrow_every_tool(seeded: Seeded) -> None
     assert {h["room_id"] for h in doc["hits"]} <= {seeded.kiwi}
     assert seeded.ids["other"] not in event_ids(doc)
     assert [r["room_id"] for r in rooms["rooms"]] == [seeded.kiwi]
-    assert all("mcp.rooms" in t and "room" in t for t in (said, again, ctx))
+    assert all("mcp.rooms" in t and names("room", t) for t in (said, again, ctx))
+
+
+async def test_mcp_asks_the_running_service_while_it_holds_the_store(seeded: Seeded) -> None:
+    """Beside `muninn run` (which holds the embedded store), `search` and `rooms` answer
+    through its loopback listener, as `muninn search` and `muninn status` do."""
+    port = free_port()
+    doc = {**seeded.doc, "metrics": {"port": port}}
+    config = write_config(seeded.folder / "serving.yaml", doc)
+    service = Service(
+        parse_config(doc, seeded.folder), embedder=shared_embedder(), full_at_start=False
+    )
+    await service.start()
+    try:
+        async with muninn_mcp(config) as session:
+            found = await call(session, "search", query="kiwi harvest monday")
+            rooms = await call(session, "rooms")
+    finally:
+        await service.stop()
+    assert seeded.ids["harvest"] in event_ids(found)
+    assert seeded.kiwi in {r["room_id"] for r in rooms["rooms"]}
