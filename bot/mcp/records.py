@@ -8,8 +8,12 @@ passed on as the CLI prints it rather than refused by its own schema.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, TypeAdapter, WithJsonSchema
 from typing_extensions import TypedDict
+
+from bot.pinboard import Pin
 
 __all__ = ["Board", "Context", "RoomList", "SearchDocument"]
 
@@ -65,18 +69,24 @@ class Context(TypedDict, total=False):
     messages: list[Quoted]
 
 
-class PinRecord(TypedDict, total=False):
-    __pydantic_config__ = _OPEN  # type: ignore[misc]
-    target: str
-    label: str | None
-    note: str
-    pinned_by: str
-    pinned_ts: int
-    marker_id: str
+class PinShown(TypedDict, total=False):
+    """What `!pins` adds to a pin (`bot.pinboard.Pin`): the pinned message as it reads now."""
+
     sender: str | None
     ts: int | None
     body: str | None
     permalink: str | None
+
+
+def _pin_schema() -> dict[str, Any]:
+    """A pin's record: `bot.pinboard.Pin`'s fields (their one owner) and `PinShown`'s."""
+    schema = TypeAdapter(Pin).json_schema()
+    schema["properties"] |= TypeAdapter(PinShown).json_schema()["properties"]
+    schema.pop("required", None)
+    return {**schema, "title": "PinRecord", "additionalProperties": True}
+
+
+PinRecord = Annotated[dict[str, Any], WithJsonSchema(_pin_schema())]
 
 
 class Board(TypedDict, total=False):
