@@ -9,6 +9,8 @@ serving; nothing here writes to stdout, which is the protocol's.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from importlib.metadata import version
 from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import MCPServer
@@ -70,6 +72,7 @@ def build_server(lookups: Lookups) -> MCPServer:
     """The four tools over `lookups`; every MuninnError becomes a tool error with its cause."""
     server = MCPServer(
         "muninn",
+        version=version("muninn-matrix"),
         instructions=(
             "Search a Matrix community's rooms: `search` finds messages (each hit with a "
             "matrix.to permalink), `context` reads the conversation around one, `pins` a "
@@ -77,10 +80,9 @@ def build_server(lookups: Lookups) -> MCPServer:
         ),
     )
 
-    async def answer(call: Any) -> dict[str, Any]:
+    async def answer(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         try:
-            doc: dict[str, Any] = await call
-            return doc
+            return await call
         except MuninnError as e:
             raise ToolError(str(e)) from None
 
