@@ -258,8 +258,9 @@ async def test_mcp_never_returns_a_dm_redacted_edited_purged_or_secret_text(
 async def test_mcp_bad_arguments_are_errors_naming_them_and_the_next_call_answers(
     seeded: Seeded,
 ) -> None:
-    """An unknown room, a bad date, a limit out of range, an unknown or malformed event and a
-    wrong type are tool errors naming the argument; the server goes on answering."""
+    """An unknown room, a bad date, a limit out of range, an unknown or malformed event, a
+    wrong type and hostile sizes are tool errors naming the argument; the server goes on
+    answering."""
     async with muninn_mcp(seeded.config) as session:
         bad = {
             "room": ("search", {"query": "kiwi", "room": "#no-such-room"}),
@@ -275,6 +276,9 @@ async def test_mcp_bad_arguments_are_errors_naming_them_and_the_next_call_answer
             assert names(argument, await refusal(session, tool, **arguments)), argument
         assert names("event", await refusal(session, "context", event="not an event"))
         assert names("room", await refusal(session, "pins", room=42))
+        # Hostile sizes: a megabyte of query or event id is refused by name, not read.
+        assert names("query", await refusal(session, "search", query="kiwi " * 200_000))
+        assert names("event", await refusal(session, "context", event="$" + "e" * 1_000_000))
         doc = await call(session, "search", query="kiwi harvest")
     assert seeded.ids["harvest"] in event_ids(doc)
 
