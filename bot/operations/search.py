@@ -82,34 +82,6 @@ def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
     return {"flt": flt, "sort": args.sort, "offset": args.offset}
 
 
-async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
-    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
-    result = await find(cfg, **query)
-    if as_json:
-        print_json(result.as_json())
-        return 0
-    for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if not result.hits:
-        print("no hits")
-    for hit in result.hits:
-        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = utc_minute(best["ts"])
-        body = " ".join(str(best["body"]).split())
-        excerpt = body if len(body) <= 100 else body[:99] + "…"
-        print(
-            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
-            f"  {hit.permalink}"
-        )
-    print(
-        f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
-        file=sys.stderr,
-    )
-    if result.next_offset is not None:
-        print(f"more: --offset {result.next_offset}", file=sys.stderr)
-    return 0
-
-
 async def find(
     cfg: ServiceConfig,
     *,
@@ -163,6 +135,34 @@ async def find(
             raise
         result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
     return result
+
+
+async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
+    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
+    result = await find(cfg, **query)
+    if as_json:
+        print_json(result.as_json())
+        return 0
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not result.hits:
+        print("no hits")
+    for hit in result.hits:
+        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
+        when = utc_minute(best["ts"])
+        body = " ".join(str(best["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        print(
+            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
+            f"  {hit.permalink}"
+        )
+    print(
+        f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
+        file=sys.stderr,
+    )
+    if result.next_offset is not None:
+        print(f"more: --offset {result.next_offset}", file=sys.stderr)
+    return 0
 
 
 def fail_fast(reader: MatrixReader) -> None:
