@@ -83,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     pn.add_argument("room", metavar="ROOM", help="room id or alias (#dev is #dev:<server_name>)")
     pn.add_argument("--json", action="store_true", help="print the board as one JSON document")
 
+    sub.add_parser(
+        "mcp",
+        help="the read commands as MCP tools on stdio (search, context, pins, rooms), for agents",
+    )
+
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
     st.add_argument("--json", action="store_true")
 
@@ -157,6 +162,10 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
         return await operations.pins(cfg, room=args.room, as_json=args.json)
     if args.command == "status":
         return await operations.status(cfg, as_json=args.json)
+    if args.command == "mcp":
+        from bot.mcp.server import serve
+
+        return await serve(cfg)
     if args.command == "purge":
         return await operations.purge(
             cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json

@@ -37,6 +37,14 @@ PAGES: dict[str, tuple[str, str]] = {
         "secrets scrubbed, purged messages hidden). Needs no store: runs beside the service.",
         "muninn pins '#dev'\nmuninn pins '!abc:example.org' --json",
     ),
+    "mcp": (
+        "A Model Context Protocol server on stdin/stdout for an agent host: the tools search, "
+        "context, pins and rooms answer as `muninn search --json` and `muninn pins --json` do, "
+        "with the same revalidation and privacy rules, through the running service while it "
+        "holds the store. `mcp.rooms` in the config narrows the rooms it serves.",
+        '{"mcpServers": {"muninn": {"command": "muninn", '
+        '"args": ["--config", "/etc/muninn/config.yaml", "mcp"]}}}',
+    ),
     "status": (
         "The reader, the active generation, every joined room with its verdict, points, "
         "cursor and failing passes, the rooms imported from exports, and whether the command "

@@ -1,13 +1,14 @@
 """The service's configuration: `ingest`'s sections plus the bot's own, one file
 (docs/ARCHITECTURE.md §4.2).
 
-`ServiceConfig` extends `ingest.config.Config` with `bot` and `metrics`; `parse_config` and
+`ServiceConfig` extends `ingest.config.Config` with `bot`, `metrics` and `mcp`; `parse_config` and
 `load_config` validate the operator's file into it with `ingest`'s checks, secret handling and
 errors, so the keys and the messages naming them are the same as ever.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,14 @@ from pydantic import Field, field_validator
 
 from ingest.config import Config, Section, load_as, parse_as, regexes
 
-__all__ = ["BotConfig", "MetricsConfig", "ServiceConfig", "load_config", "parse_config"]
+__all__ = [
+    "BotConfig",
+    "McpConfig",
+    "MetricsConfig",
+    "ServiceConfig",
+    "load_config",
+    "parse_config",
+]
 
 
 class BotConfig(Section):
@@ -44,11 +52,30 @@ class MetricsConfig(Section):
     port: Annotated[int | None, Field(ge=1, le=65535)] = None  # None: no metrics endpoint
 
 
+class McpConfig(Section):
+    # rooms `muninn mcp` serves (ids or aliases; #dev is this server's); None: every room
+    # `muninn search` can search. A room not listed is refused by every tool, named.
+    rooms: tuple[str, ...] | None = None
+
+    @field_validator("rooms")
+    @classmethod
+    def _rooms(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("list at least one room, or leave the key out to serve every room")
+        for room in v:
+            if not re.fullmatch(r"[!#][^\s]+", room):
+                raise ValueError(f"a room id starts with '!' and an alias with '#': {room!r}")
+        return v
+
+
 class ServiceConfig(Config):
     """The whole file: what `ingest` reads, and the bot's command and listener settings."""
 
     bot: BotConfig = BotConfig()
     metrics: MetricsConfig = MetricsConfig()
+    mcp: McpConfig = McpConfig()
 
 
 def parse_config(raw: Any, base_dir: Path = Path("."), source: str = "config") -> ServiceConfig:

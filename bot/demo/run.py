@@ -47,6 +47,7 @@ from bot.demo.synapse import (
     stop_stale_synapse,
     synapse_available,
 )
+from bot.mcp.host import host_config
 from bot.registration import new_registration
 from bot.service import Service
 from ingest.errors import MuninnError
@@ -326,6 +327,8 @@ def _login_help(
 ) -> None:
     """How to go on: the CLI's config, and (unless the server is about to stop) how to log in."""
     search = f"muninn --config {config} search 'why could nobody log in' --json"
+    # An agent host (Claude, a coding agent) starts `muninn mcp` over the same index.
+    search += f"\nAn agent host's MCP configuration for the same index:\n  {host_config(config)}"
     if once:
         # Synapse stops a moment later: login details would name a server that is gone.
         out(

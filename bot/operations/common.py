@@ -47,16 +47,18 @@ def print_json(doc: Any) -> None:
 
 @asynccontextmanager
 async def adapters(
-    cfg: ServiceConfig, *, embed: bool = True
+    cfg: ServiceConfig, *, embed: bool = True, embedder: Embedder | None = None
 ) -> AsyncIterator[tuple[MatrixReader, Store, Embedder | None]]:
+    """A command's reader, store and embedder, closed at its end; an `embedder` given is the
+    caller's to keep (a long-lived `muninn mcp` loads its model once)."""
     reader = cli_reader(cfg)
     store = await open_async(cfg.index, cfg.base_dir)
-    embedder = make_embedder(cfg.embedder) if embed else None
+    own = make_embedder(cfg.embedder) if embed and embedder is None else None
     try:
-        yield reader, store.sync, embedder
+        yield reader, store.sync, embedder or own
     finally:
-        if embedder is not None:
-            await embedder.close()
+        if own is not None:
+            await own.close()
         await store.close()
         await reader.close()
 

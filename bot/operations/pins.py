@@ -11,7 +11,7 @@ from bot.operations.common import (
 )
 from bot.pins import BoardReader
 from bot.recent import within_text
-from bot.replies import ReplyTo, pins_reply
+from bot.replies import PinsView, ReplyTo, pins_reply
 from bot.roomlog import RoomLog
 from bot.visibility import ANYONE
 from ingest.errors import QueryError, StoreUnavailable
@@ -26,6 +26,16 @@ async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
     """`muninn pins ROOM`: the room's board as the bot folds it (its `!pins` in the command
     room), from the homeserver's log; purged messages stay hidden. Needs no embedder, and reads
     the purges from their file, so it works beside a running service."""
+    view = await board(cfg, room)
+    if as_json:
+        print_json(view.as_json())
+    else:
+        print(pins_reply(ReplyTo(view.room_id, "", None), view, filtered=False)["body"])
+    return 0
+
+
+async def board(cfg: ServiceConfig, room: str) -> PinsView:
+    """The board `muninn pins ROOM` prints (and `muninn mcp`'s `pins` tool returns)."""
     reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
@@ -52,11 +62,7 @@ async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
         view = await boards.view(room_log, stones, info, PinsCommand(), ANYONE, True)
     finally:
         await reader.close()
-    if as_json:
-        print_json(view.as_json())
-    else:
-        print(pins_reply(ReplyTo(room_id, "", None), view, filtered=False)["body"])
-    return 0
+    return view
 
 
 async def _recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:

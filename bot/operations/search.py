@@ -18,6 +18,7 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from ingest.embed import Embedder
 from ingest.errors import StoreUnavailable
 from ingest.export import exported_rooms
 from ingest.matrix import MatrixReader, Retry
@@ -81,7 +82,7 @@ def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
     return {"flt": flt, "sort": args.sort, "offset": args.offset}
 
 
-async def search(
+async def find(
     cfg: ServiceConfig,
     *,
     texts: Sequence[str],
@@ -90,11 +91,14 @@ async def search(
     after: int | None,
     before: int | None,
     limit: int,
-    as_json: bool,
     flt: MessageFilter | None = None,
     sort: str = "relevance",
     offset: int = 0,
-) -> int:
+    embedder: Embedder | None = None,
+) -> SearchResult:
+    """The read path as `muninn search` takes it: from the store, or from the running
+    service's listener while `muninn run` holds the embedded store. `embedder`: a caller's
+    own, kept across searches (`muninn mcp`), instead of one loaded for this search."""
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
     # The text is a person's view: close matches only, or the nearest said to be (rule 22c).
@@ -113,7 +117,7 @@ async def search(
         "close_only": not as_json,
     }
     try:
-        async with adapters(cfg) as (reader, store, embedder):
+        async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
             fail_fast(reader)
             room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
             query = SearchQuery.build(
@@ -137,6 +141,12 @@ async def search(
         if HELD not in str(held):
             raise
         result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
+    return result
+
+
+async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
+    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
+    result = await find(cfg, **query)
     if as_json:
         print_json(result.as_json())
         return 0

@@ -1,4 +1,5 @@
-"""Timeline reads: the forward `/messages` walk, latest events, single events, relations.
+"""Timeline reads: the forward `/messages` walk, latest events, single events, an event's
+context, relations.
 
 Events stay the homeserver's JSON, seen through the typed `ClientEvent` view: normalising them
 is the job of `ingest.events` (stricter than mautrix's event classes, which would parse what
@@ -12,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence, Set
 from dataclasses import dataclass
 from typing import cast
 
-from ingest.errors import MatrixNotFound
+from ingest.errors import MatrixForbidden, MatrixNotFound
 from ingest.matrix.event import ClientEvent
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, endpoint
 from ingest.types import RoomID
@@ -154,6 +155,28 @@ class TimelineReader(MatrixHTTP):
             return cast(ClientEvent, event)
         except MatrixNotFound:
             return None
+
+    async def context(
+        self, room_id: RoomID | str, event_id: str, limit: int
+    ) -> tuple[list[ClientEvent], ClientEvent, list[ClientEvent]] | None:
+        """The events around `event_id` (`/context`; the homeserver splits `limit` either
+        side): (before, newest first; the event; after, oldest first). None if the event does
+        not exist or the reader may not see it."""
+        path = endpoint(Path.v3.rooms[room_id].context[event_id])
+        try:
+            resp = await self._get_object(path, {"limit": limit})
+        except (MatrixNotFound, MatrixForbidden):
+            return None
+        event = resp.get("event")
+        if not isinstance(event, dict):
+            return None
+
+        def events(key: str) -> list[ClientEvent]:
+            chunk = resp.get(key)
+            listed = chunk if isinstance(chunk, list) else []
+            return [cast(ClientEvent, e) for e in listed if isinstance(e, dict)]
+
+        return events("events_before"), cast(ClientEvent, event), events("events_after")
 
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100

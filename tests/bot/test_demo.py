@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -220,3 +221,20 @@ def test_demo_community_broken_script_is_a_config_error(edit: str, problem: str)
     )
     with pytest.raises(ConfigError, match=re.escape(problem)):
         load(base + edit)
+
+
+def test_demo_prints_the_agent_hosts_mcp_configuration_beside_the_search_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Beside `muninn search --json`, the `mcpServers` JSON an agent host adds to start
+    `muninn mcp` on the demo's index: an absolute command and config, as a host needs."""
+    server = SimpleNamespace(base_url="http://127.0.0.1:8448")
+    config = tmp_path / "config.yaml"
+    for once in (False, True):
+        _login_help(server, load(), "s3cret-pass", config, once=once)  # type: ignore[arg-type]
+        out = capsys.readouterr().out
+        line = next(x.strip() for x in out.splitlines() if '"mcpServers"' in x)
+        entry = json.loads(line)["mcpServers"]["muninn"]
+        assert entry["args"] == ["--config", str(config.resolve()), "mcp"]
+        assert Path(entry["command"]).is_absolute() and Path(entry["command"]).name == "muninn"
+        assert out.index("search 'why could nobody log in' --json") < out.index("mcpServers")
