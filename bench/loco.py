@@ -208,6 +208,9 @@ def levers() -> dict[str, Fit]:
     out["v5 without length: ranker + floor labels"] = ranked(
         Ranker(PRODUCT, mask(*PRODUCT_OFF, "length")), FLOOR_COST
     )
+    out["v5, the close matches first, then the rest"] = ranked(
+        Ranker(PRODUCT), FLOOR_COST, "first"
+    )
     out["v5, a person's view (close, else the nearest)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST, "people"
     )

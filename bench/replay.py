@@ -250,9 +250,10 @@ class Ranker:
         self, data: Data, qi: int, model: Model, floor: float = 0.0, view: str = "agents"
     ) -> list[str]:
         """The pool in the ranker's order, judged by the match model at `floor` as the
-        product's views list it (`ingest.search.rank.Judgment`): `agents` the close matches
-        then the rest (`--json`, the default), `people` the close ones, else all (chat: said
-        to be only the nearest), `cut` the close ones alone (ranker v4's floor)."""
+        product's views list it (`ingest.search.rank.Judgment`): `agents` every one, marked
+        (`--json`, the default), `first` the close ones then the rest (a lever that lost),
+        `people` the close ones, else all (chat: said to be only the nearest), `cut` the close
+        ones alone (ranker v4's floor)."""
         pool, x = pool_features(data, qi, self.stage1, self.stem, self.length_cap)
         if not pool:
             return []
@@ -265,7 +266,9 @@ class Ranker:
             return close
         if view == "people":
             return close or rest
-        return close + rest
+        if view == "first":
+            return close + rest
+        return [pool[i] for i in order]
 
 
 @dataclass(frozen=True)

@@ -95,18 +95,19 @@ async def find(
     sort: str = "relevance",
     offset: int = 0,
     embedder: Embedder | None = None,
+    close_only: bool = False,
 ) -> SearchResult:
     """The read path as `muninn search` takes it: from the store, or from the running
     service's listener while `muninn run` holds the embedded store. `embedder`: a caller's
-    own, kept across searches (`muninn mcp`), instead of one loaded for this search."""
+    own, kept across searches (`muninn mcp`), instead of one loaded for this search.
+    `close_only`: a person's view (rule 22c), what the text of `muninn search` prints."""
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    # The text is a person's view: close matches only, or the nearest said to be (rule 22c).
     shape: dict[str, Any] = {
         "filter": flt,
         "sort": sort,
         "offset": offset,
-        "close_only": not as_json,
+        "close_only": close_only,
     }
     SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
     filters: dict[str, Any] = {
@@ -114,7 +115,7 @@ async def find(
         "after": after,
         "before": before,
         **filter_fields(flt or MessageFilter(), sort, offset),
-        "close_only": not as_json,
+        "close_only": close_only,
     }
     try:
         async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
@@ -145,8 +146,9 @@ async def find(
 
 
 async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
-    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
-    result = await find(cfg, **query)
+    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines (a person's view:
+    the close matches, or the nearest said to be, rule 22c)."""
+    result = await find(cfg, close_only=not as_json, **query)
     if as_json:
         print_json(result.as_json())
         return 0

@@ -69,9 +69,9 @@ class SearchQuery:
     sort: str = "relevance"
     offset: int = 0  # hits of earlier pages to pass over
     # A person's view (chat, the CLI's text; any `sort: recent`): only the close matches, or when
-    # none is close the nearest, said to be only the nearest. Else the close matches,
-    # then every other candidate, each marked (`--json`, the HTTP API, agents: docs/ARCHITECTURE.md
-    # §3 rule 22c).
+    # none is close the nearest, said to be only the nearest. Else every candidate in the
+    # ranker's order, each marked close or not (`--json`, the HTTP API, agents:
+    # docs/ARCHITECTURE.md §3 rule 22c).
     close_only: bool = False
 
     @classmethod

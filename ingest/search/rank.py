@@ -255,12 +255,6 @@ class Judgment:
     close: frozenset[str]
     refused: int = 0
 
-    def ordered(self) -> list[tuple[str, float]]:
-        """What an agent is given: the close matches, then the others, each in the ranker's
-        order (a reader stopping at the first one not close has what a person is shown)."""
-        close = [item for item in self.ranked if item[0] in self.close]
-        return close + [item for item in self.ranked if item[0] not in self.close]
-
     def shown(self) -> list[tuple[str, float]]:
         """What a person is shown: the close matches in order; when none is close, every
         candidate (the reply says they are only the nearest)."""
