@@ -220,6 +220,7 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
             score=float(h["score"]),
             permalink=h["permalink"],
             best_event_id=h["best_event_id"],
+            matched=tuple(h.get("matched_event_ids") or (h["best_event_id"],)),
         )
         for h in doc["hits"]
     ]
@@ -231,4 +232,5 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         below_floor=int(doc.get("below_floor", 0)),
         next_offset=doc.get("next_offset"),
         sort=str(doc.get("sort", "relevance")),
+        matched=list(doc.get("matched_event_ids") or ()),
     )

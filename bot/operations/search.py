@@ -31,6 +31,8 @@ from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
+from ingest.search.matches import in_order
+from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.stamps import utc_minute
@@ -135,17 +137,7 @@ async def search(
         return 0
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if not result.hits:
-        print("no hits")
-    for hit in result.hits:
-        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = utc_minute(best["ts"])
-        body = " ".join(str(best["body"]).split())
-        excerpt = body if len(body) <= 100 else body[:99] + "…"
-        print(
-            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
-            f"  {hit.permalink}"
-        )
+    print(result_text(result, cfg.homeserver.server_name), end="")
     print(
         f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
         file=sys.stderr,
@@ -153,6 +145,23 @@ async def search(
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}", file=sys.stderr)
     return 0
+
+
+def result_text(result: SearchResult, server_name: str) -> str:
+    """`muninn search`'s text: a result is a message (rule 22b), each one the page matched with
+    its room, time, sender, excerpt and link."""
+    if not result.hits:
+        return "no hits\n"
+    out = []
+    for hit, message in in_order(result):
+        body = " ".join(str(message["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        link = permalink(hit.room_id, str(message["event_id"]), server_name)
+        out.append(
+            f"{hit.room_alias or hit.room_id}  {utc_minute(message['ts'])}  {message['sender']}"
+            f"\n  {excerpt}\n  {link}\n"
+        )
+    return "".join(out)
 
 
 def fail_fast(reader: MatrixReader) -> None:
