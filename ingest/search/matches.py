@@ -166,11 +166,15 @@ class Nearest:
         hits: Sequence[Hit],
         queries: Sequence[Sequence[float]] | None,
         server_name: str,
+        texts: Sequence[str] = (),
     ) -> list[Hit]:
         """`hits` with each one matched by meaning (no `matched` yet) citing its nearest
         message; unchanged without query vectors or when the embedder fails (the hit keeps the
         message sharing most words with the question)."""
-        todo = [h for h in hits if not h.matched and len(h.messages) > 1]
+        # A window sharing some of the question's words quotes the message sharing most
+        # (`best_message`): embedding a page's messages at query time cost ~7x the search's
+        # p50 on IRC (bench/RESULTS.md §3). Only a window in other words is embedded.
+        todo = [h for h in hits if not h.matched and len(h.messages) > 1 and not _shares(h, texts)]
         if not todo or not queries or self.embedder is None:
             return [
                 h if h.matched else with_matched(h, (h.best_event_id,), server_name) for h in hits
@@ -182,8 +186,8 @@ class Nearest:
             vectors = {}
         out: list[Hit] = []
         for h in hits:
-            if h.matched:
-                out.append(h)
+            if h.matched or h not in todo:
+                out.append(h if h.matched else with_matched(h, [h.best_event_id], server_name))
                 continue
             best = h.best_event_id
             scored = [
@@ -209,6 +213,12 @@ class Nearest:
         while len(self._memo) > MEMO:
             self._memo.popitem(last=False)
         return out
+
+
+def _shares(hit: Hit, texts: Sequence[str]) -> bool:
+    """Whether any message of the hit holds one of the texts' content words."""
+    terms = {w for t in texts for w in Terms.of(t).words}
+    return any(terms.intersection(lexical.tokens(str(m["body"]))) for m in hit.messages)
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -223,7 +223,7 @@ class Searcher:
 
     async def _choose(self, pool: Candidates, hits: Sequence[Hit]) -> list[Hit]:
         """`hits`, each matched by meaning quoting its message nearest the question."""
-        return await self.nearest.choose(hits, pool.dense, self.server_name)
+        return await self.nearest.choose(hits, pool.dense, self.server_name, pool.texts)
 
     async def _rank(
         self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
