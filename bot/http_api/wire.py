@@ -227,6 +227,7 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
             permalink=h["permalink"],
             best_event_id=h["best_event_id"],
             close=bool(h.get("close", True)),
+            matched=tuple(h.get("matched_event_ids") or (h["best_event_id"],)),
         )
         for h in doc["hits"]
     ]
@@ -239,4 +240,5 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         nothing_close=bool(doc.get("nothing_close", False)),
         next_offset=doc.get("next_offset"),
         sort=str(doc.get("sort", "relevance")),
+        matched=list(doc.get("matched_event_ids") or ()),
     )

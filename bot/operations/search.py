@@ -32,6 +32,8 @@ from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
+from ingest.search.matches import in_order
+from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.stamps import utc_minute
@@ -154,19 +156,7 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
         return 0
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if not result.hits:
-        print("no hits")
-    elif result.nothing_close:
-        print("nothing matched closely; the nearest:")
-    for hit in result.hits:
-        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = utc_minute(best["ts"])
-        body = " ".join(str(best["body"]).split())
-        excerpt = body if len(body) <= 100 else body[:99] + "…"
-        print(
-            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
-            f"  {hit.permalink}"
-        )
+    print(result_text(result, cfg.homeserver.server_name), end="")
     print(
         f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
         file=sys.stderr,
@@ -174,6 +164,23 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}", file=sys.stderr)
     return 0
+
+
+def result_text(result: SearchResult, server_name: str) -> str:
+    """`muninn search`'s text: a result is a message (rule 22b), each one the page matched with
+    its room, time, sender, excerpt and link."""
+    if not result.hits:
+        return "no hits\n"
+    out = ["nothing matched closely; the nearest:\n"] if result.nothing_close else []
+    for hit, message in in_order(result):
+        body = " ".join(str(message["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        link = permalink(hit.room_id, str(message["event_id"]), server_name)
+        out.append(
+            f"{hit.room_alias or hit.room_id}  {utc_minute(message['ts'])}  {message['sender']}"
+            f"\n  {excerpt}\n  {link}\n"
+        )
+    return "".join(out)
 
 
 def fail_fast(reader: MatrixReader) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from ingest.records import Tombstone
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.search.hits import CitedMessage, Hit, StoredMessage, best_message, has_text, window_of
+from ingest.search.matches import literal_matches, newest_first
 from ingest.search.permalink import permalink
 from ingest.search.tails import Tail
 from ingest.types import StoredPoint
@@ -45,6 +46,7 @@ class Candidates:
     close: frozenset[str] | None = None
     nothing_close: bool = False  # candidates there are, but none matches closely
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
+    dense: list[list[float]] | None = field(default=None, repr=False)  # the texts' vectors
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
@@ -64,6 +66,14 @@ class Candidates:
             if hit is not None:  # None: the filter kept none of its messages
                 out.append(hit)
         return out
+
+    def by_recent(self) -> None:
+        """`sort:recent`: the windows holding a message with the query's words, their newest
+        such message first (the others matched by meaning only and are no time-ordered match);
+        as ranked when none holds one (a question answered by meaning)."""
+        worded = [h for h in self.first(len(self.ranked)) if h.matched]
+        if worded:
+            self.ranked = [(h.point_id, h.score) for h in newest_first(worded)]
 
 
 def build_hit(
@@ -90,7 +100,8 @@ def build_hit(
         )
         for m in said
     )
-    best = best_message(messages, texts)
+    matched = literal_matches(messages, texts)  # none: it matched by meaning (`Nearest`)
+    best = matched[0] if matched else best_message(messages, texts)
     return Hit(
         point_id=point.id,
         room_id=str(p["room_id"]),
@@ -104,4 +115,5 @@ def build_hit(
         permalink=permalink(str(p["room_id"]), best, server_name),
         best_event_id=best,
         close=close,
+        matched=matched,
     )

@@ -82,6 +82,8 @@ class Hit:
     best_event_id: str  # the message that matched best: replies show it as the excerpt
     # Whether the second stage judged it a close match (False: only among the nearest).
     close: bool = True
+    # the messages that matched, best first (`ingest.search.matches`); empty: not chosen yet
+    matched: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +98,7 @@ class Hit:
             "permalink": self.permalink,
             "best_event_id": self.best_event_id,
             "close": self.close,
+            "matched_event_ids": list(self.matched or (self.best_event_id,)),
         }
 
 
@@ -112,6 +115,7 @@ class SearchResult:
     next_offset: int | None = None  # the `offset` of the next page; None on the last
     sort: str = "relevance"
     remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
+    matched: list[str] = field(default_factory=list)  # the page's messages, in reading order
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +127,7 @@ class SearchResult:
             "nothing_close": self.nothing_close,
             "next_offset": self.next_offset,
             "sort": self.sort,
+            "matched_event_ids": list(self.matched),
         }
 
 
@@ -167,16 +172,3 @@ def best_message(messages: Sequence[CitedMessage], texts: Sequence[str]) -> str:
         if score > best_score:
             best_id, best_score = str(m["event_id"]), score
     return best_id
-
-
-def order_hits(hits: Sequence[Hit], sort: str) -> list[Hit]:
-    """A page's hits in the asked order: `recent` is newest first by the shown best message
-    (relevance chose them), else as ranked."""
-    if sort != "recent":
-        return list(hits)
-    return sorted(hits, key=lambda h: -hit_ts(h))
-
-
-def hit_ts(hit: Hit) -> int:
-    best = next((m for m in hit.messages if m["event_id"] == hit.best_event_id), None)
-    return int((best or hit.messages[-1])["ts"])

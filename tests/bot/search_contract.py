@@ -19,6 +19,7 @@ TOP_KEYS = {
     "nothing_close",
     "next_offset",
     "sort",
+    "matched_event_ids",  # issue 33: the page's matching messages in reading order
 }
 HIT_KEYS = {
     "room_id",
@@ -32,6 +33,7 @@ HIT_KEYS = {
     "permalink",
     "best_event_id",
     "close",
+    "matched_event_ids",  # issue 33: the hit's messages that matched, best first
 }
 MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
 
@@ -52,8 +54,13 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert type(doc["nothing_close"]) is bool
     assert doc["next_offset"] is None or type(doc["next_offset"]) is int
     assert doc["sort"] in ("relevance", "recent")
+    listed = [e for hit in doc["hits"] for e in hit["matched_event_ids"]]
+    assert sorted(doc["matched_event_ids"]) == sorted(listed)
     for hit in doc["hits"]:
         assert set(hit) == HIT_KEYS
+        said = [m["event_id"] for m in hit["messages"]]
+        assert hit["matched_event_ids"] and set(hit["matched_event_ids"]) <= set(said)
+        assert hit["matched_event_ids"][0] == hit["best_event_id"]
         assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
         assert hit["room_alias"] is None or hit["room_alias"].startswith("#")
         assert hit["thread_root"] is None or hit["thread_root"].startswith("$")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
@@ -71,6 +72,7 @@ small_pair = room_fixture("workshop-small", shared_pair)
 workshop_pair = room_fixture("workshop", shared_pair)
 multilingual = room_fixture("multilingual", shared_e5)
 multilingual_pair = room_fixture("multilingual", shared_pair)
+window_e5 = room_fixture("window", shared_e5)
 
 
 async def test_floor_shows_the_answer_in_a_ten_message_room(small: Room) -> None:
@@ -198,3 +200,26 @@ async def test_a_person_never_meets_an_empty_answer_to_a_real_question(
     for words in MADE_UP:
         query = SearchQuery.build([words], limit=5, close_only=True)
         assert (await multilingual_pair.searcher.search(query)).hits == []
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("why is the basement so cold", "Heizung im Keller"),
+        ("who is baking something sweet for the end of the week", "chocolate cake"),
+    ],
+)
+async def test_a_window_matched_by_meaning_quotes_the_message_that_answers(
+    window_e5: Room, question: str, answer: str
+) -> None:
+    """Issue 33: a window found by meaning (no message holds the question's words) quotes its
+    message nearest the question, in another language too: `best_event_id`, its permalink and
+    `matched_event_ids` name it, not the window's first message (a person's view: chat, the
+    CLI's text; an agent's JSON keeps the window and its best message by words)."""
+    query = SearchQuery.build([question], limit=1, close_only=True)
+    result = await window_e5.searcher.search(query)
+    [hit] = result.hits
+    quoted = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
+    assert answer in quoted["body"] and len(hit.messages) == 5
+    assert hit.matched == (hit.best_event_id,) and result.matched == [hit.best_event_id]
+    assert hit.permalink.endswith(quote(hit.best_event_id, safe="") + "?via=rooms.test")
