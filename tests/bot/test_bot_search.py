@@ -623,11 +623,15 @@ async def test_bot_results_are_messages_paged_exactly_and_agree_everywhere(
     assert sorted(results["matched_event_ids"]) == sorted(reports.values())
     in_hits = [e for h in results["hits"] for e in h["matched_event_ids"]]
     assert sorted(in_hits) == sorted(reports.values())
-    query = SearchQuery.build(["kestrelbox report"], room_ids=[room], limit=50)
-    result = await env.service.searcher.search(query)  # what `muninn search` asks
+    asked = (["kestrelbox report"],)
+    person = SearchQuery.build(*asked, room_ids=[room], limit=50, close_only=True)
+    result = await env.service.searcher.search(person)  # what `muninn search` prints
     assert sorted(result.as_json()["matched_event_ids"]) == sorted(reports.values())
     text = result_text(result, "muninn.test")
     assert _shown(text, room, reports) == set(reports) and not _shown(text, room, other)
+    agent = await env.service.searcher.search(SearchQuery.build(*asked, room_ids=[room], limit=50))
+    close = [e for h in agent.hits if h.close for e in h.matched]  # `--json`: rule 22c
+    assert sorted(close) == sorted(reports.values())
 
 
 async def test_bot_more_shows_nothing_the_room_may_no_longer_read(
