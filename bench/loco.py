@@ -14,6 +14,7 @@ coefficients and floor `ingest.search.rank` ships.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from bench.replay import (
     hits,
     label,
     load,
+    merged,
     scores,
 )
 from ingest.search import rank
@@ -64,14 +66,14 @@ def tuned_k(base: Stage1, ks: Sequence[int] = (5, 10, 20, 30, 60)) -> Fit:
     return fit
 
 
-def ranked(r: Ranker, floor_cost: float | None = None) -> Fit:
+def ranked(r: Ranker, floor_cost: float | None = None, view: str = "agents") -> Fit:
     """The ranker trained on `train`; with `floor_cost`, the highest floor costing at most that
-    much R@2000 on `train` too."""
+    much R@2000 on `train` too (cutting), judging matches close in the product's `view`."""
 
     def fit(data: Data, train: Sequence[int]) -> Callable[[int], list[str]]:
         model = r.train(data, train)
         floor = 0.0 if floor_cost is None else calibrate(data, r, model, train, floor_cost)
-        return lambda qi: r.rank(data, qi, model, floor)
+        return lambda qi: r.rank(data, qi, model, floor, view)
 
     return fit
 
@@ -82,7 +84,7 @@ def calibrate(data: Data, r: Ranker, model: Model, train: Sequence[int], cost: f
     qs = [data.questions[i] for i in train]
 
     def r2000(floor: float) -> float:
-        rs = [r.rank(data, i, model, floor) for i in train]
+        rs = [r.rank(data, i, model, floor, "cut") for i in train]
         return float(scores(data, qs, rs).as_json()["recall@2000"])
 
     full = r2000(0.0)
@@ -95,12 +97,14 @@ def calibrate(data: Data, r: Ranker, model: Model, train: Sequence[int], cost: f
     return best
 
 
-def folds(data: Data, fit: Fit) -> dict[str, Any]:
-    n_conv = len(data.names)
+def folds(data: Data, fit: Fit, n_conv: int | None = None) -> dict[str, Any]:
+    """Leave one of the first `n_conv` conversations (None: all) out, fitting on the others of
+    them (a transfer set after them is never trained on)."""
+    n_conv = len(data.names) if n_conv is None else n_conv
     per_fold: dict[str, Any] = {}
     pooled, cats = Scores(), {c: Scores() for c in CATEGORY_NAMES}
     for held in range(n_conv):
-        train = [i for i, q in enumerate(data.questions) if q.conv != held]
+        train = [i for i, q in enumerate(data.questions) if q.conv != held and q.conv < n_conv]
         test = [i for i, q in enumerate(data.questions) if q.conv == held]
         rank_fn = fit(data, train)
         s = Scores()
@@ -116,6 +120,18 @@ def folds(data: Data, fit: Fit) -> dict[str, Any]:
         "folds": per_fold,
         "categories": {CATEGORY_NAMES[c]: s.as_json() for c, s in cats.items()},
     }
+
+
+def transfer(data: Data, fit: Fit, fitted_on: int) -> dict[str, Any]:
+    """Every question of conversations `fitted_on`… scored by `fit` trained on all the ones
+    before them (no refit on the transfer set: how a lever fares on another kind of talk)."""
+    train = [i for i, q in enumerate(data.questions) if q.conv < fitted_on]
+    rank_fn = fit(data, train)
+    s = Scores()
+    for qi, q in enumerate(data.questions):
+        if q.conv >= fitted_on:
+            s.add(hits(data, q, rank_fn(qi)), q.evidence)
+    return s.as_json()
 
 
 PRODUCT_BEFORE = Stage1(k=60, n=20)
@@ -184,7 +200,23 @@ def levers() -> dict[str, Fit]:
     out["before − lexical: ranker + relevance floor"] = ranked(
         Ranker(PRODUCT, mask("dense")), FLOOR_COST
     )
-    out["product: ranker + relevance floor"] = ranked(Ranker(PRODUCT), FLOOR_COST)
+    v4 = Ranker(PRODUCT, length_cap=math.inf)
+    out["replaced: ranker v4 + relevance floor, cutting (length uncapped)"] = ranked(
+        v4, FLOOR_COST, "cut"
+    )
+    out["v5, length uncapped: ranker + floor labels"] = ranked(v4, FLOOR_COST)
+    out["v5 without length: ranker + floor labels"] = ranked(
+        Ranker(PRODUCT, mask(*PRODUCT_OFF, "length")), FLOOR_COST
+    )
+    out["v5, the close matches first, then the rest"] = ranked(
+        Ranker(PRODUCT), FLOOR_COST, "first"
+    )
+    out["v5, a person's view (close, else the nearest)"] = ranked(
+        Ranker(PRODUCT), FLOOR_COST, "people"
+    )
+    out["product: ranker v5 + floor labels (the agents' list)"] = ranked(
+        Ranker(PRODUCT), FLOOR_COST
+    )
     return out
 
 
@@ -200,20 +232,30 @@ def fmt(name: str, row: Mapping[str, Any]) -> str:
     a = row["all"]
     fold_cells = " / ".join(f"{f['recall@2000']:.3f}" for f in row["folds"].values())
     mrr_cells = " / ".join(f"{f['mrr']:.3f}" for f in row["folds"].values())
-    return (
+    out = (
         f"| {name} | **{a['recall@2000']:.3f}** | {fold_cells} | **{a['mrr']:.3f}** | "
         f"{mrr_cells} | {a['recall@1']:.3f} |"
     )
+    if "transfer" in row:
+        t = row["transfer"]
+        out += f" **{t['recall@2000']:.3f}** / **{t['mrr']:.3f}** |"
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = arguments("bench.loco", __doc__)
     p.add_argument("--candidates", type=Path, default=Path("bench/out/candidates.json"))
     p.add_argument("--out", type=Path)
-    p.add_argument("--only", help="levers whose name contains this")
+    p.add_argument("--only", help="levers whose name contains one of these (comma-separated)")
+    p.add_argument(
+        "--transfer",
+        type=Path,
+        help="another set's candidates (molweni-dev), each lever fitted on all of --candidates",
+    )
     p.add_argument("--train", action="store_true", help="print the shipped coefficients")
     args = p.parse_args(argv)
     data = load(args.candidates)
+    n_conv = len(data.names)
     if args.train:
         model, floor = train_all(data)
         for name, coef in (("COEFFICIENTS", model.ranker), ("MATCH_COEFFICIENTS", model.match)):
@@ -224,14 +266,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("}")
         print(f"FLOOR = {floor:.4f}")
         return 0
+    if args.transfer is not None:
+        data = merged(data, load(args.transfer))
     results: dict[str, Any] = {}
-    names = " / ".join(data.names)
-    print(f"| lever | R@2000 all | R@2000 {names} | MRR all | MRR {names} | R@1 |")
-    print("|---|---|---|---|---|---|")
+    names = " / ".join(data.names[:n_conv])
+    extra = f" {args.transfer.stem} R@2000 / MRR |" if args.transfer else ""
+    print(f"| lever | R@2000 all | R@2000 {names} | MRR all | MRR {names} | R@1 |{extra}")
+    print("|---|---|---|---|---|---|" + ("---|" if extra else ""))
+    only = [o for o in (args.only or "").split(",") if o]
     for name, fit in levers().items():
-        if args.only and args.only not in name:
+        if only and not any(o in name for o in only):
             continue
-        results[name] = folds(data, fit)
+        results[name] = folds(data, fit, n_conv)
+        if args.transfer is not None:
+            results[name]["transfer"] = transfer(data, fit, n_conv)
         print(fmt(name, results[name]), flush=True)
     save(results, args.out)
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,15 @@ def load(path: Path) -> Data:
             for q in conv["questions"]
         )
     return Data(tuple(qs), tuple(windows), tuple(names), tuple(spans))
+
+
+def merged(a: Data, b: Data) -> Data:
+    """`a`'s conversations, then `b`'s (its questions' `conv` shifted past `a`'s): one pool of
+    data, so a lever fitted on `a`'s questions alone can rank `b`'s (`bench.loco --transfer`)."""
+    shift = len(a.names)
+    moved = tuple(replace(q, conv=q.conv + shift) for q in b.questions)
+    spans = (*a.spans, *b.spans) if a.spans and b.spans else ()
+    return Data(a.questions + moved, a.windows + b.windows, a.names + b.names, spans)
 
 
 def _found(rows: Sequence[Sequence[Any]]) -> Found:
@@ -137,7 +146,7 @@ def label(data: Data, q: Question, pid: str) -> float:
 
 @cache
 def _pool_features(
-    data_id: int, qi: int, s: Stage1, stem: int | None
+    data_id: int, qi: int, s: Stage1, stem: int | None, length_cap: float
 ) -> tuple[list[str], np.ndarray]:
     data = _DATA[data_id]
     q = data.questions[qi]
@@ -147,7 +156,16 @@ def _pool_features(
     bodies = {p: [body for _, _, body in w[p]] for p in pool}
     senders = {p: [snd for _, snd, _ in w[p]] for p in pool}
     rows = rank.features(
-        q.text, pool, bodies, d, lx, senders, stem=stem, spans=spans(data, q, pool), dense2=d2
+        q.text,
+        pool,
+        bodies,
+        d,
+        lx,
+        senders,
+        stem=stem,
+        spans=spans(data, q, pool),
+        dense2=d2,
+        length_cap=length_cap,
     )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
@@ -156,10 +174,14 @@ _DATA: dict[int, Data] = {}
 
 
 def pool_features(
-    data: Data, qi: int, s: Stage1, stem: int | None = rank.STEM
+    data: Data,
+    qi: int,
+    s: Stage1,
+    stem: int | None = rank.STEM,
+    length_cap: float = rank.LENGTH_CAP,
 ) -> tuple[list[str], np.ndarray]:
     _DATA[id(data)] = data
-    return _pool_features(id(data), qi, s, stem)
+    return _pool_features(id(data), qi, s, stem, length_cap)
 
 
 def fit_logistic(
@@ -207,12 +229,13 @@ class Ranker:
     mask: tuple[bool, ...] = tuple(f not in PRODUCT_OFF for f in rank.FEATURES)
     l2: float = 1e-2
     stem: int | None = rank.STEM
+    length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
 
     def train(self, data: Data, qis: Sequence[int]) -> Model:
         """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
         xs, ys = [], []
         for qi in qis:
-            pool, x = pool_features(data, qi, self.stage1, self.stem)
+            pool, x = pool_features(data, qi, self.stage1, self.stem, self.length_cap)
             if not pool:
                 continue
             xs.append(x)
@@ -223,14 +246,29 @@ class Ranker:
         match = coefficients(fit_logistic(x[:, list(only)], y, self.l2), only)
         return Model(ranker, match)
 
-    def rank(self, data: Data, qi: int, model: Model, floor: float = 0.0) -> list[str]:
-        pool, x = pool_features(data, qi, self.stage1, self.stem)
+    def rank(
+        self, data: Data, qi: int, model: Model, floor: float = 0.0, view: str = "agents"
+    ) -> list[str]:
+        """The pool in the ranker's order, judged by the match model at `floor` as the
+        product's views list it (`ingest.search.rank.Judgment`): `agents` every one, marked
+        (`--json`, the default), `first` the close ones then the rest (a lever that lost),
+        `people` the close ones, else all (chat: said to be only the nearest), `cut` the close
+        ones alone (ranker v4's floor)."""
+        pool, x = pool_features(data, qi, self.stage1, self.stem, self.length_cap)
         if not pool:
             return []
         p = _apply(x, model.ranker)
         m = _apply(x, model.match)
         order = sorted(range(len(pool)), key=lambda i: -p[i])  # stable: fused order on ties
-        return [pool[i] for i in order if m[i] >= floor]
+        close = [pool[i] for i in order if m[i] >= floor]
+        rest = [pool[i] for i in order if m[i] < floor]
+        if view == "cut":
+            return close
+        if view == "people":
+            return close or rest
+        if view == "first":
+            return close + rest
+        return [pool[i] for i in order]
 
 
 @dataclass(frozen=True)

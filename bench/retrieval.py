@@ -2,12 +2,13 @@
 
     python -m bench.retrieval --data ../shared/data/locomo-dev/locomo-dev.json \
         [--synapse-db sqlite|postgres] [--proposed] [--out bench/out/retrieval.json]
-    python -m bench.retrieval --data … --folds [--candidates-cache FILE]
+    python -m bench.retrieval --data … --folds [--candidates-cache FILE] \
+        [--transfer ../shared/data/molweni-dev/molweni-dev.json]
 
 Starts a Synapse on loopback (SQLite, in a temporary directory), loads every conversation as
 one room (two appservice users named after the speakers, one message a turn, backdated to the
-session's time), refreshes it with the real `Writer` (MiniLM int8, embedded store in the same
-temporary directory), then asks every question of categories 1–4 that has evidence:
+session's time), refreshes it with the real `Writer` (the default embedder, embedded store in the
+same temporary directory), then asks every question of categories 1–4 that has evidence:
 
 - `muninn-hybrid`, `muninn-dense`, `muninn-lexical`: `ingest.search.Searcher`, room filter,
   limit 50 (the dense and lexical rows are the same Searcher with the other weight at 0);
@@ -28,6 +29,7 @@ every lever over it (`bench.loco`).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import json
@@ -55,7 +57,7 @@ from bench.retrieval_setup import (
 )
 from bench.synapse import SYNAPSE_DBS, SeededRoom, SynapseBench, postgres_problem, synapse_search
 from bot.demo.client import MatrixUser
-from ingest.config import EmbedderConfig
+from ingest.config import EmbedderConfig, default_local_model
 from ingest.embed import Embedder, make_embedder
 from ingest.search import Searcher
 from ingest.search.hits import Hit as MuninnHit
@@ -277,7 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT)
     p.add_argument("--lexical-weight", type=float, default=LEXICAL_WEIGHT)
     p.add_argument(
-        "--proposed", action="store_true", help="add a row: the product without its ranker"
+        "--proposed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the row of the product's own RRF of its lists, without its second stage",
     )
     p.add_argument(
         "--folds",
@@ -292,8 +297,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument(
         "--embedder-model",
-        default="minilm",
-        help="--folds: the local embedder the candidates are collected with (embedder.model)",
+        default=default_local_model(),
+        help="--folds: the local embedder the candidates are collected with (embedder.model; "
+        "default: the product's)",
+    )
+    p.add_argument(
+        "--transfer",
+        type=Path,
+        help="--folds: another LoCoMo-format file (molweni-dev), each lever scored on it as "
+        "fitted on --data alone",
+    )
+    p.add_argument(
+        "--transfer-cache",
+        type=Path,
+        default=Path("bench/out/candidates-transfer.json"),
+        help="--transfer: its candidate lists (collected here unless the file exists)",
     )
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):
@@ -311,6 +329,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.candidates_cache.is_file():
             asyncio.run(collect_candidates(args.data, args.candidates_cache, args.embedder_model))
         extra = ["--out", str(args.out)] if args.out else []
+        if args.transfer is not None:
+            if not args.transfer_cache.is_file():
+                asyncio.run(
+                    collect_candidates(args.transfer, args.transfer_cache, args.embedder_model)
+                )
+            extra += ["--transfer", str(args.transfer_cache)]
         return loco.main(["--candidates", str(args.candidates_cache), *extra])
     result = asyncio.run(run(args.data, args.out, settings, args.synapse_db))
     print(table(result["systems"]))

@@ -85,7 +85,7 @@ async def seed_all(
 
 @contextlib.asynccontextmanager
 async def seeded_synapse(
-    conversations: Sequence[Conversation], prefix: str, model: str = "minilm"
+    conversations: Sequence[Conversation], prefix: str, model: str | None = None
 ) -> AsyncIterator[tuple[Path, Homeserver, list[SeededRoom], MatrixUser, Embedder]]:
     """A work folder, a Synapse seeded with `conversations`, the reader and the product's
     embedder (`model`: the local one; closed on the way out): what the candidate cache
@@ -95,7 +95,8 @@ async def seeded_synapse(
         async with SynapseBench(work / "synapse") as sb:
             rooms, reader = await seed_all(sb.homeserver, conversations)
             log("seeded")
-            embedder = make_embedder(EmbedderConfig(model=model))
+            config = EmbedderConfig() if model is None else EmbedderConfig(model=model)
+            embedder = make_embedder(config)  # None: the product's default
             try:
                 yield work, sb.homeserver, rooms, reader, embedder
             finally:
@@ -238,7 +239,7 @@ async def collect(
     return out
 
 
-async def collect_candidates(data: Path, out: Path, model: str = "minilm") -> None:
+async def collect_candidates(data: Path, out: Path, model: str | None = None) -> None:
     """Seed, index at the product's chunker settings with the local embedder `model`, collect,
     write the cache to `out`."""
     conversations = load(data)

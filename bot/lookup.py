@@ -102,6 +102,7 @@ def _query(
         limit=command.limit,
         filter=command.filter.with_names(names),
         offset=min(depth, MAX_OFFSET),  # a later page: a deeper pool (`Searcher._depth`)
+        close_only=True,  # a person reads it: close matches, or the nearest said to be
     )
 
 

@@ -63,8 +63,9 @@ class Page:
 
     command: SearchCommand
     shown: ShownIds  # event ids of every hit shown so far
-    depth: int  # hits shown so far
+    depth: int  # results (messages) shown so far
     expires_ms: int
+    ended: bool = False  # the last page was shown: a `!more` says there are no more
 
 
 class Pages:
@@ -87,17 +88,19 @@ class Pages:
         now_ms: int,
         more: bool,
     ) -> None:
-        """After a page: keep it for a `!more` when there is more, else forget the search."""
+        """After a page: keep it for a `!more`; after the last, only that it ended (no ids)."""
         self._pages.pop(key, None)
-        if not more:
-            return
-        self._pages[key] = Page(command, shown, depth, now_ms + self._ttl)
+        kept = shown if more else ShownIds()
+        self._pages[key] = Page(command, kept, depth, now_ms + self._ttl, ended=not more)
         while len(self._pages) > self._max:
             self._pages.popitem(last=False)
 
     def take(self, key: Key, now_ms: int) -> Page | None:
-        """The page waiting for this asker here, unless none or expired."""
+        """The page waiting for this asker here, unless none or expired (an ended search stays
+        ended until it expires)."""
         page = self._pages.pop(key, None)
         if page is None or page.expires_ms < now_ms:
             return None
+        if page.ended:
+            self._pages[key] = page
         return page

@@ -54,6 +54,10 @@ class SearchActions:
                 f"search again with {self.prefix}search",
             )
             return
+        if page.ended:
+            texts = " | ".join(f"“{t}”" for t in page.command.texts) or "your search"
+            await answer_small(self.reads, self.replier, msg, f"No more results for {texts}.")
+            return
         await self.search(msg, page.command, in_command_room, page)
 
     async def search(
@@ -107,10 +111,9 @@ class SearchActions:
             shown=page.shown if page else ShownIds(),
             depth=page.depth if page else 0,
         )
-        shown = (page.shown if page else ShownIds()).adding(
-            e for hit in result.hits for e in hit.event_ids
-        )
-        depth = (page.depth if page else 0) + len(result.hits)
+        # Each message listed, once: a window's other matches are still to come (rule 22b).
+        shown = (page.shown if page else ShownIds()).adding(result.matched)
+        depth = (page.depth if page else 0) + len(result.matched)
         more = result.next_offset is not None
         self.pages.remember(_page_key(msg), command, shown, depth, msg.ts, more)
         self.metrics.search_latency.labels(source="command").observe(time.monotonic() - started)
@@ -134,6 +137,7 @@ class SearchActions:
             prefix=self.prefix,
             more=result.remaining,
             first=(page.depth if page else 0) + 1,
+            server_name=self.server_name,
         )
         if await replier.audience_holds(msg, cuts.get(msg.room_id)):
             await replier.send(msg, search_reply(msg.reply_to, view))

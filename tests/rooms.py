@@ -1,8 +1,9 @@
 """Fixture rooms (`tests/fixtures/rooms/*.yaml`) indexed in-process: no homeserver.
 
 A room file lists `[sender, body]` messages; they become one room's Matrix events an hour
-apart (so each message is its own window), read by the writer through `ExportReader` (the
-path `muninn import` takes) into an embedded store, with the embedder the test gives.
+apart (so each message is its own window; `minutes_apart: 1` makes them one conversation),
+read by the writer through `ExportReader` (the path `muninn import` takes) into an embedded
+store, with the embedder the test gives.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ HOUR_MS = 3_600_000  # more than the chunker's gap: one window a message
 def room_events(name: str) -> list[dict[str, Any]]:
     """The fixture room `name` as raw Matrix events (a create event, then the messages)."""
     doc = yaml.safe_load((ROOMS / f"{name}.yaml").read_text("utf-8"))
+    apart = int(doc.get("minutes_apart", 0)) * 60_000 or HOUR_MS  # a minute: one window
     create = {
         "type": "m.room.create",
         "state_key": "",
@@ -50,7 +52,7 @@ def room_events(name: str) -> list[dict[str, Any]]:
             "sender": f"@{sender}:{SERVER}",
             "event_id": f"${name}-{i}",
             "room_id": ROOM_ID,
-            "origin_server_ts": START_MS + (i + 1) * HOUR_MS,
+            "origin_server_ts": START_MS + (i + 1) * apart,
             "content": {"msgtype": "m.text", "body": body},
         }
         for i, (sender, body) in enumerate(doc["messages"])

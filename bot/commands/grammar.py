@@ -50,12 +50,12 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 f"search that room; repeat for up to {MAX_ROOMS}",
                 command_room_only=True,
             ),
-            ArgSpec("[limit:N]", f"at most N results (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
+            ArgSpec("[limit:N]", f"N messages a page (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
             ArgSpec("[-word]", 'leave out messages with the word; -"two words", -from:@user'),
             ArgSpec("[has:link]", "only messages with a link"),
             ArgSpec("[is:thread]", "only messages in threads (-is:thread: outside them)"),
             ArgSpec("[mentions:@user]", "only messages that mention the user"),
-            ArgSpec("[sort:recent]", "newest first (relevance still decides what matches)"),
+            ArgSpec("[sort:recent]", "every message with the words, newest first"),
             ArgSpec("<text> [| <text> …]", f'up to {MAX_TEXTS} alternatives; "quote" exact words'),
             ArgSpec("[word*]", "words starting with it (at least 3 letters before the *)"),
             ArgSpec("or /regex/[i]", "a regular expression instead of text (i: ignore case)"),
@@ -68,7 +68,12 @@ COMMANDS: tuple[CommandSpec, ...] = (
             "has:link mentions:@bob release",
             "outage is:thread | incident",
         ),
-        more=("A reply with more hits says so: send !more within 10 minutes for the next page.",),
+        more=(
+            "Each result is one message that matched: by its words, an operator or the regex, "
+            "or, where no message has the words, the one nearest the question in meaning.",
+            "A reply with more results says so: !more within 10 minutes shows the next page, "
+            "every matching message once, until no more results.",
+        ),
     ),
     CommandSpec(
         "more",

@@ -63,6 +63,7 @@ class SearchRequest:
     filter: MessageFilter = NO_FILTER
     sort: str = "relevance"
     offset: int = 0
+    close_only: bool = False
 
     FIELDS = (
         "texts",
@@ -72,6 +73,7 @@ class SearchRequest:
         "before",
         "limit",
         *("exclude", "exclude_senders", "has_link", "in_thread", "mentions", "sort", "offset"),
+        "close_only",
     )
 
     @classmethod
@@ -81,6 +83,8 @@ class SearchRequest:
         for key, value in (("limit", limit), ("offset", offset)):
             if not _is_int(value):
                 raise QueryError(key, "must be an integer")
+        if not isinstance(body.get("close_only", False), bool):
+            raise QueryError("close_only", "must be true or false")
         for key in ("has_link", "in_thread"):
             if body.get(key) is not None and not isinstance(body[key], bool):
                 raise QueryError(key, "must be true, false or null")
@@ -104,6 +108,7 @@ class SearchRequest:
             filter=flt,
             sort=sort,
             offset=offset,
+            close_only=body.get("close_only", False),
         )
 
     async def query(self, resolve_room: ResolveRoom) -> SearchQuery:
@@ -118,6 +123,7 @@ class SearchRequest:
             filter=self.filter,
             sort=self.sort,
             offset=self.offset,
+            close_only=self.close_only,
         )
 
 
@@ -220,6 +226,8 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
             score=float(h["score"]),
             permalink=h["permalink"],
             best_event_id=h["best_event_id"],
+            close=bool(h.get("close", True)),
+            matched=tuple(h.get("matched_event_ids") or (h["best_event_id"],)),
         )
         for h in doc["hits"]
     ]
@@ -229,6 +237,8 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         retrievers=list(doc["retrievers"]),
         dropped_stale=int(doc["dropped_stale"]),
         below_floor=int(doc.get("below_floor", 0)),
+        nothing_close=bool(doc.get("nothing_close", False)),
         next_offset=doc.get("next_offset"),
         sort=str(doc.get("sort", "relevance")),
+        matched=list(doc.get("matched_event_ids") or ()),
     )

@@ -32,6 +32,8 @@ from ingest.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
+from ingest.search.matches import in_order
+from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.stamps import utc_minute
@@ -95,19 +97,27 @@ async def find(
     sort: str = "relevance",
     offset: int = 0,
     embedder: Embedder | None = None,
+    close_only: bool = False,
 ) -> SearchResult:
     """The read path as `muninn search` takes it: from the store, or from the running
     service's listener while `muninn run` holds the embedded store. `embedder`: a caller's
-    own, kept across searches (`muninn mcp`), instead of one loaded for this search."""
+    own, kept across searches (`muninn mcp`), instead of one loaded for this search.
+    `close_only`: a person's view (rule 22c), what the text of `muninn search` prints."""
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
-    shape: dict[str, Any] = {"filter": flt, "sort": sort, "offset": offset}
+    shape: dict[str, Any] = {
+        "filter": flt,
+        "sort": sort,
+        "offset": offset,
+        "close_only": close_only,
+    }
     SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
     filters: dict[str, Any] = {
         "senders": senders,
         "after": after,
         "before": before,
         **filter_fields(flt or MessageFilter(), sort, offset),
+        "close_only": close_only,
     }
     try:
         async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
@@ -138,24 +148,15 @@ async def find(
 
 
 async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
-    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines."""
-    result = await find(cfg, **query)
+    """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines (a person's view:
+    the close matches, or the nearest said to be, rule 22c)."""
+    result = await find(cfg, close_only=not as_json, **query)
     if as_json:
         print_json(result.as_json())
         return 0
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if not result.hits:
-        print("no hits")
-    for hit in result.hits:
-        best = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-        when = utc_minute(best["ts"])
-        body = " ".join(str(best["body"]).split())
-        excerpt = body if len(body) <= 100 else body[:99] + "…"
-        print(
-            f"{hit.room_alias or hit.room_id}  {when}  {best['sender']}\n  {excerpt}\n"
-            f"  {hit.permalink}"
-        )
+    print(result_text(result, cfg.homeserver.server_name), end="")
     print(
         f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
         file=sys.stderr,
@@ -163,6 +164,23 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
     if result.next_offset is not None:
         print(f"more: --offset {result.next_offset}", file=sys.stderr)
     return 0
+
+
+def result_text(result: SearchResult, server_name: str) -> str:
+    """`muninn search`'s text: a result is a message (rule 22b), each one the page matched with
+    its room, time, sender, excerpt and link."""
+    if not result.hits:
+        return "no hits\n"
+    out = ["nothing matched closely; the nearest:\n"] if result.nothing_close else []
+    for hit, message in in_order(result):
+        body = " ".join(str(message["body"]).split())
+        excerpt = body if len(body) <= 100 else body[:99] + "…"
+        link = permalink(hit.room_id, str(message["event_id"]), server_name)
+        out.append(
+            f"{hit.room_alias or hit.room_id}  {utc_minute(message['ts'])}  {message['sender']}"
+            f"\n  {excerpt}\n  {link}\n"
+        )
+    return "".join(out)
 
 
 def fail_fast(reader: MatrixReader) -> None:

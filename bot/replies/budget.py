@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NotRequired, TypedDict
 
@@ -151,6 +151,8 @@ def fit_reply(
     *,
     results: Mapping[str, Any] | None = None,
     results_items: str | None = None,
+    keep_results: Callable[[Mapping[str, Any], int], dict[str, Any]] | None = None,
+    start: int = 1,
     budget: int | None = None,
 ) -> ReplyContent:
     """Every reply the bot sends, within `REPLY_BUDGET` bytes (body, HTML and JSON together).
@@ -165,6 +167,9 @@ def fit_reply(
         head: the first paragraph; items: the numbered list (`<li>` HTML); foot: the last.
         results: the command room's `org.muninn.results`, None elsewhere.
         results_items: the key of the list in `results` that `items` render, if any.
+        keep_results: else, `results` as the first n `items` show them (a search's messages
+            are fewer windows).
+        start: the number of the first item (`<ol start>`: a next page goes on counting).
     """
     budget = REPLY_BUDGET if budget is None else budget
     foot = foot or Part("", "")
@@ -172,9 +177,8 @@ def fit_reply(
     def build(shown: int, text_limit: int | None) -> ReplyContent:
         left_out = len(items) - shown
         plain = [head.plain, *(i.plain for i in items[:shown])]
-        html = head.html + (
-            "<ol>" + "".join(i.html for i in items[:shown]) + "</ol>" if shown else ""
-        )
+        ol = "<ol>" if start == 1 else f'<ol start="{start}">'
+        html = head.html + (ol + "".join(i.html for i in items[:shown]) + "</ol>" if shown else "")
         if left_out:
             note = f"… {left_out} more not shown: the reply would be over {budget:,} bytes"
             plain.append(note)
@@ -183,7 +187,9 @@ def fit_reply(
         res = None
         if results is not None:
             res = dict(results)
-            if results_items is not None and left_out:
+            if keep_results is not None and left_out:
+                res = keep_results(res, shown)
+            elif results_items is not None and left_out:
                 res[results_items] = list(res[results_items])[:shown]
             cut = 0
             if text_limit is not None:

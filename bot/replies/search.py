@@ -1,9 +1,11 @@
-"""The reply to `!search`: its hits, each with an excerpt, its room and its link."""
+"""The reply to `!search`: each matching message a numbered result, with its sender, time,
+room and link (a result is a message: docs/ARCHITECTURE.md §3 rule 22b)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import regex
 
@@ -24,6 +26,8 @@ from bot.roomlog import ScanInfo
 from ingest.chunker import display_name
 from ingest.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
+from ingest.search.matches import Result, in_order
+from ingest.search.permalink import permalink
 from ingest.types import UserID
 
 __all__ = ["SearchView", "search_reply"]
@@ -44,12 +48,9 @@ class SearchView:
     results_json: bool = False  # the command room: `org.muninn.results`
     command: SearchCommand | None = None  # the search as parsed: a reply with no hit echoes it
     prefix: str = "!"
-    more: int = 0  # candidates past this page (`!more` shows them)
-    first: int = 1  # the number of this page's first hit (`!more` pages go on counting)
-
-
-def _best(hit: Hit) -> CitedMessage:
-    return next((m for m in hit.messages if m["event_id"] == hit.best_event_id), hit.messages[0])
+    more: int = 0  # matching messages past this page (`!more` shows them)
+    first: int = 1  # the number of this page's first result (`!more` pages go on counting)
+    server_name: str = ""  # the permalinks' `via`
 
 
 def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
@@ -62,8 +63,7 @@ def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | No
     return found.span() if found and found.start() < found.end() else None
 
 
-def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
-    best = _best(hit)
+def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tuple[str, str]:
     body, sender = str(best["body"]), str(best["sender"])
     names = view.names.get(hit.room_id, {})
     name = display_name(UserID(sender), names)
@@ -72,9 +72,15 @@ def _hit_lines(view: SearchView, index: int, hit: Hit) -> tuple[str, str]:
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
     room_html = f"{safe_html(room)} · " if view.show_rooms else ""
-    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {hit.permalink}"
+    event_id = str(best["event_id"])
+    link = (
+        hit.permalink
+        if event_id == hit.best_event_id
+        else permalink(hit.room_id, event_id, view.server_name)
+    )
+    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {link}"
     html = (
-        f'<li>{room_html}<a href="{escape(hit.permalink)}">{stamp}</a> · '
+        f'<li>{room_html}<a href="{escape(link)}">{stamp}</a> · '
         f"<b>{safe_html(name)}</b>: {cut.html}</li>"
     )
     return plain, html
@@ -99,20 +105,41 @@ def _footer(view: SearchView) -> str:
     if result.next_offset is not None:
         count = f"{view.more} more" if view.more else "more"
         parts.append(f"{count}: {view.prefix}more")
+    elif view.first > 1:  # the last page of a `!more`
+        parts.append("no more results")
     return "; ".join(parts)
+
+
+def _keeper(listed: Sequence[Result]) -> Callable[[Mapping[str, Any], int], dict[str, Any]]:
+    """The §4.3 document as the first n listed messages show it: their windows, each with the
+    messages of it shown."""
+
+    def keep(results: Mapping[str, Any], shown: int) -> dict[str, Any]:
+        kept = [str(m["event_id"]) for _, m in listed[:shown]]
+        hits = []
+        for hit in results.get("hits") or ():
+            mine = [e for e in hit.get("matched_event_ids") or () if e in kept]
+            if mine:
+                hits.append({**hit, "matched_event_ids": mine})
+        return {**results, "hits": hits, "matched_event_ids": kept}
+
+    return keep
 
 
 def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     result = view.result
     label = _query_label(view)
-    count = len(result.hits)
+    listed = in_order(result)
+    count = len(listed)
     order = ", sorted newest first" if result.sort == "recent" and count > 1 else ""
     head = f"{plural(count, 'result')} for {label}{order}" if count else ""
     if count and view.first > 1:
         head = f"Results {view.first}–{view.first + count - 1} for {label}{order}"
     head = head or f"No results for {label}"
+    if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 22c
+        head = f"Nothing matched {label} closely; the nearest:"
     items = [
-        Part(*_hit_lines(view, i, hit)) for i, hit in enumerate(result.hits, start=view.first)
+        Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
     ]
     lines = [f"⚠ {w}" for w in result.warnings]
     if not count and view.command is not None:
@@ -127,5 +154,6 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
         items,
         Part(plain, html),
         results=result.as_json() if view.results_json else None,
-        results_items="hits",
+        keep_results=_keeper(listed),
+        start=view.first,
     )

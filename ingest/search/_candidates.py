@@ -14,6 +14,7 @@ from typing import Any
 from ingest.records import Tombstone
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.search.hits import CitedMessage, Hit, StoredMessage, best_message, has_text, window_of
+from ingest.search.matches import literal_matches, newest_first
 from ingest.search.permalink import permalink
 from ingest.search.tails import Tail
 from ingest.types import StoredPoint
@@ -40,8 +41,12 @@ class Candidates:
     known: dict[str, Tail] = field(default_factory=dict, repr=False)
     texts: tuple[str, ...] = ()
     server_name: str = ""
-    below_floor: int = 0  # candidates the ranker judged not to match: never shown
+    below_floor: int = 0  # candidates left out: a nonsense query's, or weak ones `close_only`
+    # The candidates the second stage judged close matches (None: no judgment, all are).
+    close: frozenset[str] | None = None
+    nothing_close: bool = False  # candidates there are, but none matches closely
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
+    dense: list[list[float]] | None = field(default=None, repr=False)  # the texts' vectors
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
@@ -53,13 +58,22 @@ class Candidates:
             if pid in skip:
                 continue
             if pid not in self._built:
+                close = self.close is None or pid in self.close
                 self._built[pid] = build_hit(
-                    self.points[pid], score, self.texts, self.server_name, self.filter
+                    self.points[pid], score, self.texts, self.server_name, self.filter, close
                 )
             hit = self._built[pid]
             if hit is not None:  # None: the filter kept none of its messages
                 out.append(hit)
         return out
+
+    def by_recent(self) -> None:
+        """`sort:recent`: the windows holding a message with the query's words, their newest
+        such message first (the others matched by meaning only and are no time-ordered match);
+        as ranked when none holds one (a question answered by meaning)."""
+        worded = [h for h in self.first(len(self.ranked)) if h.matched]
+        if worded:
+            self.ranked = [(h.point_id, h.score) for h in newest_first(worded)]
 
 
 def build_hit(
@@ -68,6 +82,7 @@ def build_hit(
     texts: Sequence[str],
     server_name: str,
     flt: MessageFilter | None = None,
+    close: bool = True,
 ) -> Hit | None:
     """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
     p = window_of(point)
@@ -85,7 +100,8 @@ def build_hit(
         )
         for m in said
     )
-    best = best_message(messages, texts)
+    matched = literal_matches(messages, texts)  # none: it matched by meaning (`Nearest`)
+    best = matched[0] if matched else best_message(messages, texts)
     return Hit(
         point_id=point.id,
         room_id=str(p["room_id"]),
@@ -98,4 +114,6 @@ def build_hit(
         score=score,
         permalink=permalink(str(p["room_id"]), best, server_name),
         best_event_id=best,
+        close=close,
+        matched=matched,
     )

@@ -80,6 +80,10 @@ class Hit:
     score: float
     permalink: str
     best_event_id: str  # the message that matched best: replies show it as the excerpt
+    # Whether the second stage judged it a close match (False: only among the nearest).
+    close: bool = True
+    # the messages that matched, best first (`ingest.search.matches`); empty: not chosen yet
+    matched: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +97,8 @@ class Hit:
             "score": self.score,
             "permalink": self.permalink,
             "best_event_id": self.best_event_id,
+            "close": self.close,
+            "matched_event_ids": list(self.matched or (self.best_event_id,)),
         }
 
 
@@ -102,10 +108,14 @@ class SearchResult:
     warnings: list[str] = field(default_factory=list)
     retrievers: list[str] = field(default_factory=list)
     dropped_stale: int = 0
-    below_floor: int = 0  # weaker candidates the ranker left out (none of them matched)
+    below_floor: int = 0  # weaker candidates left out (a nonsense query's; or not close)
+    # Hits there are, but the second stage judged none of the query's candidates close: the
+    # reply says they are only the nearest.
+    nothing_close: bool = False
     next_offset: int | None = None  # the `offset` of the next page; None on the last
     sort: str = "relevance"
     remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
+    matched: list[str] = field(default_factory=list)  # the page's messages, in reading order
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -114,8 +124,10 @@ class SearchResult:
             "retrievers": list(self.retrievers),
             "dropped_stale": self.dropped_stale,
             "below_floor": self.below_floor,
+            "nothing_close": self.nothing_close,
             "next_offset": self.next_offset,
             "sort": self.sort,
+            "matched_event_ids": list(self.matched),
         }
 
 
@@ -160,16 +172,3 @@ def best_message(messages: Sequence[CitedMessage], texts: Sequence[str]) -> str:
         if score > best_score:
             best_id, best_score = str(m["event_id"]), score
     return best_id
-
-
-def order_hits(hits: Sequence[Hit], sort: str) -> list[Hit]:
-    """A page's hits in the asked order: `recent` is newest first by the shown best message
-    (relevance chose them), else as ranked."""
-    if sort != "recent":
-        return list(hits)
-    return sorted(hits, key=lambda h: -hit_ts(h))
-
-
-def hit_ts(hit: Hit) -> int:
-    best = next((m for m in hit.messages if m["event_id"] == hit.best_event_id), None)
-    return int((best or hit.messages[-1])["ts"])

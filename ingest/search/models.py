@@ -20,7 +20,6 @@ __all__ = [
     "MATCH_COEFFICIENTS",
     "MINILM",
     "PAIR",
-    "WORDED_FLOOR",
     "RankModel",
     "for_embedder",
     "near",
@@ -54,7 +53,9 @@ MATCH_COEFFICIENTS: Mapping[str, float] = {
     "best_message": 5.1417,
 }
 # The highest floor costing ≤ 0.002 of R@2000 on locomo-dev: a window sharing no word with the
-# question needs a cosine of about 0.33 to be shown.
+# question needs a cosine of about 0.33 to match closely. Since ranker v5 a floor labels (a
+# person is shown the close matches; agents every candidate, marked) instead of hiding, so it
+# is the folds' own, not lowered until the room fixtures' answers in other words pass it.
 FLOOR = 0.0022
 
 
@@ -63,11 +64,13 @@ class RankModel:
     """The ranker's and the floor's coefficients for one embedder: both read its cosines, whose
     scale is the model's own (e5's unrelated texts meet near 0.75, MiniLM's near 0.1).
 
-    `floor` applies to a text some candidate shares a word with, `wordless_floor` to one no
-    candidate does (made-up words, or a question in other words than every message). With
-    `made_up`, a wordless text whose vector is at least this near the embedder's direction of
-    made-up words (the mean of `MADE_UP`'s query vectors) answers nothing: e5 meets nonsense at
-    the cosine of a weak real answer, so no floor on the cosine alone tells them apart.
+    A window matches closely when its match probability reaches `floor` (for a text some
+    candidate shares a word with) or `wordless_floor` (one no candidate does: made-up words, or
+    a question in other words than every message). With `made_up`, a wordless text whose
+    vector is at least this near the embedder's direction of made-up words (the mean of
+    `MADE_UP`'s query vectors) answers nothing: e5 meets nonsense at the cosine of a weak real
+    answer, so no floor on the cosine alone tells them apart. Without it, a wordless text that
+    no window matches closely answers nothing (`rank.rerank`).
     """
 
     coefficients: Mapping[str, float]
@@ -77,12 +80,7 @@ class RankModel:
     made_up: float | None = None
 
 
-# A question sharing a word with a candidate (the roof leak asked about as "water coming
-# through the ceiling": the plants need water) may be shown down to this match probability,
-# where the room fixtures' answers stand (tests/ingest/test_rooms.py); one sharing no word keeps
-# the locomo-dev floor, above every made-up phrase of those rooms.
-WORDED_FLOOR = 0.0010
-MINILM = RankModel(COEFFICIENTS, MATCH_COEFFICIENTS, WORDED_FLOOR, FLOOR)
+MINILM = RankModel(COEFFICIENTS, MATCH_COEFFICIENTS, FLOOR, FLOOR)
 # Made-up phrases the direction of nonsense is taken from (none is a word of any language the
 # tests ask in; the tests' made-up words are others).
 MADE_UP = (
@@ -96,11 +94,9 @@ MADE_UP = (
 # multilingual-e5-small q4 on onnxruntime, trained the same way on its own candidates (`python -m
 # bench.retrieval --folds --embedder-model multilingual-e5-small`, then `bench.loco --train`;
 # RESULTS.md §11: the held-out folds 0.783 / 0.624). Its cosines are compressed (related
-# 0.8-0.95, unrelated ~0.75), hence the large dense weights. The folds' floor is 0.0037; both
-# floors are 0.0020, where the room fixtures' answers in other words stand (the roof leak 6th,
-# the laser cutter 9th of 40, `!more` away; "why is the basement so cold" finds the German
-# heating message) and made-up words still show nothing (the direction of made-up words:
-# the fixtures' real questions meet it at 0.80-0.87, made-up ones at 0.87-0.92).
+# 0.8-0.95, unrelated ~0.75), hence the large dense weights. Its floors are the folds' 0.0037;
+# made-up words show nothing by their direction (the fixtures' real questions meet it at
+# 0.80-0.87, made-up ones at 0.87-0.92).
 E5 = RankModel(
     coefficients={
         "bias": -7.2534,
@@ -115,34 +111,32 @@ E5 = RankModel(
         "best_message_gap": 2.0935,
     },
     match={"bias": -27.3960, "dense": 26.9881, "best_message": 4.6439},
-    floor=0.0020,
-    wordless_floor=0.0020,
+    floor=0.0037,
+    wordless_floor=0.0037,
     made_up=0.87,
 )
 # MiniLM and e5 as a pair (`ingest.embed.pair`, `embedder.model: minilm+multilingual-e5-small`):
 # the ranker reads both models' lists, e5's cosine gap weighing most (its cosines are
-# compressed, hence the large weight); trained the same way on the pair's candidates
-# (RESULTS.md §11: the held-out folds 0.790 / 0.644, every fold above MiniLM's).
+# compressed, hence the large weight); trained the same way on the pair's candidates, refitted
+# with `length` capped (ranker v5; RESULTS.md §1b: the held-out folds and molweni-dev).
 PAIR = RankModel(
     coefficients={
-        "bias": -7.0263,
-        "dense_gap": -1.0658,
-        "dense_rr": 2.2766,
-        "lexical_rr": 1.2591,
-        "best_message": 2.0316,
-        "speaker": 1.0873,
-        "length": 1.7845,
-        "time": 0.6224,
-        "after_question": 2.5454,
-        "best_message_gap": 2.0611,
-        "dense2_gap": 36.9854,
+        "bias": -6.9144,
+        "dense_gap": -0.7178,
+        "dense_rr": 2.2036,
+        "lexical_rr": 1.2194,
+        "best_message": 1.9829,
+        "speaker": 1.0657,
+        "length": 1.8001,
+        "time": 0.6304,
+        "after_question": 2.6070,
+        "best_message_gap": 2.1263,
+        "dense2_gap": 35.9237,
     },
-    match={"bias": -22.4014, "dense": 3.2917, "best_message": 4.8885, "dense2": 18.8020},
-    # The folds' floor is 0.0029 (training conversations lose <= 0.002); a question sharing a
-    # word with some candidate is shown down to 0.0010, where the room fixtures' answers in
-    # other words stand (the roof leak 4th, the laser cutter 3rd: tests/ingest/test_rooms.py).
-    floor=0.0010,
-    wordless_floor=0.0029,
+    match={"bias": -22.5472, "dense": 3.2820, "best_message": 4.7858, "dense2": 19.0437},
+    # The folds' floor (`bench.loco --train`: training conversations lose <= 0.002).
+    floor=0.0026,
+    wordless_floor=0.0026,
     # The room fixtures' real questions meet the direction of made-up words at <= 0.63, made-up
     # ones at >= 0.65.
     made_up=0.64,

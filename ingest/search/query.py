@@ -68,6 +68,11 @@ class SearchQuery:
     filter: MessageFilter = NO_FILTER
     sort: str = "relevance"
     offset: int = 0  # hits of earlier pages to pass over
+    # A person's view (chat, the CLI's text; any `sort: recent`): only the close matches, or when
+    # none is close the nearest, said to be only the nearest. Else every candidate in the
+    # ranker's order, each marked close or not (`--json`, the HTTP API, agents:
+    # docs/ARCHITECTURE.md §3 rule 22c).
+    close_only: bool = False
 
     @classmethod
     def build(
@@ -82,6 +87,7 @@ class SearchQuery:
         filter: MessageFilter | None = None,
         sort: str = "relevance",
         offset: int = 0,
+        close_only: bool = False,
     ) -> SearchQuery:
         if isinstance(texts, str):
             raise QueryError("texts", "must be a list of strings, not one string")
@@ -112,6 +118,7 @@ class SearchQuery:
             filter=filter or MessageFilter(),
             sort=sort,
             offset=offset,
+            close_only=close_only,
         )
 
     def point_filter(self) -> PointFilter:

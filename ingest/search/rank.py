@@ -22,6 +22,7 @@ import bisect
 import functools
 import math
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import regex
 
@@ -30,10 +31,12 @@ from ingest.search.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
 
 __all__ = [
     "FEATURES",
+    "LENGTH_CAP",
     "MATCH_FEATURES",
     "NEIGHBOUR_GAP_MS",
     "RANKER_VERSION",
     "STOP_WORDS",
+    "Judgment",
     "Span",
     "content_terms",
     "features",
@@ -59,7 +62,8 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 # *_rr: 10 / (10 + rank) in that list (0 if absent); best_message: the IDF-weighted share of
 # the question's (stemmed) content terms in the window's best message; speaker:
 # the share of its messages sent by someone the question names (by user id); length: the
-# window's characters, log-scaled; time: a "when" question and a window that says when;
+# window's characters up to `LENGTH_CAP`, log-scaled; time: a "when" question and a window
+# that says when;
 # after_question: the best_message of the candidate right before it in its timeline, when that
 # one ends on a question (0 otherwise); best_message_gap: best_message − the pool's best (as
 # dense_gap for the cosine: how much of the words the best candidate holds sets the bar);
@@ -80,7 +84,13 @@ FEATURES = (
     "dense2_gap",
 )
 # 4: dense2 and dense2_gap, the second model's cosine where the embedder is a pair.
-RANKER_VERSION = 4
+# 5: `length` capped at `LENGTH_CAP`; the match model labels close matches instead of cutting.
+RANKER_VERSION = 5
+# `length` counts a window's characters up to the chunker's window size (`chunker.max_bytes`'s
+# default): past it, one long message would outweigh every topic by its length alone (a
+# 3,000-character message of many topics' words headed unrelated searches; issue 37). The cap
+# costs nothing on the folds and molweni-dev (bench/RESULTS.md §1d).
+LENGTH_CAP = 350
 # The match model's features (the floor's): all absolute, so made-up words score low.
 MATCH_FEATURES = ("dense", "best_message", "dense2")
 # Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
@@ -132,6 +142,7 @@ def features(
     stem: int | None = STEM,
     spans: Mapping[str, Span] | None = None,
     dense2: Sequence[tuple[str, float]] = (),
+    length_cap: float = LENGTH_CAP,
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
@@ -140,6 +151,7 @@ def features(
     absent from the dense list scores its last entry (the most it could have); absent from the
     lexical list, 0. `stem=None` matches whole tokens; without `spans`, no window follows another.
     `dense2` is the second model's list of a pair embedder (empty: its features are 0).
+    `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it).
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -190,7 +202,7 @@ def features(
                 RR_K / (RR_K + l_r) if l_r else 0.0,
                 best[pid],
                 sum(named[pid]) / len(named[pid]) if named[pid] else 0.0,
-                math.log1p(sum(len(b) for b in bodies[pid]) / 100.0),
+                math.log1p(min(sum(len(b) for b in bodies[pid]), length_cap) / 100.0),
                 float(asks_when and any(_SAYS_WHEN.search(b) for b in bodies[pid])),
                 best[prev] if asked and prev is not None else 0.0,
                 best[pid] - best_top,
@@ -234,6 +246,22 @@ def probability(row: Sequence[float], coefficients: Mapping[str, float]) -> floa
 Found = Sequence[tuple[str, float]]  # one retriever's answer to one text: (id, score), best first
 
 
+@dataclass(frozen=True)
+class Judgment:
+    """The second stage's answer: every candidate in the ranker's order, which of them match
+    closely, and how many were left out because the query is nonsense (nothing then)."""
+
+    ranked: list[tuple[str, float]]
+    close: frozenset[str]
+    refused: int = 0
+
+    def shown(self) -> list[tuple[str, float]]:
+        """What a person is shown: the close matches in order; when none is close, every
+        candidate (the reply says they are only the nearest)."""
+        close = [item for item in self.ranked if item[0] in self.close]
+        return close or self.ranked
+
+
 def rerank(
     pool: Sequence[str],
     bodies: Mapping[str, Sequence[str]],
@@ -245,30 +273,43 @@ def rerank(
     match: Mapping[str, float] = MATCH_COEFFICIENTS,
     floor: float = FLOOR,
     wordless_floor: float | None = None,
-    made_up: Collection[str] = (),
-) -> tuple[list[tuple[str, float]], int]:
-    """The pool ordered by the ranker's probability, best first, without the windows whose
-    `match` probability is under the floor for every text; and how many those were.
+    made_up: Collection[str] | None = None,
+) -> Judgment:
+    """The pool ordered by the ranker's probability, best first (ties keep the pool's fused
+    order), each window judged close or not by the `match` model; nothing when every text of
+    the query is nonsense.
 
     `per_text` maps each query text to its (dense, lexical, dense2) lists (dense2: the second
-    model's of a pair embedder, else empty). A window answers the query
-    as well as it answers its best text. Ties keep the pool's (fused) order. A text no
-    candidate shares a word with is held to `wordless_floor` (None: `floor`), and one of them
-    also in `made_up` (near the embedder's made-up words, `RankModel.made_up`) shows nothing.
+    model's of a pair embedder, else empty). A window answers the query as well as it answers
+    its best text, and matches closely when its match probability reaches the text's bar:
+    `floor`, or `wordless_floor` (None: `floor`) for a text no candidate shares a word with.
+
+    The bar labels, it does not cut (issue 32): a floor fitted on one kind of conversation cut
+    a twelfth of the answers of another (molweni-dev, bench/RESULTS.md §1b), while what the
+    ranker puts first held them. A wordless text is nonsense when it is in `made_up` (near the
+    embedder's made-up words, `RankModel.made_up`) or, for an embedder without that direction
+    (`made_up` None), when no candidate reaches its bar: only such a query answers nothing.
     """
     best = dict.fromkeys(pool, 0.0)
-    shown_by = dict.fromkeys(pool, False)
+    close: set[str] = set()
+    nonsense = bool(per_text)
     for text, (dense, lexical_found, dense2) in per_text.items():
         rows = features(
             text, pool, bodies, dense, lexical_found, senders, spans=spans, dense2=dense2
         )
         wordless = not any(row[FEATURES.index("best_message")] > 0 for row in rows)
         bar = floor if not wordless or wordless_floor is None else wordless_floor
-        if wordless and text in made_up:
-            bar = math.inf
+        matched = False
         for pid, row in zip(pool, rows, strict=True):
             best[pid] = max(best[pid], probability(row, coefficients))
-            shown_by[pid] = shown_by[pid] or probability(row, match) >= bar
+            if probability(row, match) >= bar:
+                close.add(pid)
+                matched = True
+        if made_up is None:
+            nonsense = nonsense and wordless and not matched
+        else:
+            nonsense = nonsense and wordless and text in made_up
+    if nonsense:
+        return Judgment([], frozenset(), refused=len(pool))
     ranked = sorted(((pid, best[pid]) for pid in pool), key=lambda item: -item[1])
-    shown = [(pid, p) for pid, p in ranked if shown_by[pid]]
-    return shown, len(ranked) - len(shown)
+    return Judgment(ranked, frozenset(close))

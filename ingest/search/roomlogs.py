@@ -23,13 +23,8 @@ from ingest.records import Tombstone
 from ingest.search._candidates import Candidates
 from ingest.search.filters import NO_FILTER, MessageFilter, Said, keep_messages
 from ingest.search.fusion import rrf
-from ingest.search.hits import (
-    CitedMessage,
-    Hit,
-    SearchResult,
-    best_message,
-    order_hits,
-)
+from ingest.search.hits import CitedMessage, Hit, SearchResult, best_message
+from ingest.search.matches import Result, expand, page_hits, settled, with_matched
 from ingest.search.permalink import permalink
 from ingest.search.query import MAX_OFFSET
 from ingest.search.transcript import TranscriptHit, TranscriptQuery, fold_search
@@ -131,7 +126,11 @@ def _trim(hit: Hit, asked: Asked, audience: Visibility, server_name: str) -> Hit
         return None
     if len(kept) == len(hit.messages):
         return hit
-    best = best_message(kept, asked.texts)
+    ids = {str(m["event_id"]) for m in kept}
+    matched = tuple(e for e in hit.matched if e in ids)
+    if hit.matched and not matched:
+        return None  # what matched is what the room may not see; the rest did not match
+    best = matched[0] if matched else best_message(kept, asked.texts)
     return replace(
         hit,
         messages=kept,
@@ -139,6 +138,7 @@ def _trim(hit: Hit, asked: Asked, audience: Visibility, server_name: str) -> Hit
         first_event_id=str(kept[0]["event_id"]),
         last_event_id=str(kept[-1]["event_id"]),
         best_event_id=best,
+        matched=matched,
         permalink=permalink(hit.room_id, best, server_name),
     )
 
@@ -161,6 +161,7 @@ def _log_hit(
         score=float(found.score),
         permalink=permalink(room_id, found.event_id, server),
         best_event_id=found.event_id,
+        matched=(found.event_id,),
     )
 
 
@@ -220,17 +221,29 @@ def fuse(
         if key is None:
             key = f"event:{match.event_id}"
             hits[key] = _log_hit(view.log.room_id, view.alias, match, thread, server_name)
-        else:  # the index holds it too: cite the exact message the transcript matched
-            hits[key] = replace(
-                hits[key],
-                best_event_id=match.event_id,
-                permalink=permalink(hits[key].room_id, match.event_id, server_name),
-            )
+        elif match.event_id not in hits[key].matched:  # the index holds it too: it matched
+            hits[key] = with_matched(hits[key], (*hits[key].matched, match.event_id), server_name)
         transcript_order.append(key)
     return hits, rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
 
 
 Confirm = Callable[[Candidates, Sequence[Hit]], Awaitable[list[bool]]]
+Choose = Callable[[Candidates, Sequence[Hit]], Awaitable[list[Hit]]]
+
+
+def listed(hits: Sequence[Hit], sort: str, shown: Shown) -> list[Result]:
+    """The ranked hits as the messages a page lists (`ingest.search.matches.expand`), none an
+    earlier page showed: a message matched by words once shown is passed over, a window matched
+    by meaning once any of its messages was. `sort:recent` lists the messages holding the
+    query's words (or found in the log) when there are any."""
+    if sort == "recent" and any(h.matched for h in hits):
+        hits = [h for h in hits if h.matched]
+    out: list[Result] = []
+    for hit, message in expand(hits, sort):
+        seen = [str(message["event_id"])] if hit.matched else hit.event_ids
+        if shown.isdisjoint(seen):
+            out.append((hit, message))
+    return out
 
 
 async def fused_page(
@@ -239,37 +252,45 @@ async def fused_page(
     logs: RoomLogs,
     audiences: Mapping[str, Visibility],
     confirm: Confirm,
+    choose: Choose,
     server_name: str,
     fetch: int,
 ) -> SearchResult:
-    """The page: the index's first `fetch` candidates fused unchecked with the transcript
-    finds; only those that rank into the reply are revalidated (`confirm`), and a stale one
-    gives its place to the next candidate until every index hit shown has passed.
-    Revalidating all `fetch` up front cost three times the homeserver round trips for hits
-    the reply never shows. No hit citing an event an earlier page showed is shown again."""
+    """The page: `asked.limit` matching messages (`listed`) of the index's first `fetch`
+    candidates fused unchecked with the transcript finds; only the windows of the messages the
+    page lists are revalidated (`confirm`), and a stale one gives its place to the next until
+    every one shown has passed. Revalidating all `fetch` up front cost three times the
+    homeserver round trips for hits the reply never shows. A window matched by meaning then
+    quotes its message nearest the question (`choose`)."""
     asked = logs.asked
     live: set[str] = set()  # point ids confirmed
     stale: set[str] = set()
     while True:
         window = pool.first(fetch, skip=stale)
         hits, order = fuse(window, found, asked, audiences, server_name)
-        order = [(k, v) for k, v in order if logs.shown.isdisjoint(hits[k].event_ids)]
-        top = order[: asked.limit]
-        top_keys = {key for key, _ in top}
+        results = listed([replace(hits[k], score=v) for k, v in order], asked.sort, logs.shown)
+        top = results[: asked.limit]
+        top_keys = {hit.point_id for hit, _ in top}
         unchecked = [h for h in window if h.point_id in top_keys and h.point_id not in live]
         if not unchecked:
             break
         for hit, ok in zip(unchecked, await confirm(pool, unchecked), strict=True):
             (live if ok else stale).add(hit.point_id)
+    meant = list({h.point_id: h for h, _ in top if not h.matched}.values())
+    page = settled(top, await choose(pool, meant) if meant else [])
+    if asked.sort == "recent":
+        page.sort(key=lambda r: (-int(r[1]["ts"]), str(r[1]["event_id"])))
     depth = logs.depth
-    more = len(order) > len(top) and depth + len(top) < MAX_OFFSET
+    more = len(results) > len(top) and depth + len(top) < MAX_OFFSET
     return SearchResult(
-        hits=order_hits([replace(hits[k], score=score) for k, score in top], asked.sort),
+        hits=page_hits(page, server_name),
         warnings=list(pool.warnings),
         retrievers=[*pool.retrievers, *(["transcript"] if logs.views else [])],
         dropped_stale=len(stale),
         below_floor=pool.below_floor,
+        nothing_close=pool.nothing_close and not found,
         next_offset=depth + len(top) if more else None,
         sort=asked.sort,
-        remaining=len(order) - len(top) if more else 0,
+        remaining=len(results) - len(top) if more else 0,
+        matched=[str(m["event_id"]) for _, m in page],
     )

@@ -1,9 +1,9 @@
 """`ingest.search.second`: the second stage — the fused candidates re-ordered, the floor applied.
 
 When both retrievers answered, `ingest.search.rank`'s model (the one trained for the embedder,
-`models.for_embedder`) re-orders the first stage's fused candidates over their shown messages,
-and leaves out those under its relevance floor (counted in `below_floor`, never shown). A text
-near the embedder's made-up words (`RankModel.made_up`) is floored as a wordless one.
+`models.for_embedder`) re-orders the first stage's fused candidates over their shown messages
+and judges which match closely (`rank.Judgment`); a query of made-up words (a wordless text
+near the embedder's direction of them, `RankModel.made_up`) answers nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ class SecondStage:
         points: Mapping[str, StoredPoint],
         texts: Sequence[str],
         dense: Sequence[Sequence[float]],
-    ) -> tuple[list[tuple[str, float]], int]:
-        """The fused candidates re-ordered by `rank`'s model, those under its floor out (and
-        how many those were)."""
+    ) -> rank.Judgment:
+        """The fused candidates re-ordered by `rank`'s model, each judged close or not."""
         made_up = await self._made_up(texts, dense)
         ids = [pid for pid, _ in fused]
         shown = {
@@ -75,7 +74,7 @@ class SecondStage:
             match=model.match,
             floor=floor,
             wordless_floor=wordless,
-            made_up={text_key(t) for t in made_up},
+            made_up=None if made_up is None else {text_key(t) for t in made_up},
         )
 
     def _model(self) -> RankModel:
@@ -83,16 +82,18 @@ class SecondStage:
 
     async def _made_up(
         self, texts: Sequence[str], vectors: Sequence[Sequence[float]]
-    ) -> list[str]:
+    ) -> list[str] | None:
         """The texts near the embedder's made-up words (`RankModel.made_up`); the direction of
-        those is embedded once a searcher."""
+        those is embedded once a searcher. None where there is no such direction (the model has
+        none, a floor is configured, or it cannot be embedded): `rank.rerank` then takes a
+        wordless text that nothing matches for nonsense."""
         threshold = self._model().made_up
         if threshold is None or self.embedder is None or self.relevance_floor is not None:
-            return []
+            return None
         if self._nonsense is None or self._nonsense[0] != self.embedder.identity:
             try:
                 refs = await self.embedder.embed_queries(list(models.MADE_UP))
             except (EmbedError, EmbedUnavailable):
-                return []
+                return None
             self._nonsense = (self.embedder.identity, models.unit_mean(refs))
         return models.near(texts, vectors, self._nonsense[1], threshold)

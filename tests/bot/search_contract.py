@@ -16,8 +16,10 @@ TOP_KEYS = {
     "retrievers",
     "dropped_stale",
     "below_floor",
+    "nothing_close",
     "next_offset",
     "sort",
+    "matched_event_ids",  # issue 33: the page's matching messages in reading order
 }
 HIT_KEYS = {
     "room_id",
@@ -30,6 +32,8 @@ HIT_KEYS = {
     "score",
     "permalink",
     "best_event_id",
+    "close",
+    "matched_event_ids",  # issue 33: the hit's messages that matched, best first
 }
 MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
 
@@ -47,14 +51,21 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
     assert type(doc["dropped_stale"]) is int
     assert type(doc["below_floor"]) is int
+    assert type(doc["nothing_close"]) is bool
     assert doc["next_offset"] is None or type(doc["next_offset"]) is int
     assert doc["sort"] in ("relevance", "recent")
+    listed = [e for hit in doc["hits"] for e in hit["matched_event_ids"]]
+    assert sorted(doc["matched_event_ids"]) == sorted(listed)
     for hit in doc["hits"]:
         assert set(hit) == HIT_KEYS
+        said = [m["event_id"] for m in hit["messages"]]
+        assert hit["matched_event_ids"] and set(hit["matched_event_ids"]) <= set(said)
+        assert hit["matched_event_ids"][0] == hit["best_event_id"]
         assert isinstance(hit["room_id"], str) and hit["room_id"].startswith("!")
         assert hit["room_alias"] is None or hit["room_alias"].startswith("#")
         assert hit["thread_root"] is None or hit["thread_root"].startswith("$")
         assert type(hit["score"]) is float and hit["score"] > 0
+        assert type(hit["close"]) is bool
         ids = hit["event_ids"]
         assert isinstance(ids, list) and all(isinstance(e, str) for e in ids)
         assert hit["first_event_id"] == ids[0] and hit["last_event_id"] in ids

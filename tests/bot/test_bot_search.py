@@ -13,7 +13,9 @@ from urllib.parse import quote
 
 import pytest
 
+from bot.operations.search import result_text
 from bot.recent import RecentEvents
+from ingest.search.query import SearchQuery
 from ingest.store import PointFilter
 from ingest.types import RoomID
 from tests.bot.botenv import (
@@ -542,9 +544,94 @@ async def test_bot_more_pages_through_every_hit_once(
         assert body_of(reply).startswith(f"Results {len(seen) + 1}–{len(seen) + 5} for")
         seen |= page
     assert len(seen) == 25 and gone not in seen
-    assert "!more" not in body_of(reply)
+    assert "!more" not in body_of(reply) and "no more results" in body_of(reply)
     _, after = await ask(alice, room, "!more", env.bot_id)
-    assert "No search of yours to continue here" in body_of(after)
+    assert "No more results for “kiwi crate”" in body_of(after)
+
+
+OTHER_TALK = (
+    "the gravelkite deploy broke the staging database again",
+    "lunch is at the noodle place today",
+    "who has the key to the bike shed",
+    "the printer on floor two is out of toner",
+    "standup moves to ten tomorrow",
+    "can someone water the plants on friday",
+)
+
+
+async def test_bot_results_are_messages_paged_exactly_and_agree_everywhere(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """Issue 33, a result is a message. 24 "kestrelbox report N" messages, three at a time
+    between other talk (so several in each window): `!more` reaches every one once, nothing
+    unrelated, its HTML list numbered from the page's start, and ends with "no more results"
+    (twice, not "expired"); `sort:recent` lists the newest reports in order; `quillfen*`
+    quotes each of three consecutive messages with the prefix; the command room's JSON and
+    `muninn search`'s (text and JSON) hold the same matching messages as the room's pages."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    reports: dict[str, str] = {}
+    other: dict[str, str] = {}
+    ts = BASE_TS
+    for i in range(24):
+        ts += 60_000
+        reports[f"r{i}"] = await seeder.send_text(room, f"kestrelbox report {i}", ts=ts)
+        if i % 3 == 2:
+            for j in range(2):
+                ts += 60_000
+                said = OTHER_TALK[(i + j) % len(OTHER_TALK)]
+                other[f"o{i}-{j}"] = await seeder.send_text(room, said, ts=ts)
+    quill = {
+        word: await seeder.send_text(room, word, ts=ts + 60_000 * (n + 1))
+        for n, word in enumerate(("quillfen", "quillfenning", "quillfens"))
+    }
+    await env.settle(room)
+
+    pages: list[set[str]] = []
+    _, reply = await ask(alice, room, "!search kestrelbox report", env.bot_id)
+    while True:
+        body = body_of(reply)
+        pages.append(_shown(body, room, reports))
+        assert not _shown(body, room, other)  # nothing unrelated
+        if len(pages) > 1:
+            html = reply["content"]["formatted_body"]
+            assert f'<ol start="{5 * (len(pages) - 1) + 1}">' in html
+        if "!more" not in body:
+            break
+        assert len(pages) < 10
+        _, reply = await ask(alice, room, "!more", env.bot_id)
+    assert "no more results" in body_of(reply)
+    assert [len(p) for p in pages] == [5, 5, 5, 5, 4]
+    assert set().union(*pages) == set(reports)  # every one, once each
+    for _ in range(2):
+        _, after = await ask(alice, room, "!more", env.bot_id)
+        assert "No more results for “kestrelbox report”" in body_of(after)
+
+    _, reply = await ask(alice, room, "!search kestrelbox sort:recent", env.bot_id)
+    body = body_of(reply)
+    newest = [f"r{i}" for i in range(23, 18, -1)]
+    assert _shown(body, room, reports) == set(newest)
+    at = [body.index(link(room, reports[key])) for key in newest]
+    assert at == sorted(at)
+
+    _, reply = await ask(alice, room, "!search quillfen*", env.bot_id)
+    assert _shown(body_of(reply), room, quill) == set(quill)
+
+    command = f"!search kestrelbox report limit:50 in:{room}"
+    _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+    results = reply["content"]["org.muninn.results"]
+    assert sorted(results["matched_event_ids"]) == sorted(reports.values())
+    in_hits = [e for h in results["hits"] for e in h["matched_event_ids"]]
+    assert sorted(in_hits) == sorted(reports.values())
+    asked = (["kestrelbox report"],)
+    person = SearchQuery.build(*asked, room_ids=[room], limit=50, close_only=True)
+    result = await env.service.searcher.search(person)  # what `muninn search` prints
+    assert sorted(result.as_json()["matched_event_ids"]) == sorted(reports.values())
+    text = result_text(result, "muninn.test")
+    assert _shown(text, room, reports) == set(reports) and not _shown(text, room, other)
+    agent = await env.service.searcher.search(SearchQuery.build(*asked, room_ids=[room], limit=50))
+    close = [e for h in agent.hits if h.close for e in h.matched]  # `--json`: rule 22c
+    assert sorted(close) == sorted(reports.values())
 
 
 async def test_bot_more_shows_nothing_the_room_may_no_longer_read(

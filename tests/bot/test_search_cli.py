@@ -97,8 +97,9 @@ async def test_cli_search_repeated_query_prints_the_same_document(cli: CliCorpus
     first, second = await muninn(cli.config, *args), await muninn(cli.config, *args)
     assert first.rc == second.rc == 0
     assert first.out == second.out
-    doc = first.doc()  # every window once: shown, or counted under the relevance floor
-    assert doc["hits"] and len(doc["hits"]) + doc["below_floor"] == len(cli.corpus.sent) - 1
+    doc = first.doc()  # the close matches first, then the rest marked (rule 22c)
+    flags = [h["close"] for h in doc["hits"]]
+    assert doc["hits"] and flags[0] and flags == sorted(flags, reverse=True)
 
 
 @pytest.mark.parametrize("by", ["id", "alias"])
@@ -311,6 +312,6 @@ async def test_cli_search_offset_pages_without_repeating(cli: CliCorpus) -> None
         )
         seen.extend(cli.keys(doc))
         offset = doc["next_offset"]
-        assert len(seen) < 10
+        assert len(seen) < len(cli.corpus.sent)
     assert len(seen) == len(set(seen)) >= 4
     assert {"budget-1", "budget-2", "budget-3", "budget-ops"} <= set(seen)

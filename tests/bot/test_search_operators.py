@@ -88,8 +88,10 @@ def test_pages_are_per_asker_room_thread_capped_and_expire() -> None:
     for asker in ("@1", "@2", "@3"):
         pages.remember((asker, "!r", None), command, ShownIds(), 1, 0, more=True)
     assert len(pages) == 2 and pages.take(("@1", "!r", None), 0) is None
-    pages.remember(("@2", "!r", None), command, ShownIds(), 1, 0, more=False)
-    assert pages.take(("@2", "!r", None), 0) is None  # the last page: nothing to continue
+    pages.remember(("@2", "!r", None), command, ShownIds().adding(["$1"]), 1, 0, more=False)
+    for _ in range(2):  # after the last page every `!more` until it expires says it ended
+        ended = pages.take(("@2", "!r", None), 0)
+        assert ended is not None and ended.ended and len(ended.shown) == 0
 
 
 def test_zero_hit_reply_says_what_was_searched() -> None:

@@ -60,15 +60,15 @@ def _ranked(messages: Sequence[Message], *, with_spans: bool = True) -> list[str
     spans = {pid: window_span(payloads[pid], ms) for pid, ms in shown.items()}
     dense = [("asked", 0.62), ("other", 0.44), ("answer", 0.42)]
     lexical_found = [("asked", 9.0), ("other", 2.0)]
-    shown_ranked, below = rank.rerank(
+    judged = rank.rerank(
         ["asked", "other", "answer"],
         bodies,
         {QUESTION: (dense, lexical_found, ())},
         senders,
         spans=spans if with_spans else None,
     )
-    assert below == 0
-    return [pid for pid, _ in shown_ranked]
+    assert judged.refused == 0
+    return [pid for pid, _ in judged.ranked]
 
 
 def test_the_reply_to_a_matching_question_ranks_above_a_window_sharing_a_word() -> None:
@@ -101,14 +101,14 @@ def _printer_order(coefficients: Mapping[str, float] = models.COEFFICIENTS) -> l
     senders = {pid: ["@sam:x"] for pid in PRINTERS}
     dense = [("near", 0.64), ("holds", 0.52), ("other", 0.30)]
     lexical_found = [("near", 9.0), ("holds", 8.5), ("other", 3.0)]
-    shown, _ = rank.rerank(
+    judged = rank.rerank(
         list(PRINTERS),
         bodies,
         {PRINTER: (dense, lexical_found, ())},
         senders,
         coefficients=coefficients,
     )
-    return [pid for pid, _ in shown]
+    return [pid for pid, _ in judged.ranked]
 
 
 def test_the_window_holding_every_word_of_the_question_ranks_first() -> None:
@@ -117,3 +117,62 @@ def test_the_window_holding_every_word_of_the_question_ranks_first() -> None:
     assert _printer_order() == ["holds", "near", "other"]
     without_gap = {**models.COEFFICIENTS, "best_message_gap": 0.0}
     assert _printer_order(without_gap) == ["near", "holds", "other"]
+
+
+# The judgment (ranker v5, docs/ARCHITECTURE.md §3 rule 22c): the floor labels, it does not cut.
+ROOM = {
+    "leak": "the roof leaks above the electronics bench",
+    "plants": "can someone water the plants in the window?",
+    "milk": "the fridge smells, I threw out the old milk",
+    "glue": "the wood glue has dried out, buy a new bottle",
+}
+# Cosines a question in other words meets (nothing near, nothing shares a word with it).
+WEAK = [("plants", 0.24), ("leak", 0.23), ("milk", 0.12), ("glue", 0.10)]
+
+
+def _judge(text: str, lexical_found: rank.Found = (), made_up: set[str] | None = None) -> Any:
+    bodies = {pid: [body] for pid, body in ROOM.items()}
+    return rank.rerank(
+        list(ROOM),
+        bodies,
+        {text: (WEAK, lexical_found, ())},
+        {pid: ["@ana:x"] for pid in ROOM},
+        made_up=made_up,
+    )
+
+
+def test_a_real_question_nothing_matches_closely_still_lists_every_candidate() -> None:
+    """Under the floor, a real question's candidates are listed (none close), not hidden: a
+    person is shown them, said to be only the nearest."""
+    judged = _judge("is the ceiling dripping anywhere", made_up=set())
+    assert {pid for pid, _ in judged.ranked} == set(ROOM)
+    assert judged.close == frozenset() and judged.refused == 0
+    assert judged.shown() == judged.ranked
+
+
+def test_made_up_words_answer_nothing() -> None:
+    """A wordless text near the embedder's made-up words answers nothing; so does one no
+    candidate matches when the embedder has no such direction (`made_up` None)."""
+    for made_up in ({"blorp quax"}, None):
+        judged = _judge("blorp quax", made_up=made_up)
+        assert judged.ranked == [] and judged.refused == len(ROOM)
+
+
+def test_close_matches_are_what_a_person_is_shown() -> None:
+    """A window holding the question's words matches closely; a person's view shows it alone,
+    the agents' every candidate in the ranker's order."""
+    judged = _judge("is the fridge smelling of old milk", [("milk", 9.0)], made_up=set())
+    assert judged.close == {"milk"}
+    assert [pid for pid, _ in judged.shown()] == ["milk"]
+    assert len(judged.ranked) == len(ROOM)
+
+
+def test_a_long_message_outweighs_no_topic_by_its_length() -> None:
+    """A 3,000-character message of every topic's words ranks by its `length` no higher than a
+    window of the chunker's size: `length` stops at `LENGTH_CAP` (issue 37 item 3)."""
+    stuffed = " ".join(["water plants milk glue bench window"] * 90)
+    one = rank.features("water", ["a"], {"a": [stuffed]}, [("a", 0.3)], [])
+    short = rank.features("water", ["a"], {"a": ["x" * rank.LENGTH_CAP]}, [("a", 0.3)], [])
+    length = rank.FEATURES.index("length")
+    assert len(stuffed) > 3_000
+    assert one[0][length] == short[0][length]

@@ -1,0 +1,227 @@
+"""`ingest.search.matches`: a result is a message (docs/ARCHITECTURE.md §3 rule 22b).
+
+The read path ranks windows (context finds meaning); a person reads messages. Each hit says
+which of its messages matched (`Hit.matched`), best first:
+- by the query's words: a message holding every content word of one of the texts (a `word*`
+  as a word start), the transcript's finds and a `/regex/`'s too;
+- by meaning, where no message of the window holds the words: the one message nearest the
+  question, its vector taken at query time (`Nearest`, remembered per text for a while).
+A page is then a list of matching messages (`expand`), numbered and paged one message at a time:
+relevance keeps the windows' rank and each window's matches in turn; `sort:recent` lists every
+message matching by words newest first, across the whole pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ingest import lexical
+from ingest.embed import Embedder, EmbedError, EmbedUnavailable
+from ingest.search.hits import CitedMessage, Hit, SearchResult
+from ingest.search.permalink import permalink
+from ingest.search.query import plain_text, prefixes
+from ingest.search.rank import content_terms
+
+__all__ = [
+    "Nearest",
+    "Result",
+    "Terms",
+    "expand",
+    "in_order",
+    "literal_matches",
+    "newest_first",
+    "page_hits",
+    "settled",
+    "with_matched",
+]
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a message must hold to match one text by its words."""
+
+    words: frozenset[str]  # every one of them, as a token
+    stems: tuple[str, ...]  # and a token starting with each (`word*`)
+
+    @classmethod
+    def of(cls, text: str) -> Terms:
+        plain = plain_text(text)
+        stems = tuple(lexical.tokens(" ".join(prefixes(text))))
+        words = [t for t in content_terms(plain) or lexical.tokens(plain) if t not in stems]
+        return cls(frozenset(words), stems)
+
+    def held_by(self, said: Sequence[str]) -> bool:
+        if not self.words and not self.stems:
+            return False
+        have = set(said)
+        return self.words <= have and all(any(t.startswith(s) for t in said) for s in self.stems)
+
+
+def literal_matches(messages: Sequence[CitedMessage], texts: Sequence[str]) -> tuple[str, ...]:
+    """The messages holding the words of some text, the most query words first (then in
+    timeline order)."""
+    terms = [Terms.of(t) for t in texts]
+    every = {w for t in terms for w in t.words}
+    found: list[tuple[int, int, str]] = []
+    for i, m in enumerate(messages):
+        said = lexical.tokens(str(m["body"]))
+        if any(t.held_by(said) for t in terms):
+            found.append((-len(every.intersection(said)), i, str(m["event_id"])))
+    return tuple(e for *_, e in sorted(found))
+
+
+def with_matched(hit: Hit, matched: Sequence[str], server_name: str) -> Hit:
+    """The hit citing `matched` (best first; empty: a match by meaning not yet chosen)."""
+    best = matched[0] if matched else hit.best_event_id
+    return replace(
+        hit,
+        matched=tuple(matched),
+        best_event_id=best,
+        permalink=permalink(hit.room_id, best, server_name),
+    )
+
+
+def newest_first(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits by their newest matching message, newest first (`sort:recent` of windows)."""
+
+    def newest(hit: Hit) -> int:
+        ids = set(hit.matched or (hit.best_event_id,))
+        return max((int(m["ts"]) for m in hit.messages if m["event_id"] in ids), default=0)
+
+    return sorted(hits, key=lambda h: (-newest(h), h.first_event_id))
+
+
+Result = tuple[Hit, CitedMessage]  # a matching message and the window it is read in
+
+
+def _message(hit: Hit, event_id: str) -> CitedMessage | None:
+    return next((m for m in hit.messages if m["event_id"] == event_id), None)
+
+
+def expand(hits: Sequence[Hit], sort: str = "relevance") -> list[Result]:
+    """The hits as the list of messages they matched: in rank order, each window's matches in
+    turn; with `recent`, newest first. A window matched by meaning gives its chosen message
+    (its best: `Nearest` picks it)."""
+    out: list[Result] = []
+    for hit in hits:
+        for event_id in hit.matched or (hit.best_event_id,):
+            if (m := _message(hit, event_id)) is not None:
+                out.append((hit, m))
+    if sort == "recent":
+        out.sort(key=lambda r: (-int(r[1]["ts"]), str(r[1]["event_id"])))
+    return out
+
+
+def settled(results: Sequence[Result], chosen: Sequence[Hit]) -> list[Result]:
+    """`results` with each window matched by meaning replaced by its `chosen` self, quoting
+    the message `Nearest` chose."""
+    by_key = {h.point_id: h for h in chosen}
+    out: list[Result] = []
+    for hit, message in results:
+        now = by_key.get(hit.point_id, hit) if not hit.matched else hit
+        quoted = _message(now, now.best_event_id) if now is not hit else message
+        out.append((now, quoted or message))
+    return out
+
+
+def in_order(result: SearchResult) -> list[Result]:
+    """A result's messages in the order a person reads them: `result.matched` (its page's
+    order), else each hit's matches in turn."""
+    if not result.matched:
+        return expand(result.hits)
+    by_id = {str(m["event_id"]): (h, m) for h in result.hits for m in h.messages}
+    return [by_id[e] for e in result.matched if e in by_id]
+
+
+def page_hits(results: Sequence[Result], server_name: str) -> list[Hit]:
+    """The windows of a page of messages, in the order their first message is listed, each
+    with `matched` the page's messages in it (the JSON's `matched_event_ids`)."""
+    order: dict[str, Hit] = {}
+    matched: dict[str, list[str]] = {}
+    for hit, m in results:
+        key = hit.point_id or hit.first_event_id
+        order.setdefault(key, hit)
+        matched.setdefault(key, []).append(str(m["event_id"]))
+    return [with_matched(h, matched[k], server_name) for k, h in order.items()]
+
+
+MEMO = 4096  # message vectors remembered (by embedder and body): a room is asked alike often
+
+
+class Nearest:
+    """The message of a window nearest a question in meaning, by the configured embedder's own
+    vectors: the question's (the read path's query vector) against each message's, embedded as
+    documents at query time (measured in bench/RESULTS.md: a page's few windows cost less than
+    a vector a message kept in every point)."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder
+        self._memo: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+
+    async def choose(
+        self,
+        hits: Sequence[Hit],
+        queries: Sequence[Sequence[float]] | None,
+        server_name: str,
+        texts: Sequence[str] = (),
+    ) -> list[Hit]:
+        """`hits` with each one matched by meaning (no `matched` yet) citing its nearest
+        message; unchanged without query vectors or when the embedder fails (the hit keeps the
+        message sharing most words with the question)."""
+        # A window sharing some of the question's words quotes the message sharing most
+        # (`best_message`): embedding a page's messages at query time cost ~7x the search's
+        # p50 on IRC (bench/RESULTS.md §3). Only a window in other words is embedded.
+        todo = [h for h in hits if not h.matched and len(h.messages) > 1 and not _shares(h, texts)]
+        if not todo or not queries or self.embedder is None:
+            return [
+                h if h.matched else with_matched(h, (h.best_event_id,), server_name) for h in hits
+            ]
+        bodies = list(dict.fromkeys(str(m["body"]) for h in todo for m in h.messages))
+        try:
+            vectors = await self._vectors(bodies)
+        except (EmbedError, EmbedUnavailable):
+            vectors = {}
+        out: list[Hit] = []
+        for h in hits:
+            if h.matched or h not in todo:
+                out.append(h if h.matched else with_matched(h, [h.best_event_id], server_name))
+                continue
+            best = h.best_event_id
+            scored = [
+                (max(_cosine(q, vectors[str(m["body"])]) for q in queries), str(m["event_id"]))
+                for m in h.messages
+                if str(m["body"]) in vectors
+            ]
+            if len(scored) == len(h.messages) and scored:
+                best = max(scored, key=lambda s: s[0])[1]
+            out.append(with_matched(h, (best,), server_name))
+        return out
+
+    async def _vectors(self, bodies: Sequence[str]) -> dict[str, list[float]]:
+        assert self.embedder is not None
+        model = f"{self.embedder.identity.provider}/{self.embedder.identity.model}"
+        out = {b: v for b in bodies if (v := self._memo.get((model, b))) is not None}
+        missing = [b for b in bodies if b not in out]
+        if missing:
+            out.update(zip(missing, await self.embedder.embed_documents(missing), strict=True))
+        for body, vector in out.items():  # no await since `out` was read: nothing interleaves
+            self._memo[(model, body)] = vector
+            self._memo.move_to_end((model, body))
+        while len(self._memo) > MEMO:
+            self._memo.popitem(last=False)
+        return out
+
+
+def _shares(hit: Hit, texts: Sequence[str]) -> bool:
+    """Whether any message of the hit holds one of the texts' content words."""
+    terms = {w for t in texts for w in Terms.of(t).words}
+    return any(terms.intersection(lexical.tokens(str(m["body"]))) for m in hit.messages)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return dot / norm if norm else 0.0
