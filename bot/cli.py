@@ -66,7 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
     s.add_argument("texts", nargs="+", metavar="TEXT", help="1 to 8 query texts, fused")
     s.add_argument("--room", action="append", help="only this room (id or alias)")
-    s.add_argument("--sender", action="append", help="only windows with this sender (mxid)")
+    s.add_argument(
+        "--sender",
+        action="append",
+        help="only windows with this sender: @bob:server, or @bob / bob on this homeserver",
+    )
     s.add_argument(
         "--after", type=parse_time, metavar="T", help="only windows at or after T (7d, 2026-11-01)"
     )
@@ -84,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     pn.add_argument("--json", action="store_true", help="print the board as one JSON document")
 
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
-    st.add_argument("--json", action="store_true")
+    st.add_argument(
+        "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.1)"
+    )
 
     pu = sub.add_parser(
         "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
@@ -92,7 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
     pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
-    pu.add_argument("--json", action="store_true")
+    pu.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="count the messages the range covers and write nothing",
+    )
+    pu.add_argument("--yes", action="store_true", help="on a terminal, purge without asking first")
+    pu.add_argument(
+        "--json", action="store_true", help="print the tombstone (or the dry run's count) as JSON"
+    )
 
     im = sub.add_parser("import", help="index a room export (Element JSON or JSONL of events)")
     im.add_argument("file", type=Path, help="the export file")
@@ -105,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         x.add_argument(
             "--roster", required=True, type=Path, help="roster YAML: rooms: [{room, note}]"
         )
-        x.add_argument("--json", action="store_true")
+        x.add_argument("--json", action="store_true", help="print the actions as JSON")
 
     g = sub.add_parser(
         "generate-registration", help="write registration.yaml, point the config at it"
@@ -146,12 +160,11 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
             cfg,
             texts=args.texts,
             rooms=args.room,
-            senders=args.sender,
             after=args.after,
             before=args.before,
             limit=args.limit,
             as_json=args.json,
-            **search_filter_args(args),
+            **search_filter_args(args, cfg.homeserver.server_name),
         )
     if args.command == "pins":
         return await operations.pins(cfg, room=args.room, as_json=args.json)
@@ -159,7 +172,13 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
         return await operations.status(cfg, as_json=args.json)
     if args.command == "purge":
         return await operations.purge(
-            cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json
+            cfg,
+            room=args.room,
+            from_ts=args.from_ts,
+            to_ts=args.to_ts,
+            as_json=args.json,
+            dry_run=args.dry_run,
+            confirm=not args.yes,
         )
     if args.command == "import":
         return await operations.import_export(cfg, path=args.file, as_json=args.json)

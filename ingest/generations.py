@@ -222,6 +222,10 @@ class Generations:
         await col.flush()
         if active != self.generation:
             await self.store.activate(self.generation)
+            # The moment a rebuild ends: searches (and chat's rebuild notice) change here.
+            log.warning(
+                "switched to %s: searches read it from now on (was %s)", self.generation, active
+            )
             if failed:
                 log.warning(
                     "switched to %s with %d room(s) failing for %d passes, their content "

@@ -14,6 +14,7 @@ from bot.operations.common import (
     HELD,
     adapters,
     cli_reader,
+    cli_users,
     print_json,
     resolve_room,
     service_token,
@@ -55,7 +56,13 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
         metavar="WORDS",
         help="-word: leave out hits with it",
     )
-    add("--exclude-sender", action="append", default=[], metavar="S", help="-from: (mxid)")
+    add(
+        "--exclude-sender",
+        action="append",
+        default=[],
+        metavar="S",
+        help="-from: (@user:server, or @user / user on this homeserver)",
+    )
     add("--has-link", action="store_true", help="has:link: only messages with a URL")
     threads = parser.add_mutually_exclusive_group()
     threads.add_argument(
@@ -64,21 +71,26 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
     threads.add_argument(
         "--outside-threads", dest="in_thread", action="store_const", const=False, help="-is:thread"
     )
-    add("--mentions", action="append", default=[], metavar="S", help="mentions: (mxid)")
+    add("--mentions", action="append", default=[], metavar="S", help="mentions: (as --sender)")
     add("--sort", choices=SORTS, default="relevance", help="sort:recent: newest first")
     add("--offset", type=int, default=0, help="hits to pass over: the next_offset of a page")
 
 
-def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed flags as `search`'s keyword arguments."""
+def search_filter_args(args: argparse.Namespace, server_name: str) -> dict[str, Any]:
+    """The parsed flags as `search`'s keyword arguments; users short or full, as in chat."""
     flt = MessageFilter.build(
         exclude_words=args.exclude,
-        exclude_senders=args.exclude_sender,
+        exclude_senders=cli_users(args.exclude_sender, server_name, "--exclude-sender") or (),
         has_link=args.has_link,
         in_thread=args.in_thread,
-        mentions=args.mentions,
+        mentions=cli_users(args.mentions, server_name, "--mentions") or (),
     )
-    return {"flt": flt, "sort": args.sort, "offset": args.offset}
+    return {
+        "senders": cli_users(args.sender, server_name, "--sender"),
+        "flt": flt,
+        "sort": args.sort,
+        "offset": args.offset,
+    }
 
 
 async def search(

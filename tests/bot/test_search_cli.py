@@ -134,6 +134,21 @@ async def test_cli_search_sender_and_time_filters(cli: CliCorpus) -> None:
     )
 
 
+@pytest.mark.parametrize("short", ["bare", "at"])
+async def test_cli_search_sender_takes_the_short_forms_chat_takes(
+    cli: CliCorpus, short: str
+) -> None:
+    """Issue 36 item 6: `--sender ben` and `--sender @ben` mean `@ben:<server_name>`, as chat's
+    `from:ben` does, instead of silently finding nothing."""
+    full = cli.corpus.senders["ben"]
+    localpart = full.partition(":")[0].removeprefix("@")
+    given = localpart if short == "bare" else f"@{localpart}"
+    query = ("budget review", "--after", "2024-03-01", "--before", "2024-04-01T00:00")
+    doc = await search_json(cli.config, *query, "--sender", given, "--limit", "50")
+    assert cli.keys(doc) == ["budget-2"]
+    assert full in {m["sender"] for h in doc["hits"] for m in h["messages"]}
+
+
 async def test_cli_search_human_output_cites_room_time_sender_excerpt_link(
     cli: CliCorpus, hs: Homeserver
 ) -> None:
