@@ -29,6 +29,18 @@ from ingest.errors import MuninnError
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell tool killed by it reports
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+# What a Ctrl-C left behind, and how to go on (issue 36: it said nothing).
+_WRITER_STOPPED = (
+    "Nothing is lost: each room's cursor moves only after its page is written, so the "
+    "rooms done so far stay done"
+)
+INTERRUPTED = {
+    "refresh": f"{_WRITER_STOPPED}; `muninn refresh` (or `muninn run`) goes on from there.",
+    "import": f"{_WRITER_STOPPED}; run the same `muninn import` again to finish it.",
+    "purge": "If the tombstone line was not printed, no purge was recorded.",
+}
 
 
 def parse_time(text: str) -> int:
@@ -214,7 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"muninn: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        print(
+            f"muninn: interrupted. {INTERRUPTED.get(args.command, '')}".rstrip(), file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `muninn roster plan | head`: the reader left; end quietly, as shell tools do. The
         # interpreter's last flush of stdout would fail again: point it at /dev/null.

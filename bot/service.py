@@ -213,6 +213,7 @@ class Service:
         self._stop_request = stop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, _on_signal, sig, stop)
+        error: BaseException | None = None
         try:
             # A stop is honoured during the start too (a homeserver that does not answer
             # yet): systemd's SIGKILL follows TimeoutStopSec, whatever is in flight.
@@ -232,7 +233,12 @@ class Service:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             await self.stop()
-            log.info("muninn stopped")
+            if error is None:
+                log.info("muninn stopped")
+            else:
+                # Issue 36: not "stopped", which an operator tailing the log reads as the
+                # live service stopping; the CLI then prints the cause as `muninn: …`.
+                log.error("muninn did not start: %s", error)
         if self.failure is not None:
             raise self.failure
 

@@ -13,6 +13,7 @@ import yaml
 
 from bot.config import parse_config
 from bot.demo.synapse import free_port
+from ingest.matrix.transport import AiohttpTransport, Request, Response
 from ingest.records import COMPAT_KEY, CURSOR_PREFIX
 from ingest.store import open_store
 from tests.inprocess import muninn_here
@@ -137,3 +138,21 @@ async def test_cli_status_shows_a_rebuild_under_way(archive: Path, tmp_path: Pat
         "rooms": 1,
         "points": 0,
     }
+
+
+async def test_cli_refresh_interrupted_says_nothing_is_lost_and_how_to_go_on(
+    archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 9: Ctrl-C during `muninn refresh` (here while it waits on the homeserver,
+    the transport seam raising it as the terminal would) exits 130 saying that nothing is lost
+    and how to continue, not silently."""
+
+    async def ctrl_c(self: AiohttpTransport, request: Request) -> Response:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AiohttpTransport, "send", ctrl_c)
+    run = await muninn_here(archive, "refresh")
+    assert run.rc == 130 and run.out == ""
+    assert run.err.startswith("muninn: interrupted. Nothing is lost")
+    assert "`muninn refresh` (or `muninn run`) goes on from there" in run.err
+    assert "Traceback" not in run.err
