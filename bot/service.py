@@ -26,6 +26,7 @@ from typing import Any
 from bot.appservice import AppserviceServer
 from bot.compose import Parts, build
 from bot.config import ServiceConfig
+from bot.dates import shown
 from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.incoming import incoming
@@ -283,7 +284,9 @@ class Service:
         except QueryError as e:
             raise QueryError("room_id", str(e).removeprefix(f"{e.field}: ")) from None
         stone = await self.writer.add_tombstone(room_id, request.from_ts, request.to_ts)
-        log.info("purge of %s [%d, %d] recorded", room_id, stone.from_ts, stone.to_ts)
+        # Dates an operator reads (issue 36: milliseconds before); the ms stay in the file.
+        when = f"from {shown(stone.from_ts)} to {shown(stone.to_ts)}"
+        log.info("purge of %s %s recorded", room_id, when)
         self.scheduler.wake(room_id)
         return stone
 

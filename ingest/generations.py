@@ -25,6 +25,7 @@ from ingest.records import (
     compatibility,
     puppet_refusal,
 )
+from ingest.stamps import utc_minute
 from ingest.store import (
     AsyncCollection,
     AsyncPurges,
@@ -175,10 +176,10 @@ class Generations:
                     raise
                 return stone  # the build switched meanwhile and dropped `active`: moot
             log.info(
-                "purge of %s [%d, %d] recorded in %s (building) and %s (active)",
+                "purge of %s from %s to %s UTC recorded in %s (building) and %s (active)",
                 room_id,
-                from_ts,
-                to_ts,
+                utc_minute(from_ts),
+                utc_minute(to_ts),
                 self.generation,
                 active,
             )
