@@ -110,15 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
     pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
     pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
-    pu.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="count the messages the range covers and write nothing",
-    )
-    pu.add_argument("--yes", action="store_true", help="on a terminal, purge without asking first")
-    pu.add_argument(
-        "--json", action="store_true", help="print the tombstone (or the dry run's count) as JSON"
-    )
+    flags = {
+        "--dry-run": "count the messages the range covers and write nothing",
+        "--yes": "on a terminal, purge without asking first",
+        "--json": "print the tombstone (or the dry run's count) as JSON",
+    }
+    for flag, what in flags.items():
+        pu.add_argument(flag, action="store_true", help=what)
 
     im = sub.add_parser("import", help="index a room export (Element JSON or JSONL of events)")
     im.add_argument("file", type=Path, help="the export file")
@@ -183,15 +181,9 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
     if args.command == "status":
         return await operations.status(cfg, as_json=args.json)
     if args.command == "purge":
-        return await operations.purge(
-            cfg,
-            room=args.room,
-            from_ts=args.from_ts,
-            to_ts=args.to_ts,
-            as_json=args.json,
-            dry_run=args.dry_run,
-            confirm=not args.yes,
-        )
+        span = {"room": args.room, "from_ts": args.from_ts, "to_ts": args.to_ts}
+        asked = {"dry_run": args.dry_run, "confirm": not args.yes}
+        return await operations.purge(cfg, **span, as_json=args.json, **asked)
     if args.command == "import":
         return await operations.import_export(cfg, path=args.file, as_json=args.json)
     if args.command == "roster":
