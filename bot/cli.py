@@ -108,8 +108,9 @@ def _parser() -> argparse.ArgumentParser:
         "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
     )
     pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
-    pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
-    pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
+    for flag, edge in (("--from", "first"), ("--to", "last")):
+        dest, what = f"{flag[2:]}_ts", f"the range's {edge} instant (below)"
+        pu.add_argument(flag, dest=dest, required=True, type=parse_time, metavar="T", help=what)
     flags = {
         "--dry-run": "count the messages the range covers and write nothing",
         "--yes": "on a terminal, purge without asking first",

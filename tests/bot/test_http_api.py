@@ -356,6 +356,8 @@ async def test_cli_status_held_without_a_port_says_how_to_enable_it(
     assert run.rc == 1 and "held by another process" in run.err
     assert "For `muninn status` while `muninn run` holds the store" in run.err
     assert "metrics: {port:" in run.err and "Traceback" not in run.err
+    # the port the deploy guide, the example config and compose use (issue 36: 9464 here)
+    assert "metrics: {port: 9108}" in run.err and "deploy/README.md" in run.err
 
 
 # ---------------------------------------------------------------- who may search and purge
