@@ -107,7 +107,8 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     # wrote for the CLI, and the `muninn search --json` command to try with it
     assert not re.search(r"password\s+\S{8,}", out) and "homeserver  http" not in out
     config = data_dir / "config.yaml"
-    assert f"muninn --config {config} search " in out and "--json" in out
+    # started as `python -m bot.cli`, it prints the command that way: runnable as printed
+    assert f"{sys.executable} -m bot.cli --config {config} search " in out and "--json" in out
     cfg = load_config(config)
     assert cfg.index.store.path == data_dir / "qdrant" and cfg.metrics.port is not None
     pid = re.search(r"Stopped Synapse \(pid (\d+)\)", out)
