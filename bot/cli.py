@@ -29,6 +29,18 @@ from ingest.errors import MuninnError
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell tool killed by it reports
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+# What a Ctrl-C left behind, and how to go on (issue 36: it said nothing).
+_WRITER_STOPPED = (
+    "Nothing is lost: each room's cursor moves only after its page is written, so the "
+    "rooms done so far stay done"
+)
+INTERRUPTED = {
+    "refresh": f"{_WRITER_STOPPED}; `muninn refresh` (or `muninn run`) goes on from there.",
+    "import": f"{_WRITER_STOPPED}; run the same `muninn import` again to finish it.",
+    "purge": "If the tombstone line was not printed, no purge was recorded.",
+}
 
 
 def parse_time(text: str) -> int:
@@ -66,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
     s.add_argument("texts", nargs="+", metavar="TEXT", help="1 to 8 query texts, fused")
     s.add_argument("--room", action="append", help="only this room (id or alias)")
-    s.add_argument("--sender", action="append", help="only windows with this sender (mxid)")
+    s.add_argument(
+        "--sender",
+        action="append",
+        help="only windows with this sender: @bob:server, or @bob / bob on this homeserver",
+    )
     s.add_argument(
         "--after", type=parse_time, metavar="T", help="only windows at or after T (7d, 2026-11-01)"
     )
@@ -89,15 +105,24 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
-    st.add_argument("--json", action="store_true")
+    st.add_argument(
+        "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.1)"
+    )
 
     pu = sub.add_parser(
         "purge", help="write a purge tombstone the next refresh applies", epilog=TIME_HELP
     )
     pu.add_argument("--room", required=True, help="room id or alias (#dev is #dev:<server_name>)")
-    pu.add_argument("--from", dest="from_ts", required=True, type=parse_time, metavar="T")
-    pu.add_argument("--to", dest="to_ts", required=True, type=parse_time, metavar="T")
-    pu.add_argument("--json", action="store_true")
+    for flag, edge in (("--from", "first"), ("--to", "last")):
+        dest, what = f"{flag[2:]}_ts", f"the range's {edge} instant (below)"
+        pu.add_argument(flag, dest=dest, required=True, type=parse_time, metavar="T", help=what)
+    flags = {
+        "--dry-run": "count the messages the range covers and write nothing",
+        "--yes": "on a terminal, purge without asking first",
+        "--json": "print the tombstone (or the dry run's count) as JSON",
+    }
+    for flag, what in flags.items():
+        pu.add_argument(flag, action="store_true", help=what)
 
     im = sub.add_parser("import", help="index a room export (Element JSON or JSONL of events)")
     im.add_argument("file", type=Path, help="the export file")
@@ -110,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         x.add_argument(
             "--roster", required=True, type=Path, help="roster YAML: rooms: [{room, note}]"
         )
-        x.add_argument("--json", action="store_true")
+        x.add_argument("--json", action="store_true", help="print the actions as JSON")
 
     g = sub.add_parser(
         "generate-registration", help="write registration.yaml, point the config at it"
@@ -151,12 +176,11 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
             cfg,
             texts=args.texts,
             rooms=args.room,
-            senders=args.sender,
             after=args.after,
             before=args.before,
             limit=args.limit,
             as_json=args.json,
-            **search_filter_args(args),
+            **search_filter_args(args, cfg.homeserver.server_name),
         )
     if args.command == "pins":
         return await operations.pins(cfg, room=args.room, as_json=args.json)
@@ -167,9 +191,9 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
 
         return await serve(cfg)
     if args.command == "purge":
-        return await operations.purge(
-            cfg, room=args.room, from_ts=args.from_ts, to_ts=args.to_ts, as_json=args.json
-        )
+        span = {"room": args.room, "from_ts": args.from_ts, "to_ts": args.to_ts}
+        asked = {"dry_run": args.dry_run, "confirm": not args.yes}
+        return await operations.purge(cfg, **span, as_json=args.json, **asked)
     if args.command == "import":
         return await operations.import_export(cfg, path=args.file, as_json=args.json)
     if args.command == "roster":
@@ -204,7 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"muninn: {e}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        print(
+            f"muninn: interrupted. {INTERRUPTED.get(args.command, '')}".rstrip(), file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `muninn roster plan | head`: the reader left; end quietly, as shell tools do. The
         # interpreter's last flush of stdout would fail again: point it at /dev/null.

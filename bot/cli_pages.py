@@ -54,9 +54,10 @@ PAGES: dict[str, tuple[str, str]] = {
     "purge": (
         "Record a purge tombstone: the next refresh deletes the room's messages in [from, to] "
         "from the index for good, and replies hide them at once. Goes through the running "
-        "service when it holds the store.",
-        "muninn purge --room '#dev' --from 2026-11-01 --to 2026-11-02\n"
-        "muninn purge --room '#dev' --from yesterday --to today",
+        "service when it holds the store. --dry-run counts the messages the range covers and "
+        "writes nothing; at a terminal the purge shows that count and asks first.",
+        "muninn purge --room '#dev' --from 2026-11-01 --to 2026-11-02 --dry-run\n"
+        "muninn purge --room '#dev' --from yesterday --to today --yes",
     ),
     "import": (
         "Index one room's export (Element's JSON export, or JSONL of raw events) by the same "

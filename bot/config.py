@@ -26,8 +26,14 @@ __all__ = [
 ]
 
 
+# A command is the prefix then a letter (`ingest.events.is_command`): a few characters
+# without whitespace. Anything else is a YAML slip (issue 36: an open quote that swallowed
+# the next lines) or no prefix a person could type, and would silence every command.
+PREFIX_MAX = 8
+
+
 class BotConfig(Section):
-    prefix: str = "!"
+    prefix: str = "!"  # 1 to PREFIX_MAX characters, no whitespace
     command_room: str | None = None  # alias or id; cross-room search only here
     command_room_askers: tuple[str, ...] = ()  # regexes over user ids
     # raw events the transcript fold scans
@@ -40,6 +46,17 @@ class BotConfig(Section):
     max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 16
     # a command still running after this gets a short error reply instead of its answer
     command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if 1 <= len(v) <= PREFIX_MAX and not any(c.isspace() for c in v):
+            return v
+        why = f'must be 1 to {PREFIX_MAX} characters without spaces (e.g. "!" or "?")'
+        if "\n" in v or ": " in v or " #" in v:
+            why += "; it holds the lines after it: is a quote left open?"
+        shown = v if len(v) <= 40 else v[:39] + "…"
+        raise ValueError(f"{why}, got {shown!r}")
 
     @field_validator("command_room_askers")
     @classmethod

@@ -26,6 +26,7 @@ __all__ = [
     "NoMentions",
     "escape",
     "excerpt",
+    "help_html",
     "neutralise_mentions",
     "no_mentions",
     "permalink",
@@ -56,6 +57,33 @@ _MARK_FLOOD = regex.compile(r"(\p{M}{" + str(MAX_MARKS) + r"})\p{M}+")
 def escape(text: str) -> str:
     """HTML-escape text for element content and attribute values (quotes included)."""
     return html.escape(text, quote=True)
+
+
+def help_html(lines: Sequence[str]) -> str:
+    """`!help`'s HTML from its lines (`CommandSpec.help`, `grammar.help_text`): each usage in
+    `<code>`, a command's arguments and examples as a list (issue 36: one paragraph before).
+    Muninn's own text: escaped, no word joiner (`from:@user` is copied as typed)."""
+
+    def usage(line: str) -> str:
+        typed, dash, summary = line.partition(" — ")
+        return f"<code>{escape(typed)}</code>{dash and ' — '}{escape(summary)}"
+
+    def item(line: str) -> str:
+        for lead, sep in (("also: ", ", "), ("e.g. ", " · ")):
+            if line.startswith(lead):
+                shown = sep.join(f"<code>{escape(x)}</code>" for x in line[len(lead) :].split(sep))
+                return f"{lead}{shown}"
+        syntax, colon, what = line.partition(": ")
+        return f"<code>{escape(syntax)}</code>: {escape(what)}" if colon else escape(line)
+
+    heads = [x for x in lines if not x.startswith("  ")]
+    items = [x.strip() for x in lines if x.startswith("  ")]
+    if len(heads) > 1:  # `!help`: one usage line a command
+        return "<ul>" + "".join(f"<li>{usage(x)}</li>" for x in heads) + "</ul>"
+    html = "".join(f"<p>{usage(x)}</p>" for x in heads)
+    return html + (
+        "<ul>" + "".join(f"<li>{item(x)}</li>" for x in items) + "</ul>" if items else ""
+    )
 
 
 def neutralise_mentions(text: str) -> str:

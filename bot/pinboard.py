@@ -125,7 +125,8 @@ def select(
     text: str | None = None,
     bodies: Mapping[str, str] | None = None,
 ) -> tuple[Pin, ...]:
-    """`!pins [#label] [text]`: pins with that label whose note or pinned message has the text.
+    """`!pins [#label] [text]`: pins with that label whose label, note or pinned message has
+    the text.
 
     Args:
         bodies: the pinned messages' bodies by event id, fetched by the caller.
@@ -137,7 +138,12 @@ def select(
     for pin in board.pins:
         if want is not None and (pin.label or "").casefold() != want:
             continue
-        haystacks = (fold_text(pin.note), fold_text(bodies.get(pin.target, "")))
+        # The label too: `!pins outage` finds a pin labelled #outage (issue 36).
+        haystacks = (
+            fold_text(pin.label or ""),
+            fold_text(pin.note),
+            fold_text(bodies.get(pin.target, "")),
+        )
         if needle and not any(needle in hay for hay in haystacks):
             continue
         kept.append(pin)

@@ -7,8 +7,10 @@ terminal: a pipe, a cron job or a journal gets the report only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -63,7 +65,10 @@ def progress_display(
         _Rate(),
         TimeRemainingColumn() if known else TimeElapsedColumn(),
     ]
-    with Progress(*columns, console=console, transient=True) as bar:
+    # The file before the line is drawn: drawing redirects sys.stderr; the loggers hold the
+    # real one.
+    logs = _logs_above(console, console.file)
+    with Progress(*columns, console=console, transient=True) as bar, logs:
         task = bar.add_task("", total=total_events)
         done = {"room": 0, "events": 0}  # events of the rooms already passed
 
@@ -77,3 +82,34 @@ def progress_display(
             bar.update(task, description=_label(tick), completed=completed, refresh=new_room)
 
         yield show
+
+
+class _Above:
+    """A log handler's stream that prints each line above the live progress line (issue 36:
+    log lines written to stderr directly broke it in two)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def write(self, text: str) -> int:
+        for line in text.rstrip("\n").split("\n"):
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@contextmanager
+def _logs_above(console: Console, file: Any) -> Iterator[None]:
+    """While the line is drawn, the root logger's stream handlers on the console's file write
+    through the console instead, which keeps the line whole below them."""
+    moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is file:
+            moved.append((handler, handler.setStream(_Above(console))))
+    try:
+        yield
+    finally:
+        for handler, stream in moved:
+            handler.setStream(stream)

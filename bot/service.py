@@ -26,6 +26,7 @@ from typing import Any
 from bot.appservice import AppserviceServer
 from bot.compose import Parts, build
 from bot.config import ServiceConfig
+from bot.dates import shown
 from bot.handlers import CommandHandler
 from bot.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.incoming import incoming
@@ -213,6 +214,7 @@ class Service:
         self._stop_request = stop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, _on_signal, sig, stop)
+        error: BaseException | None = None
         try:
             # A stop is honoured during the start too (a homeserver that does not answer
             # yet): systemd's SIGKILL follows TimeoutStopSec, whatever is in flight.
@@ -232,7 +234,12 @@ class Service:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
             await self.stop()
-            log.info("muninn stopped")
+            if error is None:
+                log.info("muninn stopped")
+            else:
+                # Issue 36: not "stopped", which an operator tailing the log reads as the
+                # live service stopping; the CLI then prints the cause as `muninn: …`.
+                log.error("muninn did not start: %s", error)
         if self.failure is not None:
             raise self.failure
 
@@ -277,7 +284,9 @@ class Service:
         except QueryError as e:
             raise QueryError("room_id", str(e).removeprefix(f"{e.field}: ")) from None
         stone = await self.writer.add_tombstone(room_id, request.from_ts, request.to_ts)
-        log.info("purge of %s [%d, %d] recorded", room_id, stone.from_ts, stone.to_ts)
+        # Dates an operator reads (issue 36: milliseconds before); the ms stay in the file.
+        when = f"from {shown(stone.from_ts)} to {shown(stone.to_ts)}"
+        log.info("purge of %s %s recorded", room_id, when)
         self.scheduler.wake(room_id)
         return stone
 

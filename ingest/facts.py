@@ -21,6 +21,7 @@ from ingest.records import (
     RETRY_PREFIX,
 )
 from ingest.store import PointFilter, Store
+from ingest.store.contract import DAMAGED
 from ingest.types import RoomID
 
 __all__ = ["StoreFacts", "read_facts"]
@@ -43,6 +44,9 @@ class StoreFacts:
     room_points: dict[str, int]
     # Rule 13a: what the generation no longer holds of what was written (None: it is whole).
     damage: str | None = None
+    # A generation being built beside the active one (rule 13): {generation, rooms_read,
+    # rooms, points}; None when none is. Searches read the active one until it switches in.
+    rebuilding: JSONDict | None = None
 
     def room(self, room_id: str) -> tuple[JSONDict | None, JSONDict | None, JSONDict, int]:
         """A room's cursor, refusal marker, failing-pass record ({} when none) and points."""
@@ -70,6 +74,7 @@ class StoreFacts:
             "imported": self.imported,
             "room_points": self.room_points,
             "damage": self.damage,
+            "rebuilding": self.rebuilding,
         }
 
     @classmethod
@@ -84,6 +89,7 @@ class StoreFacts:
             imported=dict(doc["imported"]),
             room_points={k: int(v) for k, v in doc["room_points"].items()},
             damage=doc.get("damage"),
+            rebuilding=doc.get("rebuilding"),
         )
 
 
@@ -117,4 +123,25 @@ def read_facts(store: Store) -> StoreFacts:
         imported={room: str(path) for room, path in imported.items()},
         room_points={r: col.count(PointFilter(room_ids=(RoomID(r),))) for r in rooms},
         damage=col.damage,
+        rebuilding=_rebuilding(store, active, len(cursors)),
     )
+
+
+def _rebuilding(store: Store, active: str, rooms: int) -> JSONDict | None:
+    """The generation a writer is building beside `active` (its compat record not yet
+    complete), how many rooms it has read of the `rooms` the active one holds, its points."""
+    for name in store.generations():
+        if name == active or DAMAGED in name:
+            continue
+        col = store.open(name, dense_dim=None, create=False)
+        compat = col.get_meta(COMPAT_KEY) or {}
+        if compat.get("complete", True):
+            continue
+        read = len(col.list_meta(CURSOR_PREFIX))
+        return {
+            "generation": name,
+            "rooms_read": read,
+            "rooms": max(rooms, read),
+            "points": col.count(),
+        }
+    return None

@@ -25,6 +25,7 @@ from ingest.records import (
     compatibility,
     puppet_refusal,
 )
+from ingest.stamps import utc_minute
 from ingest.store import (
     AsyncCollection,
     AsyncPurges,
@@ -175,10 +176,10 @@ class Generations:
                     raise
                 return stone  # the build switched meanwhile and dropped `active`: moot
             log.info(
-                "purge of %s [%d, %d] recorded in %s (building) and %s (active)",
+                "purge of %s from %s to %s UTC recorded in %s (building) and %s (active)",
                 room_id,
-                from_ts,
-                to_ts,
+                utc_minute(from_ts),
+                utc_minute(to_ts),
                 self.generation,
                 active,
             )
@@ -222,6 +223,10 @@ class Generations:
         await col.flush()
         if active != self.generation:
             await self.store.activate(self.generation)
+            # The moment a rebuild ends: searches (and chat's rebuild notice) change here.
+            log.warning(
+                "switched to %s: searches read it from now on (was %s)", self.generation, active
+            )
             if failed:
                 log.warning(
                     "switched to %s with %d room(s) failing for %d passes, their content "

@@ -175,7 +175,11 @@ def build_search(ctx: Context, args: str) -> Command:
     after = max(draft.afters, default=None)
     before = min(draft.befores, default=None)
     if after is not None and before is not None and after >= before:
-        raise ctx.error("the time filters leave no time to search")
+        raise ctx.error(
+            "the time filters leave no time to search: after:DATE starts when that day or "
+            "month ends, and before:DATE stops when it begins; for one day or month, "
+            "write during:DATE"
+        )
     return SearchCommand(
         texts,
         draft.regex,

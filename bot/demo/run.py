@@ -22,8 +22,10 @@ import fcntl
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,7 +63,8 @@ SERVER_NAME = "localhost"
 MARKER = ".muninn-demo"
 CONFIG_FILE = "config.yaml"
 INDEX_TIMEOUT = 120.0
-INSTALL_HINT = "pip install 'muninn[demo]'"
+# From a checkout, as the README installs it (PyPI's `muninn` is another project).
+INSTALL_HINT = "pip install -e '.[demo]' in the checkout (the README's install includes it)"
 
 log = logging.getLogger("muninn.demo")
 
@@ -326,7 +329,8 @@ def _login_help(
     server: SynapseServer, community: Community, password: str, config: Path, *, once: bool
 ) -> None:
     """How to go on: the CLI's config, and (unless the server is about to stop) how to log in."""
-    search = f"muninn --config {config} search 'why could nobody log in' --json"
+    cli = f"{cli_command()} --config {shlex.quote(str(config))}"
+    search = f"{cli} search 'why could nobody log in' --json"
     # An agent host (Claude, a coding agent) starts `muninn mcp` over the same index.
     search += f"\nAn agent host's MCP configuration for the same index:\n  {host_config(config)}"
     if once:
@@ -346,6 +350,20 @@ def _login_help(
         f"From a shell, the same index (the config is {config}):\n  {search}\n"
         "Muninn and Synapse keep running; press Ctrl-C to stop them."
     )
+
+
+def cli_command() -> str:
+    """`muninn` as a shell in this directory runs it (issue 36: the README's set-up leaves the
+    venv unactivated): plain `muninn` when PATH finds this very program, else the path it
+    was started by (`.venv/bin/muninn`), else this interpreter running the CLI module."""
+    started = Path(sys.argv[0])
+    found = shutil.which("muninn")
+    if started.name == "muninn":
+        if found is not None and Path(found).resolve() == started.resolve():
+            return "muninn"
+        if started.exists():
+            return shlex.quote(str(started))
+    return f"{shlex.quote(sys.executable)} -m bot.cli"
 
 
 async def _until_signal() -> None:

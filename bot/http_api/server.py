@@ -29,7 +29,7 @@ from bot.http_api.wire import (
 )
 from bot.limits import CappedSite, serve_capped
 from bot.metrics import CONTENT_TYPE, ServiceMetrics
-from ingest.errors import MuninnError, QueryError, StoreError
+from ingest.errors import MatrixUnavailable, MuninnError, QueryError, StoreError
 from ingest.facts import StoreFacts
 from ingest.records import Tombstone
 from ingest.search.hits import SearchResult
@@ -41,6 +41,10 @@ __all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]
 log = logging.getLogger("muninn.http")
 
 HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
+# Seconds the homeserver has to answer before a listener search (issue 36): its hits are
+# confirmed against it, so without it the search fails at once, naming it, within the ~3 s
+# the CLI's own search promises, instead of after the model and the revalidation's retries.
+SEARCH_REACH_TIMEOUT = 2.0
 MAX_BODY = 256 * 1024
 
 # A health check returns a short detail when the part is healthy and raises when it is not.
@@ -211,11 +215,11 @@ class HttpApi:
         return web.json_response(doc, status=503 if failing else 200)
 
     @staticmethod
-    async def _check(check: HealthCheck) -> dict[str, Any]:
+    async def _check(check: HealthCheck, within: float = HEALTH_TIMEOUT) -> dict[str, Any]:
         try:
-            detail = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
+            detail = await asyncio.wait_for(check(), within)
         except TimeoutError:
-            return {"ok": False, "detail": f"no answer within {HEALTH_TIMEOUT:g} s"}
+            return {"ok": False, "detail": f"no answer within {within:g} s"}
         except Exception as e:  # any failure of a part is that part's health, not ours
             return {"ok": False, "detail": str(e) or type(e).__name__}
         return {"ok": True, "detail": detail}
@@ -261,6 +265,13 @@ class HttpApi:
     async def _search_handler(self, request: web.Request) -> web.Response:
         started = time.monotonic()
         query = await SearchRequest.parse(await _json_body(request)).query(self._resolve_room)
+        if "homeserver" in self.checks:
+            reached = await self._check(self.checks["homeserver"], SEARCH_REACH_TIMEOUT)
+            if not reached["ok"]:
+                raise MatrixUnavailable(
+                    f"the homeserver is unreachable ({reached['detail']}). Hits are confirmed "
+                    "against it before they are shown, so none is"
+                )
         result = await self._search(query)
         elapsed = time.monotonic() - started
         self.metrics.search_latency.labels(source="api").observe(elapsed)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from bot.arguments import ArgumentError, user
 from bot.config import ServiceConfig
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import QueryError, StoreUnavailable
@@ -25,6 +26,7 @@ __all__ = [
     "HELD",
     "adapters",
     "cli_reader",
+    "cli_users",
     "print_json",
     "resolve_room",
     "service_token",
@@ -68,6 +70,17 @@ def cli_reader(cfg: ServiceConfig) -> MatrixReader:
     return MatrixReader.from_config(cfg, retry=CLI_RETRY)
 
 
+def cli_users(values: Sequence[str] | None, server_name: str, flag: str) -> list[str] | None:
+    """User ids as chat's `from:` takes them: `@bob:server`, or `@bob` / `bob` on this
+    homeserver (`bot.arguments.user`); a malformed one is an error naming the flag."""
+    if values is None:
+        return None
+    try:
+        return [user(v, server_name, key=flag) for v in values]
+    except ArgumentError as e:
+        raise QueryError(flag, e.problem.removeprefix(f"{flag}: ")) from None
+
+
 async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
     """A room id as given, or an alias resolved by the homeserver (an error names it)."""
     if room.startswith("!"):
@@ -88,8 +101,8 @@ def service_token(cfg: ServiceConfig, held: StoreUnavailable, verb: str) -> str:
     if cfg.metrics.port is None:
         raise StoreUnavailable(
             f"{held}. For `muninn {verb}` while `muninn run` holds the store, give the service a "
-            "loopback port (metrics: {port: 9464} in the config) and restart it: "
-            f"`muninn {verb}` then asks it"
+            "loopback port (metrics: {port: 9108} in the config, as deploy/README.md §1 says) "
+            f"and restart it: `muninn {verb}` then asks it"
         ) from None
     path = token_path(cfg)
     assert path is not None  # only the embedded store is ever held

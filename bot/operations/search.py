@@ -14,12 +14,13 @@ from bot.operations.common import (
     HELD,
     adapters,
     cli_reader,
+    cli_users,
     print_json,
     resolve_room,
     service_token,
 )
 from ingest.embed import Embedder
-from ingest.errors import StoreUnavailable
+from ingest.errors import MatrixUnavailable, StoreUnavailable
 from ingest.export import exported_rooms
 from ingest.matrix import MatrixReader, Retry
 from ingest.purges import PurgeLog, purge_log_path
@@ -58,7 +59,13 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
         metavar="WORDS",
         help="-word: leave out hits with it",
     )
-    add("--exclude-sender", action="append", default=[], metavar="S", help="-from: (mxid)")
+    add(
+        "--exclude-sender",
+        action="append",
+        default=[],
+        metavar="S",
+        help="-from: (@user:server, or @user / user on this homeserver)",
+    )
     add("--has-link", action="store_true", help="has:link: only messages with a URL")
     threads = parser.add_mutually_exclusive_group()
     threads.add_argument(
@@ -67,21 +74,26 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
     threads.add_argument(
         "--outside-threads", dest="in_thread", action="store_const", const=False, help="-is:thread"
     )
-    add("--mentions", action="append", default=[], metavar="S", help="mentions: (mxid)")
+    add("--mentions", action="append", default=[], metavar="S", help="mentions: (as --sender)")
     add("--sort", choices=SORTS, default="relevance", help="sort:recent: newest first")
     add("--offset", type=int, default=0, help="hits to pass over: the next_offset of a page")
 
 
-def search_filter_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed flags as `search`'s keyword arguments."""
+def search_filter_args(args: argparse.Namespace, server_name: str) -> dict[str, Any]:
+    """The parsed flags as `search`'s keyword arguments; users short or full, as in chat."""
     flt = MessageFilter.build(
         exclude_words=args.exclude,
-        exclude_senders=args.exclude_sender,
+        exclude_senders=cli_users(args.exclude_sender, server_name, "--exclude-sender") or (),
         has_link=args.has_link,
         in_thread=args.in_thread,
-        mentions=args.mentions,
+        mentions=cli_users(args.mentions, server_name, "--mentions") or (),
     )
-    return {"flt": flt, "sort": args.sort, "offset": args.offset}
+    return {
+        "senders": cli_users(args.sender, server_name, "--sender"),
+        "flt": flt,
+        "sort": args.sort,
+        "offset": args.offset,
+    }
 
 
 async def find(
@@ -123,6 +135,7 @@ async def find(
         async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
             fail_fast(reader)
             room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+            await reach_the_homeserver(cfg, reader, store, room_ids)
             query = SearchQuery.build(
                 texts,
                 room_ids=room_ids,
@@ -190,27 +203,51 @@ def fail_fast(reader: MatrixReader) -> None:
     reader.timeout = REVALIDATE_TIMEOUT
 
 
+def built_from(store: Store) -> tuple[set[RoomID], dict[RoomID, Path]]:
+    """The active generation's rooms built from the homeserver, and those built from an
+    export by `muninn import` (still their record) with the export's path."""
+    active = store.active()
+    if active is None:
+        return set(), {}
+    col = store.open(active, dense_dim=None, create=False)
+    cursors = col.list_meta(CURSOR_PREFIX)
+    exports = col.list_meta(EXPORT_PREFIX)
+    exported = exported_rooms(exports, cursors, cursor_prefix=CURSOR_PREFIX) if exports else {}
+    rooms = {RoomID(k.removeprefix(CURSOR_PREFIX)) for k in cursors} - set(exported)
+    return rooms, exported
+
+
+async def reach_the_homeserver(
+    cfg: ServiceConfig, reader: MatrixReader, store: Store, room_ids: Sequence[str] | None
+) -> None:
+    """Before the model loads (seconds), one request: hits of rooms read from the homeserver
+    are confirmed against it, so when it cannot answer the search fails at once, naming it
+    (issue 36: ~7 s, naming room ids). A search of imported rooms only needs no homeserver."""
+    rooms, _ = await AsyncStore(store).run(built_from)
+    if room_ids is not None:
+        rooms &= set(room_ids)
+    if not rooms:
+        return
+    try:
+        await reader.whoami()
+    except MatrixUnavailable as e:
+        raise MatrixUnavailable(
+            f"the homeserver {cfg.homeserver.url} is unreachable ({e}). Hits are confirmed "
+            "against it before they are shown, so none is; rooms indexed by `muninn import` "
+            "are searched without it (--room)"
+        ) from None
+
+
 async def revalidation(cfg: ServiceConfig, reader: MatrixReader, store: Store) -> SourcedCheck:
     """Each room's hits checked against what it was built from: rooms `muninn import` indexed
     (and no refresh has since read from the homeserver) against their export, the rest against
     the homeserver. An operator can index and search an old room's export with no homeserver."""
     scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
 
-    def records(store: Store) -> dict[RoomID, Path]:
-        active = store.active()
-        if active is None:
-            return {}
-        col = store.open(active, dense_dim=None, create=False)
-        exports = col.list_meta(EXPORT_PREFIX)
-        if not exports:
-            return {}
-        cursors = col.list_meta(CURSOR_PREFIX)
-        return exported_rooms(exports, cursors, cursor_prefix=CURSOR_PREFIX)
-
     def loader(path: Path) -> Callable[[], Awaitable[LiveCheck]]:
         return lambda: export_check(path, user_id=reader.user_id, scope=scope)
 
-    exports = await AsyncStore(store).run(records)
+    _, exports = await AsyncStore(store).run(built_from)
     live = LiveCheck(reader, RoomCache(reader, scope))
     return SourcedCheck(live, {room: loader(path) for room, path in exports.items()})
 

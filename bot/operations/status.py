@@ -5,13 +5,21 @@ It runs beside `muninn run`: while the service holds the embedded store, the sto
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
 from bot.replies.budget import plural
-from ingest.errors import MatrixForbidden, MatrixNotFound, QueryError, StoreUnavailable
+from ingest.errors import (
+    MatrixForbidden,
+    MatrixNotFound,
+    MatrixUnavailable,
+    QueryError,
+    StoreUnavailable,
+)
 from ingest.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
 from ingest.scope import RoomScope, decide
@@ -21,13 +29,58 @@ from ingest.types import Refusal, RoomID, Verdict
 
 async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     facts = await store_facts(cfg)
+    joined: set[RoomID] | None
+    try:
+        me, joined, rooms, command = await _homeserver_half(cfg, facts)
+        unreachable = None
+    except MatrixUnavailable as e:
+        # Issue 36: the store's half still tells an operator what is indexed; exit 1 after it.
+        me, command, unreachable = None, None, f"{cfg.homeserver.url} unreachable ({e})"
+        joined = None
+        rooms = [_stored_room(facts, room_id) for room_id in facts.homeserver_rooms]
+    # Rooms `muninn import` indexed from an export (still their record), joined or not.
+    imported: list[dict[str, Any]] = [
+        {
+            "room_id": room_id,
+            "source": source,
+            "points": facts.room_points.get(room_id, 0),
+            "joined": None if joined is None else room_id in joined,
+        }
+        for room_id, source in sorted(facts.imported.items())
+    ]
+    doc = {
+        "reader": me,
+        "homeserver": {"url": cfg.homeserver.url, "error": unreachable},
+        "generation": facts.generation,
+        "versions": facts.versions,
+        "points": facts.points,
+        # Rule 13a: the generation no longer holds what was written (None: it does).
+        "damage": facts.damage,
+        "rebuilding": facts.rebuilding,
+        "rooms": rooms,
+        "command_room": command,
+        "imported": imported,
+    }
+    if as_json:
+        print_json(doc)
+    else:
+        print("\n".join(status_lines(doc)))
+    if unreachable is not None:
+        print(f"muninn: homeserver {unreachable}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _homeserver_half(
+    cfg: ServiceConfig, facts: StoreFacts
+) -> tuple[str, set[RoomID], list[dict[str, Any]], dict[str, Any] | None]:
+    """The reader, its joined rooms with their verdicts now, and the command room's."""
     reader = cli_reader(cfg)
     try:
         me = await reader.whoami()
         joined = await reader.joined_rooms()
         direct = await reader.direct_rooms()
         rooms: list[dict[str, Any]] = []
-        now = int(time.time() * 1000)
         for room_id in sorted(joined):
             try:
                 state = await reader.room_state(room_id)
@@ -36,76 +89,102 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
             verdict = decide(
                 state, direct_rooms=direct, scope=cfg.scope, server_name=cfg.homeserver.server_name
             )
-            cursor, marker, failing, points = facts.room(room_id)
+            marker = facts.room(room_id)[1]
             if verdict.eligible and marker is not None:
                 # The writer refused it by what its timeline showed (a puppet sender).
                 verdict = Verdict(room_id, Refusal.BRIDGED, str(marker.get("detail", "")))
             rooms.append(
                 {
-                    "room_id": room_id,
+                    **_stored_room(facts, room_id),
                     "room_alias": state.canonical_alias,
                     "name": state.name,
                     "verdict": "eligible" if verdict.eligible else str(verdict.reason),
                     "detail": verdict.detail,
-                    "indexed": cursor is not None,
-                    "points": points,
-                    "cursor": cursor.get("token") if cursor else None,
-                    "lag_seconds": (now - int(cursor["updated_ms"])) / 1000 if cursor else None,
-                    "error": failing.get("error"),
-                    "failed_passes": int(failing.get("failed_passes", 0)),
                 }
             )
         command = await _command_room(cfg, reader, me, direct)
     finally:
         await reader.close()
-    total = facts.points
-    active = facts.generation
-    # Rooms `muninn import` indexed from an export (still their record), joined or not.
-    imported: list[dict[str, Any]] = [
-        {
-            "room_id": room_id,
-            "source": source,
-            "points": facts.room_points.get(room_id, 0),
-            "joined": room_id in joined,
-        }
-        for room_id, source in sorted(facts.imported.items())
-    ]
-    doc = {
-        "reader": me,
-        "generation": active,
-        "versions": facts.versions,
-        "points": total,
-        # Rule 13a: the generation no longer holds what was written (None: it does).
-        "damage": facts.damage,
-        "rooms": rooms,
-        "command_room": command,
-        "imported": imported,
+    return me, set(joined), rooms, command
+
+
+def _stored_room(facts: StoreFacts, room_id: str) -> dict[str, Any]:
+    """A room as the store knows it; its verdict is the homeserver's ("unknown" without it)."""
+    cursor, _, failing, points = facts.room(room_id)
+    now = int(time.time() * 1000)
+    return {
+        "room_id": room_id,
+        "room_alias": None,
+        "name": None,
+        "verdict": "unknown",
+        "detail": "",
+        "indexed": cursor is not None,
+        "points": points,
+        "cursor": cursor.get("token") if cursor else None,
+        "lag_seconds": (now - int(cursor["updated_ms"])) / 1000 if cursor else None,
+        "error": failing.get("error"),
+        "failed_passes": int(failing.get("failed_passes", 0)),
     }
-    if as_json:
-        print_json(doc)
-        return 0
-    print(f"reader {me}; generation {active}; {plural(total, 'point')}")
+
+
+def status_lines(doc: Mapping[str, Any]) -> list[str]:
+    """`muninn status` as text: the reader and index, each room, the command room, imports."""
+    error = doc["homeserver"]["error"]
+    generation = doc["generation"]
+    index = (
+        f"generation {generation}; {plural(doc['points'], 'point')}"
+        if generation is not None
+        else "no index yet (`muninn run` or `muninn refresh` builds it)"
+    )
+    who = f"reader {doc['reader']}" if error is None else f"homeserver {error}"
+    lines = [f"{who}; {index}"]
     if doc["damage"] is not None:
-        print(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
-    for r in rooms:
-        if r["verdict"] != "eligible":
-            shown = r["verdict"]
-        elif r["indexed"]:
-            shown = f"indexed, {plural(r['points'], 'point')}"
-        else:  # no pass has read it into this store (none yet, or an archive store)
-            shown = "eligible, not indexed yet"
-        if r["error"]:
-            passes = plural(r["failed_passes"], "pass", "passes")
-            shown += f"; FAILED {passes} in a row, retried: {r['error']}"
-        print(f"  {r['room_alias'] or r['room_id']}: {shown} {r['detail']}".rstrip())
+        lines.append(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
+    if doc.get("rebuilding") is not None:
+        lines.append(rebuilding_line(doc["rebuilding"]))
+    if error is not None and doc["rooms"]:
+        lines.append("rooms in the index (their verdicts need the homeserver):")
+    for r in doc["rooms"]:
+        lines.append(f"  {r['room_alias'] or r['room_id']}: {_room_shown(r)}")
+    command = doc["command_room"]
     if command is not None:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
-        print(f"command room {command['room']}: {served} {command['detail']}".rstrip())
-    for i in imported:
-        where = "" if i["joined"] else " (not joined: a homeserver pass over this store purges it)"
+        lines.append(f"command room {command['room']}: {served} {command['detail']}".rstrip())
+    for i in doc["imported"]:
+        where = (
+            " (not joined: a homeserver pass over this store purges it)"
+            if i["joined"] is False
+            else ""
+        )
         counted = plural(i["points"], "point")
-        print(f"imported {i['room_id']}: {counted} from {i['source']}{where}")
-    return 0
+        lines.append(f"imported {i['room_id']}: {counted} from {i['source']}{where}")
+    return lines
+
+
+def rebuilding_line(rebuild: Mapping[str, Any]) -> str:
+    """A rebuild under way (`StoreFacts.rebuilding`), in an operator's words."""
+    return (
+        f"rebuilding: {rebuild['generation']} is being built beside the active generation "
+        f"({rebuild['rooms_read']} of {plural(rebuild['rooms'], 'room')} read so far, "
+        f"{plural(rebuild['points'], 'point')}); it switches in once a full pass completes"
+    )
+
+
+def _room_shown(r: Mapping[str, Any]) -> str:
+    if r["verdict"] == "unknown":
+        shown = f"indexed, {plural(r['points'], 'point')}" if r["indexed"] else "not indexed"
+    elif r["verdict"] != "eligible":
+        # The detail already starts with the reason ("bridged: bridge state event").
+        detail = str(r["detail"]).removeprefix(f"{r['verdict']}: ")
+        shown = f"refused, {r['verdict']}: {detail}".rstrip(": ")
+    elif r["indexed"]:
+        shown = f"indexed, {plural(r['points'], 'point')}"
+    else:  # no pass has read it into this store (none yet, or an archive store)
+        shown = "eligible, not indexed yet"
+    if r["error"]:
+        passes = plural(r["failed_passes"], "pass", "passes")
+        shown += f"; FAILED {passes} in a row, retried: {r['error']}"
+    return shown
 
 
 async def store_facts(cfg: ServiceConfig) -> StoreFacts:

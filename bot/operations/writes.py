@@ -26,6 +26,7 @@ from ingest.export import (
     export_record,
 )
 from ingest.facts import read_facts
+from ingest.matrix import MatrixReader
 from ingest.purges import PurgeLog, purge_log_path
 from ingest.records import (
     EXPORT_PREFIX,
@@ -86,15 +87,71 @@ def _room_line(r: RoomReport) -> str:
     )
 
 
-async def purge(cfg: ServiceConfig, *, room: str, from_ts: int, to_ts: int, as_json: bool) -> int:
+# `purge --dry-run` reads at most this many of the room's newest events to count the range.
+PURGE_COUNT_BOUND = 20_000
+
+
+async def purge(
+    cfg: ServiceConfig,
+    *,
+    room: str,
+    from_ts: int,
+    to_ts: int,
+    as_json: bool,
+    dry_run: bool = False,
+    confirm: bool = True,
+) -> int:
+    """Record a purge tombstone; `dry_run` only counts the messages the range covers, and on a
+    terminal (`confirm`, no --json) the count is shown and the operator asked first: a purge
+    is permanent (issue 36 item 4)."""
     from bot.http_api import purge_document
 
     if to_ts < from_ts:
         raise QueryError("to", "is before --from")
+    reader = cli_reader(cfg)
+    try:
+        room_id = await resolve_room(reader, room)
+        try:
+            counted: int | None
+            counted, whole = await messages_in_range(reader, room_id, from_ts, to_ts)
+        except MatrixError as e:
+            if dry_run:
+                raise
+            counted, whole = None, False
+            print(f"muninn: cannot count the range's messages: {e}", file=sys.stderr)
+    finally:
+        await reader.close()
+    named = room if room == room_id else f"{room} ({room_id})"
+    span = f"{named} from {shown(from_ts)} to {shown(to_ts)}"
+    how_many = (
+        "the messages"
+        if counted is None
+        else ("" if whole else "at least ") + plural(counted, "message")
+    )
+    if dry_run:
+        if as_json:
+            print_json(
+                {
+                    "room_id": room_id,
+                    "from_ts": from_ts,
+                    "to_ts": to_ts,
+                    "messages": counted,
+                    "counted_all": whole,
+                    "dry_run": True,
+                }
+            )
+        else:
+            print(f"would purge {how_many} of {span}; dry run: nothing written")
+        return 0
+    if confirm and not as_json and sys.stdin.isatty():
+        # The loop runs this command alone: blocking on the operator's answer holds nothing.
+        answer = input(f"purge {how_many} of {span} from the index for good? [y/N] ")  # noqa: ASYNC250
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing purged")
+            return 1
     try:
         async with adapters(cfg) as (reader, store, embedder):
             assert embedder is not None
-            room_id = await resolve_room(reader, room)
             purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
             writer = Writer(
                 cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix
@@ -103,16 +160,32 @@ async def purge(cfg: ServiceConfig, *, room: str, from_ts: int, to_ts: int, as_j
     except StoreUnavailable as held:
         if HELD not in str(held):
             raise
-        doc = await _purge_through_the_service(cfg, held, room, from_ts, to_ts)
+        doc = await _purge_through_the_service(cfg, held, room_id, from_ts, to_ts)
     if as_json:
         print_json(doc)
     else:
-        named = room if room == doc["room_id"] else f"{room} ({doc['room_id']})"
         print(
             f"purge tombstone written for {named} from {shown(doc['from_ts'])} to "
-            f"{shown(doc['to_ts'])}; the next refresh applies it"
+            f"{shown(doc['to_ts'])} ({how_many}); the next refresh applies it"
         )
     return 0
+
+
+async def messages_in_range(
+    reader: MatrixReader, room_id: RoomID, from_ts: int, to_ts: int
+) -> tuple[int, bool]:
+    """The room's messages (not redacted) sent in [from_ts, to_ts], read back from the newest
+    up to `PURGE_COUNT_BOUND` events, and whether the read reached back past `from_ts`."""
+    events = await reader.latest(room_id, PURGE_COUNT_BOUND)
+    count = sum(
+        1
+        for e in events
+        if e.get("type") == "m.room.message"
+        and e.get("content")
+        and from_ts <= int(e.get("origin_server_ts", -1)) <= to_ts
+    )
+    oldest = min((int(e.get("origin_server_ts", 0)) for e in events), default=0)
+    return count, len(events) < PURGE_COUNT_BOUND or oldest < from_ts
 
 
 async def _purge_through_the_service(

@@ -10,7 +10,7 @@ from typing import Any, Final, NotRequired, TypedDict
 
 from mautrix.types import MessageType, RelationType
 
-from bot.html import Mentions, escape, no_mentions, safe_html, safe_plain
+from bot.html import Mentions, escape, help_html, no_mentions, safe_html, safe_plain
 from bot.roomlog import ScanInfo
 from ingest.stamps import utc_minute
 
@@ -257,7 +257,7 @@ def text_reply(
     """
     text = shorten(text, TEXT_REPLY)
     lines = text.split("\n")
-    html = "<br>".join(escape(line) if own else safe_html(line) for line in lines)
+    html = help_html(lines) if own else "<br>".join(safe_html(line) for line in lines)
     results = None if results_kind is None else {results_kind: text}
     plain = text if own else "\n".join(safe_plain(line) for line in lines)
     return notice(reply_to, plain, html, results=results)

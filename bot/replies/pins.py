@@ -75,11 +75,16 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
     note = f" — {shorten(pin.note, NOTE_WIDTH)}" if pin.note else ""
     text_plain = cut.plain if cut else "(message not in view)"
     text_html = cut.html if cut else "<i>(message not in view)</i>"
+    # When the message was written (issue 36: not when it was pinned); a message outside the
+    # scan or hidden has no time in view, and then the pin's own time says so.
+    written = view.times.get(pin.target)
+    stamp = when(written) if written is not None else f"pinned {when(pin.pinned_ts)}"
     plain = (
-        f"{index}. {safe_plain(label)}{safe_plain(by)}: {text_plain}{safe_plain(note)}\n   {link}"
+        f"{index}. {safe_plain(label)}{stamp} · {safe_plain(by)}: {text_plain}"
+        f"{safe_plain(note)}\n   {link}"
     )
     html = (
-        f'<li>{safe_html(label)}<a href="{escape(link)}">{when(pin.pinned_ts)}</a> · '
+        f'<li>{safe_html(label)}<a href="{escape(link)}">{stamp}</a> · '
         f"<b>{safe_html(by)}</b>: {text_html}{safe_html(note)}</li>"
     )
     return plain, html

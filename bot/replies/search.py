@@ -27,6 +27,7 @@ from ingest.chunker import display_name
 from ingest.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.matches import Result, in_order
+from ingest.search.notices import for_chat
 from ingest.search.permalink import permalink
 from ingest.types import UserID
 
@@ -141,7 +142,8 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     items = [
         Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
     ]
-    lines = [f"⚠ {w}" for w in result.warnings]
+    # The room gets short notices; the operator's details are in the log and `muninn status`.
+    lines = [f"⚠ {w}" for w in for_chat(result.warnings)]
     if not count and view.command is not None:
         lines.extend(understood(view.command))
     foot = _footer(view)

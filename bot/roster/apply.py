@@ -150,6 +150,12 @@ async def _apply_join(reader: RosterReader, a: Action, check: Check) -> Action:
     except MatrixForbidden as e:
         why = f"join failed: invite {reader.user_id} to the room first (it is invite-only)"
         return replace(a, reason=why, error=str(e))
+    except MatrixNotFound as e:  # issue 36: not a raw `404 M_UNKNOWN`
+        why = (
+            f"join failed: the homeserver knows no room {a.room} (check the id or alias; a "
+            "room on another server joins through its alias)"
+        )
+        return replace(a, reason=why, error=str(e))
     except MatrixError as e:
         return replace(a, reason="join failed", error=str(e))
     try:

@@ -22,6 +22,7 @@ from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.records import COMPAT_KEY
 from ingest.search import rank
 from ingest.search.hits import has_text
+from ingest.search.notices import other_embedder
 from ingest.search.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
 from ingest.store import AsyncCollection, Collection, PointFilter
 from ingest.types import SparseVector, StoredPoint
@@ -197,17 +198,9 @@ class Retriever:
         built_with = compat.get("embedder")
         mine = dict(self.embedder.identity.as_record())
         if built_with is not None and built_with != mine:
-            warnings.append(
-                f"the index was built with another embedder ({_describe(built_with)}, "
-                f"configured: {_describe(mine)}): lexical results only until a refresh "
-                "rebuilds it"
-            )
+            warnings.append(other_embedder(built_with, mine))
             return None
         return vectors
-
-
-def _describe(identity: Mapping[str, object]) -> str:
-    return f"{identity.get('provider')}/{identity.get('model')}, {identity.get('dimension')}-d"
 
 
 def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint]:

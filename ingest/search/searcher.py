@@ -36,6 +36,7 @@ from ingest.search.hits import (
     window_purged,
 )
 from ingest.search.matches import Nearest, expand, newest_first
+from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.search.retrieve import (
     CANDIDATES,
@@ -246,7 +247,7 @@ class Searcher:
         pool = Candidates(texts=query.texts, server_name=self.server_name, filter=query.filter)
         col = await self._active()
         if col is None:
-            pool.warnings.append("the index is empty: run `muninn refresh` first")
+            pool.warnings.append(EMPTY_INDEX)
             return pool
         # The cursors before the points: a point read after its room's cursor holds at least
         # everything up to it, so revalidation needs only the timeline after it.

@@ -169,6 +169,10 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
+# A damaged generation set aside keeps its name with this and a time after it (rule 13a).
+DAMAGED = "-damaged-"
+
+
 def generation_name(collection: str, compat: Mapping[str, Any]) -> str:
     """`<collection>-<12 hex>`: the same compatibility record always names the same generation."""
     canonical = json.dumps(compat, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

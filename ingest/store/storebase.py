@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 
 from ingest.errors import CompatibilityError, StoreError
 from ingest.store.base import CollectionBase
-from ingest.store.contract import check_name
+from ingest.store.contract import DAMAGED, check_name
 
 
 class StoreBase(ABC):
@@ -99,7 +99,7 @@ class StoreBase(ABC):
         so that the same versions build it anew beside it; searches keep reading it, if it
         was the active one, until the rebuild switches in and drops it. The new name."""
         self.check_generation(generation)
-        new_name = f"{generation}-damaged-{int(time.time())}"
+        new_name = f"{generation}{DAMAGED}{int(time.time())}"
         with self._lock:
             self._check_open()
             coll = self._open.pop(generation, None)

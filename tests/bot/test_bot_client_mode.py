@@ -20,7 +20,7 @@ from ingest.types import RoomID
 from tests.bot.test_bot_burst import until
 from tests.botkit import ask, replies, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import shared_embedder, spawn_muninn, write_config
+from tests.indexing import muninn, shared_embedder, spawn_muninn, write_config
 
 RUN_START_TIMEOUT = 60.0  # seconds for `muninn run` in a child process to say it is running
 
@@ -172,3 +172,26 @@ async def test_bot_run_honours_sigterm_while_the_homeserver_does_not_answer(
     assert b"SIGTERM received: stopping" in run.err and b"muninn stopped" in run.err, (
         run.err.decode()
     )
+
+
+async def test_bot_run_that_cannot_start_says_so_not_stopped(
+    hs: Homeserver, tmp_path: Path
+) -> None:
+    """Issue 36 item 9: a `muninn run` whose start fails (here its store is held by another
+    process) logs that it did not start, with the cause, and never "muninn stopped", which an
+    operator tailing the log reads as the live service stopping; it exits 1 naming the cause."""
+    me = await hs.register()
+    doc = {
+        "homeserver": {"url": hs.base_url, "server_name": hs.server_name},
+        "reader": {"user_id": me.user_id, "access_token": me.access_token},
+        "index": {"store": {"path": str(tmp_path / "qdrant")}},
+    }
+    config = write_config(tmp_path / "config.yaml", doc)
+    held = open_store(parse_config(doc, tmp_path).index, tmp_path)
+    try:
+        run = await muninn(config, "run")
+    finally:
+        held.close()
+    assert run.rc == 1, run.err
+    assert "muninn did not start: " in run.err and "held by another process" in run.err
+    assert "muninn stopped" not in run.err and "Traceback" not in run.err

@@ -29,3 +29,11 @@ def test_every_subcommand_help_has_a_description_and_an_example(command: str) ->
     description, examples = PAGES[command]
     assert " ".join(description.split()) in " ".join(page.split())
     assert "examples:\n" in page and f"  {examples.splitlines()[0]}" in page
+
+
+@pytest.mark.parametrize("command", sorted(_subparsers(_parser())))
+def test_every_flag_says_what_it_does(command: str) -> None:
+    """Issue 36: `status --json`, `purge --json` and `roster … --json` had no help text."""
+    for action in _subparsers(_parser())[command]._actions:
+        if action.option_strings and action.help != argparse.SUPPRESS:
+            assert action.help, f"{command} {action.option_strings[0]} has no help"

@@ -159,7 +159,7 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     assert head.endswith("; 2 points")
     shown = dict(line.strip().split(": ", 1) for line in rooms)
     assert shown[first] == shown[second] == "indexed, 1 point"
-    assert shown[excluded].startswith("excluded ")
+    assert shown[excluded].startswith("refused, excluded: ")  # as `refresh` says it
 
 
 async def test_cli_status_names_why_the_command_room_is_not_served(

@@ -276,6 +276,8 @@ def test_parse_search_in_room_in_the_command_room(body: str, rooms: tuple[str, .
         ("!search during:2026-11-01T25:00 x", "not a date"),
         ("!search after:999999d x", "too far"),
         ("!search after:2026-11-10 before:2026-11-01 x", "no time"),
+        # issue 36: "from the 1st to the 2nd" read as after/before leaves nothing: say during:
+        ("!search after:2026-11-01 before:2026-11-02 x", "no time .*write during:DATE"),
         ("!search limit:0 x", "limit: takes a number from 1 to 50"),
         ("!search limit:51 x", "limit: takes a number"),
         ("!search limit:ten x", "limit: takes a number"),

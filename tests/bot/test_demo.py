@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -107,7 +108,8 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     # wrote for the CLI, and the `muninn search --json` command to try with it
     assert not re.search(r"password\s+\S{8,}", out) and "homeserver  http" not in out
     config = data_dir / "config.yaml"
-    assert f"muninn --config {config} search " in out and "--json" in out
+    # started as `python -m bot.cli`, it prints the command that way: runnable as printed
+    assert f"{sys.executable} -m bot.cli --config {config} search " in out and "--json" in out
     cfg = load_config(config)
     assert cfg.index.store.path == data_dir / "qdrant" and cfg.metrics.port is not None
     pid = re.search(r"Stopped Synapse \(pid (\d+)\)", out)
@@ -127,11 +129,39 @@ def test_demo_login_help_names_the_server_only_while_it_runs(
     _login_help(server, load(), "s3cret-pass", config, once=False)  # type: ignore[arg-type]
     serving = capsys.readouterr().out
     assert "homeserver  http://127.0.0.1:8448" in serving and "s3cret-pass" in serving
-    assert f"muninn --config {config} search 'why could nobody log in' --json" in serving
+    assert f"--config {config} search 'why could nobody log in' --json" in serving
     _login_help(server, load(), "s3cret-pass", config, once=True)  # type: ignore[arg-type]
     stopping = capsys.readouterr().out
     assert "s3cret-pass" not in stopping and "127.0.0.1:8448" not in stopping
-    assert f"muninn --config {config} search" in stopping
+    assert f"--config {config} search" in stopping
+
+
+@pytest.mark.parametrize("activated", [False, True])
+def test_demo_prints_a_cli_command_that_runs_as_printed(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    activated: bool,
+) -> None:
+    """Issue 36 item 8: started as the README starts it (`.venv/bin/muninn demo`, the venv not
+    activated), the demo prints `.venv/bin/muninn --config …`, which a shell runs as printed;
+    with the venv on PATH, plain `muninn`."""
+    bindir = Path(sys.executable).parent
+    monkeypatch.chdir(bindir.parent.parent)
+    relative = bindir.relative_to(Path.cwd()) / "muninn"
+    assert relative.exists()
+    monkeypatch.setattr(sys, "argv", [str(relative), "demo"])
+    path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "muninn").exists()
+    )
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{path}" if activated else path)
+    server = SimpleNamespace(base_url="http://127.0.0.1:8448")
+    _login_help(server, load(), "pw", tmp_path / "config.yaml", once=True)  # type: ignore[arg-type]
+    line = next(x for x in capsys.readouterr().out.splitlines() if " search " in x)
+    argv = shlex.split(line)
+    assert argv[0] == ("muninn" if activated else str(relative))
+    shown = subprocess.run([*argv[:3], "--help"], capture_output=True, text=True, check=False)
+    assert shown.returncode == 0 and "search" in shown.stdout, shown.stderr
 
 
 def test_demo_without_synapse_names_the_extra(
@@ -142,7 +172,7 @@ def test_demo_without_synapse_names_the_extra(
     data_dir = tmp_path / "demo"
     assert main(["demo", "--once", "--data-dir", str(data_dir)]) == 1
     err = capsys.readouterr().err
-    assert "pip install 'muninn[demo]'" in err
+    assert "pip install -e '.[demo]'" in err
     assert "Traceback" not in err
     assert not data_dir.exists()
 

@@ -7,11 +7,14 @@ fold of the log the handler reads, so a log of typed events in memory is all it 
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
 from mautrix.types import JoinRule
 
+from ingest.stamps import utc_minute
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
 
@@ -147,3 +150,33 @@ async def test_bot_unpin_needs_a_target(make_bot: MakeBot) -> None:
     unpin = await bot.reply(room, ALICE, "!unpin", reply_to=target)
     assert "Unpinned" in body_of(unpin)
     assert await board(bot, commands, alias) == []
+
+
+WRITTEN = 1_764_502_620_000  # 2025-11-30 11:37 UTC
+
+
+async def test_fast_pins_show_when_the_message_was_written_not_when_it_was_pinned(
+    make_bot: MakeBot,
+) -> None:
+    """Issue 36 item 7: a board line carries the pinned message's own time, in the text and
+    the HTML alike, not the moment someone pinned it."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    old = bot.rooms.say(room, ALICE, "the restore drill checklist is in the wiki")
+    log = bot.rooms.logs[room]
+    log[-1] = dataclasses.replace(log[-1], ts=WRITTEN)  # said a while ago
+    await bot.reply(room, ALICE, "!pin #docs", reply_to=old)
+    reply = await bot.reply(room, ALICE, "!pins")
+    for text in (reply["body"], reply["formatted_body"]):
+        assert "2025-11-30 11:37 UTC" in text, text
+        assert utc_minute(int(time.time() * 1000))[:10] not in text, text
+
+
+async def test_fast_pins_text_finds_a_pin_by_its_label(make_bot: MakeBot) -> None:
+    """Issue 36 item 10: `!pins outage` finds the pin labelled #outage, whatever its text."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    said = bot.rooms.say(room, ALICE, "the database failover runbook: step one, breathe")
+    await bot.reply(room, ALICE, "!pin #outage", reply_to=said)
+    reply = await bot.reply(room, ALICE, "!pins outage")
+    assert "failover runbook" in reply["body"] and "nothing pinned" not in reply["body"]

@@ -71,6 +71,19 @@ async def test_bot_help_carries_no_invisible_characters(make_bot: MakeBot) -> No
     assert content["m.mentions"] == {}
 
 
+async def test_fast_help_search_is_a_list_with_its_syntax_as_code(make_bot: MakeBot) -> None:
+    """Issue 36 item 10: `!help search` in HTML is a list of the operators, each written as
+    code, not one paragraph; `!help` lists the commands."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    html = (await bot.reply(room, ALICE, "!help search"))["formatted_body"]
+    assert html.startswith("<p><code>!search ")
+    assert "<ul><li>" in html and "<li><code>[from:@user]</code>: " in html
+    assert "e.g. <code>!search " in html and "<br>" not in html
+    listing = (await bot.reply(room, ALICE, "!help"))["formatted_body"]
+    assert listing.startswith("<ul><li><code>!search ") and listing.count("<li>") >= 5
+
+
 async def test_fast_every_reply_is_a_notice_replying_in_its_thread(make_bot: MakeBot) -> None:
     """A reply is an `m.notice` answering the command (`m.in_reply_to`); in a thread it stays
     in the thread, its reply marked as the fallback."""

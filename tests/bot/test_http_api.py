@@ -42,6 +42,7 @@ from bot.replies.budget import plural
 from bot.service import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
+from ingest.matrix.transport import ConnectFailed
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
@@ -52,6 +53,7 @@ from tests.bot.test_search_cli import check_contract
 from tests.botkit import service_config, service_doc
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Run, muninn, shared_embedder, write_config
+from tests.transport import Scripted
 
 
 @dataclass
@@ -354,6 +356,8 @@ async def test_cli_status_held_without_a_port_says_how_to_enable_it(
     assert run.rc == 1 and "held by another process" in run.err
     assert "For `muninn status` while `muninn run` holds the store" in run.err
     assert "metrics: {port:" in run.err and "Traceback" not in run.err
+    # the port the deploy guide, the example config and compose use (issue 36: 9464 here)
+    assert "metrics: {port: 9108}" in run.err and "deploy/README.md" in run.err
 
 
 # ---------------------------------------------------------------- who may search and purge
@@ -597,3 +601,21 @@ def test_http_api_search_request_parse_defaults() -> None:
     with pytest.raises(QueryError) as e:
         SearchRequest.parse({"texts": ["a"], "after": 1.5})
     assert e.value.field == "after"
+
+
+async def test_http_api_search_with_the_homeserver_down_fails_at_once_naming_it(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 5: while the homeserver refuses connections (the service's transport
+    seam, as a stopped Synapse does), a search through the running service is answered 503
+    saying the homeserver is unreachable, before any search is run (no model, no retries of
+    each hit's revalidation), and `muninn search` prints it. Last in the file: the service's
+    other requests fail meanwhile too."""
+    refused = Scripted(ConnectFailed("ClientConnectorError: Connect call failed"), repeat=True)
+    monkeypatch.setattr(api.service.client, "transport", refused)
+    status, doc = await api.post({"texts": ["otters"], "room_ids": [api.room]})
+    assert status == 503 and doc["error"].startswith("the homeserver is unreachable ("), doc
+    assert "so none is" in doc["error"] and api.room not in doc["error"]
+    run = await muninn(api.config, "search", "otters")
+    assert run.rc == 1 and "the homeserver is unreachable (" in run.err, run.err
+    assert "Traceback" not in run.err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import logging
+import re
 import time
 
 from rich.console import Console
@@ -49,3 +51,22 @@ def test_progress_is_off_without_a_terminal() -> None:
     with progress_display(10, console=Console(file=out)) as show:
         assert show is None
     assert out.getvalue() == ""
+
+
+def test_progress_keeps_a_log_line_apart_from_the_line() -> None:
+    """Issue 36 item 9: a log line written while the line is drawn stands on its own line
+    above it, instead of being glued to the progress text and the line redrawn after it."""
+    console, out = _terminal()
+    handler = logging.StreamHandler(out)  # the log and the line share stderr, as at a shell
+    logging.getLogger().addHandler(handler)
+    try:
+        with progress_display(console=console) as show:
+            assert show is not None
+            show(Tick("!a:x", "#dev:x", 1, 3, 200))
+            logging.getLogger("muninn.refresh").warning("a log line in the middle")
+            show(Tick("!a:x", "#dev:x", 1, 3, 300))
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert handler.stream is out  # given back
+    pieces = re.split(r"\r\x1b\[2K|\n", out.getvalue())
+    assert "a log line in the middle" in pieces, pieces

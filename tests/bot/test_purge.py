@@ -32,6 +32,7 @@ from ingest.errors import EmbedUnavailable, QueryError
 from ingest.records import TOMBSTONE_PREFIX
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
+from ingest.stamps import utc_minute
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_http_api import FAR_PEER, from_afar_on_every_address, post
@@ -305,11 +306,12 @@ def test_purge_request_parse() -> None:
 
 
 async def test_purge_during_rebuild_is_honoured_by_search_on_the_active_generation(
-    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A compatibility change is building a new generation beside the active one: a purge is
     recorded in both, so search (still on the active one) drops its hits at once, and the new
-    generation never holds the purged text once it is switched to."""
+    generation never holds the purged text once it is switched to. The log gives the range as
+    dates (issue 36: milliseconds before)."""
     reader = await hs.register(displayname="Reader")
     room = await hs.fresh_room(seeder)
     await reader.join(room)
@@ -333,7 +335,10 @@ async def test_purge_during_rebuild_is_honoured_by_search_on_the_active_generati
         assert before.retrievers == ["dense", "lexical"]
         assert doomed in {e for h in before.hits for e in h.event_ids}
 
-        stone = await new.writer.add_tombstone(RoomID(room), FROM, TO)
+        with caplog.at_level(logging.INFO, logger="muninn.refresh"):
+            stone = await new.writer.add_tombstone(RoomID(room), FROM, TO)
+        assert f"purge of {room} from {utc_minute(FROM)} to {utc_minute(TO)} UTC" in caplog.text
+        assert str(FROM) not in caplog.text
 
         after = await searcher.search(query)  # no refresh in between
         assert doomed not in {e for h in after.hits for e in h.event_ids}

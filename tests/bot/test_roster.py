@@ -408,6 +408,7 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     kit: Kit, alice: MatrixUser
 ) -> None:
     """An invite-only room the reader was not invited to fails to join: exit 1, stderr says so;
+    a room id no room has says so;
     the plan said so beforehand, the summary counts it failed, not joined, and the line says
     whom to invite (regression: "2 joined" of which one failed, a raw 403); an alias its
     server cannot resolve is `?` while the rest is planned (regression: the plan aborted)."""
@@ -415,8 +416,9 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     private = await alice.create_room(preset="private_chat")
     public = await alice.create_room()
     remote = "#somewhere:unreachable.invalid"
+    missing = f"!nosuchroomatall:{kit.synapse.server_name}"
     cfg = kit.config()
-    roster = kit.roster(private, public, remote)
+    roster = kit.roster(private, public, remote, missing)
     code, planned = await kit.run(roster_plan, cfg, roster)
     assert code == 0
     assert (
@@ -430,8 +432,10 @@ async def test_roster_apply_failed_join_exits_non_zero_naming_the_room(
     out, err = kit.capsys.readouterr()
     assert code == 1
     assert f"join {private}: " in err and "M_FORBIDDEN" in err
-    assert out.splitlines()[0] == ("1 joined, 0 left, 0 refused, 0 kept, 1 unresolved, 1 FAILED")
+    assert out.splitlines()[0] == ("1 joined, 0 left, 0 refused, 0 kept, 1 unresolved, 2 FAILED")
     assert f"invite {reader.user_id} to the room first" in out and "FAILED" in out
+    # a room id no room has: said so, not a raw 404 M_UNKNOWN (issue 36)
+    assert f"the homeserver knows no room {missing} (check the id" in out
     assert f"unresolved {remote}: the alias could not be resolved" in err
     assert await reader.joined_rooms() == [public]
 

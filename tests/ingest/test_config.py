@@ -487,3 +487,34 @@ def test_ingest_config_reads_its_own_sections_only() -> None:
     with pytest.raises(ConfigError, match="bot: is not a known key"):
         ingest_config.parse_config({**MINIMAL, "bot": {"prefix": "?"}})
     assert parse_config({**MINIMAL, "bot": {"prefix": "?"}}).bot.prefix == "?"
+
+
+def test_load_config_a_prefix_swallowed_by_an_open_quote_is_refused(tmp_path: Path) -> None:
+    """Issue 36 item 2: `prefix: "!` with its closing quote missing reads the next lines into
+    the prefix and drops `command_room`; the load refuses it, naming the key and the cause,
+    instead of a service that answers no command."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "homeserver: {server_name: example.org}\n"
+        "reader: {user_id: '@muninn:example.org', access_token: syt_real_token}\n"
+        "bot:\n"
+        '  prefix: "!\n'
+        "  # Cross-room search only here.\n"
+        '  command_room: "#muninn:example.org"\n'
+    )
+    with pytest.raises(ConfigError, match=r"bot\.prefix: .*quote") as e:
+        load_config(path)
+    assert "command_room" not in str(e.value).split("got")[0]
+
+
+@pytest.mark.parametrize("prefix", ["!", "?", "!!", "mu!", "$"])
+def test_parse_config_accepts_a_short_prefix(prefix: str) -> None:
+    """A prefix is a few characters without spaces, as `!help` documents it."""
+    assert parse_config({**MINIMAL, "bot": {"prefix": prefix}}).bot.prefix == prefix
+
+
+@pytest.mark.parametrize("prefix", ["", "! ", "a b", "!!!!!!!!!", "\t!"])
+def test_parse_config_refuses_a_prefix_no_command_could_start_with(prefix: str) -> None:
+    """An empty prefix, one with whitespace or a long one is a config error naming the key."""
+    with pytest.raises(ConfigError, match=r"bot\.prefix: must be 1 to 8 characters"):
+        parse_config({**MINIMAL, "bot": {"prefix": prefix}})

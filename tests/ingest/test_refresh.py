@@ -8,7 +8,9 @@ the adapter edge by wrappers from `tests.indexing`.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import logging
 import os
 import signal
 import sys
@@ -720,9 +722,11 @@ async def test_refresh_tombstone_deletes_window_and_never_reindexes(
 
 
 async def test_refresh_applies_tombstone_written_by_purge_cli(
-    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`muninn purge --room R --from T1 --to T2` writes a tombstone the next refresh applies."""
+    """`muninn purge --room R --from T1 --to T2` writes a tombstone the next refresh applies;
+    `--dry-run` counts the messages the range covers and writes nothing, and on a terminal
+    the count is shown and a purge not confirmed writes nothing (issue 36 item 4)."""
     room = await hs.fresh_room(seeder)
     reader = await _reader_in(hs, seeder, room)
     base = 1_700_000_000_000
@@ -734,18 +738,19 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
     ix = Indexer(load_config(config))
     await ix.refresh()
     await ix.close()  # one process per store path
-    run = await muninn_here(
-        config,
-        "purge",
-        "--room",
-        room,
-        "--from",
-        str(base + 1),
-        "--to",
-        "2023-11-15T00:00",
-        "--json",
-    )
-    assert run.doc()["room_id"] == room
+    span = ("purge", "--room", room, "--from", str(base + 1), "--to", "2023-11-15T00:00")
+    dry = await muninn_here(config, *span, "--dry-run")
+    assert dry.rc == 0, dry.err
+    assert dry.out.startswith(f"would purge 1 message of {room} from ")
+    assert "nothing written" in dry.out
+    monkeypatch.setattr(sys, "stdin", _Terminal("n\n"))
+    declined = await muninn_here(config, *span)
+    assert declined.rc == 1 and declined.out.startswith(f"purge 1 message of {room} from ")
+    assert "for good? [y/N]" in declined.out and "nothing purged" in declined.out
+    assert not _purges_filed(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # a script: not a terminal, not asked
+    run = await muninn_here(config, *span, "--json")
+    assert run.doc()["room_id"] == room and _purges_filed(tmp_path)
     async with Indexer(load_config(config)) as ix:
         report = _room_report(await ix.refresh(), room)
         assert report.purged_messages == 1
@@ -753,14 +758,26 @@ async def test_refresh_applies_tombstone_written_by_purge_cli(
         assert "zqcliq" not in json.dumps([p.payload for p in await ix.points()])
 
 
+def _purges_filed(folder: Path) -> list[str]:
+    return [line for p in folder.glob("purges-*.jsonl") for line in p.read_text().splitlines()]
+
+
+class _Terminal(io.StringIO):
+    """Standard input as a terminal gives it: the operator's typed answer."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 # ---------------------------------------------------------------- rule 13: generations
 
 
 async def test_refresh_compat_change_builds_new_generation_then_switches(
-    hs: Homeserver, seeder: MatrixUser, tmp_path: Path
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another embedder identity builds a new generation beside the active one, switching only
-    once it is complete, with the old generation's tombstones carried over."""
+    once it is complete, with the old generation's tombstones carried over; the log marks the
+    switch (issue 36)."""
     room = await hs.fresh_room(seeder)
     reader = await _reader_in(hs, seeder, room)
     base = 1_700_000_000_000
@@ -782,8 +799,10 @@ async def test_refresh_compat_change_builds_new_generation_then_switches(
         assert new_gen != old_gen
         assert new.store.active() == old_gen
         assert set(new.store.generations()) == {old_gen, new_gen}
-        report = await new.refresh()
+        with caplog.at_level(logging.WARNING, logger="muninn.refresh"):
+            report = await new.refresh()
         assert report.activated
+        assert f"switched to {new_gen}: searches read it from now on" in caplog.text
         assert new.store.active() == new_gen
         assert new.store.generations() == [new_gen]
         col = new.store.open(new_gen, dense_dim=None, create=False)
