@@ -62,6 +62,9 @@ async def test_pair_index_lists_each_model_by_its_own_cosine(tmp_path: Path) -> 
             texts = [str(found.points[pid].payload["text"]) for pid, _ in listed]
             q = np.array((await model.embed_queries([question]))[0])
             direct = np.array(await model.embed_documents(texts)) @ q
-            assert [s for _, s in listed] == pytest.approx(list(direct), abs=5e-3), name
+            # 1e-2: e5's int8 kernels quantize a batch's activations together, and on a processor
+            # without AVX-512 a text's cosine moves by up to 0.006 with its batch (the models'
+            # scales are ~0.5 apart: another model's cosine would miss by far more).
+            assert [s for _, s in listed] == pytest.approx(list(direct), abs=1e-2), name
     finally:
         room.close()
