@@ -33,9 +33,13 @@ START_MS = 1_700_000_000_000
 HOUR_MS = 3_600_000  # more than the chunker's gap: one window a message
 
 
-def room_events(name: str) -> list[dict[str, Any]]:
-    """The fixture room `name` as raw Matrix events (a create event, then the messages)."""
-    doc = yaml.safe_load((ROOMS / f"{name}.yaml").read_text("utf-8"))
+def room_events(name: str, said: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """The fixture room `name` as raw Matrix events (a create event, then the messages); with
+    `said`, those (sender, body) messages instead of the file's."""
+    if said is None:
+        doc = yaml.safe_load((ROOMS / f"{name}.yaml").read_text("utf-8"))
+    else:
+        doc = {"messages": said}
     apart = int(doc.get("minutes_apart", 0)) * 60_000 or HOUR_MS  # a minute: one window
     create = {
         "type": "m.room.create",
@@ -89,8 +93,14 @@ class Room:
         self.store.close()
 
 
-async def index_room(name: str, embedder: Embedder, tmp_path: Path) -> Room:
-    """Index the fixture room `name` with `embedder` into a new store under `tmp_path`."""
+async def index_room(
+    name: str,
+    embedder: Embedder,
+    tmp_path: Path,
+    said: Sequence[tuple[str, str]] | None = None,
+) -> Room:
+    """Index the fixture room `name` (or the messages `said`, a room of that name) with
+    `embedder` into a new store under `tmp_path`."""
     cfg = parse_config(
         {
             "homeserver": {"url": "http://127.0.0.1:1", "server_name": SERVER},
@@ -100,7 +110,7 @@ async def index_room(name: str, embedder: Embedder, tmp_path: Path) -> Room:
         tmp_path,
     )
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
-    source = ExportReader(room_events(name), user_id=f"@muninn:{SERVER}")
+    source = ExportReader(room_events(name, said), user_id=f"@muninn:{SERVER}")
     room = Room(cfg, store, source, Searcher(store, embedder, server_name=SERVER))
     await room.refresh(embedder)
     return room

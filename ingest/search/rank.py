@@ -60,7 +60,8 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 # dense: cosine; dense_gap: cosine − the list's best; lexical: score / the list's best;
 # *_rr: 10 / (10 + rank) in that list (0 if absent); best_message: the IDF-weighted share of
-# the question's (stemmed) content terms in the window's best message; speaker:
+# the question's (stemmed) content terms in the window's best message (a long one's best
+# `passages` run); speaker:
 # the share of its messages sent by someone the question names (by user id); length: the
 # window's characters up to `LENGTH_CAP`, log-scaled; time: a "when" question and a window
 # that says when;
@@ -115,6 +116,33 @@ _SAYS_WHEN = regex.compile(
 )
 
 
+def passages(body: str, size: float = LENGTH_CAP) -> list[str]:
+    """A message cut at whitespace into runs of at most `size` characters (one run if it is no
+    longer): the question's words count where they stand together, as in a window of the
+    chunker's size, not scattered over a 3,000-character message of every topic's words."""
+    if len(body) <= size:
+        return [body]
+    out: list[str] = []
+    run: list[str] = []
+    length = 0
+    for word in body.split():
+        if run and length + 1 + len(word) > size:
+            out.append(" ".join(run))
+            run, length = [], 0
+        run.append(word)
+        length += len(word) + (1 if length else 0)
+    return [*out, " ".join(run)] if run else out
+
+
+def stemmed(token: str, stem: int | None) -> str:
+    """A token as the features match it: a word by its first `stem` characters, a token holding
+    a digit whole (an identifier does not inflect: `ORD1048017` and `ORD1048023` are not one
+    word, though their first four characters are)."""
+    if stem is None or any(c.isdigit() for c in token):
+        return token
+    return token[:stem]
+
+
 def content_terms(text: str) -> list[str]:
     """The query's lexical tokens minus stop words, de-duplicated, in order."""
     return [t for t in dict.fromkeys(lexical.tokens(text)) if t not in STOP_WORDS]
@@ -160,9 +188,14 @@ def features(
         pid: [bool(sender_names(u).intersection(words)) for u in (senders or {}).get(pid, ())]
         for pid in pool
     }
-    terms = list(dict.fromkeys(t[:stem] for t in words))
+    terms = list(dict.fromkeys(stemmed(t, stem) for t in words))
     msg_tokens = {
-        pid: [{t[:stem] for t in lexical.tokens(b)} for b in bodies[pid]] for pid in pool
+        pid: [
+            {stemmed(t, stem) for t in lexical.tokens(piece)}
+            for b in bodies[pid]
+            for piece in passages(b, length_cap)
+        ]
+        for pid in pool
     }
     win_tokens = {pid: set().union(*msgs) for pid, msgs in msg_tokens.items()}
     # IDF over the pool: a term every candidate shares says little about which one is meant.
