@@ -50,7 +50,7 @@ from bot.visibility import Audiences
 from ingest.matrix import ClientEvent
 from ingest.rooms import RoomCache
 from ingest.search import Searcher
-from ingest.types import Refusal, RoomID
+from ingest.types import Refusal, RoomID, Verdict
 
 __all__ = ["CommandHandler"]
 
@@ -91,6 +91,7 @@ class CommandHandler:
             bot_user_id=bot_user_id,
             command_room=command_room,
             rate_per_minute=cfg.bot.rate_per_minute,
+            command_room_now=self._command_room_now,
         )
         boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
         self.pins = PinActions(
@@ -207,6 +208,9 @@ class CommandHandler:
             log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
             return False
         return True
+
+    async def _command_room_now(self, room_id: RoomID) -> Verdict:
+        return (await self.rooms.fresh(room_id)).serves_commands
 
     async def _answer_small(
         self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"

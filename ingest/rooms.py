@@ -95,6 +95,13 @@ class RoomCache:
         self._epochs[room_id] = self._epochs.get(room_id, 0) + 1
         self._direct_epoch += 1
 
+    async def fresh(self, room_id: str) -> RoomInfo:
+        """The room read from the homeserver now, not from the cache: a check just before a
+        reply is sent (the reader's DM list may come from the cache)."""
+        self._rooms.pop(room_id, None)
+        self._epochs[room_id] = self._epochs.get(room_id, 0) + 1
+        return await self.get(room_id)
+
     async def _direct_rooms(self) -> set[RoomID]:
         now = time.monotonic()
         if self._direct is not None and now - self._direct[0] <= self.ttl:

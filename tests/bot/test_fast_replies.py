@@ -21,6 +21,7 @@ from bot.replies import REPLY_BUDGET, content_size
 from ingest.errors import MatrixError
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
+from tests.ingest.test_scrub import DISGUISED
 
 ALICE = f"@alice:{SERVER}"
 PERSONA = f"@persona-1:{SERVER}"
@@ -35,7 +36,7 @@ def body_of(reply: Mapping[str, Any]) -> str:
 
 
 def command_room(bot: FastBot) -> RoomID:
-    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE)
+    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE, visibility="joined")
     bot.handler.command_room = room
     return room
 
@@ -117,6 +118,25 @@ async def test_bot_never_echoes_a_pasted_token(make_bot: MakeBot) -> None:
         for command in (f"!search {secret}", f"!search lunch in:{secret}", f"!pin {secret}"):
             reply = await bot.reply(where, user, command)
             assert secret not in str(reply), (where, command)
+
+
+async def test_bot_never_quotes_a_disguised_secret(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 2): a secret carried past the scrub by an invisible,
+    full-width or look-alike character was quoted from the room's log; none is now, in a
+    room's reply or in the command room's results."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    for text, _, _ in DISGUISED:
+        bot.rooms.say(room, ALICE, f"vaultnote {text}")
+    replies = [
+        await bot.reply(room, ALICE, "!search vaultnote limit:50"),
+        await bot.reply(commands, PERSONA, f"!search vaultnote in:{alias} limit:50"),
+    ]
+    for reply in replies:
+        assert "[redacted:" in str(reply)
+        for text, pieces, _ in DISGUISED:
+            assert not any(piece in str(reply) for piece in pieces), text
 
 
 async def test_bot_command_room_reads_a_room_named_twice_once(make_bot: MakeBot) -> None:
