@@ -57,7 +57,9 @@ def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
 def room_state_from(
     room_id: RoomID, events: Sequence[Mapping[str, Any]], reader: UserID
 ) -> RoomState:
-    """Reduce a `/rooms/{id}/state` answer to a `RoomState` (pure; no I/O)."""
+    """Reduce a `/rooms/{id}/state` answer to a `RoomState` (pure; no I/O); an entry that is
+    no JSON object (a faulty server's `[1, 2, 3]`) is no state event."""
+    events = [e for e in events if isinstance(e, dict)]
     state: dict[tuple[str, str], Mapping[str, Any]] = {}
     for e in events:
         if isinstance(e, dict) and isinstance(e.get("type"), str):
