@@ -24,18 +24,8 @@ from ingest.matrix import MatrixReader, Request, Response
 from ingest.matrix.timeline import MAX_RELATION_PAGES
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Indexer, admit, reader_config
+from tests.indexing import Indexer, reader_config, two_rooms
 from tests.transport import Recorder, answer
-
-
-async def _two_rooms(hs: Homeserver, seeder: MatrixUser) -> tuple[MatrixUser, str, str]:
-    reader = await hs.register(displayname="Reader")
-    faulty, healthy = await hs.fresh_room(seeder), await hs.fresh_room(seeder)
-    for room_id in (faulty, healthy):
-        await admit(seeder, room_id, reader)
-    await seeder.send_text(faulty, "alpha first words")
-    await seeder.send_text(healthy, "beta first words")
-    return reader, faulty, healthy
 
 
 def _is(request: Request, room_id: str, endpoint: str) -> bool:
@@ -105,7 +95,7 @@ async def test_a_messages_fault_fails_its_room_and_the_other_rooms_are_written(
     name after a few requests (it spun for 76 s at ~85 requests/s, or waited 316 s, holding
     every room); the other room is written in the same pass."""
     monkeypatch.setattr(walkbounds, "WALK_READ_SECONDS", 1.0)  # the hang's wait, shortened
-    reader, faulty, healthy = await _two_rooms(hs, seeder)
+    reader, faulty, healthy = await two_rooms(hs, seeder)
     cfg = reader_config(hs, reader, tmp_path)
     make, named = FAULTS[fault]
     transport = Faulty(faulty, "messages", make(seeder.user_id))
@@ -130,7 +120,7 @@ async def test_new_pages_forever_cut_the_room_short_and_the_next_pass_goes_on(
     """A room whose pages never end (new events under new tokens) is read `WALK_PAGES` pages a
     pass, logged and reported as cut short, its cursor kept; the other room is written."""
     monkeypatch.setattr(walkbounds, "WALK_PAGES", 4)
-    reader, faulty, healthy = await _two_rooms(hs, seeder)
+    reader, faulty, healthy = await two_rooms(hs, seeder)
     cfg = reader_config(hs, reader, tmp_path)
     n = itertools.count()
     forever = lambda r: answer(  # noqa: E731
@@ -157,7 +147,7 @@ async def test_a_relations_fault_fails_its_room_within_bounded_pages(
 ) -> None:
     """Regression (issue 37 item 5): a `/relations` that always has a `next_batch` (81 s, every
     page kept) fails its room after `MAX_RELATION_PAGES` pages; the other room is written."""
-    reader, faulty, healthy = await _two_rooms(hs, seeder)
+    reader, faulty, healthy = await two_rooms(hs, seeder)
     said = await seeder.send_text(faulty, "the gate code is old")
     edit = await seeder.send_edit(faulty, said, "the gate code is new")
     cfg = reader_config(hs, reader, tmp_path)
