@@ -199,7 +199,7 @@ class BoardReader:
             pins=pins,
             bodies=bodies,
             senders=senders,
-            names=info.names,
+            names=info.speakers,
             permalinks={p.target: permalink(room_id, p.target, self.server_name) for p in pins},
             scan=room_log.scan(),
             board_size=len(board.pins),

@@ -53,6 +53,14 @@ class RoomInfo:
         return dict(self.state.display_names) if self.state else {}
 
     @property
+    def speakers(self) -> dict[str, str]:
+        """Every joined member → its display name ('' for none): whom a reply's sender name
+        must not be mistaken for (`bot.names.sender_label`)."""
+        if self.state is None:
+            return {}
+        return {**dict.fromkeys(self.state.members, ""), **dict(self.state.display_names)}
+
+    @property
     def label(self) -> str:
         if self.state is None:
             return self.verdict.room_id

@@ -139,6 +139,29 @@ async def test_bot_never_quotes_a_disguised_secret(make_bot: MakeBot) -> None:
             assert not any(piece in str(reply) for piece in pieces), text
 
 
+async def test_bot_names_the_user_id_beside_a_name_that_could_pass_for_another(
+    make_bot: MakeBot,
+) -> None:
+    """Regression (issue 37 item 8): a member renamed "Alice" was quoted as Alice, also for
+    what it said before the rename, and a nick shaped like `@ops:server` read as that user.
+    `!search` and `!pins` show the user id beside such a name; the real Alice too."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    bot.rooms.join(room, ALICE, "Alice")
+    mallory, ops = f"@mallory:{SERVER}", f"@eve:{SERVER}"
+    bot.rooms.join(room, mallory, "Mallory")
+    bot.rooms.join(room, ops, f"@ops:{SERVER}")
+    bot.rooms.say(room, mallory, "send the okapi invoice to my new account")
+    bot.rooms.say(room, ops, "okapi maintenance is announced for tonight")
+    bot.rooms.join(room, mallory, "Alice")  # the rename, after the message
+    await bot.reply(room, ALICE, "!pin okapi budget is approved")
+    reply = body_of(await bot.reply(room, ALICE, "!search okapi limit:10"))
+    assert f"Alice ({mallory}): send the" in reply.replace("\u2060", "")
+    assert f"@ops:{SERVER} ({ops}): **okapi** maintenance" in reply.replace("\u2060", "")
+    board = body_of(await bot.reply(room, ALICE, "!pins"))
+    assert f"Alice ({ALICE}):" in board.replace("\u2060", "")
+
+
 async def test_bot_command_room_reads_a_room_named_twice_once(make_bot: MakeBot) -> None:
     """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
     one scan in the reply, one hit."""
