@@ -17,6 +17,7 @@ from tests.bot.fastkit import SERVER, FastBot
 
 ALICE = f"@alice:{SERVER}"
 PERSONA = f"@persona-1:{SERVER}"
+BOB = f"@bob:{SERVER}"
 ASKERS = {"command_room_askers": [r"@persona-.*:muninn\.test"]}
 
 MakeBot = Callable[..., FastBot]
@@ -147,3 +148,19 @@ async def test_bot_unpin_needs_a_target(make_bot: MakeBot) -> None:
     unpin = await bot.reply(room, ALICE, "!unpin", reply_to=target)
     assert "Unpinned" in body_of(unpin)
     assert await board(bot, commands, alias) == []
+
+
+async def test_bot_board_survives_a_flood_of_huge_messages(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 9): 17 messages of 62 KB filled the read's 1,000,000
+    characters, so the board (and `!search`) saw only them: every pin gone. A message's share
+    of the read is bounded; the pins and the older message are still found."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    first = bot.rooms.say(room, ALICE, "the numbat feeding schedule is on the wiki")
+    await bot.reply(room, ALICE, "!pin #docs", reply_to=first)
+    for n in range(17):
+        bot.rooms.say(room, BOB, f"flood {n} " + "lorem ipsum dolor " * 3_500)
+    board = body_of(await bot.reply(room, ALICE, "!pins"))
+    assert "numbat feeding schedule" in board
+    found = body_of(await bot.reply(room, ALICE, "!search numbat"))
+    assert "feeding schedule" in found and "scanned the whole room" in found
