@@ -187,12 +187,12 @@ async def test_bot_large_replies_arrive_cut_to_fit(make_bot: MakeBot) -> None:
     bot.sender.refuse = too_large
     commands = command_room(bot)
     room, alias = aliased_room(bot)
-    for i in range(12):
+    for i in range(40):  # a read keeps each message's first 2,000 characters: 80 KB in all
         bot.rooms.say(room, ALICE, f"kiwi report {i}: " + "the orchard is fine. " * 400)
     reply = await bot.reply(commands, PERSONA, f"!search kiwi in:{alias} limit:50")
     assert content_size(reply) <= REPLY_BUDGET
     results = reply["org.muninn.results"]
-    assert len(results["hits"]) == 12 and results["truncated"]["texts_shortened"] >= 12
+    assert len(results["hits"]) >= 12 and results["truncated"]["texts_shortened"] >= 12
     for note in ("first", "second"):
         await bot.reply(room, ALICE, f"!pin #big {note} " + "note text " * 1500)
     shown = await bot.reply(room, ALICE, "!pins")
@@ -211,8 +211,8 @@ async def test_bot_a_refused_reply_is_followed_by_a_short_error(
     bot.sender.refuse = too_large
     commands = command_room(bot)
     room, alias = aliased_room(bot)
-    for n in range(2):  # the command room's JSON carries each note whole: 72 KB
-        await bot.reply(room, ALICE, f"!pin #n{n} " + "a long note " * 3000)
-    reply = await bot.reply(commands, PERSONA, f"!pins in:{alias}")
+    for i in range(50):  # the command room's JSON carries each body whole: 100 KB
+        bot.rooms.say(room, ALICE, f"kiwi report {i}: " + "the orchard is fine. " * 400)
+    reply = await bot.reply(commands, PERSONA, f"!search kiwi in:{alias} limit:50")
     assert "refused this answer (M_TOO_LARGE)" in body_of(reply)
     assert reply["org.muninn.results"] == {"error": body_of(reply)}
