@@ -32,7 +32,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
     "chunker": (4, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
-    "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
+    "lexical": (2, "2ad2734b5c0a2d3e6c3a4cced6a1f4d9464df17a55cd42a24f5729f57f29cab4"),
     "scrub": (4, "bd425b5c7ca2ac79e09b67f49f4aeddb3e1a9aeaca08cc6791fd64658664455c"),
 }
 # golden: end
@@ -87,6 +87,9 @@ SCRUB_TEXTS = [
     "AKIA\u200bIOSFODNN7EXAMPLE Bearer\u00a0t0k3n99abc naïve ﬁne пароль слишком простой",
 ]
 
+# Lexical shapes of LEXICAL_VERSION 2, for the lexical fingerprint only.
+LEXICAL_TEXTS = ["İstanbul and ISTANBUL and istanbul, İZMİR"]
+
 ROOM = RoomID("!fingerprint:example.org")
 SENDERS = [UserID(f"@{n}:example.org") for n in ("alice", "bob", "carol")]
 NAMES = {SENDERS[0]: "Alice", SENDERS[1]: "Bob Builder"}  # carol has none: the mxid is shown
@@ -139,7 +142,8 @@ def lexical_output() -> Any:
     def vector(v: Any) -> list[tuple[int, float]]:
         return [(i, round(x, 6)) for i, x in zip(v.indices, v.values, strict=True)]
 
-    return [(tokens(t), vector(document_vector(t)), vector(query_vector(t))) for t in TEXTS]
+    texts = TEXTS + LEXICAL_TEXTS
+    return [(tokens(t), vector(document_vector(t)), vector(query_vector(t))) for t in texts]
 
 
 RULES: dict[str, tuple[int, Callable[[], Any]]] = {
