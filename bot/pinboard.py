@@ -157,6 +157,14 @@ class TimelineEvent(Protocol):
     def thread_root(self) -> str | None: ...
 
 
+def _redacted_before(event: TimelineEvent, command: TimelineEvent) -> bool:
+    """`event` was redacted no later than the command was sent: gone when `^N` was typed.
+    A message redacted since (or at an unknown time) still counts, so a pin never moves."""
+    redacted_ts = getattr(event, "redacted_ts", None)
+    ts = getattr(command, "ts", None)
+    return redacted_ts is not None and isinstance(ts, int) and redacted_ts <= ts
+
+
 def _same_timeline(event: TimelineEvent, thread_root: str | None) -> bool:
     if thread_root is None:
         return event.thread_root is None
@@ -185,13 +193,16 @@ def resolve_offset(
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    thread_root = history[command_index].thread_root
+    command = history[command_index]
+    thread_root = command.thread_root
     seen = 0
     for index in range(command_index - 1, -1, -1):
         event = history[index]
         if not _same_timeline(event, thread_root):
             continue
         if event.sender == bot_user_id or command_name(event.body, prefix) is not None:
+            continue
+        if _redacted_before(event, command):
             continue
         seen += 1
         if seen == n:

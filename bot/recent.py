@@ -257,18 +257,23 @@ def _changes_state(event: ClientEvent) -> bool:
 
 def _merge(new: Sequence[ClientEvent], cached: Sequence[ClientEvent]) -> list[ClientEvent]:
     redacted = {
-        str(content_of(e).get("redacts") or e.get("redacts"))
+        str(content_of(e).get("redacts") or e.get("redacts")): e
         for e in new
         if e.get("type") == EventType.ROOM_REDACTION.t
     }
     out = list(new)
     for event in cached:
-        out.append(emptied(event) if str(event.get("event_id")) in redacted else event)
+        by = redacted.get(str(event.get("event_id")))
+        out.append(emptied(event, by.get("origin_server_ts")) if by is not None else event)
     return out
 
 
-def emptied(event: ClientEvent) -> ClientEvent:
-    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
-    trace = {"redacted_because": {"redacted": True}}
+def emptied(event: ClientEvent, redacted_at: object = None) -> ClientEvent:
+    """The event as the homeserver serves it once redacted: no content, `redacted_because`
+    (with the redaction's time, when it is known)."""
+    because: dict[str, object] = {"redacted": True}
+    if redacted_at is not None:
+        because["origin_server_ts"] = redacted_at
+    trace = {"redacted_because": because}
     unsigned = cast(Unsigned, {**(event.get("unsigned") or {}), **trace})
     return {**event, "content": {}, "unsigned": unsigned}

@@ -666,3 +666,17 @@ def test_puppet_in_events_finds_a_sender_who_left() -> None:
     assert puppet_in_events(bridged, scope) == "@discord_42:x"
     member = [{"type": "m.room.member", "sender": "@a:x", "state_key": "@_discord_7:x"}]
     assert puppet_in_events(member, scope) == "@_discord_7:x"
+
+
+def test_scan_dates_nothing_by_a_malformed_timestamp() -> None:
+    """Regression (issue 37 item 10): a message stamped with a negative `origin_server_ts`
+    made the scan line read "back to 1969"; a stamp outside [0, 2^53) dates nothing."""
+    now = 1_764_547_200_000
+    raw = [
+        {**_message("$new", "@a:x", "fresh"), "origin_server_ts": now},
+        {**_message("$neg", "@a:x", "backdated"), "origin_server_ts": -60_000},
+        {**_message("$big", "@a:x", "postdated"), "origin_server_ts": 2**60},
+    ]
+    scan = RoomLog(RoomID("!r"), raw, 3).scan()
+    assert scan.oldest_ts == now
+    assert "1969" not in scan_sentence(scan) and "2025-12-01" in scan_sentence(scan)

@@ -164,3 +164,23 @@ async def test_bot_board_survives_a_flood_of_huge_messages(make_bot: MakeBot) ->
     assert "numbat feeding schedule" in board
     found = body_of(await bot.reply(room, ALICE, "!search numbat"))
     assert "feeding schedule" in found and "scanned the whole room" in found
+
+
+async def test_bot_pin_offset_skips_a_message_redacted_before_it(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 10): `!pin ^1` pinned a message redacted before the command
+    (the board showed nothing). It counts only what was there to see; a message redacted
+    after the pin keeps its place, so the pin never moves to another message."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    plan = bot.rooms.say(room, ALICE, "the release plan is in the wiki")
+    spam = bot.rooms.say(room, BOB, "buy cheap watches")
+    bot.rooms.redact(room, spam, BOB)
+    reply = await bot.reply(room, ALICE, "!pin ^1")
+    assert "release plan" in body_of(reply)
+    assert [p["target"] for p in await board(bot, commands, alias)] == [plan]
+    later = bot.rooms.say(room, ALICE, "the demo is on friday")
+    await bot.reply(room, ALICE, "!pin ^1")
+    bot.rooms.redact(room, later, ALICE)  # after its pin: the pin stays on it, hidden
+    assert plan in [p["target"] for p in await board(bot, commands, alias)]
+    assert all(p["target"] in (plan, later) for p in await board(bot, commands, alias))
