@@ -77,6 +77,14 @@ class RoomState:
     bridge_state_keys: tuple[str, ...] = ()
     # (user_id, displayname) of joined members that set one; citations show names, payloads mxids
     display_names: tuple[tuple[UserID, str], ...] = ()
+    # `m.room.power_levels`: the level `m.room.pinned_events` needs (the spec's pinning; an
+    # `!unpin` of another's pin needs it too), each listed user's level, and the default.
+    pins_level: int = 50
+    user_levels: tuple[tuple[UserID, int], ...] = ()
+    users_default: int = 0
+
+    def level_of(self, user_id: str) -> int:
+        return next((n for u, n in self.user_levels if u == user_id), self.users_default)
 
 
 @dataclass(frozen=True)

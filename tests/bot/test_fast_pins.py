@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mautrix.types import JoinRule
+from mautrix.types import EventType, JoinRule
 
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
@@ -184,3 +184,29 @@ async def test_bot_pin_offset_skips_a_message_redacted_before_it(make_bot: MakeB
     bot.rooms.redact(room, later, ALICE)  # after its pin: the pin stays on it, hidden
     assert plan in [p["target"] for p in await board(bot, commands, alias)]
     assert all(p["target"] in (plan, later) for p in await board(bot, commands, alias))
+
+
+async def test_bot_unpin_of_another_members_pin_needs_the_rooms_pinning_level(
+    make_bot: MakeBot,
+) -> None:
+    """Regression (issue 37 item 10): any member could `!unpin` anyone's pin. Another's pin
+    is unpinned only by a user the room's power levels let send `m.room.pinned_events` (the
+    spec's own pinning; by default a moderator, 50); the pinner always may."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    moderator = f"@mod:{SERVER}"
+    levels = {"users": {ALICE: 100, moderator: 50}, "users_default": 0}
+    bot.rooms.add(room, EventType.ROOM_POWER_LEVELS, ALICE, levels, "")
+    first = bot.rooms.say(room, ALICE, "the numbat feeding schedule is on the wiki")
+    second = bot.rooms.say(room, ALICE, "the numbat vet visits on tuesdays")
+    for target in (first, second):
+        await bot.reply(room, ALICE, "!pin", reply_to=target)
+    refused = await bot.reply(room, BOB, "!unpin", reply_to=first)
+    assert "Nothing unpinned" in body_of(refused) and "moderator" in body_of(refused)
+    assert {p["target"] for p in await board(bot, commands, alias)} == {first, second}
+    assert "Unpinned" in body_of(await bot.reply(room, moderator, "!unpin", reply_to=first))
+    assert [p["target"] for p in await board(bot, commands, alias)] == [second]
+    await bot.reply(room, BOB, "!pin", reply_to=first)  # Bob's own pin: Bob may unpin it
+    assert "Unpinned" in body_of(await bot.reply(room, BOB, "!unpin", reply_to=first))
+    assert [p["target"] for p in await board(bot, commands, alias)] == [second]
