@@ -8,6 +8,11 @@ room; a usage error always does) → already answered (in memory, or the bot's o
 room log) → per-asker rate limit (one polite notice) → the command.
 The first two checks and the rate limit's count are `bot.incoming`'s.
 
+A homeserver read that fails past the request layer's retries (a 5xx, an answer of the wrong
+shape, a pagination that would not end) once the command is admitted is answered with
+`HOMESERVER_FAILED`, never silence; a failed read of the room's own state before admission
+stays silent (the room may not be answered: a DM, a refused room).
+
 "Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
 has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
 command delivered again (Synapse retrying a transaction, a first `/sync`) answers it once.
@@ -47,12 +52,18 @@ from bot.recent import RecentEvents
 from bot.replying import Replier, answer_small
 from bot.searching import SearchActions
 from bot.visibility import Audiences
+from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden
 from ingest.matrix import ClientEvent
 from ingest.rooms import RoomCache
 from ingest.search import Searcher
-from ingest.types import Refusal, RoomID
+from ingest.types import Refusal, RoomID, Verdict
 
-__all__ = ["CommandHandler"]
+__all__ = ["HOMESERVER_FAILED", "CommandHandler"]
+
+HOMESERVER_FAILED = (
+    "The homeserver failed to answer a read this needs ({why}); nothing is shown. Please ask "
+    "again shortly."
+)
 
 
 log = logging.getLogger("muninn.bot")
@@ -91,6 +102,7 @@ class CommandHandler:
             bot_user_id=bot_user_id,
             command_room=command_room,
             rate_per_minute=cfg.bot.rate_per_minute,
+            command_room_now=self._command_room_now,
         )
         boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
         self.pins = PinActions(
@@ -149,7 +161,14 @@ class CommandHandler:
             return
         self._handled.add(msg.event_id)  # in flight: a duplicate delivery stops here
         with self._refusals():
-            await self._parse_and_run(msg, in_command_room)
+            try:
+                await self._parse_and_run(msg, in_command_room)
+            except (MatrixAuthError, MatrixForbidden):
+                raise  # not this command's fault: a reply would fail the same way
+            except MatrixError as e:  # a read failed past its retries: say so, never silence
+                log.warning("command %s: a homeserver read failed: %s", msg.event_id, e)
+                why = e.errcode or (f"HTTP {e.status}" if e.status else type(e).__name__)
+                await self.say(msg, HOMESERVER_FAILED.format(why=why), "error")
 
     async def _parse_and_run(self, msg: Incoming, in_command_room: bool) -> None:
         try:
@@ -207,6 +226,9 @@ class CommandHandler:
             log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
             return False
         return True
+
+    async def _command_room_now(self, room_id: RoomID) -> Verdict:
+        return (await self.rooms.fresh(room_id)).serves_commands
 
     async def _answer_small(
         self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"

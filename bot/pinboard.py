@@ -8,7 +8,9 @@ backdate `ts`, and clocks skew). Rules:
 - later markers win: re-pinning a target replaces its label and note and moves it to the top;
 - the board holds `CAPACITY` pins, most recently pinned first; a pin arriving at a full board
   drops the least recently pinned one (for good: a later unpin does not bring it back);
-- `!unpin` removes its target; a marker without a target changes nothing;
+- `!unpin` removes its target, another's pin only from a user the room's power levels let send
+  `m.room.pinned_events` (`unpin_rule`: by default a moderator); a marker without a target
+  changes nothing;
 - a redacted marker is excluded, so the board is as if it had never been sent. A redaction
   rewrites history, which `apply` cannot do on a 12-pin value: on a redaction, refold the log.
 """
@@ -17,19 +19,21 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from bot.commands.grammar import command_name
 from bot.commands.records import PinCommand, UnpinCommand
 from ingest.search.transcript import fold_text
+from ingest.types import RoomState
 
 __all__ = [
     "CAPACITY",
     "Board",
     "Marker",
     "MarkerKind",
+    "MayUnpin",
     "Pin",
     "TimelineEvent",
     "apply",
@@ -37,6 +41,7 @@ __all__ = [
     "marker_from_command",
     "resolve_offset",
     "select",
+    "unpin_rule",
 ]
 
 CAPACITY = 12
@@ -81,22 +86,49 @@ class Board:
         return next((pin for pin in self.pins if pin.target == target), None)
 
 
-def apply(board: Board, marker: Marker) -> Board:
+# May this user unpin a pin another user made? (The room's power levels: `unpin_rule`.)
+MayUnpin = Callable[[str], bool]
+
+
+def _anyone(user_id: str) -> bool:
+    return True
+
+
+def apply(board: Board, marker: Marker, may_unpin: MayUnpin = _anyone) -> Board:
     """The board after one more marker (appended to the log; see the module note on redactions)."""
     if marker.redacted or marker.target is None:
         return board
     others = tuple(pin for pin in board.pins if pin.target != marker.target)
     if marker.kind is MarkerKind.UNPIN:
-        return board if len(others) == len(board.pins) else replace(board, pins=others)
+        pinned = board.get(marker.target)
+        if pinned is None or (pinned.pinned_by != marker.sender and not may_unpin(marker.sender)):
+            return board
+        return replace(board, pins=others)
     pin = Pin(marker.target, marker.label, marker.note, marker.sender, marker.ts, marker.event_id)
     return replace(board, pins=(pin, *others)[: board.capacity])
 
 
-def fold(markers: Iterable[Marker], capacity: int = CAPACITY) -> Board:
-    """The board of a room: every marker in timeline order (oldest first), redacted ones out."""
+def fold(
+    markers: Iterable[Marker], capacity: int = CAPACITY, may_unpin: MayUnpin = _anyone
+) -> Board:
+    """The board of a room: every marker in timeline order (oldest first), redacted ones out;
+    an `!unpin` of another's pin counts only from a user `may_unpin`."""
     if capacity < 1:
         raise ValueError(f"capacity must be >= 1, got {capacity}")
-    return functools.reduce(apply, markers, Board(capacity=capacity))
+    step = functools.partial(_apply_with, may_unpin=may_unpin)
+    return functools.reduce(step, markers, Board(capacity=capacity))
+
+
+def _apply_with(board: Board, marker: Marker, *, may_unpin: MayUnpin) -> Board:
+    return apply(board, marker, may_unpin)
+
+
+def unpin_rule(state: RoomState | None) -> MayUnpin:
+    """Who may unpin another's pin: whoever the room's power levels let send
+    `m.room.pinned_events`, the spec's own pinning (by default a moderator, 50)."""
+    if state is None:
+        return lambda user_id: False
+    return lambda user_id: state.level_of(user_id) >= state.pins_level
 
 
 def marker_from_command(
@@ -163,6 +195,14 @@ class TimelineEvent(Protocol):
     def thread_root(self) -> str | None: ...
 
 
+def _redacted_before(event: TimelineEvent, command: TimelineEvent) -> bool:
+    """`event` was redacted no later than the command was sent: gone when `^N` was typed.
+    A message redacted since (or at an unknown time) still counts, so a pin never moves."""
+    redacted_ts = getattr(event, "redacted_ts", None)
+    ts = getattr(command, "ts", None)
+    return redacted_ts is not None and isinstance(ts, int) and redacted_ts <= ts
+
+
 def _same_timeline(event: TimelineEvent, thread_root: str | None) -> bool:
     if thread_root is None:
         return event.thread_root is None
@@ -191,13 +231,16 @@ def resolve_offset(
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    thread_root = history[command_index].thread_root
+    command = history[command_index]
+    thread_root = command.thread_root
     seen = 0
     for index in range(command_index - 1, -1, -1):
         event = history[index]
         if not _same_timeline(event, thread_root):
             continue
         if event.sender == bot_user_id or command_name(event.body, prefix) is not None:
+            continue
+        if _redacted_before(event, command):
             continue
         seen += 1
         if seen == n:

@@ -17,7 +17,16 @@ from bot.commands.grammar import parse
 from bot.commands.records import PinCommand, PinsCommand, UnpinCommand, UsageError
 from bot.errors import CommandError
 from bot.html import excerpt, safe_html, safe_plain
-from bot.pinboard import Board, Marker, fold, marker_from_command, resolve_offset, select
+from bot.pinboard import (
+    Board,
+    Marker,
+    MayUnpin,
+    fold,
+    marker_from_command,
+    resolve_offset,
+    select,
+    unpin_rule,
+)
 from bot.reads import RoomReads
 from bot.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.replying import Replier
@@ -137,16 +146,16 @@ class BoardReader:
         transcript shows it: a pin shows what the message says now, not what it said (rule 6)."""
         return {m.event_id: m.body for m in room_log.messages(self.bot_user_id, self.prefix)}
 
-    def board(self, history: list[TimelineItem]) -> Board:
-        return fold(markers(history, self.bot_user_id, self.prefix))
+    def board(self, history: list[TimelineItem], may_unpin: MayUnpin) -> Board:
+        return fold(markers(history, self.bot_user_id, self.prefix), may_unpin=may_unpin)
 
     def fold_log(
-        self, room_log: RoomLog, cut: Audience
+        self, room_log: RoomLog, cut: Audience, may_unpin: MayUnpin
     ) -> tuple[Board, dict[str, str], dict[str, str], dict[str, int]]:
         """The board (pins the room's readers may all see), and the text, sender and time of
         each pinned message within the log (pure CPU work: run in a thread)."""
         history = room_log.timeline()
-        board = self.board(history)
+        board = self.board(history, may_unpin)
         # Pins made, and messages sent, where the room's readers may not all see them: hidden.
         board = Board(tuple(p for p in board.pins if cut.sees(p.pinned_ts)), board.capacity)
         targets = {p.target for p in board.pins}
@@ -176,7 +185,10 @@ class BoardReader:
         """`room_log` already without what `stones` (the recorded purges) cover."""
         room_id = room_log.room_id
         # Scrubbing the log's text is CPU work of up to `SCAN_TEXT`: off the event loop.
-        board, bodies, senders, times = await asyncio.to_thread(self.fold_log, room_log, cut)
+        may_unpin = unpin_rule(info.state)
+        board, bodies, senders, times = await asyncio.to_thread(
+            self.fold_log, room_log, cut, may_unpin
+        )
         missing = [p.target for p in board.pins if p.target not in senders]
         fetched = await asyncio.gather(*(self.fetch(room_id, t) for t in missing))
         for target, event in zip(missing, fetched, strict=True):
@@ -199,7 +211,7 @@ class BoardReader:
             pins=pins,
             bodies=bodies,
             senders=senders,
-            names=info.names,
+            names=info.speakers,
             permalinks={p.target: permalink(room_id, p.target, self.server_name) for p in pins},
             scan=room_log.scan(),
             board_size=len(board.pins),
@@ -252,9 +264,10 @@ class PinActions:
         target = pin_target(
             history, index, command, bot_user_id=boards.bot_user_id, prefix=boards.prefix
         )
-        before = boards.board(history[:index])
+        may_unpin = unpin_rule((await self.rooms.get(msg.room_id)).state)
+        before = boards.board(history[:index], may_unpin)
         if isinstance(command, UnpinCommand):
-            await self._unpin(msg, command, target, before)
+            await self._unpin(msg, command, target, before, may_unpin)
             return
         if target is None:
             raise CommandError(_nothing_pinned(history[index], command, boards.prefix))
@@ -278,7 +291,12 @@ class PinActions:
             await replier.send(msg, notice(msg.reply_to, plain, html))
 
     async def _unpin(
-        self, msg: Incoming, command: UnpinCommand, target: str | None, before: Board
+        self,
+        msg: Incoming,
+        command: UnpinCommand,
+        target: str | None,
+        before: Board,
+        may_unpin: MayUnpin,
     ) -> None:
         if target is None:
             if command.offset is not None:
@@ -286,8 +304,13 @@ class PinActions:
             else:
                 why = "!unpin needs a target: reply to the pinned message, or give ^N"
             text = f"Nothing unpinned: {why}."
-        elif before.get(target) is None:
+        elif (pinned := before.get(target)) is None:
             text = "Nothing unpinned: that message is not on the pinboard."
+        elif pinned.pinned_by != msg.sender and not may_unpin(msg.sender):
+            text = (
+                "Nothing unpinned: another member's pin is unpinned by them or by someone the "
+                "room lets change its pinned messages (a moderator, by default)."
+            )
         else:
             text = "Unpinned."
         await self.replier.say(msg, text, "info")

@@ -1,7 +1,8 @@
 """Each room's latest raw events, kept between commands: the cache a `RoomLog` is read from.
 
 Derived state, never the record (`RecentEvents`); every read is bounded by events and by
-`SCAN_TEXT` characters of message text (`within_text`).
+`SCAN_TEXT` characters of message text, each text field of an event kept to its first
+`FIELD_SHARE` characters (`within_text`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from ingest.types import RoomID
 
 __all__ = [
     "EVENT_OVERHEAD",
+    "FIELD_SHARE",
     "SCAN_TEXT",
     "RecentEvents",
     "RoomLogSource",
     "content_of",
     "emptied",
     "text_size",
+    "trimmed",
     "within_text",
 ]
 
@@ -36,7 +39,11 @@ def content_of(event: ClientEvent) -> EventContent:
 
 
 SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
+# Characters of one text field of an event a read keeps: a message's share of `SCAN_TEXT` is
+# bounded, so 17 messages of 62 KB no longer fill the read (and empty the pinboard).
+FIELD_SHARE = 2_000
 EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
+_TEXT_FIELDS = ("body", "formatted_body")
 
 
 def text_size(event: ClientEvent) -> int:
@@ -52,22 +59,53 @@ def text_size(event: ClientEvent) -> int:
 def within_text(
     events: Sequence[ClientEvent], limit: int = SCAN_TEXT
 ) -> tuple[list[ClientEvent], bool]:
-    """The newest events whose text adds up to at most `limit` characters, and whether that
-    left any out: 2,048 events of 16 KB cost seconds of scrubbing per command otherwise."""
+    """The newest events, each text field cut to `FIELD_SHARE` (`trimmed`), whose text adds
+    up to at most `limit` characters, and whether that left any out: 2,048 events of 16 KB
+    cost seconds of scrubbing per command otherwise."""
     kept, cut, _ = _within(events, limit)
     return kept, cut
+
+
+def _cut(text: str) -> str:
+    """At most `FIELD_SHARE` characters of `text`, ending at a word's end: a token, a key or a
+    password is kept whole or not at all, so the scrub sees every secret it keeps whole."""
+    if len(text) <= FIELD_SHARE:
+        return text
+    head = text[: FIELD_SHARE + 1]
+    end = max(head.rfind(c) for c in " \t\n\r")
+    return head[:end] if end > 0 else ""
+
+
+def trimmed(event: ClientEvent) -> ClientEvent:
+    """`event` with its body, HTML and an edit's new ones cut to `FIELD_SHARE` characters
+    (`_cut`): what a read folds of a message is its start; the event itself if none is over."""
+    if text_size(event) <= FIELD_SHARE:
+        return event
+    content = dict(content_of(event))
+    for key in _TEXT_FIELDS:
+        if isinstance(value := content.get(key), str):
+            content[key] = _cut(value)
+    new = content.get("m.new_content")
+    if isinstance(new, dict):
+        content["m.new_content"] = {
+            k: _cut(v) if k in _TEXT_FIELDS and isinstance(v, str) else v for k, v in new.items()
+        }
+    return cast(ClientEvent, {**event, "content": content})
 
 
 def _within(events: Sequence[ClientEvent], limit: int) -> tuple[list[ClientEvent], bool, int]:
     """`within_text`, and the text the kept events hold (the copy's size, without a second
     pass over them)."""
     total = 0
-    for index, event in enumerate(events):
+    kept: list[ClientEvent] = []
+    for event in events:
+        event = trimmed(event)
         size = text_size(event)
         if total + size > limit:
-            return list(events[:index]), True, total
+            return kept, True, total
+        kept.append(event)
         total += size
-    return list(events), False, total
+    return kept, False, total
 
 
 class RoomLogSource(Protocol):
@@ -219,18 +257,23 @@ def _changes_state(event: ClientEvent) -> bool:
 
 def _merge(new: Sequence[ClientEvent], cached: Sequence[ClientEvent]) -> list[ClientEvent]:
     redacted = {
-        str(content_of(e).get("redacts") or e.get("redacts"))
+        str(content_of(e).get("redacts") or e.get("redacts")): e
         for e in new
         if e.get("type") == EventType.ROOM_REDACTION.t
     }
     out = list(new)
     for event in cached:
-        out.append(emptied(event) if str(event.get("event_id")) in redacted else event)
+        by = redacted.get(str(event.get("event_id")))
+        out.append(emptied(event, by.get("origin_server_ts")) if by is not None else event)
     return out
 
 
-def emptied(event: ClientEvent) -> ClientEvent:
-    """The event as the homeserver serves it once redacted: no content, `redacted_because`."""
-    trace = {"redacted_because": {"redacted": True}}
+def emptied(event: ClientEvent, redacted_at: object = None) -> ClientEvent:
+    """The event as the homeserver serves it once redacted: no content, `redacted_because`
+    (with the redaction's time, when it is known)."""
+    because: dict[str, object] = {"redacted": True}
+    if redacted_at is not None:
+        because["origin_server_ts"] = redacted_at
+    trace = {"redacted_because": because}
     unsigned = cast(Unsigned, {**(event.get("unsigned") or {}), **trace})
     return {**event, "content": {}, "unsigned": unsigned}

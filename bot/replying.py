@@ -25,15 +25,19 @@ from bot.sender import txn_id_for
 from bot.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
 from ingest.scrub import scrub
-from ingest.types import RoomID
+from ingest.types import RoomID, Verdict
 
-__all__ = ["AUDIENCE_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
+__all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
 
 log = logging.getLogger("muninn.bot")
 
 AUDIENCE_CHANGED = (
     "The room's members or history visibility changed while this was answered; nothing is "
     "quoted. Please ask again."
+)
+COMMAND_ROOM_CHANGED = (
+    "This room is no longer one only the allowed askers and Muninn can read (see the log or "
+    "`muninn status`); the answer is withheld."
 )
 
 
@@ -48,13 +52,17 @@ class Replier:
         bot_user_id: str,
         command_room: RoomID | None,
         rate_per_minute: int,
+        command_room_now: Callable[[RoomID], Awaitable[Verdict]],
     ) -> None:
+        """`command_room_now`: whether the command room is served, read from the homeserver
+        now (not from a cache), asked just before a reply there is sent."""
         self._sender = sender
         self._states = states
         self._audiences = audiences
         self._bot_user_id = bot_user_id
         self.command_room = command_room
         self._rate_per_minute = rate_per_minute
+        self._command_room_now = command_room_now
         self._limits = RateLimit(rate_per_minute)
         self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
             sender.send_message,
@@ -136,6 +144,8 @@ class Replier:
         (rule 14; a join during a search must not read what came before it)."""
         if self.before_recheck is not None:
             await self.before_recheck()
+        if msg.room_id == self.command_room:
+            return await self._command_room_holds(msg)
         if cut is None or not cut.basis:
             return True  # the command room (`ANYONE`): no audience was read
         if await audience_unchanged(self._states, msg.room_id, cut):
@@ -144,6 +154,22 @@ class Replier:
         if await self.audience(RoomID(msg.room_id)) == cut:
             return True  # a rename, or a change that moves no cut
         await self.say(msg, AUDIENCE_CHANGED, "error")
+        return False
+
+    async def _command_room_holds(self, msg: Incoming) -> bool:
+        """The command room is still served (rule 14): an asker may invite someone while a
+        command runs, and whoever joins would read the reply's other rooms."""
+        verdict = await self._command_room_now(RoomID(msg.room_id))
+        if verdict.eligible:
+            return True
+        log.error(
+            "withholding the reply to %s: the command room %s is no longer served: %s (%s)",
+            msg.event_id,
+            msg.room_id,
+            verdict.reason,
+            verdict.detail,
+        )
+        await self.say(msg, COMMAND_ROOM_CHANGED, "error")
         return False
 
 

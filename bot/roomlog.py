@@ -22,6 +22,7 @@ from ingest.records import Tombstone
 from ingest.scrub import scrub
 from ingest.search.hits import purged
 from ingest.search.memo import TextMemo
+from ingest.stamps import event_ts
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
@@ -47,6 +48,9 @@ class TimelineItem:
     thread_root: str | None
     content: EventContent
     redacted: bool
+    # When the redaction was sent (its `origin_server_ts`), if the homeserver said: a message
+    # redacted before a `!pin ^N` is not one of the N it counts.
+    redacted_ts: int | None = None
 
 
 def _relates(content: EventContent) -> Relation:
@@ -61,7 +65,8 @@ def _item(event: ClientEvent) -> TimelineItem | None:
     if _relates(content).get("rel_type") == RelationType.REPLACE.value:
         return None  # an edit is not a message of its own
     unsigned = event.get("unsigned")
-    redacted = not content or (isinstance(unsigned, dict) and "redacted_because" in unsigned)
+    because = unsigned.get("redacted_because") if isinstance(unsigned, dict) else None
+    redacted = not content or because is not None
     body = content.get("body")
     ts = event.get("origin_server_ts")
     return TimelineItem(
@@ -72,6 +77,7 @@ def _item(event: ClientEvent) -> TimelineItem | None:
         thread_root(content),
         content,
         bool(redacted),
+        event_ts(because.get("origin_server_ts")) if isinstance(because, dict) else None,
     )
 
 
@@ -139,9 +145,8 @@ class RoomLog:
     cut: bool = False  # the read stopped at `SCAN_TEXT`, short of `bound` and of the room
 
     def scan(self) -> ScanInfo:
-        stamps = [
-            e["origin_server_ts"] for e in self.raw if isinstance(e.get("origin_server_ts"), int)
-        ]
+        # A malformed stamp (negative: "back to 1969") dates nothing the scan read.
+        stamps = [ts for e in self.raw if (ts := event_ts(e.get("origin_server_ts"))) is not None]
         return ScanInfo(len(self.raw), self.bound, min(stamps, default=None), self.cut)
 
     def answered(self, event_id: str, bot_user_id: str) -> bool:

@@ -122,7 +122,7 @@ class SearchActions:
         for hit in result.hits:
             if hit.room_id not in names:
                 info = await self.rooms.get(hit.room_id)
-                names[hit.room_id], labels[hit.room_id] = info.names, info.label
+                names[hit.room_id], labels[hit.room_id] = info.speakers, info.label
         view = SearchView(
             result,
             command.texts,

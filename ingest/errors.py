@@ -43,6 +43,11 @@ class MatrixUnavailable(MatrixError):
     """5xx, 429 or connection errors that outlasted the retry bound."""
 
 
+class MatrixBadPaging(MatrixError):
+    """A pagination that would not end: a token answered again, the same events served again,
+    more pages than any room holds. The room fails; the pass goes on."""
+
+
 class StoreError(MuninnError):
     """The vector store failed or refused an operation."""
 

@@ -106,7 +106,7 @@ class ExportFile(Sequence[JSONDict]):
         for i in range(start, stop):
             try:
                 event = json.loads(data[self._starts[i] - base : self._ends[i] - base])
-            except ValueError:
+            except (ValueError, RecursionError):
                 event = None
             if not isinstance(event, dict):
                 raise ExportError(f"{self.path}: the file changed while it was read; import again")
@@ -129,6 +129,8 @@ def _jsonl_spans(f: BinaryIO, path: Path) -> Iterator[tuple[int, int]]:
             event = json.loads(line)
         except ValueError as e:
             raise ExportError(f"{path}:{n}: not a JSON event: {e}") from None
+        except RecursionError:  # `[[[[…` thousands deep: json's decoder recurses
+            raise ExportError(f"{path}:{n}: not a JSON event: nested too deeply") from None
         if isinstance(event, dict):
             yield start, pos
 
@@ -210,6 +212,11 @@ class _Forward:
         while True:
             try:
                 obj, end = _DECODER.raw_decode(self.text, self.pos)
+            except RecursionError:
+                at = f"byte {self.base}"
+                raise ExportError(
+                    f"{self.path}: not valid JSON: nested too deeply at {at}"
+                ) from None
             except ValueError as e:
                 if self._more():  # cut at the chunk's end, most likely: read on
                     continue
@@ -227,7 +234,7 @@ _DECODER = json.JSONDecoder()
 def _looks_like_jsonl(first_line: bytes) -> bool:
     try:
         obj = json.loads(first_line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and "messages" not in obj and "type" in obj
 

@@ -3,7 +3,7 @@
 The store applies IDF itself (Qdrant's sparse `Modifier.IDF`), so a document vector carries only
 BM25's saturated, length-normalised term frequency, and a query vector carries 1.0 a unique term.
 
-Tokens, after NFKC and case folding:
+Tokens, after NFKC and case folding (`caseless`, the one caseless form of text for search):
 - words are runs of letters, digits and marks; an identifier joined by `_`, `.` or `-`
   (`err_connection_refused`, `v1.2.3`, `0x80070005`, `foo-bar`) is emitted whole and then
   part by part, so both `ERR_CONNECTION_REFUSED` and `refused` find it;
@@ -28,6 +28,7 @@ from ingest.types import SparseVector
 __all__ = [
     "LEXICAL_VERSION",
     "MAX_EXPANSIONS",
+    "caseless",
     "document_vector",
     "expand_prefix",
     "query_vector",
@@ -36,7 +37,16 @@ __all__ = [
 ]
 
 # Bump when tokens or weights change: stored sparse vectors must then be rebuilt.
-LEXICAL_VERSION: int = 1
+# 2: `İ` folds to `i` (`caseless`): `İstanbul` and `istanbul` are one token.
+LEXICAL_VERSION: int = 2
+
+
+def caseless(text: str) -> str:
+    """`text` NFKC-normalised and case-folded, the one caseless form search compares: `İ`
+    (Turkish capital I with dot) folds to `i` plus a combining dot, which is dropped after an
+    `i`, so `İstanbul` and `istanbul` read alike."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("i\u0307", "i")
+
 
 _NO_SPACE = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Hangul}\u30fc"  # ー is script Common
 _WORD_CHAR = rf"[[\p{{L}}\p{{N}}\p{{M}}]--[{_NO_SPACE}]]"
@@ -67,7 +77,7 @@ def _memo(text: str) -> tuple[str, ...]:
 
 def _tokens(text: str) -> list[str]:
     out: list[str] = []
-    for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).casefold()):
+    for match in _TOKEN.finditer(caseless(text)):
         if (run := match.group("run")) is not None:
             out.extend(_bigrams(run))
         else:
@@ -123,7 +133,7 @@ def expand_prefix(stem: str, vocabulary: Counter[str], cap: int = MAX_EXPANSIONS
     """The words of `vocabulary` (token → count, as the rooms say them) starting with `stem`,
     most frequent first, at most `cap`: the index holds hashed terms only, so a prefix is
     expanded against the words actually said, never guessed."""
-    folded = unicodedata.normalize("NFKC", stem).casefold()
+    folded = caseless(stem)
     found = [(n, t) for t, n in vocabulary.items() if t.startswith(folded)]
     found.sort(key=lambda item: (-item[0], item[1]))
     return [t for _, t in found[:cap]]

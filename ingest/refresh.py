@@ -55,6 +55,7 @@ from ingest.types import (
     UserID,
     Verdict,
 )
+from ingest.walkbounds import bounded_walk
 from ingest.windows import ChunkParams, WindowSet
 
 log = logging.getLogger("muninn.refresh")
@@ -271,7 +272,8 @@ class Writer:
             # Before the first upsert: a room holding points always has a cursor, so a room
             # that leaves scope after a crash in its first page is still found and purged.
             await self._save_cursor(col, room_id, token, tails, last)
-        async for page in self.reader.walk(room_id, token, self.cfg.refresh.page_size):
+        pages = self.reader.walk(room_id, token, self.cfg.refresh.page_size)
+        async for page in bounded_walk(pages, report):
             report.events_read += len(page.events)
             puppet = puppet_in_events(page.events, self._scope)
             if puppet is not None:

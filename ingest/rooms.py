@@ -53,6 +53,14 @@ class RoomInfo:
         return dict(self.state.display_names) if self.state else {}
 
     @property
+    def speakers(self) -> dict[str, str]:
+        """Every joined member → its display name ('' for none): whom a reply's sender name
+        must not be mistaken for (`bot.names.sender_label`)."""
+        if self.state is None:
+            return {}
+        return {**dict.fromkeys(self.state.members, ""), **dict(self.state.display_names)}
+
+    @property
     def label(self) -> str:
         if self.state is None:
             return self.verdict.room_id
@@ -94,6 +102,13 @@ class RoomCache:
         self._direct = None
         self._epochs[room_id] = self._epochs.get(room_id, 0) + 1
         self._direct_epoch += 1
+
+    async def fresh(self, room_id: str) -> RoomInfo:
+        """The room read from the homeserver now, not from the cache: a check just before a
+        reply is sent (the reader's DM list may come from the cache)."""
+        self._rooms.pop(room_id, None)
+        self._epochs[room_id] = self._epochs.get(room_id, 0) + 1
+        return await self.get(room_id)
 
     async def _direct_rooms(self) -> set[RoomID]:
         now = time.monotonic()

@@ -20,8 +20,10 @@ The command room's audience: every reply there carries other rooms' text, so who
 the room reads every room. It is served only when nobody but the allowed askers and the bot can:
 its join rule needs an invite (`invite`, `knock`, `private`; `knock` too, since a knock is only
 a request until a member invites, and the knocker then is a member this check names), its
-history is not `world_readable`, and every joined or invited member is an allowed asker or one
-of Muninn's own users. The allow-list is matched whole (`fullmatch`), like the puppet patterns.
+history is `joined` or `invited` (under `shared`, the default, whoever is added later reads
+every earlier reply; `world_readable` anyone), and every joined or invited member is an allowed
+asker or one of Muninn's own users. The allow-list is matched whole (`fullmatch`), like the
+puppet patterns.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ __all__ = ["RoomScope", "decide", "expand_alias", "is_puppet", "puppet_senders"]
 # Join rules that need an invite (None: no join rules event, and then the auth rules admit
 # no one uninvited). `public`, `restricted` and `knock_restricted` let people in without one.
 _INVITE_ONLY = frozenset({None, "invite", "knock", "private"})
+# History a newcomer cannot read back (the command room's replies stay with who was there).
+_MEMBERS_ONLY = frozenset({"joined", "invited"})
 
 
 def expand_alias(alias: str, server_name: str) -> RoomAlias:
@@ -198,6 +202,14 @@ class RoomScope:
                 state.room_id,
                 Refusal.WORLD_READABLE,
                 "history visibility world_readable lets anyone read it without joining",
+            )
+        if state.history_visibility not in _MEMBERS_ONLY:
+            seen = state.history_visibility or "shared (no history visibility event)"
+            return Verdict(
+                state.room_id,
+                Refusal.SHARED_HISTORY,
+                f"history visibility {seen} lets a member added later read every earlier "
+                "reply; set it to joined",
             )
         return None
 

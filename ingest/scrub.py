@@ -9,6 +9,10 @@ rather than `token`), and no rule matches inside a marker, so scrubbing is idemp
 Bump `SCRUB_VERSION` whenever a rule changes what is redacted: the collection records it and a
 new version re-indexes, so text scrubbed by an older rule set does not linger.
 
+The rules read a normalised view of the body (`ingest.scrub_view`: format characters dropped,
+NFKC, any space as a space, look-alike letters in a Latin word read as Latin) and replace the
+original characters each match covers.
+
 Every body passes here, including hostile ones: each pattern is linear (no two quantifiers can
 share the same text), and a rule runs only when a literal its matches need is in the text, so a
 1 MB message costs a fraction of a second (`tests/ingest/test_scrub.py` keeps that bound).
@@ -25,12 +29,15 @@ from collections.abc import Callable
 from ingest.scrub_tokens import NOT_MARKED as _NOT_MARKED
 from ingest.scrub_tokens import TOKEN_RULES
 from ingest.scrub_tokens import Rule as _Rule
+from ingest.scrub_view import View
 
 __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 
 # 3: command lines (`mysql -pX`, `curl -u u:p`, `docker login -p`, `sshpass -p`), Azure keys,
 # Telegram, GitLab and DigitalOcean tokens, a bare `Basic`, `pw:`, the word in other languages.
-SCRUB_VERSION = 3
+# 4: matched on a normalised view (`ingest.scrub_view`): invisible, full-width, look-alike and
+# non-ASCII space characters no longer carry a secret past the rules.
+SCRUB_VERSION = 4
 
 _MARK = "[redacted:"
 
@@ -324,34 +331,39 @@ def _after_command(command: re.Pattern[str], text: str) -> Callable[[int], bool]
     return follows
 
 
-def _apply(rule: _Rule, text: str, found: list[tuple[str, str]]) -> str:
-    follows = _after_command(rule.after, text) if rule.after is not None else None
-
-    def sub(m: re.Match[str]) -> str:
+def _apply(rule: _Rule, text: str, view: View, found: list[tuple[str, str]]) -> str:
+    """`text` with each of the rule's matches on `view` replaced in the original characters
+    it covers (`ingest.scrub_view`)."""
+    seen = view.text
+    follows = _after_command(rule.after, seen) if rule.after is not None else None
+    out: list[str] = []
+    done = 0
+    for m in rule.pattern.finditer(seen):
         if follows is not None and not follows(m.start()):
-            return m.group(0)
+            continue
         kind = rule.accept(m) if rule.accept is not None else rule.kind
         if kind is None:
-            return m.group(0)
-        group = _secret_group(m)
-        found.append((kind, m.group(group)))
+            continue
         # Keep what surrounds the secret (key, quotes, URL user and host); replace the rest.
-        start, end = m.span(group)
-        return text[m.start() : start] + _marker(kind) + text[end : m.end()]
-
-    return rule.pattern.sub(sub, text)
+        start, end = view.span(*m.span(_secret_group(m)))
+        found.append((kind, text[start:end]))
+        out.append(text[done:start] + _marker(kind))
+        done = end
+    return "".join(out) + text[done:] if out else text
 
 
 def _run(text: str) -> tuple[str, list[tuple[str, str]]]:
     found: list[tuple[str, str]] = []
-    lower = text.lower()
+    view = View.of(text)
+    lower = view.text.lower()
     for rule in _RULES:
         if rule.needles and not any(n in lower for n in rule.needles):
             continue
         before = len(found)
-        text = _apply(rule, text, found)
+        text = _apply(rule, text, view, found)
         if len(found) > before:
-            lower = text.lower()
+            view = View.of(text)
+            lower = view.text.lower()
     return text, found
 
 

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["TS_LIMIT", "UNKNOWN_MINUTE", "utc_minute"]
+__all__ = ["TS_LIMIT", "UNKNOWN_MINUTE", "event_ts", "utc_minute"]
 
 # Canonical JSON's integers lie strictly inside ±2^53; an event's ts is in [0, TS_LIMIT).
 TS_LIMIT = 2**53
 UNKNOWN_MINUTE = "????-??-?? ??:??"
 _DAY_MS = 86_400_000
+
+
+def event_ts(ts: object) -> int | None:
+    """`ts` if it can be an event's `origin_server_ts` (an integer in [0, 2^53)), else None: a
+    negative or larger one is malformed (rule 10), never a date to show."""
+    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < TS_LIMIT:
+        return None
+    return ts
 
 
 def utc_minute(ts: object) -> str:

@@ -43,6 +43,7 @@ class Refusal(enum.StrEnum):
     # Only for the command room (`RoomScope.serves_commands`): who could read its replies.
     PUBLIC = "public"  # a join rule that lets someone in without an invite
     WORLD_READABLE = "world_readable"  # history readable without joining
+    SHARED_HISTORY = "shared_history"  # a member added later reads the earlier replies
     OUTSIDER = "outsider"  # a joined or invited member who is neither an asker nor the bot
 
 
@@ -76,6 +77,14 @@ class RoomState:
     bridge_state_keys: tuple[str, ...] = ()
     # (user_id, displayname) of joined members that set one; citations show names, payloads mxids
     display_names: tuple[tuple[UserID, str], ...] = ()
+    # `m.room.power_levels`: the level `m.room.pinned_events` needs (the spec's pinning; an
+    # `!unpin` of another's pin needs it too), each listed user's level, and the default.
+    pins_level: int = 50
+    user_levels: tuple[tuple[UserID, int], ...] = ()
+    users_default: int = 0
+
+    def level_of(self, user_id: str) -> int:
+        return next((n for u, n in self.user_levels if u == user_id), self.users_default)
 
 
 @dataclass(frozen=True)

@@ -417,6 +417,18 @@ async def admit(owner: MatrixUser, room_id: str, reader: MatrixUser) -> None:
     await reader.join(room_id)
 
 
+async def two_rooms(hs: Homeserver, seeder: MatrixUser) -> tuple[MatrixUser, str, str]:
+    """A fresh reader in two fresh rooms of `seeder`'s, one message in each: the first room
+    is the one a test faults, the second the one that must go on."""
+    reader = await hs.register(displayname="Reader")
+    faulty, healthy = await hs.fresh_room(seeder), await hs.fresh_room(seeder)
+    for room_id in (faulty, healthy):
+        await admit(seeder, room_id, reader)
+    await seeder.send_text(faulty, "alpha first words")
+    await seeder.send_text(healthy, "beta first words")
+    return reader, faulty, healthy
+
+
 async def send_texts(user: MatrixUser, room_id: str, bodies: Sequence[str]) -> list[str]:
     """Send messages in order; their event ids."""
     return [await user.send_text(room_id, b) for b in bodies]

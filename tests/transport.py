@@ -18,7 +18,7 @@ from aioresponses import aioresponses
 
 from ingest.matrix.transport import AiohttpTransport, Request, Response, Transport, TransportError
 
-__all__ = ["MockedTransport", "Recorder", "Scripted", "answer", "calls"]
+__all__ = ["MockedTransport", "Outcome", "Recorder", "Scripted", "answer", "calls"]
 
 
 def answer(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.html import escape, excerpt, safe_html, safe_plain
+from bot.names import sender_label
 from bot.pinboard import Pin
 from bot.replies.budget import (
     NOTE_WIDTH,
@@ -20,7 +21,6 @@ from bot.replies.budget import (
     when,
 )
 from bot.roomlog import ScanInfo
-from ingest.chunker import display_name
 from ingest.types import UserID
 
 __all__ = ["PinsView", "pins_reply"]
@@ -70,7 +70,7 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
     sender = view.senders.get(pin.target)
     cut = excerpt(body, (), 120) if body else None
     label = f"#{pin.label} " if pin.label else ""
-    by = display_name(UserID(sender), view.names) if sender else "?"
+    by = sender_label(UserID(sender), view.names) if sender else "?"
     link = view.permalinks.get(pin.target, "")
     note = f" — {shorten(pin.note, NOTE_WIDTH)}" if pin.note else ""
     text_plain = cut.plain if cut else "(message not in view)"

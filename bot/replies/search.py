@@ -11,6 +11,7 @@ import regex
 
 from bot.commands.records import SearchCommand
 from bot.html import escape, excerpt, safe_html, safe_plain
+from bot.names import sender_label
 from bot.replies.budget import (
     EXCERPT_WIDTH,
     Part,
@@ -23,7 +24,6 @@ from bot.replies.budget import (
 )
 from bot.replies.understood import understood
 from bot.roomlog import ScanInfo
-from ingest.chunker import display_name
 from ingest.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.matches import Result, in_order
@@ -67,7 +67,7 @@ def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | No
 def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tuple[str, str]:
     body, sender = str(best["body"]), str(best["sender"])
     names = view.names.get(hit.room_id, {})
-    name = display_name(UserID(sender), names)
+    name = sender_label(UserID(sender), names)
     cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
     stamp = when(best["ts"])
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id

@@ -107,6 +107,8 @@ class _Retryable:
     reason: str
     wait: float | None = None
     connecting: bool = False  # the server was never reached (`Retry.connect_attempts`)
+    status: int | None = None  # the HTTP status answered, if any
+    errcode: str | None = None
 
 
 class MatrixHTTP:
@@ -169,22 +171,24 @@ class MatrixHTTP:
         params = {k: str(v) for k, v in (query or {}).items()}
         if self.mode is ReaderMode.APPSERVICE:
             params["user_id"] = self.user_id
-        last = "no attempt made"
+        last = _Retryable("no attempt made")
         attempts = self.retry.attempts
         for attempt in range(1, self.retry.attempts + 1):
             outcome = await self._attempt(method, path, params, body)
             if not isinstance(outcome, _Retryable):
                 return outcome
-            last = outcome.reason
+            last = outcome
             if outcome.connecting and self.retry.connect_attempts is not None:
                 attempts = min(attempts, self.retry.connect_attempts)
             if attempt >= attempts:
                 break
             delay = outcome.wait if outcome.wait is not None else self._backoff(attempt)
-            log.warning("%s %s: %s; retry %d in %.2fs", method, path, last, attempt, delay)
+            log.warning("%s %s: %s; retry %d in %.2fs", method, path, last.reason, attempt, delay)
             await asyncio.sleep(delay)
         raise MatrixUnavailable(
-            f"{method} {path} failed {attempt} time(s) on {self.homeserver}: {last}"
+            f"{method} {path} failed {attempt} time(s) on {self.homeserver}: {last.reason}",
+            status=last.status,
+            errcode=last.errcode,
         )
 
     async def _attempt(
@@ -221,10 +225,13 @@ class MatrixHTTP:
         payload = _decode(raw)
         if status == 200:
             return payload
+        errcode = payload.get("errcode") if isinstance(payload, dict) else None
+        errcode = errcode if isinstance(errcode, str) else None
         if status == 429:
-            return _Retryable("429 rate limited", self._retry_after(payload, retry_after))
+            wait = self._retry_after(payload, retry_after)
+            return _Retryable("429 rate limited", wait, status=status, errcode=errcode)
         if status >= 500:
-            return _Retryable(f"{status} {_describe(payload)}")
+            return _Retryable(f"{status} {_describe(payload)}", status=status, errcode=errcode)
         raise self._error(method, path, status, payload)
 
     def _backoff(self, attempt: int) -> float:

@@ -57,7 +57,9 @@ def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
 def room_state_from(
     room_id: RoomID, events: Sequence[Mapping[str, Any]], reader: UserID
 ) -> RoomState:
-    """Reduce a `/rooms/{id}/state` answer to a `RoomState` (pure; no I/O)."""
+    """Reduce a `/rooms/{id}/state` answer to a `RoomState` (pure; no I/O); an entry that is
+    no JSON object (a faulty server's `[1, 2, 3]`) is no state event."""
+    events = [e for e in events if isinstance(e, dict)]
     state: dict[tuple[str, str], Mapping[str, Any]] = {}
     for e in events:
         if isinstance(e, dict) and isinstance(e.get("type"), str):
@@ -67,6 +69,11 @@ def room_state_from(
         return state.get((event_type.t, ""), {})
 
     membership, direct = _members(events)
+    levels = content(EventType.ROOM_POWER_LEVELS)
+    events_levels = levels.get("events")
+    events_levels = events_levels if isinstance(events_levels, dict) else {}
+    users = levels.get("users")
+    users = users if isinstance(users, dict) else {}
     joined = sorted(u for u, m in membership.items() if m == "join")
     alias, alt_aliases = _aliases(content(EventType.ROOM_CANONICAL_ALIAS))
     create = content(EventType.ROOM_CREATE)
@@ -94,7 +101,26 @@ def room_state_from(
             for u in joined
             if (name := _str_or_none(state[(_MEMBER, u)].get("displayname")))
         ),
+        # Unset, the spec's `state_default` is 50: a moderator's.
+        pins_level=_level(
+            events_levels.get("m.room.pinned_events"), _level(levels.get("state_default"), 50)
+        ),
+        user_levels=tuple(
+            sorted((UserID(u), _level(n, 0)) for u, n in users.items() if isinstance(u, str))
+        ),
+        users_default=_level(levels.get("users_default"), 0),
     )
+
+
+def _level(value: Any, default: int) -> int:
+    """A power level: an integer (older room versions allow a decimal string), else `default`."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and value.isascii():
+        return int(value)
+    return default
 
 
 def _aliases(content: Mapping[str, Any]) -> tuple[RoomAlias | None, tuple[RoomAlias, ...]]:

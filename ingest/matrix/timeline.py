@@ -13,12 +13,14 @@ from collections.abc import AsyncIterator, Sequence, Set
 from dataclasses import dataclass
 from typing import cast
 
-from ingest.errors import MatrixForbidden, MatrixNotFound
+from ingest.errors import MatrixBadPaging, MatrixForbidden, MatrixNotFound
 from ingest.matrix.event import ClientEvent
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, endpoint
 from ingest.types import RoomID
 
-__all__ = ["Page", "TimelineReader"]
+__all__ = ["MAX_RELATION_PAGES", "Page", "TimelineReader"]
+
+MAX_RELATION_PAGES = 50  # of one event's relations: 5,000 edits at the default page size
 
 
 @dataclass(frozen=True)
@@ -61,12 +63,16 @@ class TimelineReader(MatrixHTTP):
           the events before the reader's join are filtered out. Such pages are yielded, so the
           cursor moves past history the reader may not see instead of re-asking for it.
         An `end` equal to the token asked from also stops the walk, so a server that never
-        omits `end` cannot spin it forever.
+        omits `end` cannot spin it forever. A faulty one cannot either (`MatrixBadPaging`): an
+        `end` this walk was already given, or a page holding an event of the page before (a
+        forward walk never serves one twice), ends it; the caller bounds its pages and time.
         """
         if page_size < 1:
             raise ValueError(f"page_size must be at least 1, got {page_size}")
         path = _messages(room_id)
         token = from_token
+        seen: set[str] = set() if from_token is None else {from_token}
+        before: set[str] = set()  # the event ids of the page before
         while True:
             query: dict[str, str | int] = {"dir": "f", "limit": page_size}
             if token is not None:
@@ -76,6 +82,15 @@ class TimelineReader(MatrixHTTP):
                 if page.events:  # not seen from Synapse; yield rather than drop events
                     yield page
                 return
+            ids = {i for e in page.events if isinstance(i := e.get("event_id"), str)}
+            if page.end in seen or ids & before:
+                what = "a token it gave before" if page.end in seen else "events it gave before"
+                raise MatrixBadPaging(
+                    f"/messages of {room_id} answered {what} (after {len(seen)} pages): the "
+                    "walk would not end"
+                )
+            seen.add(page.end)
+            before = ids
             yield page
             token = page.end
 
@@ -181,11 +196,20 @@ class TimelineReader(MatrixHTTP):
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
     ) -> list[ClientEvent]:
-        """Every event relating to `event_id` with `rel_type`, oldest first, all pages."""
+        """Every event relating to `event_id` with `rel_type`, oldest first, all pages; a
+        `next_batch` given before, or more than `MAX_RELATION_PAGES`, is `MatrixBadPaging`."""
         path = endpoint(Path.v1.rooms[room_id].relations[event_id][rel_type])
         events: list[ClientEvent] = []
         token: str | None = None
+        seen: set[str] = set()
         while True:
+            if token is not None and (token in seen or len(seen) >= MAX_RELATION_PAGES):
+                why = "a token it gave before" if token in seen else "too many pages"
+                raise MatrixBadPaging(
+                    f"/relations of {event_id} in {room_id}: {why} (after {len(seen)} pages)"
+                )
+            if token is not None:
+                seen.add(token)
             query: dict[str, str | int] = {"dir": "f", "limit": page_size}
             if token is not None:
                 query["from"] = token
@@ -193,9 +217,10 @@ class TimelineReader(MatrixHTTP):
             events.extend(
                 cast(ClientEvent, e) for e in resp.get("chunk", []) if isinstance(e, dict)
             )
-            token = resp.get("next_batch")
-            if not token:
+            batch = resp.get("next_batch")
+            if not batch or not isinstance(batch, str):
                 return events
+            token = batch
 
 
 def _page(resp: JSONDict) -> Page:

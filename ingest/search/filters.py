@@ -20,7 +20,6 @@ cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 1
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict, TypeVar
@@ -28,6 +27,7 @@ from typing import NotRequired, TypedDict, TypeVar
 import regex
 
 from ingest.errors import QueryError
+from ingest.lexical import caseless
 
 __all__ = [
     "MAX_EXCLUSIONS",
@@ -57,7 +57,7 @@ _URL = regex.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"']+")
 
 
 def _fold(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return " ".join(caseless(text).split())
 
 
 def has_link(body: str) -> bool:

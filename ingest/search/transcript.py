@@ -24,6 +24,7 @@ from typing import Protocol
 import regex
 
 from ingest.errors import MuninnError
+from ingest.lexical import caseless
 from ingest.search.memo import TextMemo
 from ingest.search.query import plain_text, prefixes
 
@@ -127,8 +128,7 @@ class TranscriptResult:
 
 def fold_text(text: str) -> str:
     """Caseless comparison form: NFKC case folding, whitespace runs collapsed."""
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    return " ".join(folded.split())
+    return " ".join(unicodedata.normalize("NFKC", caseless(text)).split())
 
 
 # A burst of commands in one room folds the same bodies again and again.

@@ -70,6 +70,8 @@ from ingest.store.storebase import StoreBase
 _ACTIVE = "ACTIVE"
 _LOCK = "LOCK"
 _DROPPING = ".dropping-"  # a generation being deleted is renamed first, so it never half-exists
+# In a shard whose removed text waits for a rewrite; the rewritten shard holds none.
+_REWRITE_DUE = "muninn_rewrite_due"
 log = logging.getLogger("muninn.store")
 
 
@@ -83,6 +85,18 @@ class EdgeCollection(CollectionBase):
         self._shard = shard
         self._path = path
         self._space = space
+        # Text was taken out and no rewrite has forgotten it yet: a process killed before its
+        # clean stop leaves the mark, so the next clean stop rewrites (rule 13b).
+        self._removed_text = (path / _REWRITE_DUE).is_file()
+
+    def forget_removed(self) -> None:
+        if not self._removed_text:
+            try:
+                (self._path / _REWRITE_DUE).touch()
+                fsync_dir(self._path)
+            except OSError as e:  # the rewrite still runs at this process's clean stop
+                log.warning("cannot mark %s for a rewrite: %s", self._path, e)
+        super().forget_removed()
 
     def _before_write(self) -> None:
         self._space.check()

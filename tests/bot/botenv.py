@@ -23,6 +23,12 @@ from tests.transport import Recorder
 
 TRANSCRIPT_LIMIT = 50
 BASE_TS = int(time.time() * 1000) - 3 * 86_400_000  # three days ago
+# A command room's history: a member added later reads none of the earlier replies (rule 14).
+JOINED_HISTORY = {
+    "type": "m.room.history_visibility",
+    "state_key": "",
+    "content": {"history_visibility": "joined"},
+}
 
 
 @dataclass
@@ -46,9 +52,11 @@ class Env:
         return room_id
 
     async def new_command_room(self, owner: MatrixUser, monkeypatch: pytest.MonkeyPatch) -> str:
-        """A fresh invite-only room (`shared` history), made the command room for this test;
+        """A fresh invite-only room (`joined` history), made the command room for this test;
         the bot, invited, joins it itself (it declines every other invite)."""
-        room_id = await self.hs.fresh_room(owner, preset="private_chat")
+        room_id = await self.hs.fresh_room(
+            owner, preset="private_chat", initial_state=[JOINED_HISTORY]
+        )
         monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
         await owner.invite(room_id, self.bot_id)
         await wait_membership(owner, room_id, self.bot_id, "join")
@@ -97,3 +105,23 @@ async def aliased_room(env: Env, owner: MatrixUser) -> tuple[str, str]:
     local = unique_localpart("pins")
     room = await env.room(owner, alias_localpart=local)
     return room, f"#{local}:{env.synapse.server_name}"
+
+
+def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list[bool]:
+    """Run `act` once, between a reply's build and its audience re-check; the list says
+    whether it ran."""
+    ran: list[bool] = []
+
+    async def hook() -> None:
+        if not ran:
+            ran.append(True)
+            await act()
+
+    monkeypatch.setattr(env.service.handler, "before_recheck", hook, raising=False)
+    return ran
+
+
+async def seen_by(user: MatrixUser, room: str) -> str:
+    """Every body `user` can read in the room now."""
+    chunk = (await user.messages(room, direction="b", limit=100))["chunk"]
+    return "\n".join(str(e.get("content", {}).get("body", "")) for e in chunk)

@@ -12,7 +12,7 @@ import pytest_asyncio
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service import Service
-from tests.bot.botenv import TRANSCRIPT_LIMIT, Env
+from tests.bot.botenv import JOINED_HISTORY, TRANSCRIPT_LIMIT, Env
 from tests.bot.fastkit import FastBot, fast_bot
 from tests.botkit import service_config
 from tests.homeserver import Homeserver
@@ -27,7 +27,10 @@ async def env(
     persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
     alias_local = unique_localpart("commands")
     command_room = await persona.create_room(
-        preset="private_chat", alias_localpart=alias_local, name="commands"
+        preset="private_chat",
+        alias_localpart=alias_local,
+        name="commands",
+        initial_state=[JOINED_HISTORY],
     )
     await hs.join_bot(persona, command_room)
     cfg = service_config(

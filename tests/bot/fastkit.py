@@ -76,6 +76,7 @@ class Event:
     state_key: str | None = None
     replaces_state: str | None = None  # the state event this one replaced
     redacted: bool = False
+    redacted_ts: int | None = None  # when the redaction was sent
     redacts: str | None = None  # an `m.room.redaction`'s target
 
     def raw(self, room_id: RoomID) -> JSONDict:
@@ -95,7 +96,8 @@ class Event:
         if self.replaces_state is not None:
             event["unsigned"]["replaces_state"] = self.replaces_state
         if self.redacted:
-            event["unsigned"]["redacted_because"] = {"redacted": True}
+            because = {"redacted": True, "origin_server_ts": self.redacted_ts}
+            event["unsigned"]["redacted_because"] = because
         if self.redacts is not None:
             event["redacts"] = self.redacts
         return event
@@ -207,8 +209,8 @@ class MemoryRooms:
         """The event's content goes (the log serves it redacted) and a redaction follows."""
         log = self.logs[room_id]
         index = next(i for i, e in enumerate(log) if e.event_id == event_id)
-        log[index] = dataclasses.replace(log[index], redacted=True)
         redaction = self.add(room_id, EventType.ROOM_REDACTION, sender, {"redacts": event_id})
+        log[index] = dataclasses.replace(log[index], redacted=True, redacted_ts=log[-1].ts)
         log[-1] = dataclasses.replace(log[-1], redacts=event_id)
         return redaction
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot import replying, visibility
 from bot.replying import AUDIENCE_CHANGED
-from tests.bot.botenv import Env, body_of, link
+from tests.bot.botenv import Env, body_of, join_at_recheck, link, seen_by
 from tests.botkit import ask, wait_reply
 from tests.homeserver import MatrixUser
 
@@ -94,26 +94,6 @@ async def test_bot_audience_walks_past_the_fetch_bound_err_towards_less(
     env.service.handler.state_changed(room)
     _, reply = await ask(alice, room, "!search wombat burrow survey", env.bot_id)
     assert link(room, said) in body_of(reply)
-
-
-def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list[bool]:
-    """Run `act` once, between a reply's build and its audience re-check; the list says
-    whether it ran."""
-    ran: list[bool] = []
-
-    async def hook() -> None:
-        if not ran:
-            ran.append(True)
-            await act()
-
-    monkeypatch.setattr(env.service.handler, "before_recheck", hook, raising=False)
-    return ran
-
-
-async def seen_by(user: MatrixUser, room: str) -> str:
-    """Every body `user` can read in the room now."""
-    chunk = (await user.messages(room, direction="b", limit=100))["chunk"]
-    return "\n".join(str(e.get("content", {}).get("body", "")) for e in chunk)
 
 
 @pytest.mark.parametrize("command", ["!search okapi gate code", "!pins"])

@@ -16,6 +16,7 @@ import pytest
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import free_port
+from bot.replying import COMMAND_ROOM_CHANGED
 from ingest.config import IndexConfig, StoreConfig
 from ingest.store import PointFilter, open_store
 from ingest.types import RoomID
@@ -23,8 +24,10 @@ from tests.bot.botenv import (
     TRANSCRIPT_LIMIT,
     Env,
     body_of,
+    join_at_recheck,
     link,
     pin_then_board,
+    seen_by,
 )
 from tests.botkit import ask, replies, wait_reply
 from tests.homeserver import MatrixUser
@@ -293,6 +296,30 @@ async def test_bot_search_scrubs_a_secret_in_a_fresh_message(
     assert await asyncio.to_thread(col.count, PointFilter(room_ids=(room,))) == 0
 
 
+async def test_bot_command_room_withholds_a_reply_an_outsider_joined_to_read(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 37 item 1): the allowed asker invites an outsider while `!search`
+    runs, and the outsider joins before the reply is sent. The command room is read again
+    just before the send: the reply is withheld, and the outsider reads nothing of the
+    private `joined` room it would have quoted (it did, before the re-check)."""
+    private = await env.room(alice)
+    await alice.set_history_visibility(private, "joined")
+    await alice.send_text(private, "the okapi vault code is 4471, staff only")
+    await env.settle(private)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+
+    async def outsider_joins() -> None:
+        await env.persona.invite(commands, bob.user_id)
+        await bob.join(commands)
+
+    ran = join_at_recheck(env, monkeypatch, outsider_joins)
+    _, reply = await ask(env.persona, commands, "!search okapi vault code", env.bot_id)
+    assert ran, "the reply was sent without a re-check"
+    assert body_of(reply) == COMMAND_ROOM_CHANGED
+    assert "4471" not in str(reply["content"]) and "4471" not in await seen_by(bob, commands)
+
+
 async def _command_room_refused(
     env: Env, commands: str, asker: MatrixUser, caplog: pytest.LogCaptureFixture
 ) -> Any:
@@ -311,6 +338,7 @@ async def _command_room_refused(
     [
         ("public", "public", "join rule public"),
         ("world_readable", "world_readable", "world_readable"),
+        ("shared", "shared_history", "history visibility shared"),
         ("invite_outsider", "outsider", "invited user {alice}"),
         ("outsider_joins", "outsider", "member {alice}"),
     ],
@@ -325,9 +353,9 @@ async def test_bot_refuses_a_command_room_others_can_read(
     named: str,
 ) -> None:
     """Regression: whoever can read the command room reads every room's results. Once it is
-    public, world-readable, or has a member (even one only invited) who is neither an allowed
-    asker nor the bot, the bot answers nothing there, not even the allowed asker, and logs the
-    cause at error level."""
+    public, world-readable, `shared` (a member added later reads the earlier replies), or has a
+    member (even one only invited) who is neither an allowed asker nor the bot, the bot answers
+    nothing there, not even the allowed asker, and logs the cause at error level."""
     indexed = await env.room(alice)
     await alice.send_text(indexed, "the capybara pond is behind the old mill")
     await env.settle(indexed)
@@ -336,8 +364,8 @@ async def test_bot_refuses_a_command_room_others_can_read(
     assert "behind the old mill" in body_of(before)
     if change == "public":
         await env.persona.send_state(commands, "m.room.join_rules", {"join_rule": "public"})
-    elif change == "world_readable":
-        await env.persona.set_history_visibility(commands, "world_readable")
+    elif change in ("world_readable", "shared"):
+        await env.persona.set_history_visibility(commands, change)
     else:
         await env.persona.invite(commands, alice.user_id)
         if change == "outsider_joins":

@@ -599,16 +599,34 @@ def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
     scrubbing per command). It keeps the newest events within the text bound and says so."""
     from bot.recent import within_text
 
-    big = [_message(f"$m{i}", "@a:x", "x" * 16_000) for i in range(2048)]
-    kept, cut = within_text(big, 100_000)
-    assert [e["event_id"] for e in kept] == [f"$m{i}" for i in range(6)] and cut
-    assert within_text(big[:6], 100_000) == (big[:6], False)
+    big = [_message(f"$m{i}", "@a:x", "lorem ipsum " * 1_400) for i in range(2048)]
+    kept, cut = within_text(big, 100_000)  # each body kept to its first 2,000 characters
+    assert [e["event_id"] for e in kept] == [f"$m{i}" for i in range(50)] and cut
+    assert within_text(kept, 100_000) == (kept, False)
     log = RoomLog(RoomID("!r"), kept, 2048, cut)
-    assert scan_sentence(log.scan()).startswith("scanned the latest 6 events")
+    assert scan_sentence(log.scan()).startswith("scanned the latest 50 events")
     assert "as much text as one command reads" in scan_sentence(log.scan())
     assert scan_sentence(RoomLog(RoomID("!r"), kept, 2048).scan()) == (
-        "scanned the whole room (6 events)"
+        "scanned the whole room (50 events)"
     )
+
+
+def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
+    """Regression (issue 37 item 9): 17 messages of 62 KB filled the 1,000,000-character read,
+    emptying the pinboard and what `!search` scans. Each text field is kept to its first
+    `FIELD_SHARE` characters, cut at a word's end (a token across the cut is dropped whole,
+    never shown in part); a short event is the same object."""
+    from bot.recent import FIELD_SHARE, SCAN_TEXT, within_text
+
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    body = "word " * (FIELD_SHARE // 5 - 2) + "xx " + token + " tail " * 12_000
+    huge = [_message(f"$h{i}", "@a:x", body) for i in range(17)]
+    small = [_message(f"$s{i}", "@a:x", "a pinned plan") for i in range(2000)]
+    kept, cut = within_text(huge + small, SCAN_TEXT)
+    assert len(kept) == 2017 and not cut
+    cut_body = kept[0]["content"]["body"]
+    assert len(cut_body) <= FIELD_SHARE and cut_body.endswith("xx") and "ghp_" not in cut_body
+    assert kept[17] is small[0]
 
 
 def test_recent_events_merge_applies_new_redactions() -> None:
@@ -648,3 +666,17 @@ def test_puppet_in_events_finds_a_sender_who_left() -> None:
     assert puppet_in_events(bridged, scope) == "@discord_42:x"
     member = [{"type": "m.room.member", "sender": "@a:x", "state_key": "@_discord_7:x"}]
     assert puppet_in_events(member, scope) == "@_discord_7:x"
+
+
+def test_scan_dates_nothing_by_a_malformed_timestamp() -> None:
+    """Regression (issue 37 item 10): a message stamped with a negative `origin_server_ts`
+    made the scan line read "back to 1969"; a stamp outside [0, 2^53) dates nothing."""
+    now = 1_764_547_200_000
+    raw = [
+        {**_message("$new", "@a:x", "fresh"), "origin_server_ts": now},
+        {**_message("$neg", "@a:x", "backdated"), "origin_server_ts": -60_000},
+        {**_message("$big", "@a:x", "postdated"), "origin_server_ts": 2**60},
+    ]
+    scan = RoomLog(RoomID("!r"), raw, 3).scan()
+    assert scan.oldest_ts == now
+    assert "1969" not in scan_sentence(scan) and "2025-12-01" in scan_sentence(scan)

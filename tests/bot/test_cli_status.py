@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from bot.demo.client import unique_localpart
+from tests.bot.botenv import JOINED_HISTORY
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, muninn, reader_config
 from tests.inprocess import muninn_here
@@ -169,7 +170,7 @@ async def test_cli_status_names_why_the_command_room_is_not_served(
     cause: here a member who is not an allowed asker (JSON and plain text)."""
     reader = await hs.register()
     persona = await hs.register(unique_localpart("persona-"))
-    room = await hs.fresh_room(persona, preset="private_chat")
+    room = await hs.fresh_room(persona, preset="private_chat", initial_state=[JOINED_HISTORY])
     for user in (reader, alice):
         await admit(persona, room, user)
     askers = [r"@persona-.*:muninn\.test"]

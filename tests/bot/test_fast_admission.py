@@ -16,6 +16,7 @@ import pytest
 from mautrix.types import EventType, JoinRule
 
 from bot.incoming import MAX_COMMAND_AGE_MS
+from bot.replying import COMMAND_ROOM_CHANGED
 from ingest.types import RoomID
 from tests.bot.fastkit import BOT, SERVER, FastBot
 
@@ -32,8 +33,10 @@ def body_of(reply: Mapping[str, Any]) -> str:
 
 
 def command_room(bot: FastBot, *members: str) -> RoomID:
-    """An invite-only room of the persona's (shared history), made the command room."""
-    room = bot.rooms.create_room(PERSONA, members=members, join_rule=JoinRule.INVITE)
+    """An invite-only room of the persona's (`joined` history), made the command room."""
+    room = bot.rooms.create_room(
+        PERSONA, members=members, join_rule=JoinRule.INVITE, visibility="joined"
+    )
     bot.handler.command_room = room
     return room
 
@@ -89,6 +92,27 @@ async def test_fast_command_room_answers_only_while_no_outsider_is_in_it(
     bot.verdicts.invalidate(commands)  # as the dispatcher does on a state event
     with caplog.at_level(logging.ERROR, logger="muninn.bot"):
         assert await bot.ask(commands, PERSONA, "!help") == []
+    assert any(commands in r.getMessage() and ALICE in r.getMessage() for r in caplog.records)
+
+
+async def test_fast_command_room_reply_is_withheld_when_an_outsider_joins_meanwhile(
+    make_bot: MakeBot, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (issue 37 item 1): the command room is read again just before a reply is
+    sent; someone who joined while the command ran gets no results, only the withheld
+    notice, and the cause is logged at error level."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room = bot.rooms.create_room(ALICE, alias="#ops")
+    bot.rooms.say(room, ALICE, "the okapi vault code is 4471")
+
+    async def outsider_joins() -> None:
+        bot.rooms.join(commands, ALICE)  # the cached verdict still says "served"
+
+    bot.handler.before_recheck = outsider_joins
+    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+        reply = await bot.reply(commands, PERSONA, "!search okapi vault in:#ops")
+    assert body_of(reply) == COMMAND_ROOM_CHANGED and "4471" not in str(reply)
     assert any(commands in r.getMessage() and ALICE in r.getMessage() for r in caplog.records)
 
 

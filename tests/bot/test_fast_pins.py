@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mautrix.types import JoinRule
+from mautrix.types import EventType, JoinRule
 
 from ingest.stamps import utc_minute
 from ingest.types import RoomID
@@ -20,6 +20,7 @@ from tests.bot.fastkit import SERVER, FastBot
 
 ALICE = f"@alice:{SERVER}"
 PERSONA = f"@persona-1:{SERVER}"
+BOB = f"@bob:{SERVER}"
 ASKERS = {"command_room_askers": [r"@persona-.*:muninn\.test"]}
 
 MakeBot = Callable[..., FastBot]
@@ -30,7 +31,7 @@ def body_of(reply: Any) -> str:
 
 
 def command_room(bot: FastBot) -> RoomID:
-    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE)
+    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE, visibility="joined")
     bot.handler.command_room = room
     return room
 
@@ -180,3 +181,65 @@ async def test_fast_pins_text_finds_a_pin_by_its_label(make_bot: MakeBot) -> Non
     await bot.reply(room, ALICE, "!pin #outage", reply_to=said)
     reply = await bot.reply(room, ALICE, "!pins outage")
     assert "failover runbook" in reply["body"] and "nothing pinned" not in reply["body"]
+
+
+async def test_bot_board_survives_a_flood_of_huge_messages(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 9): 17 messages of 62 KB filled the read's 1,000,000
+    characters, so the board (and `!search`) saw only them: every pin gone. A message's share
+    of the read is bounded; the pins and the older message are still found."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    first = bot.rooms.say(room, ALICE, "the numbat feeding schedule is on the wiki")
+    await bot.reply(room, ALICE, "!pin #docs", reply_to=first)
+    for n in range(17):
+        bot.rooms.say(room, BOB, f"flood {n} " + "lorem ipsum dolor " * 3_500)
+    board = body_of(await bot.reply(room, ALICE, "!pins"))
+    assert "numbat feeding schedule" in board
+    found = body_of(await bot.reply(room, ALICE, "!search numbat"))
+    assert "feeding schedule" in found and "scanned the whole room" in found
+
+
+async def test_bot_pin_offset_skips_a_message_redacted_before_it(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 10): `!pin ^1` pinned a message redacted before the command
+    (the board showed nothing). It counts only what was there to see; a message redacted
+    after the pin keeps its place, so the pin never moves to another message."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    plan = bot.rooms.say(room, ALICE, "the release plan is in the wiki")
+    spam = bot.rooms.say(room, BOB, "buy cheap watches")
+    bot.rooms.redact(room, spam, BOB)
+    reply = await bot.reply(room, ALICE, "!pin ^1")
+    assert "release plan" in body_of(reply)
+    assert [p["target"] for p in await board(bot, commands, alias)] == [plan]
+    later = bot.rooms.say(room, ALICE, "the demo is on friday")
+    await bot.reply(room, ALICE, "!pin ^1")
+    bot.rooms.redact(room, later, ALICE)  # after its pin: the pin stays on it, hidden
+    assert plan in [p["target"] for p in await board(bot, commands, alias)]
+    assert all(p["target"] in (plan, later) for p in await board(bot, commands, alias))
+
+
+async def test_bot_unpin_of_another_members_pin_needs_the_rooms_pinning_level(
+    make_bot: MakeBot,
+) -> None:
+    """Regression (issue 37 item 10): any member could `!unpin` anyone's pin. Another's pin
+    is unpinned only by a user the room's power levels let send `m.room.pinned_events` (the
+    spec's own pinning; by default a moderator, 50); the pinner always may."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    moderator = f"@mod:{SERVER}"
+    levels = {"users": {ALICE: 100, moderator: 50}, "users_default": 0}
+    bot.rooms.add(room, EventType.ROOM_POWER_LEVELS, ALICE, levels, "")
+    first = bot.rooms.say(room, ALICE, "the numbat feeding schedule is on the wiki")
+    second = bot.rooms.say(room, ALICE, "the numbat vet visits on tuesdays")
+    for target in (first, second):
+        await bot.reply(room, ALICE, "!pin", reply_to=target)
+    refused = await bot.reply(room, BOB, "!unpin", reply_to=first)
+    assert "Nothing unpinned" in body_of(refused) and "moderator" in body_of(refused)
+    assert {p["target"] for p in await board(bot, commands, alias)} == {first, second}
+    assert "Unpinned" in body_of(await bot.reply(room, moderator, "!unpin", reply_to=first))
+    assert [p["target"] for p in await board(bot, commands, alias)] == [second]
+    await bot.reply(room, BOB, "!pin", reply_to=first)  # Bob's own pin: Bob may unpin it
+    assert "Unpinned" in body_of(await bot.reply(room, BOB, "!unpin", reply_to=first))
+    assert [p["target"] for p in await board(bot, commands, alias)] == [second]

@@ -21,6 +21,7 @@ from bot.replies import REPLY_BUDGET, content_size
 from ingest.errors import MatrixError
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
+from tests.ingest.test_scrub import DISGUISED
 
 ALICE = f"@alice:{SERVER}"
 PERSONA = f"@persona-1:{SERVER}"
@@ -35,7 +36,7 @@ def body_of(reply: Mapping[str, Any]) -> str:
 
 
 def command_room(bot: FastBot) -> RoomID:
-    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE)
+    room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE, visibility="joined")
     bot.handler.command_room = room
     return room
 
@@ -132,6 +133,48 @@ async def test_bot_never_echoes_a_pasted_token(make_bot: MakeBot) -> None:
             assert secret not in str(reply), (where, command)
 
 
+async def test_bot_never_quotes_a_disguised_secret(make_bot: MakeBot) -> None:
+    """Regression (issue 37 item 2): a secret carried past the scrub by an invisible,
+    full-width or look-alike character was quoted from the room's log; none is now, in a
+    room's reply or in the command room's results."""
+    bot = make_bot(**ASKERS)
+    commands = command_room(bot)
+    room, alias = aliased_room(bot)
+    for text, _, _ in DISGUISED:
+        bot.rooms.say(room, ALICE, f"vaultnote {text}")
+    replies = [
+        await bot.reply(room, ALICE, "!search vaultnote limit:50"),
+        await bot.reply(commands, PERSONA, f"!search vaultnote in:{alias} limit:50"),
+    ]
+    for reply in replies:
+        assert "[redacted:" in str(reply)
+        for text, pieces, _ in DISGUISED:
+            assert not any(piece in str(reply) for piece in pieces), text
+
+
+async def test_bot_names_the_user_id_beside_a_name_that_could_pass_for_another(
+    make_bot: MakeBot,
+) -> None:
+    """Regression (issue 37 item 8): a member renamed "Alice" was quoted as Alice, also for
+    what it said before the rename, and a nick shaped like `@ops:server` read as that user.
+    `!search` and `!pins` show the user id beside such a name; the real Alice too."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    bot.rooms.join(room, ALICE, "Alice")
+    mallory, ops = f"@mallory:{SERVER}", f"@eve:{SERVER}"
+    bot.rooms.join(room, mallory, "Mallory")
+    bot.rooms.join(room, ops, f"@ops:{SERVER}")
+    bot.rooms.say(room, mallory, "send the okapi invoice to my new account")
+    bot.rooms.say(room, ops, "okapi maintenance is announced for tonight")
+    bot.rooms.join(room, mallory, "Alice")  # the rename, after the message
+    await bot.reply(room, ALICE, "!pin okapi budget is approved")
+    reply = body_of(await bot.reply(room, ALICE, "!search okapi limit:10"))
+    assert f"Alice ({mallory}): send the" in reply.replace("\u2060", "")
+    assert f"@ops:{SERVER} ({ops}): **okapi** maintenance" in reply.replace("\u2060", "")
+    board = body_of(await bot.reply(room, ALICE, "!pins"))
+    assert f"Alice ({ALICE}):" in board.replace("\u2060", "")
+
+
 async def test_bot_command_room_reads_a_room_named_twice_once(make_bot: MakeBot) -> None:
     """Regression: `in:` a room's alias and `in:` its id read (and scanned) it twice. One read,
     one scan in the reply, one hit."""
@@ -157,12 +200,12 @@ async def test_bot_large_replies_arrive_cut_to_fit(make_bot: MakeBot) -> None:
     bot.sender.refuse = too_large
     commands = command_room(bot)
     room, alias = aliased_room(bot)
-    for i in range(12):
+    for i in range(40):  # a read keeps each message's first 2,000 characters: 80 KB in all
         bot.rooms.say(room, ALICE, f"kiwi report {i}: " + "the orchard is fine. " * 400)
     reply = await bot.reply(commands, PERSONA, f"!search kiwi in:{alias} limit:50")
     assert content_size(reply) <= REPLY_BUDGET
     results = reply["org.muninn.results"]
-    assert len(results["hits"]) == 12 and results["truncated"]["texts_shortened"] >= 12
+    assert len(results["hits"]) >= 12 and results["truncated"]["texts_shortened"] >= 12
     for note in ("first", "second"):
         await bot.reply(room, ALICE, f"!pin #big {note} " + "note text " * 1500)
     shown = await bot.reply(room, ALICE, "!pins")
@@ -181,8 +224,8 @@ async def test_bot_a_refused_reply_is_followed_by_a_short_error(
     bot.sender.refuse = too_large
     commands = command_room(bot)
     room, alias = aliased_room(bot)
-    for n in range(2):  # the command room's JSON carries each note whole: 72 KB
-        await bot.reply(room, ALICE, f"!pin #n{n} " + "a long note " * 3000)
-    reply = await bot.reply(commands, PERSONA, f"!pins in:{alias}")
+    for i in range(50):  # the command room's JSON carries each body whole: 100 KB
+        bot.rooms.say(room, ALICE, f"kiwi report {i}: " + "the orchard is fine. " * 400)
+    reply = await bot.reply(commands, PERSONA, f"!search kiwi in:{alias} limit:50")
     assert "refused this answer (M_TOO_LARGE)" in body_of(reply)
     assert reply["org.muninn.results"] == {"error": body_of(reply)}

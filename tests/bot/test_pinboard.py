@@ -273,3 +273,32 @@ def test_markers_skip_a_poisoned_marker_and_fold_the_other_pins() -> None:
     ]
     board = fold(markers(history, BOT, "!"))
     assert [(p.target, p.label) for p in board.pins] == [("$p5", None), ("$m1", "ops")]
+
+
+@pytest.mark.parametrize(
+    ("levels", "user", "may"),
+    [
+        (None, "@mod:x", False),  # no power levels: a moderator's 50 needed, users have 0
+        ({"users": {"@mod:x": 50}}, "@mod:x", True),  # state_default unset: 50
+        ({"users": {"@mod:x": 50}, "events": {"m.room.pinned_events": 75}}, "@mod:x", False),
+        ({"users": {"@u:x": "100"}}, "@u:x", True),  # an older room version's string level
+        ({"users_default": 50}, "@anyone:x", True),
+        ({"state_default": 0}, "@anyone:x", True),
+        ({"events": {"m.room.pinned_events": True}, "users": {"@u:x": 1}}, "@u:x", False),
+    ],
+)
+def test_unpin_rule_follows_the_rooms_pinning_level(
+    levels: dict[str, object] | None, user: str, may: bool
+) -> None:
+    """Who may unpin another's pin: the power levels' `m.room.pinned_events` (else
+    `state_default`, else 50) against the user's level (issue 37 item 10)."""
+    from bot.pinboard import unpin_rule
+    from ingest.matrix import room_state_from
+
+    state_events = [
+        {"type": "m.room.member", "state_key": "@bot:x", "content": {"membership": "join"}}
+    ]
+    if levels is not None:
+        state_events.append({"type": "m.room.power_levels", "state_key": "", "content": levels})
+    state = room_state_from(RoomID("!r:x"), state_events, UserID("@bot:x"))
+    assert unpin_rule(state)(user) is may

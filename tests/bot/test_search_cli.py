@@ -97,9 +97,8 @@ async def test_cli_search_repeated_query_prints_the_same_document(cli: CliCorpus
     first, second = await muninn(cli.config, *args), await muninn(cli.config, *args)
     assert first.rc == second.rc == 0
     assert first.out == second.out
-    doc = first.doc()  # the close matches first, then the rest marked (rule 22c)
-    flags = [h["close"] for h in doc["hits"]]
-    assert doc["hits"] and flags[0] and flags == sorted(flags, reverse=True)
+    doc = first.doc()  # every candidate in the ranker's order, marked (rule 22c)
+    assert doc["hits"] and doc["hits"][0]["close"] and not all(h["close"] for h in doc["hits"])
 
 
 @pytest.mark.parametrize("by", ["id", "alias"])

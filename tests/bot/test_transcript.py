@@ -45,6 +45,8 @@ def tier_of(body: str, query: str) -> Tier | None:
         ("hello world", "xyz", None),
         ("hello", "hello world", None),
         ("ＤＥＰＬＯＹ", "deploy", Tier.EXACT),
+        ("İstanbul", "istanbul", Tier.EXACT),  # issue 37: İ folds to i (`caseless`)
+        ("istanbul office", "İSTANBUL", Tier.PREFIX),
     ],
 )
 def test_match_literal_tiers(body: str, query: str, tier: Tier | None) -> None:

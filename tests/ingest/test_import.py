@@ -283,6 +283,21 @@ def test_export_load_errors_name_the_cause(tmp_path: Path) -> None:
         ExportReader(two_rooms, user_id="@m:x")
 
 
+def test_export_nested_thousands_deep_names_the_file_and_line(tmp_path: Path) -> None:
+    """Regression (issue 37 item 10): a JSONL line nested 5,000 deep escaped as a
+    `RecursionError` traceback; it is an error naming the file and the line (and the byte, in
+    an Element export)."""
+    deep = "[" * 5_000 + "]" * 5_000
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text('{"type": "m.room.message", "room_id": "!a"}\n' + deep + "\n")
+    with pytest.raises(ExportError, match=r"deep.jsonl:2: not a JSON event: nested too deeply"):
+        load_export(jsonl)
+    element = tmp_path / "deep.json"
+    element.write_text('{"messages": [' + deep + "]}")
+    with pytest.raises(ExportError, match=r"deep.json: not valid JSON: nested too deeply"):
+        load_export(element)
+
+
 def _export_events(n: int) -> list[dict[str, Any]]:
     """A room's raw events: state, long messages with JSON-looking and non-ASCII text, an edit,
     a redacted message and a redacted edit."""

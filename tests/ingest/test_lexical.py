@@ -71,6 +71,9 @@ def test_tokens_bigrams_for_scripts_without_spaces(text: str, expected: list[str
         ("0x80070005", "Windows update says 0x80070005, access denied"),
         ("v1.2.3", "upgrading to v1.2.3 broke it"),
         ("STRASSE", "Die Straße ist gesperrt"),
+        ("istanbul", "the İstanbul office opens monday"),  # issue 37: İ folds to i
+        ("İstanbul", "flights to istanbul are cheaper"),
+        ("İZMİR", "izmir is next"),
     ],
 )
 def test_lexical_query_finds_document(query: str, document: str) -> None:

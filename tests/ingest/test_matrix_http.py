@@ -15,7 +15,13 @@ import time
 import aiohttp
 import pytest
 
-from ingest.errors import MatrixAuthError, MatrixForbidden, MatrixNotFound, MatrixUnavailable
+from ingest.errors import (
+    MatrixAuthError,
+    MatrixError,
+    MatrixForbidden,
+    MatrixNotFound,
+    MatrixUnavailable,
+)
 from ingest.matrix import MatrixReader, ReaderMode, Retry
 from ingest.matrix.transport import ConnectFailed, ConnectionLost, TLSFailed
 from tests.transport import MockedTransport, Scripted, answer, calls
@@ -218,3 +224,15 @@ async def test_request_through_aiohttp_reads_status_headers_and_body() -> None:
             assert calls(mocked) == 3
             (_, url), *_ = mocked.requests
     assert url.query["user_id"] == "@r:hs.test"
+
+
+async def test_room_state_that_is_no_list_of_events_is_no_crash() -> None:
+    """Regression (issue 37 item 6): `/state` answering `[1, 2, 3]` raised `AttributeError`
+    in `ingest.matrix.state`; its entries are no state events (so no membership: not
+    joined), and an answer that is no list is a `MatrixError` naming the room."""
+    script = Scripted(answer(200, [1, 2, 3]), answer(200, {"chunk": []}))
+    async with fake_reader(script) as reader:
+        state = await reader.room_state("!r:hs.test")
+        assert not state.joined and state.members == ()
+        with pytest.raises(MatrixError, match=r"state of !r:hs\.test"):
+            await reader.room_state("!r:hs.test")

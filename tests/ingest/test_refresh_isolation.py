@@ -22,9 +22,9 @@ from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     Indexer,
     RenamedEmbedder,
-    admit,
     reader_config_doc,
     shared_embedder,
+    two_rooms,
     write_config,
 )
 from tests.inprocess import muninn_here
@@ -39,16 +39,6 @@ def _break_cursor(col: Collection, room_id: str) -> None:
     col.put_meta(CURSOR_PREFIX + room_id, {**cursor, "token": BAD_TOKEN})
 
 
-async def _two_rooms(hs: Homeserver, seeder: MatrixUser) -> tuple[MatrixUser, str, str]:
-    reader = await hs.register(displayname="Reader")
-    failing, healthy = await hs.fresh_room(seeder), await hs.fresh_room(seeder)
-    for room_id in (failing, healthy):
-        await admit(seeder, room_id, reader)
-    await seeder.send_text(failing, "alpha first words")
-    await seeder.send_text(healthy, "beta first words")
-    return reader, failing, healthy
-
-
 def _by_room(doc: dict[str, object]) -> dict[str, dict[str, object]]:
     rooms = doc["rooms"]
     assert isinstance(rooms, list)
@@ -60,7 +50,7 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
 ) -> None:
     """A room that fails every pass is named in the report, the log, `muninn refresh --json`
     and `muninn status`; the other rooms are indexed; once it can be read it catches up."""
-    reader, failing, healthy = await _two_rooms(hs, seeder)
+    reader, failing, healthy = await two_rooms(hs, seeder)
     config = write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
     ix = Indexer(load_config(config))
     try:
@@ -112,7 +102,7 @@ async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(
     """A rebuild whose room fails holds its switch (the active generation still serves that
     room) for `SWITCH_AFTER_FAILED_PASSES` passes, then switches with the room recorded as
     needing a retry in the new active generation, and named in the report and the log."""
-    reader, failing, healthy = await _two_rooms(hs, seeder)
+    reader, failing, healthy = await two_rooms(hs, seeder)
     cfg = load_config(
         write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
     )

@@ -32,8 +32,8 @@ from ingest.types import EventID, Message, RoomID, UserID
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
     "chunker": (4, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
-    "lexical": (1, "4d8d22535d2ce82c7d3d30b30aa0b52e32d5b2d2264eafa347b3a0bb69a426ef"),
-    "scrub": (3, "6071e75f367756588b1d503d3626482d50ec1c68c9e418069817a93b5ff9ddb0"),
+    "lexical": (2, "2ad2734b5c0a2d3e6c3a4cced6a1f4d9464df17a55cd42a24f5729f57f29cab4"),
+    "scrub": (4, "bd425b5c7ca2ac79e09b67f49f4aeddb3e1a9aeaca08cc6791fd64658664455c"),
 }
 # golden: end
 
@@ -81,7 +81,14 @@ SCRUB_TEXTS = [
     "dop_v1_" + "0a1b2c3d" * 8 + " Basic YWxpY2U6aHVudGVyMg== pw: hunter22",
     "Passwort: geheim | mot de passe : azerty12 | contraseña: secreto1 | 密码：abc123",
     "use -p to set the port; the password policy is strict; the Basic plan",
+    # SCRUB_VERSION 4: the normalised view.
+    "password:\u00a0hunter2x pass\u00adword=abc123x ｐａｓｓｗｏｒｄ＝ｘｙｚ１２３",
+    "p\u0430ssword=q1w2e3r4",
+    "AKIA\u200bIOSFODNN7EXAMPLE Bearer\u00a0t0k3n99abc naïve ﬁne пароль слишком простой",
 ]
+
+# Lexical shapes of LEXICAL_VERSION 2, for the lexical fingerprint only.
+LEXICAL_TEXTS = ["İstanbul and ISTANBUL and istanbul, İZMİR"]
 
 ROOM = RoomID("!fingerprint:example.org")
 SENDERS = [UserID(f"@{n}:example.org") for n in ("alice", "bob", "carol")]
@@ -135,7 +142,8 @@ def lexical_output() -> Any:
     def vector(v: Any) -> list[tuple[int, float]]:
         return [(i, round(x, 6)) for i, x in zip(v.indices, v.values, strict=True)]
 
-    return [(tokens(t), vector(document_vector(t)), vector(query_vector(t))) for t in TEXTS]
+    texts = TEXTS + LEXICAL_TEXTS
+    return [(tokens(t), vector(document_vector(t)), vector(query_vector(t))) for t in texts]
 
 
 RULES: dict[str, tuple[int, Callable[[], Any]]] = {

@@ -260,7 +260,7 @@ COMMAND_ROOM = replace(
     ROOM,
     canonical_alias="#members:example.org",
     join_rule="invite",
-    history_visibility="shared",
+    history_visibility="joined",
     members=("@persona-ada:example.org", BOT),
 )
 
@@ -305,6 +305,8 @@ def test_serves_commands_accepts_an_excluded_room() -> None:
         ({"join_rule": "knock_restricted"}, Refusal.PUBLIC, "join rule knock_restricted"),
         ({"join_rule": "some.future.rule"}, Refusal.PUBLIC, "some.future.rule"),
         ({"history_visibility": "world_readable"}, Refusal.WORLD_READABLE, "world_readable"),
+        ({"history_visibility": "shared"}, Refusal.SHARED_HISTORY, "history visibility shared"),
+        ({"history_visibility": None}, Refusal.SHARED_HISTORY, "shared (no history visibility"),
         (
             {"members": (*COMMAND_ROOM.members, "@eve:example.org")},
             Refusal.OUTSIDER,
@@ -328,6 +330,8 @@ def test_serves_commands_accepts_an_excluded_room() -> None:
         "knock_restricted",
         "unknown_rule",
         "world_readable",
+        "shared_history",
+        "no_history_visibility",
         "outsider_member",
         "outsider_invited",
         "unanchored_suffix",
@@ -338,8 +342,9 @@ def test_serves_commands_refuses_a_room_others_can_read(
     change: dict[str, object], reason: Refusal, named: str
 ) -> None:
     """Regression: whoever can read the command room reads every room's results, so a room
-    anyone may join or read, or with a member who is not an allowed asker or the bot, is
-    refused, and the verdict names the cause."""
+    anyone may join or read, whose `shared` history a later member reads back (issue 37 item
+    1), or with a member who is not an allowed asker or the bot, is refused, and the verdict
+    names the cause."""
     refused = serves(replace(COMMAND_ROOM, **change))
     assert refused.reason is reason
     assert named in refused.detail

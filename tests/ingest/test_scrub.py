@@ -311,21 +311,85 @@ NOT_SECRETS = [
 ]
 
 
-@pytest.mark.parametrize(("text", "secret", "kept"), SHAPES)
-def test_scrub_catches_shape(text: str, secret: str, kept: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_scrub_leaves_ordinary_chat(text: str) -> None:
+    """Prose that mentions passwords, tokens or their prefixes is not eaten."""
+    assert scrub(text) == text
+    assert scrub_findings(text) == []
+
+
+# ---------------------------------------------------------------- disguised shapes (issue 37)
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P"
+# (message, every piece of the secret that must be gone, the words around it that must stay):
+# each the round-4 probe's shape, matched on the normalised view and scrubbed in the original.
+DISGUISED: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("password:\u00a0hunter2x", ("hunter2x",), ("password:\u00a0",)),
+    ("mot de passe\u202f: azerty12", ("azerty12",), ("mot de passe\u202f: ",)),
+    ("password\u200b=hunter2x ok", ("hunter2x",), ("password\u200b=", " ok")),
+    ("pass\u00adword=hunter2x", ("hunter2x",), ("pass\u00adword=",)),
+    ("api\u2060key=k3y9f8e7d6", ("k3y9f8e7d6",), ("api\u2060key=",)),
+    ("pass\ufeffword: hunter2x", ("hunter2x",), ("pass\ufeffword: ",)),
+    (
+        "token ghp_1a2B3c4D5e6F7g8H9i0J\u200bkLmNoPqRsTuVwXyZ done",
+        ("ghp_1a2B3c4D5e6F7g8H9i0J", "kLmNoPqRsTuVwXyZ"),
+        ("token ", " done"),
+    ),
+    ("key AKIA\u200bIOSFODNN7EXAMPLE", ("IOSFODNN7EXAMPLE",), ("key ",)),
+    (
+        "cookie " + JWT.replace(".", ".\u200b", 1) + " end",
+        ("eyJhbGciOiJIUzI1NiJ9", "dozjgNryP4J3jVmNHl0w5N"),
+        ("cookie ", " end"),
+    ),
+    ("ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２ｘ", ("ｈｕｎｔｅｒ２ｘ",), ("ｐａｓｓｗｏｒｄ＝",)),
+    ("p\u0430ssword=hunter2x", ("hunter2x",), ("p\u0430ssword=",)),
+    ("\u0440assword: hunter2x", ("hunter2x",), ("\u0440assword: ",)),
+    (
+        "key:\n" + PEM.replace("BEGIN RSA", "BEGIN\u00a0RSA").replace("END RSA", "END\u00a0RSA"),
+        ("MIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn", "Xq2yPbuKnB0cXwJ8o1b5"),
+        ("key:\n",),
+    ),
+    (
+        "-----BEGIN\u00a0OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAA\nmore",
+        ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAA",),
+        ("more",),
+    ),
+    ("Authorization: Bearer\u00a0t0k3n99abc", ("t0k3n99abc",), ("Authorization: Bearer\u00a0",)),
+    ("use Bearer\u00a0t0k3n99abc now", ("t0k3n99abc",), ("use Bearer\u00a0", " now")),
+    ("Passwort:\u3000geheim12", ("geheim12",), ("Passwort:\u3000",)),
+]
+
+# Ordinary chat in other scripts and with the same characters: left exactly as it is.
+DISGUISED_PROSE = [
+    "naïve café, Größe ändern, ﬁne, 東京 — nothing secret",
+    "pass\u00a0the salt",
+    "пароль слишком простой",  # prose about a password, all Cyrillic
+    "my pass\u00adword manager is great",
+    "ｔｈｅ ｂｅａｒｅｒ ｏｆ ｂａｄ ｎｅｗｓ",
+    "a\u200bb\u2060c \u00a0 d\u202fe",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces", "kept"), [(t, (secret,), k) for t, secret, k in SHAPES] + DISGUISED
+)
+def test_scrub_catches_shape(text: str, pieces: tuple[str, ...], kept: tuple[str, ...]) -> None:
     """Each credential shape loses its secret and keeps the words around it; scrubbing again
-    changes nothing."""
+    changes nothing. Regression (issue 37 item 2, `DISGUISED`): a no-break or narrow space, a
+    zero-width character, a soft hyphen or word joiner, full-width letters or a Cyrillic
+    look-alike no longer carry a secret past the scrub, and the original characters around it
+    stay."""
     out = scrub(text)
-    assert secret not in out, out
+    for piece in pieces:
+        assert piece not in out, out
     assert "[redacted:" in out
     for words in kept:
         assert words in out, out
     assert scrub(out) == out
 
 
-@pytest.mark.parametrize("text", NOT_SECRETS)
-def test_scrub_leaves_ordinary_chat(text: str) -> None:
-    """Prose that mentions passwords, tokens or their prefixes is not eaten."""
+@pytest.mark.parametrize("text", DISGUISED_PROSE)
+def test_scrub_leaves_other_scripts_and_invisible_characters_in_prose(text: str) -> None:
     assert scrub(text) == text
     assert scrub_findings(text) == []
 
@@ -349,6 +413,12 @@ HOSTILE = {
     "basic": "Basic QUFB",
     "telegram": "123456789:AA",
     "foreign": "mot de passe Passwort: 密码：",
+    # The normalised view (issue 37): invisible, full-width and look-alike characters.
+    "zero-width": "\u200b",
+    "soft-hyphen-key": "pass\u00adword\u00a0",
+    "full-width": "ｐａｓｓ",
+    "look-alike": "p\u0430ss ",
+    "expanding": "ﬁ\u200b",
 }
 
 

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import uuid
 from pathlib import Path
 
+from ingest.config import IndexConfig, StoreConfig
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
-from ingest.store import generation_name
+from ingest.store import generation_name, open_store
 from ingest.store.edge_rewrite import sweep
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, reader_config
+
+GEN = generation_name("muninn_test", {"embedder": "test", "dimension": 4})
 
 
 def _files_holding(root: Path, word: str) -> list[str]:
@@ -80,3 +86,55 @@ def test_a_rewrite_cut_short_between_its_renames_puts_the_shard_back(tmp_path: P
     shutil.copytree(tmp_path / gen, tmp_path / f".replaced-{gen}")  # both: the swap was done
     sweep(tmp_path)
     assert sorted(os.listdir(tmp_path)) == [gen]
+
+
+def test_a_writer_killed_before_its_clean_stop_has_the_next_clean_stop_rewrite(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 37 item 7): a writer killed (SIGKILL) after text was taken out and
+    before its clean stop left the text in the write-ahead log, and the next process, knowing
+    nothing of it, closed without a rewrite. The shard is marked when text is taken out, so
+    the next clean stop rewrites it: the word is in no file."""
+    word = f"lockercode{uuid.uuid4().hex[:10]}"
+    point = str(uuid.uuid5(uuid.NAMESPACE_URL, "a"))
+    code = f"""
+        import os
+        from pathlib import Path
+        from ingest.config import IndexConfig, StoreConfig
+        from ingest.store import PointRecord, open_store
+        from ingest.types import SparseVector
+        cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection="muninn_test")
+        store = open_store(cfg, Path({str(tmp_path)!r}))
+        coll = store.open({GEN!r}, dense_dim=4, create=True)
+        def record(text):
+            return PointRecord({point!r}, [1.0, 0, 0, 0], SparseVector((1,), (1.0,)),
+                               {{"room_id": "!r1", "text": text}})
+        coll.upsert([record("my locker code is {word}")])
+        coll.upsert([record("my locker code is gone")])  # an edit took it out
+        coll.forget_removed()
+        coll.flush()
+        store.activate({GEN!r})
+        os.kill(os.getpid(), 9)
+    """
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == -9, run.stderr
+    store_dir = tmp_path / "qdrant"
+    assert _files_holding(store_dir, word) != []  # the killed writer's log holds it
+    cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection="muninn_test")
+    store = open_store(cfg, tmp_path)
+    coll = store.open(GEN, dense_dim=None, create=False)
+    assert coll.retrieve([point])[0].payload["text"] == "my locker code is gone"
+    store.close()  # a clean stop that took nothing out itself
+    assert _files_holding(store_dir, word) == []
+    store = open_store(cfg, tmp_path)  # whole after the rewrite, and no rewrite due
+    coll = store.open(GEN, dense_dim=None, create=False)
+    assert coll.retrieve([point])[0].payload["text"] == "my locker code is gone"
+    assert not list(store_dir.rglob("muninn_rewrite_due"))
+    store.close()

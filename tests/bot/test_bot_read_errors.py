@@ -1,0 +1,61 @@
+"""A homeserver read that fails while a command is answered is said to the asker (issue 37
+item 6), against the real Synapse with the fault in the service's transport (tests/transport.py
+`Recorder.fault`): a 500 on `/messages`, a proxy's 502 HTML page on `/state`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import unquote
+
+import pytest
+
+from bot.handlers import HOMESERVER_FAILED
+from ingest.matrix import Request
+from tests.bot.botenv import Env, body_of
+from tests.botkit import ask
+from tests.homeserver import MatrixUser
+from tests.transport import Outcome, answer
+
+
+@pytest.fixture
+def faults(env: Env) -> Iterator[dict[str, Outcome]]:
+    """Requests of a room's endpoint (`"<room id>/<endpoint>"`) answered with the outcome."""
+    by_path: dict[str, Outcome] = {}
+
+    def fault(request: Request) -> Outcome | None:
+        path = unquote(request.path)
+        return next((o for key, o in by_path.items() if key in path), None)
+
+    env.requests.fault = fault
+    yield by_path
+    env.requests.fault = None
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "outcome", "why"),
+    [
+        ("messages", answer(500, {"errcode": "M_UNKNOWN", "error": "boom"}), "M_UNKNOWN"),
+        ("state", answer(502, body="<html><h1>502 Bad Gateway</h1></html>"), "HTTP 502"),
+    ],
+    ids=["messages_500", "state_502_html"],
+)
+async def test_bot_read_error_is_answered_not_dropped(
+    env: Env,
+    alice: MatrixUser,
+    faults: dict[str, Outcome],
+    endpoint: str,
+    outcome: Outcome,
+    why: str,
+) -> None:
+    """Regression (issue 37 item 6): a read that fails past the request layer's retries (a
+    500 on `/messages`, a 502 HTML page on `/state`) once the command is admitted gets a short
+    reply naming the failure; before, five tries, a log line and no reply ever."""
+    room = await env.room(alice)
+    await alice.send_text(room, "the wombat census is on friday")
+    await ask(alice, room, "!help", env.bot_id)  # admitted: the room's verdict is kept
+    faults[f"/rooms/{room}/{endpoint}"] = outcome
+    _, reply = await ask(alice, room, "!search wombat census", env.bot_id)
+    assert body_of(reply) == HOMESERVER_FAILED.format(why=why)
+    faults.clear()
+    _, reply = await ask(alice, room, "!search wombat census", env.bot_id)
+    assert "wombat census" in body_of(reply)
