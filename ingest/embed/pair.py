@@ -70,8 +70,11 @@ class PairEmbedder:
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        a = await self.first.embed_queries(texts)
-        b = await self.second.embed_queries(texts)
+        # Both at once: a few short questions leave a runtime's threads mostly waiting on each
+        # other, and onnxruntime releases the GIL (bench/RESULTS.md §12).
+        a, b = await asyncio.gather(
+            self.first.embed_queries(texts), self.second.embed_queries(texts)
+        )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def close(self) -> None:
