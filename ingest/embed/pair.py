@@ -55,6 +55,9 @@ class PairEmbedder:
     def __init__(self, first: Embedder, second: Embedder) -> None:
         self.first = first
         self.second = second
+        from ingest.embed.local import share_cores  # here: the search path imports this module
+
+        share_cores(2)
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -64,14 +67,14 @@ class PairEmbedder:
         return _pair_identity(await self.first.probe(), await self.second.probe())
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        # One model after the other: each already uses every core.
-        a = await self.first.embed_documents(texts)
-        b = await self.second.embed_documents(texts)
+        # Both at once, each on its share of the cores (`share_cores`).
+        a, b = await asyncio.gather(
+            self.first.embed_documents(texts), self.second.embed_documents(texts)
+        )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        # Both at once: a few short questions leave a runtime's threads mostly waiting on each
-        # other, and onnxruntime releases the GIL (bench/RESULTS.md §12).
+        # Both at once, each on its share of the cores: onnxruntime releases the GIL.
         a, b = await asyncio.gather(
             self.first.embed_queries(texts), self.second.embed_queries(texts)
         )
