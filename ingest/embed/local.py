@@ -35,7 +35,6 @@ __all__ = [
     "cores",
     "session_options",
     "sha256",
-    "share_cores",
     "trim_heap",
 ]
 
@@ -63,24 +62,13 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-# How many models of this process run at the same time (`share_cores`): a pair's two.
-_sharing = 1
-
-
-def share_cores(models: int) -> None:
-    """`models` run at once from now on (the pair's): each session loaded after this gets its
-    share of the cores rather than all of them."""
-    global _sharing
-    _sharing = max(1, models)
-
-
 def session_options() -> ort.SessionOptions:
-    """How a bundled model's onnxruntime session runs: its share of the cores for one run
-    (all of them unless `share_cores` said otherwise), one run at a time, and no spinning."""
+    """How a bundled model's onnxruntime session runs: every core for one run, one run at a
+    time, and no spinning."""
     options = ort.SessionOptions()
-    # Two models side by side, each on its own core, beat the two one after the other on both
-    # cores: a run's threads wait on each other at every layer (bench/RESULTS.md §12).
-    options.intra_op_num_threads = max(1, cores() // _sharing)
+    # Every core even for the pair's two models running at once: half the cores each was
+    # slower on the shared 2-core host (bench/RESULTS.md §12).
+    options.intra_op_num_threads = cores()
     options.inter_op_num_threads = 1
     # Idle intra-op threads spin by default, burning a core after every run: on a small host
     # shared with the homeserver that is CPU a burst of commands needs (bench/RESULTS.md §7).

@@ -55,9 +55,6 @@ class PairEmbedder:
     def __init__(self, first: Embedder, second: Embedder) -> None:
         self.first = first
         self.second = second
-        from ingest.embed.local import share_cores  # here: the search path imports this module
-
-        share_cores(2)
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -67,14 +64,15 @@ class PairEmbedder:
         return _pair_identity(await self.first.probe(), await self.second.probe())
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        # Both at once, each on its share of the cores (`share_cores`).
+        # Both at once: onnxruntime releases the GIL, and a run's threads leave gaps the other
+        # model's fill (bench/RESULTS.md §12).
         a, b = await asyncio.gather(
             self.first.embed_documents(texts), self.second.embed_documents(texts)
         )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        # Both at once, each on its share of the cores: onnxruntime releases the GIL.
+        # Both at once, as documents are.
         a, b = await asyncio.gather(
             self.first.embed_queries(texts), self.second.embed_queries(texts)
         )

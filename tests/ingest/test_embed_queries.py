@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ingest.embed import DelegatingEmbedder, Embedder
-from ingest.embed.local import batches, cores, session_options
+from ingest.embed.local import batches
 from ingest.embed.minilm import MiniLMEmbedder
 from ingest.embed.pair import PairEmbedder
 from ingest.embed.queries import QueryVectors
@@ -197,10 +197,3 @@ async def test_an_empty_call_and_a_single_question_answer_in_order(texts: list[s
     model = MiniLMEmbedder()
     assert len(await model.embed_queries(texts)) == len(texts)
     assert model.queries.runs == len(texts)
-
-
-def test_a_pair_gives_each_model_its_share_of_the_cores() -> None:
-    """The pair's two models run side by side, so a session loaded for them takes half the
-    cores (at least one) instead of all: two runs at once do not fight over every core."""
-    PairEmbedder(shared_embedder(), shared_e5())
-    assert session_options().intra_op_num_threads == max(1, cores() // 2)
