@@ -2,7 +2,8 @@
 
 What every benchmark reports with: one JSON document on stdout (and in `--out`), nearest-rank
 percentiles, this process's memory lines and the machine it ran on; and the product's config
-for a benchmark that needs no homeserver.
+for a benchmark that needs no homeserver. Every benchmark measures the product as shipped: its
+embedder is the default one (`embedder_option`) unless `--embedder-model` names another.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ingest.config import Config, parse_config
+from ingest.config import Config, default_local_model, parse_config
 
 SERVER_NAME = "bench.local"
 
@@ -25,6 +26,16 @@ def arguments(module: str, doc: str | None) -> argparse.ArgumentParser:
         prog=f"python -m {module}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def embedder_option(p: argparse.ArgumentParser, more: str = "") -> None:
+    """`--embedder-model`: `embedder.model` (kind: local), the product's default unless given;
+    `more` adds to its help what else this benchmark accepts."""
+    p.add_argument(
+        "--embedder-model",
+        default=default_local_model(),
+        help=f"embedder.model (kind: local), default the product's: %(default)s{more}",
     )
 
 

@@ -1,14 +1,16 @@
 """Ingest rate: IRC logs through `muninn import`, against the raw embedder on the same texts.
 
-    python -m bench.ingest --data ../shared/data/irc-ubuntu [--messages 100000] [--out FILE]
+    python -m bench.ingest --data ../shared/data/irc-ubuntu [--messages 100000]
+        [--embedder-model minilm|multilingual-e5-small|e5-native] [--out FILE]
 
 The Ubuntu IRC logs become one room's JSONL export (`bench.irc`), which goes through the real
-writer (`ExportReader` → `Writer`: scope, normalisation, scrub, windows, embedding, the embedded
-store); then the very window texts the writer embedded are embedded again alone, so the ratio
-of the two rates says how much of the ingest time is the embedder's. Points written are
-reported, and memory: RSS after the model loads, after the first page's windows are embedded,
-at the end of the ingest, the ingest's peak, and the process's peak (which includes closing
-the store — its compaction — and the raw re-embedding); then the time the close took.
+writer (`ExportReader` → `Writer`: scope, normalisation, scrub, windows, embedding by the
+default embedder unless `--embedder-model` names another, the embedded store); then the very
+window texts the writer embedded are embedded again alone, so the ratio of the two rates says
+how much of the ingest time is the embedder's. Points written are reported, and memory: RSS
+after the model loads, after the first page's windows are embedded, at the end of the ingest,
+the ingest's peak, and the process's peak (which includes closing the store — its compaction —
+and the raw re-embedding); then the time the close took.
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
 `--idle-seconds N` then measures an idle service's memory on the index built (`bench.probes`,
 a fresh process).
@@ -41,13 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import arguments, emit, offline_config, vm
+from bench import arguments, embedder_option, emit, offline_config, vm
 from bench.e5native import NATIVE, embedder_for
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
-from ingest.config import ChunkerConfig, Config
+from ingest.config import ChunkerConfig, Config, default_local_model
 from ingest.embed import DelegatingEmbedder, Embedder, minilm
-from ingest.embed.minilm import MAX_BATCH_TOKENS, MiniLMEmbedder
+from ingest.embed.minilm import MAX_BATCH_TOKENS
 from ingest.export import ExportReader
 from ingest.refresh import Writer
 from ingest.store import open_store
@@ -94,6 +96,8 @@ class _Recording(DelegatingEmbedder):
 
     def __init__(self, inner: Embedder, keep: bool) -> None:
         super().__init__(inner)
+        # Tokens are counted by MiniLM's tokenizer, when MiniLM is (one of) the model(s).
+        self.minilm_tokens = inner.identity.model.startswith(minilm.IDENTITY.model)
         self.keep = keep  # the texts themselves, for the raw pass (else their sizes only)
         self.texts: list[str] = []
         self.count = 0
@@ -108,7 +112,7 @@ class _Recording(DelegatingEmbedder):
             self.texts.extend(texts)
         self.count += len(texts)
         self.bytes += sum(len(t.encode("utf-8")) for t in texts)
-        if isinstance(self.inner, MiniLMEmbedder):
+        if self.minilm_tokens:
             counted = time.perf_counter()
             self.tokens += sum(await asyncio.to_thread(minilm._token_counts, list(texts)))
             self.overhead += time.perf_counter() - counted  # the benchmark's, not the ingest's
@@ -129,8 +133,9 @@ async def run_import(
     writer_only: bool = False,
     raw: bool = True,
     idle_seconds: float = 0.0,
-    model: str = "minilm",
+    model: str | None = None,
 ) -> dict[str, Any]:
+    model = model or default_local_model()
     with tempfile.TemporaryDirectory(prefix="muninn-bench-ingest-") as tmp:
         workdir = Path(tmp)
         export = workdir / "irc.jsonl"
@@ -140,17 +145,16 @@ async def run_import(
                 f.write(json.dumps(event) + "\n")
                 n += event["type"] == "m.room.message"
         export_size = export.stat().st_size
+        # The config names the model too: the idle probe (`_idle`) serves the index with it.
+        named: dict[str, Any] = {} if model == NATIVE else {"embedder": {"model": model}}
         cfg = offline_config(
-            workdir / "qdrant", chunker={"max_bytes": max_bytes}, refresh={"page_size": 500}
+            workdir / "qdrant",
+            chunker={"max_bytes": max_bytes},
+            refresh={"page_size": 500},
+            **named,
         )
-        unload = cfg.embedder.unload_after_seconds or None  # the product's, as `muninn import`
-        inner: Embedder = (
-            HashingEmbedder()
-            if writer_only
-            else MiniLMEmbedder(batch_size=batch, unload_after_seconds=unload)
-            if model == "minilm"
-            else embedder_for(model, batch)
-        )
+        # The product's batch and idle unload, as `muninn import` makes it.
+        inner: Embedder = HashingEmbedder() if writer_only else embedder_for(model, batch)
         embedder = _Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
@@ -187,7 +191,9 @@ async def run_import(
         "points": points,
         "windows_embedded": texts,
         "embedded_bytes_per_window": round(embedder.bytes / texts, 1),
-        "embedded_tokens_per_window": round(embedder.tokens / texts, 1),
+        "embedded_minilm_tokens_per_window": (
+            round(embedder.tokens / texts, 1) if embedder.minilm_tokens else None
+        ),
         "seconds": round(elapsed, 2),
         "messages_per_second": round(n / elapsed, 1),
         "embed_seconds_in_ingest": round(embedder.seconds, 2),
@@ -209,6 +215,7 @@ async def run_import(
         "batch_size": batch,
         "max_batch_tokens": MAX_BATCH_TOKENS,
         "embedder": "sha256-hash (writer only, not a model)" if writer_only else model,
+        "embedder_identity": embedder.identity.model,
         "idle": idle,
     }
 
@@ -357,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="then measure an idle service on the index built (`bench.probes`), this long",
     )
-    p.add_argument("--embedder-model", default="minilm", help="embedder.model (kind: local)")
+    embedder_option(p, f", or {NATIVE}")
     p.add_argument(
         "--embedder-speed", type=Path, metavar="LOCOMO", help="the embedders' windows/s instead"
     )

@@ -49,7 +49,10 @@ async def seed_room(
     return len(seats)
 
 
-async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int) -> dict[str, Any]:
+async def end_to_end(
+    data: Path, room_messages: int, searches: int, warmup: int, model: str
+) -> dict[str, Any]:
+    """`!search` → reply with the service's embedder `model` (`embedder.model`)."""
     from bot.service import Service
 
     senders, bodies = speakers_and_lines(data, room_messages)
@@ -67,7 +70,12 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 seed_start = time.perf_counter()
                 seats = await seed_room(hs, room, senders, bodies, base_ts)
                 seed_s = time.perf_counter() - seed_start
-                cfg = service_config(server, workdir, bot={"rate_per_minute": 100_000})
+                cfg = service_config(
+                    server,
+                    workdir,
+                    bot={"rate_per_minute": 100_000},
+                    embedder={"model": model},
+                )
                 requests = Requests()
                 service = Service(cfg, full_at_start=True, transport=requests)
                 await service.start()
@@ -145,6 +153,7 @@ async def end_to_end(data: Path, room_messages: int, searches: int, warmup: int)
                 if service is not None:
                     await service.stop()
     return {
+        "embedder_model": model,
         "room_messages": len(bodies),
         "senders": seats,
         "points": points,

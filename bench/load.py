@@ -1,14 +1,15 @@
 """A burst of commands: N people × M `!search` at once against the real service and Synapse.
 
     python -m bench.load [--data ../shared/data/irc-ubuntu] [--room-messages 3000]
-        [--people 40] [--per-person 5] [--concurrency 1,8] [--out FILE]
+        [--people 40] [--per-person 5] [--concurrency 1,8] [--embedder-model M] [--out FILE]
     python -m bench.load --profile 20 [--profile-out FILE]
     python -m bench.load --floor ...
     python -m bench.load --synapse-db postgres ...  (`apt-get install postgresql`)
 
 Setup as in `bench.latency`'s end-to-end part: a real Synapse, one public room of
 `--room-messages` IRC messages sent by seed users (backdated, 20 s apart; 8 sends in flight),
-the real service (appservice mode, the real MiniLM) indexing it. Then, for each `--concurrency`
+the real service (appservice mode, the default embedder unless `--embedder-model` names
+another) indexing it. Then, for each `--concurrency`
 value in turn (same room, index and Synapse), a fresh `Service` with
 `bot.max_concurrent_commands` set to it (`1`, with a 600 s deadline, is the old one-at-a-time
 path) and every other setting at its default, the per-asker rate limit included, its writer
@@ -47,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import arguments, emit, machine, stats, vm
+from bench import arguments, embedder_option, emit, machine, stats, vm
 from bench.irc import phrases, speakers_and_lines
 from bench.latency_e2e import seed_room
 from bench.probes import (
@@ -207,7 +208,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     senders, bodies = speakers_and_lines(args.data, args.room_messages)
     total = args.people * args.per_person
-    result: dict[str, Any] = {"machine": machine(), "runs": [], "synapse_db": args.synapse_db}
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "embedder_model": args.embedder_model,
+        "runs": [],
+        "synapse_db": args.synapse_db,
+    }
+    model = {"model": args.embedder_model}
     with tempfile.TemporaryDirectory(prefix="muninn-bench-load-") as tmp:
         workdir = Path(tmp)
         async with SynapseBench(workdir / "synapse", args.synapse_db) as sb:
@@ -215,7 +222,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             db_pid = sb.postgres.process.pid if sb.postgres is not None else None
             if sb.postgres is not None:
                 result["machine"]["postgres"] = await asyncio.to_thread(sb.postgres.version)
-            embedder = make_embedder(service_config(server, workdir).embedder)
+            embedder = make_embedder(service_config(server, workdir, embedder=model).embedder)
             try:
                 owner = await hs.register(displayname="Owner")
                 room = await hs.fresh_room(owner, preset="public_chat")
@@ -229,7 +236,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     person = await hs.register(displayname=f"Person {n}")
                     await person.join(room)
                     people.append(person)
-                indexer = Service(service_config(server, workdir), embedder=embedder)
+                indexer = Service(
+                    service_config(server, workdir, embedder=model), embedder=embedder
+                )
                 await indexer.start()
                 start = time.perf_counter()
                 try:
@@ -302,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Synapse's database: sqlite (on /dev/shm) or postgres (Debian's server, a "
         "throwaway cluster started here: what operators run)",
     )
+    embedder_option(p)
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     if args.synapse_db == "postgres" and (problem := postgres_problem()):

@@ -3,13 +3,15 @@ where its commands in flight wait, CPU seconds of a process, the peak RSS, the r
 forward, a py-spy profile of one asker's commands (`bench.load --profile N`) and, run as a
 program, the memory of an idle service over an index that exists:
 
-    python -m bench.probes --store DIR --collection NAME [--seconds 60] [--out FILE]
+    python -m bench.probes --store DIR --collection NAME [--seconds 60] [--embedder-model M]
+        [--out FILE]
 
 A fresh process opens what `bot.service.Service.start` opens for the read path — the store,
-the purge log, MiniLM, a `Searcher` — answers a few searches as the first `!search`es after a
+the purge log, the embedder (the default unless `--embedder-model` names another), a
+`Searcher` — answers a few searches as the first `!search`es after a
 start would (loading the model and the collection), then idles and samples its RSS every
 second. Revalidation and the sync loop are left out: they hold no index data. `bench.ingest
---idle-seconds N` runs this on the index it just built. The embedder is the config's, so MiniLM
+--idle-seconds N` runs this on the index it just built. Each of the embedder's models
 is unloaded after `embedder.unload_after_seconds` (300 s by default) without a call: idle longer
 than that to measure the service without it. The first search of all (the model's first load)
 and the first after the idle spell (a reload if it was unloaded) are timed.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import SERVER_NAME, arguments, emit, offline_config, vm
+from bench import SERVER_NAME, arguments, embedder_option, emit, offline_config, vm
 from bot.demo.client import MatrixUser
 from bot.demo.homeserver import Homeserver, service_config
 from bot.demo.synapse import SynapseServer
@@ -283,9 +285,7 @@ def _costs_in(path: Path, commands: int) -> list[Any]:
 QUERIES = ("apt-get install fails with a broken package", "how do I mount an ntfs drive", "grub")
 
 
-async def measure(
-    store_dir: Path, collection: str, seconds: float, model: str = "minilm"
-) -> dict[str, Any]:
+async def measure(store_dir: Path, collection: str, seconds: float, model: str) -> dict[str, Any]:
     cfg = offline_config(store_dir, collection, embedder={"model": model})
     rss_start = vm("VmRSS")
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)
@@ -330,6 +330,7 @@ async def measure(
         "searches": len(QUERIES),
         "hits": hits,
         "idle_seconds": seconds,
+        "embedder_model": model,
     }
 
 
@@ -338,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--store", type=Path, required=True, help="the embedded store's folder")
     p.add_argument("--collection", required=True)
     p.add_argument("--seconds", type=float, default=60.0, help="how long to idle")
-    p.add_argument("--embedder-model", default="minilm", help="`embedder.model` of the service")
+    embedder_option(p)
     p.add_argument("--out", type=Path, help="write the JSON results here")
     args = p.parse_args(argv)
     result = measure(args.store, args.collection, args.seconds, args.embedder_model)

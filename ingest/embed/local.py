@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import onnxruntime as ort
 
+from ingest.embed.queries import QueryVectors
 from ingest.types import EmbedderIdentity
 
 __all__ = [
@@ -38,6 +39,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("muninn.embed")
+
+# Questions of a batch pad to its longest: one of 40 tokens among seven of 8 triples the work,
+# and a question's run has little fixed cost to save (8 questions of one length in a batch:
+# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §12).
+# So a batch of questions holds at most this many times its own tokens once padded.
+QUERY_PADDING = 1.25
 
 
 def sha256(path: Path) -> str:
@@ -59,6 +66,8 @@ def session_options() -> ort.SessionOptions:
     """How a bundled model's onnxruntime session runs: every core for one run, one run at a
     time, and no spinning."""
     options = ort.SessionOptions()
+    # Every core even for the pair's two models running at once: half the cores each was
+    # slower on the shared 2-core host (bench/RESULTS.md §12).
     options.intra_op_num_threads = cores()
     options.inter_op_num_threads = 1
     # Idle intra-op threads spin by default, burning a core after every run: on a small host
@@ -80,16 +89,23 @@ def trim_heap() -> None:
         trim(0)
 
 
-def batches(counts: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+def batches(
+    counts: Sequence[int], batch_size: int, max_tokens: int, slack: float | None = None
+) -> list[list[int]]:
     """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
-    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone)."""
+    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone);
+    with `slack`, also at most `slack` times the batch's own tokens once padded."""
     out: list[list[int]] = []
     batch: list[int] = []
+    own = 0  # the batch's tokens before padding
     for i in sorted(range(len(counts)), key=lambda i: counts[i]):
-        if batch and (len(batch) >= batch_size or (len(batch) + 1) * counts[i] > max_tokens):
+        padded = (len(batch) + 1) * counts[i]
+        wasteful = slack is not None and padded > slack * (own + counts[i])
+        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful):
             out.append(batch)
-            batch = []
+            batch, own = [], 0
         batch.append(i)
+        own += counts[i]
     if batch:
         out.append(batch)
     return out
@@ -171,6 +187,8 @@ class LocalEmbedder:
         self._unload_after = unload_after_seconds
         self._timer: asyncio.TimerHandle | None = None
         self._unloading: asyncio.Future[bool] | None = None
+        # Questions waiting at once embedded as one batch, a repeated one not again.
+        self.queries = QueryVectors(self._embed_queries, lambda: self.identity)
 
     # The model's blocking calls.
     @property
@@ -203,6 +221,9 @@ class LocalEmbedder:
         return await self._embed(texts, query=False)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.queries.embed(texts)
+
+    async def _embed_queries(self, texts: list[str]) -> list[list[float]]:
         return await self._embed(texts, query=True)
 
     async def _embed(self, texts: Sequence[str], *, query: bool) -> list[list[float]]:
@@ -213,7 +234,8 @@ class LocalEmbedder:
         counts = await asyncio.to_thread(self._counts, list(texts), query)
         vectors: list[list[float]] = [[] for _ in texts]
         try:
-            for chunk in batches(counts, self._batch_size, self.max_batch_tokens):
+            slack = QUERY_PADDING if query else None
+            for chunk in batches(counts, self._batch_size, self.max_batch_tokens, slack):
                 batch = await asyncio.to_thread(self._run, [texts[i] for i in chunk], query)
                 for i, vector in zip(chunk, batch, strict=True):
                     vectors[i] = vector
@@ -241,6 +263,7 @@ class LocalEmbedder:
     async def close(self) -> None:
         """Stop the idle countdown; an embedder that unloads when idle also unloads now, unless
         a run is in progress (then the process's model stays for it, as it does without)."""
+        await self.queries.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

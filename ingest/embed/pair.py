@@ -64,14 +64,18 @@ class PairEmbedder:
         return _pair_identity(await self.first.probe(), await self.second.probe())
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        # One model after the other: each already uses every core.
-        a = await self.first.embed_documents(texts)
-        b = await self.second.embed_documents(texts)
+        # Both at once: onnxruntime releases the GIL, and a run's threads leave gaps the other
+        # model's fill (bench/RESULTS.md §12).
+        a, b = await asyncio.gather(
+            self.first.embed_documents(texts), self.second.embed_documents(texts)
+        )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        a = await self.first.embed_queries(texts)
-        b = await self.second.embed_queries(texts)
+        # Both at once, as documents are.
+        a, b = await asyncio.gather(
+            self.first.embed_queries(texts), self.second.embed_queries(texts)
+        )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
     async def close(self) -> None:

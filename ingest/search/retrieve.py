@@ -9,6 +9,7 @@ candidates are floored out before fusion (`LEXICAL_FLOOR`). What the lists hold 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import Counter
@@ -103,43 +104,54 @@ class Retriever:
         flt = query.point_filter()
         depth = self._depth(query)
         vocabulary = await self._vocabulary(col, query, flt)
-        # A `word*` is the lexical side's: its words are the room's, which neither the
-        # embedder nor the ranker's term features know. Such a query is answered lexically.
-        if not vocabulary:
-            found.dense = await self._query_vectors(
-                col, [plain_text(t) for t in query.texts], found.warnings
-            )
+
+        async def dense() -> list[list[float]] | None:
+            # A `word*` is the lexical side's: its words are the room's, which neither the
+            # embedder nor the ranker's term features know. Such a query is answered lexically.
+            if vocabulary:
+                return None
+            texts = [plain_text(t) for t in query.texts]
+            return await self._query_vectors(col, texts, found.warnings)
+
+        # The lexical lists are read while the query is embedded: the store and the models
+        # run in worker threads, and on two cores neither fills both.
+        lexical = asyncio.gather(
+            *(col.sparse_search(self._sparse(t, vocabulary), flt, depth) for t in query.texts)
+        )
+        found.dense, sparse = await asyncio.gather(dense(), lexical)
         # The floor keeps weak lexical matches from outvoting dense ones; alone, they are
         # still the best answer there is.
         floor = self.lexical_floor if self.fusing(found) else 0.0
-        for i, text in enumerate(query.texts):
-            sparse = self._sparse(text, vocabulary)
-            scored = await col.sparse_search(sparse, flt, depth)
+        for text, scored in zip(query.texts, sparse, strict=True):
             found.lists[("lexical", text)] = _scored(_above_floor(scored, floor), found.points)
-            if found.dense is not None:
-                await self._dense_lists(col, text, found.dense[i], flt, depth, found)
+        if found.dense is not None:
+            await self._dense_lists(col, query.texts, found.dense, flt, depth, found)
         return found
 
     async def _dense_lists(
         self,
         col: AsyncCollection,
-        text: str,
-        vector: Sequence[float],
+        texts: Sequence[str],
+        vectors: Sequence[Sequence[float]],
         flt: PointFilter,
         depth: int,
         found: Lists,
     ) -> None:
-        """The text's dense list; a pair embedder's two (`dense`, `dense2`): one a model, each
-        scored by that model's own cosine (`ingest.embed.pair.parts`)."""
-        if self.embedder is None or not is_pair(self.embedder.identity):
-            scored = await col.dense_search(vector, flt, depth)
-            found.lists[("dense", text)] = _scored(scored, found.points)
-            return
-        for name, part in zip(("dense", "dense2"), parts(vector), strict=True):
-            scored = await col.dense_search(part, flt, depth)
-            found.lists[(name, text)] = [
-                (pid, score * PART_SCALE) for pid, score in _scored(scored, found.points)
-            ]
+        """Each text's dense list, all read at once; a pair embedder's two (`dense`, `dense2`):
+        one a model, each scored by that model's own cosine (`ingest.embed.pair.parts`)."""
+        pair = self.embedder is not None and is_pair(self.embedder.identity)
+        named: list[tuple[str, str, Sequence[float]]] = []
+        for text, vector in zip(texts, vectors, strict=True):
+            if pair:
+                first, second = parts(vector)
+                named += [("dense", text, first), ("dense2", text, second)]
+            else:
+                named.append(("dense", text, vector))
+        read = await asyncio.gather(*(col.dense_search(v, flt, depth) for _, _, v in named))
+        scale = PART_SCALE if pair else 1.0
+        for (name, text, _), scored in zip(named, read, strict=True):
+            listed = _scored(scored, found.points)
+            found.lists[(name, text)] = [(pid, score * scale) for pid, score in listed]
 
     def _sparse(self, text: str, vocabulary: Counter[str]) -> SparseVector:
         """`sparse_of`, with each `word*` standing for the words of `vocabulary` it starts

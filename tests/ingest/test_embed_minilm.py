@@ -198,16 +198,17 @@ async def test_minilm_threads_do_not_spin_between_runs(embedder: MiniLMEmbedder)
 
 async def test_minilm_unloads_when_idle_and_embeds_the_same_after() -> None:
     """With `unload_after_seconds`, an idle process drops the model; the next call loads it
-    again and gives the very same vectors; closing the embedder drops it too."""
+    again and gives the very same vectors; closing the embedder drops it too. (Documents: a
+    question asked again is not embedded again, `test_embed_queries.py`.)"""
     e = MiniLMEmbedder(unload_after_seconds=0.2)
     texts = ["the quince orchard needs water", "how do I mount an ntfs drive"]
-    first = await e.embed_queries(texts)
+    first = await e.embed_documents(texts)
     for _ in range(600):  # a bound for a hung test, not a timing assertion
         if not minilm.loaded():
             break
         await asyncio.sleep(0.05)
     assert not minilm.loaded()
-    assert await e.embed_queries(texts) == first
+    assert await e.embed_documents(texts) == first
     assert minilm.loaded()
     await e.close()
     assert not minilm.loaded()
@@ -225,7 +226,8 @@ def test_minilm_unload_never_drops_a_session_mid_run() -> None:
 async def test_minilm_concurrent_calls_after_an_unload_load_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Queries arriving together after an unload share one new session, loaded once."""
+    """Calls arriving together after an unload share one new session, loaded once (documents:
+    questions asked at once share one run anyway, `test_embed_queries.py`)."""
     loads: list[Path] = []
     real_load = minilm._load_session
 
@@ -234,10 +236,10 @@ async def test_minilm_concurrent_calls_after_an_unload_load_once(
         return real_load(path)
 
     e = MiniLMEmbedder()
-    expected = await e.embed_queries(["otters hold hands"])
+    expected = await e.embed_documents(["otters hold hands"])
     assert minilm.unload_if_idle(0)
     monkeypatch.setattr(minilm, "_load_session", spy)
-    answers = await asyncio.gather(*(e.embed_queries(["otters hold hands"]) for _ in range(8)))
+    answers = await asyncio.gather(*(e.embed_documents(["otters hold hands"]) for _ in range(8)))
     assert answers == [expected] * 8
     assert loads == [minilm.model_path()]
 
