@@ -89,6 +89,7 @@ class AppserviceServer:
         self.host = host
         self.port = port
         self.seen = BoundedSeen(seen_capacity)
+        self.pings = 0  # the homeserver's pings answered (the service asks for one at start)
         self.app = web.Application(client_max_size=64 * 1024 * 1024)
         self.app.add_routes(
             [
@@ -156,6 +157,7 @@ class AppserviceServer:
         refused = self._refusal(request)
         if refused is not None:
             return refused
+        self.pings += 1
         return web.json_response({})
 
     async def _query(self, request: web.Request) -> web.Response:

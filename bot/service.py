@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ from ingest.embed import Embedder, make_embedder
 from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.events import normalize
 from ingest.facts import read_facts
-from ingest.matrix import ClientEvent, Transport, load_registration
+from ingest.matrix import ClientEvent, Transport, load_registration, read_registration
 from ingest.records import Tombstone
 from ingest.refresh import Writer
 from ingest.rooms import RoomCache
@@ -162,6 +163,7 @@ class Service:
                 port=cfg.appservice.port,
             )
             await self.server.start()
+            await self._ping_appservice()
         else:
             self.sync = SyncLoop(self.client, self.accept)
             self._spawn(self.sync.run(), "sync")
@@ -357,6 +359,18 @@ class Service:
             event, own_user_ids=frozenset({self.bot_user_id}), command_prefix=self.cfg.bot.prefix
         )
         return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
+
+    async def _ping_appservice(self) -> None:
+        """Once listening: have the homeserver ping us, so transactions it held back while we
+        were down (an invite, a command) come now, not after its retry backoff. Best effort:
+        a homeserver without the endpoint, or a registration without an `id`, still pushes."""
+        appservice_id = read_registration(registration_path(self.cfg)).get("id")
+        if not isinstance(appservice_id, str) or not appservice_id:
+            return
+        try:
+            await self.client.ping_appservice(appservice_id, f"muninn-start-{uuid.uuid4().hex}")
+        except MatrixError as e:
+            log.warning("the homeserver could not ping this appservice: %s", e)
 
     async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
         content = event.get("content")

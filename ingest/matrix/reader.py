@@ -190,5 +190,13 @@ class MatrixReader(TimelineReader):
         resp = await self._request("POST", endpoint(Path.v3.join[room_id_or_alias]), body={})
         return RoomID(str(resp["room_id"]))
 
+    async def ping_appservice(self, appservice_id: str, transaction_id: str) -> None:
+        """Ask the homeserver to ping this appservice (`POST /_matrix/client/v1/appservice/{id}/
+        ping`, spec v1.7): a push path that works is confirmed, and Synapse then resends the
+        transactions it was holding back after earlier failures instead of waiting out its
+        backoff (up to minutes after a restart)."""
+        path = endpoint(Path.v1.appservice[appservice_id].ping)
+        await self._request("POST", path, body={"transaction_id": transaction_id})
+
     async def leave(self, room_id: RoomID | str) -> None:
         await self._request("POST", endpoint(Path.v3.rooms[room_id].leave), body={})

@@ -32,6 +32,13 @@ async def test_bot_rejects_dm_invites(env: Env, alice: MatrixUser) -> None:
     await wait_membership(alice, dm, env.bot_id, "leave")
 
 
+async def test_bot_has_the_homeserver_ping_it_at_start(env: Env) -> None:
+    """At start the service asks the homeserver to ping it (spec v1.7, `appservice/{id}/ping`):
+    Synapse then resends what it held back while the service was down (an invite, a command)
+    at once instead of after its retry backoff, which reached past a 30 s wait in CI."""
+    assert env.service.server is not None and env.service.server.pings >= 1
+
+
 async def test_bot_declines_invites_to_rooms_off_the_roster(env: Env, alice: MatrixUser) -> None:
     """An ordinary invite is declined: rooms are joined through `muninn roster apply`."""
     room = await alice.create_room(preset="private_chat", invite=[env.bot_id])
