@@ -435,7 +435,10 @@ def test_scrub_is_linear_on_hostile_input(unit: str) -> None:
     small, large = unit * (100_000 // len(unit)), unit * (1_000_000 // len(unit))
     t_small = min(_cpu_seconds(small) for _ in range(3))
     t_large = _cpu_seconds(large)
-    assert t_large < 2.0
+    # 3 s of CPU: the worst unit (`curl -u a:`) takes 2.0 s on this AVX2-only EPYC with the
+    # scrub of 6579395 and of ranker v5's tree alike (it failed 2.0 in 2 of 4 full runs); the
+    # ratio below is what catches a quadratic scan.
+    assert t_large < 3.0
     assert t_large < 30 * max(t_small, 0.005)
 
 
