@@ -5,10 +5,11 @@ rank or read the store, and get `ingest.search.hits` records back.
 For each text, dense and lexical candidates are fetched (`ingest.search.retrieve`) and every
 list is fused by reciprocal rank; when both retrievers answered, the second stage
 (`ingest.search.second`, `ingest.search.rank`'s model) re-orders the fused candidates and
-leaves out those under its relevance floor (counted in `below_floor`, never shown), so a query
-nothing matches answers nothing. Hits are revalidated before they are returned: a hit whose
-events were purged (a tombstone not yet applied), redacted, or whose room left the reader's
-scope since indexing is dropped and counted in `dropped_stale`, never shown. `Searcher.search`
+judges which match closely (docs/ARCHITECTURE.md §3 rule 22c): a person's view shows those (or
+the nearest, said to be), an agent's every candidate marked; made-up words answer nothing.
+Hits are revalidated before they are returned: a hit whose events were purged (a tombstone not
+yet applied), redacted, or whose room left the reader's scope since indexing is dropped and
+counted in `dropped_stale`, never shown. `Searcher.search`
 is the one call for every caller: given the room logs a command has read
 (`ingest.search.roomlogs`), it also fuses their transcript matches with the index's candidates
 and cuts every hit to what the room's readers may see."""
@@ -115,7 +116,7 @@ class Searcher:
         )
         # The second stage (`ingest.search.second`) re-orders the fused candidates when both
         # retrievers answered; windows under `relevance_floor` (None: the one trained for the
-        # embedder, `ingest.search.models.for_embedder`) are not shown at all.
+        # embedder, `ingest.search.models.for_embedder`) are not close matches (rule 22c).
         self.ranker = ranker
         self.second = SecondStage(embedder, relevance_floor)
         # A window matched by meaning quotes its message nearest the question (rule 22b).
