@@ -174,7 +174,8 @@ class Nearest:
         # A window sharing some of the question's words quotes the message sharing most
         # (`best_message`): embedding a page's messages at query time cost ~7x the search's
         # p50 on IRC (bench/RESULTS.md §3). Only a window in other words is embedded.
-        todo = [h for h in hits if not h.matched and len(h.messages) > 1 and not _shares(h, texts)]
+        words = {w for t in texts for w in Terms.of(t).words}  # once a page, not once a hit
+        todo = [h for h in hits if not h.matched and len(h.messages) > 1 and not _shares(h, words)]
         if not todo or not queries or self.embedder is None:
             return [
                 h if h.matched else with_matched(h, (h.best_event_id,), server_name) for h in hits
@@ -215,10 +216,9 @@ class Nearest:
         return out
 
 
-def _shares(hit: Hit, texts: Sequence[str]) -> bool:
-    """Whether any message of the hit holds one of the texts' content words."""
-    terms = {w for t in texts for w in Terms.of(t).words}
-    return any(terms.intersection(lexical.tokens(str(m["body"]))) for m in hit.messages)
+def _shares(hit: Hit, words: frozenset[str] | set[str]) -> bool:
+    """Whether any message of the hit holds one of the query's content `words`."""
+    return any(words.intersection(lexical.tokens(str(m["body"]))) for m in hit.messages)
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
