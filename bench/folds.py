@@ -10,7 +10,7 @@ Ubuntu IRC logs when `--data` is given (real lengths and vocabulary), else from 
 synthetic generator. The pinboard log mixes 1 marker in 20 events (pins, re-pins, unpins).
 
 `--stall` (issue 11, item 4) builds a room log of `--events` messages of about `--chars`
-characters each, bounds it as the bot's read does (`bot.recent.within_text`), and runs the
+characters each, bounds it as the bot's read does (`bot.chat.recent.within_text`), and runs the
 transcript fold the way the bot does (in a thread) while a 1 ms ticker runs on the loop. It
 prints the events folded, the fold's wall time (the first fold, uncached scrub) and the longest
 gap between two ticks: how long appservice transactions, `/healthz` and other rooms would have
@@ -31,16 +31,16 @@ from typing import Any
 
 from bench import arguments, emit
 from bench.irc import irc_events
-from bot import pinboard, transcript
-from bot.commands.records import SearchCommand
-from bot.lookup import RoomView
-from bot.patterns import compile_pattern
-from bot.pinboard import Marker, MarkerKind
-from bot.recent import within_text
-from bot.roomlog import RoomLog
-from bot.visibility import ANYONE
+from bot.chat import pinboard, transcript
+from bot.chat.commands.patterns import compile_pattern
+from bot.chat.commands.records import SearchCommand
+from bot.chat.lookup import RoomView
+from bot.chat.pinboard import Marker, MarkerKind
+from bot.chat.recent import within_text
+from bot.chat.roomlog import RoomLog
+from bot.chat.visibility import ANYONE
 from ingest.matrix import ClientEvent
-from ingest.search.roomlogs import RoomLogs, log_finds
+from ingest.search.logs.roomlogs import RoomLogs, log_finds
 from ingest.types import RoomID
 
 

@@ -50,8 +50,8 @@ from bench.synapse import SynapseBench
 from ingest.config import ChunkerConfig, Config, default_local_model
 from ingest.embed import DelegatingEmbedder, Embedder, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS
-from ingest.export import ExportReader
-from ingest.refresh import Writer
+from ingest.index.export import ExportReader
+from ingest.index.refresh import Writer
 from ingest.store import open_store
 from ingest.types import EmbedderIdentity
 

@@ -30,7 +30,7 @@ Above 207k messages (the whole data set) the logs are replayed again with new ev
 
 End to end (`--no-e2e` skips it): a real Synapse (`bot.demo.synapse.start_synapse`), one
 public room of `--room-messages` IRC messages sent by seed users (backdated, 20 s apart), and
-the real service (`bot.service.Service`, appservice mode, the real embedder) refreshing it.
+the real service (`bot.service.run.Service`, appservice mode, the real embedder) refreshing it.
 An ordinary user then sends `--searches` `!search` commands (two-word phrases of the room's
 own messages) one after another; the latency is from sending the command to the reply being
 visible to the asker (polled every 20 ms), and, server-side, the reply's `origin_server_ts`
@@ -58,10 +58,10 @@ from bench import SERVER_NAME, arguments, embedder_option, emit, machine, offlin
 from bench.e5native import embedder_for
 from bench.irc import ROOM, held_out_texts, messages
 from bench.latency_e2e import end_to_end
-from ingest import lexical
 from ingest.embed import DelegatingEmbedder, Embedder
-from ingest.export import ExportReader
-from ingest.refresh import Writer
+from ingest.index.export import ExportReader
+from ingest.index.refresh import Writer
+from ingest.rules import lexical
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.store import Store, open_store

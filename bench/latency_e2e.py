@@ -53,7 +53,7 @@ async def end_to_end(
     data: Path, room_messages: int, searches: int, warmup: int, model: str
 ) -> dict[str, Any]:
     """`!search` → reply with the service's embedder `model` (`embedder.model`)."""
-    from bot.service import Service
+    from bot.service.run import Service
 
     senders, bodies = speakers_and_lines(data, room_messages)
     texts = phrases(bodies, searches + warmup)

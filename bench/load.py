@@ -204,7 +204,7 @@ async def floor(stage: Stage, texts: Sequence[str]) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from bot.service import Service
+    from bot.service.run import Service
 
     senders, bodies = speakers_and_lines(args.data, args.room_messages)
     total = args.people * args.per_person

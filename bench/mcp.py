@@ -45,7 +45,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 
 def muninn(config: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "bot.cli", "--config", str(config), *args]
+    return [sys.executable, "-m", "bot.cli.main", "--config", str(config), *args]
 
 
 def questions(count: int) -> list[str]:

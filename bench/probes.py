@@ -6,7 +6,7 @@ program, the memory of an idle service over an index that exists:
     python -m bench.probes --store DIR --collection NAME [--seconds 60] [--embedder-model M]
         [--out FILE]
 
-A fresh process opens what `bot.service.Service.start` opens for the read path — the store,
+A fresh process opens what `bot.service.run.Service.start` opens for the read path — the store,
 the purge log, the embedder (the default unless `--embedder-model` names another), a
 `Searcher` — answers a few searches as the first `!search`es after a
 start would (loading the model and the collection), then idles and samples its RSS every
@@ -36,13 +36,13 @@ from bot.demo.homeserver import Homeserver, service_config
 from bot.demo.synapse import SynapseServer
 from ingest.embed import Embedder, e5, make_embedder, minilm
 from ingest.matrix import AiohttpTransport, Request, Response, Transport
-from ingest.purges import PurgeLog, purge_log_path
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.store import open_store
+from ingest.store.purges import PurgeLog, purge_log_path
 
 if TYPE_CHECKING:
-    from bot.service import Service
+    from bot.service.run import Service
 
 POLL_SECONDS = 1.0
 WAIT_SAMPLE_SECONDS = 0.25  # how often the burst notes where each command in flight waits
@@ -63,7 +63,7 @@ class Stage:
     def service(self, transport: Transport | None = None, **bot: Any) -> Service:
         """A fresh service on the room's index (not started), `bot` settings over the defaults;
         `transport` sends its homeserver requests (a `Requests` to count them)."""
-        from bot.service import Service
+        from bot.service.run import Service
 
         cfg = service_config(self.server, self.workdir, bot=bot)
         return Service(cfg, embedder=self.embedder, full_at_start=False, transport=transport)

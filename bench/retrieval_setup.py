@@ -27,14 +27,14 @@ from bench.locomo import Conversation, load
 from bench.synapse import SeededRoom, SynapseBench, seed_conversation
 from bot.demo.client import MatrixUser
 from bot.demo.homeserver import Homeserver
-from ingest import lexical
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import Embedder, make_embedder
 from ingest.embed.pair import PART_SCALE, is_pair, parts
+from ingest.index.records import COMPAT_KEY
+from ingest.index.refresh import Writer
+from ingest.index.reports import RefreshReport
 from ingest.matrix import MatrixReader
-from ingest.records import COMPAT_KEY
-from ingest.refresh import Writer
-from ingest.reports import RefreshReport
+from ingest.rules import lexical
 from ingest.search.rank import content_terms
 from ingest.search.retrieve import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import PointFilter, Store, open_store

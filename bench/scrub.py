@@ -1,6 +1,6 @@
 """The scrub's cost on a hostile 1 MB body (docs/ARCHITECTURE.md §3 rule 8): CPU seconds of one
 `scrub` over each unit repeated to 1,000,000 characters, ASCII shapes and the characters the
-normalised view reads (`ingest/scrub_view.py`).
+normalised view reads (`ingest/rules/scrub_view.py`).
 
     python -m bench.scrub [--chars 1000000]
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ingest.scrub import scrub
+from ingest.rules.scrub import scrub
 
 UNITS = {
     "password: (ASCII, every unit a finding)": "password: hunter2 ",

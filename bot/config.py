@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-# A command is the prefix then a letter (`ingest.events.is_command`): a few characters
+# A command is the prefix then a letter (`ingest.rules.events.is_command`): a few characters
 # without whitespace. Anything else is a YAML slip (issue 36: an open quote that swallowed
 # the next lines) or no prefix a person could type, and would silence every command.
 PREFIX_MAX = 8

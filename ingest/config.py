@@ -119,7 +119,7 @@ class StoreConfig(Section):
 class IndexConfig(Section):
     store: StoreConfig = StoreConfig(path=Path("./data/qdrant"))
     collection: Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]+$")] = "muninn_chat"
-    # The purge records every reply reads (`ingest.purges`); default: beside the store
+    # The purge records every reply reads (`ingest.store.purges`); default: beside the store
     purges: Path | None = None
 
 

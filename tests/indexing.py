@@ -20,10 +20,10 @@ from bot.demo.client import unique_localpart
 from ingest.config import Config, EmbedderConfig, parse_config
 from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
+from ingest.index.records import CURSOR_PREFIX
+from ingest.index.refresh import Writer
+from ingest.index.reports import RefreshReport
 from ingest.matrix import MatrixReader, Request, Response
-from ingest.records import CURSOR_PREFIX
-from ingest.refresh import Writer
-from ingest.reports import RefreshReport
 from ingest.store import Collection, Store, open_store
 from ingest.types import EmbedderIdentity, RoomID, RoomState, StoredPoint
 from tests.homeserver import Homeserver, MatrixUser
@@ -124,12 +124,13 @@ class Run:
 
 
 async def spawn_muninn(config: Path, *args: str, **pipes: int) -> asyncio.subprocess.Process:
-    """Start `python -m bot.cli --config FILE ARGS…` in a child process (`pipes`: stdout=…)."""
+    """Start `python -m bot.cli.main --config FILE ARGS…` in a child process (`pipes`:
+    stdout=…)."""
     env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "bot.cli.main",
         "--config",
         str(config),
         *args,
@@ -140,7 +141,7 @@ async def spawn_muninn(config: Path, *args: str, **pipes: int) -> asyncio.subpro
 
 
 async def muninn(config: Path, *args: str) -> Run:
-    """`python -m bot.cli --config FILE ARGS…` in a child process, run to its end."""
+    """`python -m bot.cli.main --config FILE ARGS…` in a child process, run to its end."""
     proc = await spawn_muninn(
         config, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

@@ -1,4 +1,4 @@
-"""`muninn` run in the test's own process: the same `bot.cli.main` a child runs, without the
+"""`muninn` run in the test's own process: the same `bot.cli.main.main` a child runs, without the
 ~1 s of CPU a child spends starting Python and importing the project (on CI's two cores,
 shared by the workers, that was most of what a CLI test cost).
 
@@ -18,7 +18,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from bot.cli import main
+from bot.cli.main import main
 from tests.indexing import Run
 
 # `main` points the root logger and the process's stdout/stderr at this run: one at a time.

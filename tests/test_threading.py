@@ -15,10 +15,16 @@ ADAPTERS = ("ingest/store/", "ingest/embed/")
 
 # path → (calls allowed, why it is not a store or embedder call)
 EXCEPTIONS: dict[str, tuple[int, str]] = {
-    "ingest/export.py": (2, "the export file is a room source of its own: its scan and pages"),
+    "ingest/index/export.py": (
+        2,
+        "the export file is a room source of its own: its scan and pages",
+    ),
     "ingest/search/searcher.py": (1, "the transcript fold: seconds of CPU over large logs"),
-    "bot/pins.py": (2, "the pinboard fold scrubs up to SCAN_TEXT of a log: CPU"),
-    "bot/patterns.py": (1, "a /regex/ compiled: up to ~10 ms of CPU (`compile_off_loop`)"),
+    "bot/chat/pins.py": (2, "the pinboard fold scrubs up to SCAN_TEXT of a log: CPU"),
+    "bot/chat/commands/patterns.py": (
+        1,
+        "a /regex/ compiled: up to ~10 ms of CPU (`compile_off_loop`)",
+    ),
 }
 
 # A worker thread by any of these names is the same decision as `asyncio.to_thread`.

@@ -15,31 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The read path and the bot's chat modules (what a command reads, decides, folds and replies).
-CHAT_AND_READ = (
-    "ingest/search",
-    "bot/commands",
-    "bot/replies",
-    *(
-        f"bot/{name}.py"
-        for name in (
-            "handlers",
-            "reads",
-            "replying",
-            "searching",
-            "lookup",
-            "pins",
-            "pinboard",
-            "roomlog",
-            "transcript",
-            "visibility",
-            "sender",
-            "recent",
-            "incoming",
-            "paging",
-            "html",
-        )
-    ),
-)
+CHAT_AND_READ = ("ingest/search", "bot/chat")
 RAW_DICT = re.compile(
     r"\b(?:Mapping|MutableMapping|dict)\[str, *(?:Any|object)\]"
     r"|\bJSONDict\b|(?:: |-> |\[|\| |, )JSON\b"

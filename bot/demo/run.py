@@ -50,8 +50,8 @@ from bot.demo.synapse import (
     synapse_available,
 )
 from bot.mcp.host import host_config
-from bot.registration import new_registration
-from bot.service import Service
+from bot.service.registration import new_registration
+from bot.service.run import Service
 from ingest.errors import MuninnError
 from ingest.store import PointFilter
 from ingest.types import RoomID
@@ -363,7 +363,7 @@ def cli_command() -> str:
             return "muninn"
         if started.exists():
             return shlex.quote(str(started))
-    return f"{shlex.quote(sys.executable)} -m bot.cli"
+    return f"{shlex.quote(sys.executable)} -m bot.cli.main"
 
 
 async def _until_signal() -> None:

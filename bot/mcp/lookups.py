@@ -17,20 +17,20 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bot.arguments import ArgumentError
+from bot.chat.commands.arguments import ArgumentError
+from bot.chat.commands.dates import instant
 from bot.config import ServiceConfig
-from bot.dates import instant
-from bot.http_api.wire import MAX_IDS
 from bot.mcp.context import around, event_ref
 from bot.operations.common import cli_reader, resolve_room
 from bot.operations.pins import _recorded_purges, board
 from bot.operations.search import fail_fast, find
 from bot.operations.status import store_facts
+from bot.service.http_api.wire import MAX_IDS
 from ingest.embed import Embedder
 from ingest.errors import QueryError
 from ingest.matrix import MatrixReader
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope, puppet_in_events
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope, puppet_in_events
 from ingest.search.filters import MessageFilter
 from ingest.types import RoomID
 
@@ -49,7 +49,8 @@ def named(error: QueryError) -> QueryError:
 
 
 def moment(argument: str, text: str | None) -> int | None:
-    """A time argument in the chat's date grammar (`bot.dates.instant`), named when bad."""
+    """A time argument in the chat's date grammar (`bot.chat.commands.dates.instant`), named when
+    bad."""
     if text is None:
         return None
     try:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, TypeAdapter, WithJsonSchema
 from typing_extensions import TypedDict
 
-from bot.pinboard import Pin
+from bot.chat.pinboard import Pin
 
 __all__ = ["Board", "Context", "RoomList", "SearchDocument"]
 
@@ -70,7 +70,7 @@ class Context(TypedDict, total=False):
 
 
 class PinShown(TypedDict, total=False):
-    """What `!pins` adds to a pin (`bot.pinboard.Pin`): the pinned message as it reads now."""
+    """What `!pins` adds to a pin (`bot.chat.pinboard.Pin`): the pinned message as it reads now."""
 
     sender: str | None
     ts: int | None
@@ -79,7 +79,7 @@ class PinShown(TypedDict, total=False):
 
 
 def _pin_schema() -> dict[str, Any]:
-    """A pin's record: `bot.pinboard.Pin`'s fields (their one owner) and `PinShown`'s."""
+    """A pin's record: `bot.chat.pinboard.Pin`'s fields (their one owner) and `PinShown`'s."""
     schema = TypeAdapter(Pin).json_schema()
     schema["properties"] |= TypeAdapter(PinShown).json_schema()["properties"]
     schema.pop("required", None)

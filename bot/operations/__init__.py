@@ -1,6 +1,7 @@
 """The CLI's commands, wired to the adapters: one function a command, printing its result.
 
-Adapters are built in `common` (the imperative shell); policy lives in `ingest.refresh` (the one
+Adapters are built in `common` (the imperative shell); policy lives in `ingest.index.refresh` (the
+one
 writer) and `ingest.search` (the one read path). By job: `writes` (refresh, purge, import),
 `search`, `status`, `pins`.
 """

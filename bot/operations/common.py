@@ -1,7 +1,7 @@
 """What every CLI command shares: its adapters, room arguments and JSON output (progress:
-`bot.progress`).
+`bot.operations.progress`).
 
-Adapters are built here (the imperative shell); policy lives in `ingest.refresh` (the one
+Adapters are built here (the imperative shell); policy lives in `ingest.index.refresh` (the one
 writer) and `ingest.search` (the one read path).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bot.arguments import ArgumentError, user
+from bot.chat.commands.arguments import ArgumentError, user
 from bot.config import ServiceConfig
 from ingest.embed import Embedder, make_embedder
 from ingest.errors import QueryError, StoreUnavailable
@@ -72,7 +72,8 @@ def cli_reader(cfg: ServiceConfig) -> MatrixReader:
 
 def cli_users(values: Sequence[str] | None, server_name: str, flag: str) -> list[str] | None:
     """User ids as chat's `from:` takes them: `@bob:server`, or `@bob` / `bob` on this
-    homeserver (`bot.arguments.user`); a malformed one is an error naming the flag."""
+    homeserver (`bot.chat.commands.arguments.user`); a malformed one is an error naming the
+    flag."""
     if values is None:
         return None
     try:
@@ -96,7 +97,7 @@ async def resolve_room(reader: MatrixReader, room: str) -> RoomID:
 def service_token(cfg: ServiceConfig, held: StoreUnavailable, verb: str) -> str:
     """The running service's listener token, for `muninn search`/`purge`/`status` while it
     holds the embedded store; the error names how to reach it when it has no listener."""
-    from bot.http_api import read_token, token_path
+    from bot.service.http_api import read_token, token_path
 
     if cfg.metrics.port is None:
         raise StoreUnavailable(

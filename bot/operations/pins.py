@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from bot.commands.records import PinsCommand
+from bot.chat.commands.records import PinsCommand
+from bot.chat.pins import BoardReader
+from bot.chat.recent import within_text
+from bot.chat.replies import PinsView, ReplyTo, pins_reply
+from bot.chat.roomlog import RoomLog
+from bot.chat.visibility import ANYONE
 from bot.config import ServiceConfig
 from bot.operations.common import (
     cli_reader,
     print_json,
     resolve_room,
 )
-from bot.pins import BoardReader
-from bot.recent import within_text
-from bot.replies import PinsView, ReplyTo, pins_reply
-from bot.roomlog import RoomLog
-from bot.visibility import ANYONE
 from ingest.errors import QueryError, StoreUnavailable
-from ingest.purges import PurgeLog, purge_log_path
-from ingest.records import TOMBSTONE_PREFIX, Tombstone
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope, puppet_in_events
+from ingest.index.records import TOMBSTONE_PREFIX, Tombstone
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope, puppet_in_events
 from ingest.store import AsyncPurges, open_async
+from ingest.store.purges import PurgeLog, purge_log_path
 
 
 async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ServiceConfig
-from bot.http_api.wire import filter_fields
 from bot.operations.common import (
     HELD,
     adapters,
@@ -19,17 +18,18 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from bot.service.http_api.wire import filter_fields
 from ingest.embed import Embedder
 from ingest.errors import MatrixUnavailable, StoreUnavailable
-from ingest.export import exported_rooms
-from ingest.matrix import MatrixReader, Retry
-from ingest.purges import PurgeLog, purge_log_path
-from ingest.records import (
+from ingest.index.export import exported_rooms
+from ingest.index.records import (
     CURSOR_PREFIX,
     EXPORT_PREFIX,
 )
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
+from ingest.matrix import MatrixReader, Retry
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope
+from ingest.rules.stamps import utc_minute
 from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
@@ -37,8 +37,8 @@ from ingest.search.matches import in_order
 from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
-from ingest.stamps import utc_minute
 from ingest.store import AsyncStore, Store
+from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import RoomID
 
 # `muninn search` revalidates every hit; a homeserver that cannot be reached fails the search
@@ -260,7 +260,7 @@ async def _search_the_service(
     **body: Any,
 ) -> SearchResult:
     """`muninn run` holds the embedded store: ask its loopback search endpoint instead."""
-    from bot.http_api import post_search, result_from_json, service_url
+    from bot.service.http_api import post_search, result_from_json, service_url
 
     token = service_token(cfg, held, "search")
     reader = cli_reader(cfg)

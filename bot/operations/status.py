@@ -1,7 +1,7 @@
 """`muninn status`: the reader, the active generation and every joined room's verdict.
 
 It runs beside `muninn run`: while the service holds the embedded store, the store's half
-(`ingest.facts`) comes from the service's loopback listener, as `muninn search`'s does."""
+(`ingest.index.facts`) comes from the service's loopback listener, as `muninn search`'s does."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
-from bot.replies.budget import plural
 from ingest.errors import (
     MatrixForbidden,
     MatrixNotFound,
@@ -20,9 +20,9 @@ from ingest.errors import (
     QueryError,
     StoreUnavailable,
 )
-from ingest.facts import StoreFacts, read_facts
+from ingest.index.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
-from ingest.scope import RoomScope, decide
+from ingest.rules.scope import RoomScope, decide
 from ingest.store import open_async
 from ingest.types import Refusal, RoomID, Verdict
 
@@ -195,7 +195,7 @@ async def store_facts(cfg: ServiceConfig) -> StoreFacts:
     except StoreUnavailable as held:
         if HELD not in str(held):
             raise
-        from bot.http_api import post_status, service_url
+        from bot.service.http_api import post_status, service_url
 
         token = service_token(cfg, held, "status")
         try:

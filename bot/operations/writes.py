@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bot.chat.commands.dates import shown
+from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
-from bot.dates import shown
 from bot.operations.common import (
     HELD,
     adapters,
@@ -17,23 +18,22 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
-from bot.progress import progress_display
-from bot.replies.budget import plural
+from bot.operations.progress import progress_display
 from ingest.embed import make_embedder
 from ingest.errors import MatrixError, QueryError, StoreUnavailable
-from ingest.export import (
+from ingest.index.export import (
     ExportReader,
     export_record,
 )
-from ingest.facts import read_facts
-from ingest.matrix import MatrixReader
-from ingest.purges import PurgeLog, purge_log_path
-from ingest.records import (
+from ingest.index.facts import read_facts
+from ingest.index.records import (
     EXPORT_PREFIX,
 )
-from ingest.refresh import Writer
-from ingest.reports import RefreshReport, RoomReport
+from ingest.index.refresh import Writer
+from ingest.index.reports import RefreshReport, RoomReport
+from ingest.matrix import MatrixReader
 from ingest.store import AsyncStore, open_async
+from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import RoomID
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
@@ -104,7 +104,7 @@ async def purge(
     """Record a purge tombstone; `dry_run` only counts the messages the range covers, and on a
     terminal (`confirm`, no --json) the count is shown and the operator asked first: a purge
     is permanent (issue 36 item 4)."""
-    from bot.http_api import purge_document
+    from bot.service.http_api import purge_document
 
     if to_ts < from_ts:
         raise QueryError("to", "is before --from")
@@ -192,7 +192,7 @@ async def _purge_through_the_service(
     cfg: ServiceConfig, held: StoreUnavailable, room: str, from_ts: int, to_ts: int
 ) -> dict[str, Any]:
     """`muninn run` holds the embedded store: its writer records the purge (loopback endpoint)."""
-    from bot.http_api import post_purge, service_url
+    from bot.service.http_api import post_purge, service_url
 
     token = service_token(cfg, held, "purge")
     reader = cli_reader(cfg)

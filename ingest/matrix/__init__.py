@@ -10,7 +10,8 @@
 - `state` — `room_state_from`, the pure state parser;
 - `registration` — the appservice registration file.
 
-Muninn's appservice listener (`bot.appservice`) and its event normalisation (`ingest.events`)
+Muninn's appservice listener (`bot.service.appservice`) and its event normalisation
+(`ingest.rules.events`)
 stay its own rather than mautrix's: the listener acknowledges a transaction only once its events
 are queued (503 when full) and de-duplicates on the transaction id plus its events (Synapse on
 SQLite restarts ids at 1), and normalisation skips what must never be indexed (rules 5–9 of

@@ -5,7 +5,7 @@ an appservice push or `/sync` hands on is a `ClientEvent` — the same dict, its
 typed, so the read path and the chat code above never hold a `dict[str, Any]`. Every key may be
 absent (a redacted event has no content; a message no `state_key`), and what the event's sender
 wrote is still unchecked: its values are `object` until a rule has looked at them
-(`ingest.events.normalize`, `bot.incoming`).
+(`ingest.rules.events.normalize`, `bot.chat.incoming`).
 """
 
 from __future__ import annotations

@@ -26,12 +26,12 @@ from ingest.config import Config, registration_path
 from ingest.errors import ConfigError, MatrixError, MatrixNotFound
 from ingest.matrix.event import ClientEvent
 from ingest.matrix.http import Path, ReaderMode, Retry, endpoint
+from ingest.matrix.membership import direct_in, membership, prev_membership, walk_back
 from ingest.matrix.registration import load_registration
 from ingest.matrix.state import room_state_from
 from ingest.matrix.timeline import TimelineReader
 from ingest.matrix.transport import Transport
-from ingest.membership import direct_in, membership, prev_membership, walk_back
-from ingest.scope import expand_alias
+from ingest.rules.scope import expand_alias
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = ["MatrixReader"]

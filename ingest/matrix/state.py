@@ -1,7 +1,8 @@
 """A `/rooms/{id}/state` answer reduced to a `RoomState` (pure; no I/O).
 
-Scope decides on the result (`ingest.scope`); the reader (`ingest.matrix.reader`) and the export
-reader (`ingest.export`) build it from what they fetched or read.
+Scope decides on the result (`ingest.rules.scope`); the reader (`ingest.matrix.reader`) and the
+export
+reader (`ingest.index.export`) build it from what they fetched or read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from mautrix.types import EventType
 
-from ingest.membership import prev_content
+from ingest.matrix.membership import prev_content
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = ["room_state_from"]

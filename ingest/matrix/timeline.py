@@ -2,7 +2,7 @@
 context, relations.
 
 Events stay the homeserver's JSON, seen through the typed `ClientEvent` view: normalising them
-is the job of `ingest.events` (stricter than mautrix's event classes, which would parse what
+is the job of `ingest.rules.events` (stricter than mautrix's event classes, which would parse what
 Muninn must refuse).
 """
 

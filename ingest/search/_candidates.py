@@ -11,7 +11,7 @@ from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.records import Tombstone
+from ingest.index.records import Tombstone
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
 from ingest.search.hits import CitedMessage, Hit, StoredMessage, best_message, has_text, window_of
 from ingest.search.matches import literal_matches, newest_first
@@ -26,7 +26,8 @@ __all__ = ["Candidates"]
 class Candidates:
     """The read path's fused ranking (`Searcher._rank`), best first, *before* revalidation.
 
-    `Searcher.search` may trim, fuse and rank these hits (`ingest.search.roomlogs`), but shows only
+    `Searcher.search` may trim, fuse and rank these hits (`ingest.search.logs.roomlogs`), but
+    shows only
     those `Searcher._confirm` passes (docs/ARCHITECTURE.md §3 rule 15).
     """
 

@@ -3,7 +3,7 @@ mentions.
 
 One record (`MessageFilter`) and one predicate (`keep_messages`) for every path: the index's
 windows (`ingest.search`, through `Candidates.first`) and the transcript finds of the room
-logs (`ingest.search.roomlogs`) are both judged here, so `-word`, `has:link`, `is:thread` and
+logs (`ingest.search.logs.roomlogs`) are both judged here, so `-word`, `has:link`, `is:thread` and
 `mentions:` mean the same in a room, the command room, `muninn search` and
 `POST /_muninn/search`. A filter only ever removes: whatever it keeps is still revalidated and
 cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 15).
@@ -27,7 +27,7 @@ from typing import NotRequired, TypedDict, TypeVar
 import regex
 
 from ingest.errors import QueryError
-from ingest.lexical import caseless
+from ingest.rules.lexical import caseless
 
 __all__ = [
     "MAX_EXCLUSIONS",

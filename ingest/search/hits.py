@@ -2,7 +2,7 @@
 stored windows it cites by: the excerpt, purges, the events a window cites.
 
 A stored window is read as a `WindowPayload` (`window_of`): the §4 payload the writer builds
-(`ingest.points.build_payload`), its messages as `StoredMessage`s.
+(`ingest.index.points.build_payload`), its messages as `StoredMessage`s.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NotRequired, Required, TypedDict, cast
 
-from ingest import lexical
-from ingest.records import Tombstone
+from ingest.index.records import Tombstone
+from ingest.rules import lexical
 from ingest.search import rank
 from ingest.search.filters import Said
 from ingest.types import StoredPoint
 
 
 class StoredMessage(TypedDict):
-    """A message as a window's payload keeps it (`ingest.chunker.window_payload`)."""
+    """A message as a window's payload keeps it (`ingest.index.chunker.window_payload`)."""
 
     event_id: str
     sender: str

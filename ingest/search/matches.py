@@ -18,8 +18,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ingest import lexical
 from ingest.embed import Embedder, EmbedError, EmbedUnavailable
+from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.search.query import plain_text, prefixes

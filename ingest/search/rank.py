@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import regex
 
-from ingest import lexical
+from ingest.rules import lexical
 from ingest.search.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
 
 __all__ = [

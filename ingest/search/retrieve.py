@@ -1,6 +1,6 @@
 """`ingest.search.retrieve`: the first stage — each text's dense and lexical lists.
 
-For every text of a query, the lexical list (BM25-style sparse vectors, `ingest.lexical`; a
+For every text of a query, the lexical list (BM25-style sparse vectors, `ingest.rules.lexical`; a
 `word*` stands for the words of the query's rooms it starts) and, when the embedder answers and
 the index was built with it, the dense list, read from the active generation. Weak lexical
 candidates are floored out before fusion (`LEXICAL_FLOOR`). What the lists hold is fused by
@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ingest import lexical
 from ingest.embed import Embedder
 from ingest.embed.pair import PART_SCALE, is_pair, parts
 from ingest.errors import EmbedError, EmbedUnavailable
-from ingest.records import COMPAT_KEY
+from ingest.index.records import COMPAT_KEY
+from ingest.rules import lexical
 from ingest.search import rank
 from ingest.search.hits import has_text
 from ingest.search.notices import other_embedder

@@ -12,7 +12,8 @@ since keeps its indexed text until the writer's walk reaches the redaction or th
 while the embedder is down, or while a new generation is built beside the active one). None of
 that may reach a reply (docs/ARCHITECTURE.md §3 rules 6, 7, 15).
 
-Room verdicts are the writer's own (`ingest.scope` through `RoomCache`), never a second rule set.
+Room verdicts are the writer's own (`ingest.rules.scope` through `RoomCache`), never a second rule
+set.
 For the events, the index is current up to the room's cursor (the writer saves a cursor only
 after the page's points are written; the read path takes the cursors before the points): what
 can have made a hit stale since is in the room's timeline after that cursor — a redaction, or
@@ -43,10 +44,10 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
-from ingest.export import ExportError, ExportReader
+from ingest.index.export import ExportError, ExportReader
 from ingest.matrix import ClientEvent, Page
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope
 from ingest.search.hits import WindowPayload, cited_events
 from ingest.search.tails import TAIL_TYPES, Tail, bundled_edit_ok, current, read_tail
 from ingest.types import RoomID
@@ -284,7 +285,7 @@ class LiveCheck:
 class SourcedCheck:
     """Each room's windows revalidated against the record the room was built from.
 
-    `exports` maps a room indexed by `muninn import` (`ingest.export.exported_rooms`) to a
+    `exports` maps a room indexed by `muninn import` (`ingest.index.export.exported_rooms`) to a
     factory of its export's `LiveCheck`, loaded on the room's first hit; every other room asks
     `homeserver`. A homeserver that does not answer raises `MatrixUnavailable` naming the room
     and the cause: the caller fails, and no hit is shown unconfirmed.

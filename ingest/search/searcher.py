@@ -11,7 +11,7 @@ Hits are revalidated before they are returned: a hit whose events were purged (a
 yet applied), redacted, or whose room left the reader's scope since indexing is dropped and
 counted in `dropped_stale`, never shown. `Searcher.search`
 is the one call for every caller: given the room logs a command has read
-(`ingest.search.roomlogs`), it also fuses their transcript matches with the index's candidates
+(`ingest.search.logs.roomlogs`), it also fuses their transcript matches with the index's candidates
 and cuts every hit to what the room's readers may see."""
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ingest.embed import Embedder
 from ingest.errors import StoreError
-from ingest.purges import PurgeLog
-from ingest.records import CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
+from ingest.index.records import CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
 from ingest.search._candidates import Candidates
 from ingest.search.fusion import rrf
 from ingest.search.hits import (
@@ -36,6 +35,7 @@ from ingest.search.hits import (
     window_of,
     window_purged,
 )
+from ingest.search.logs.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.search.matches import Nearest, expand, newest_first
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
@@ -48,10 +48,10 @@ from ingest.search.retrieve import (
     Retriever,
     lexical_query,
 )
-from ingest.search.roomlogs import RoomLogs, Visibility, fused_page, log_finds
 from ingest.search.second import SecondStage
 from ingest.search.tails import LogRead, Tail
 from ingest.store import AsyncCollection, AsyncPurges, AsyncStore, Store
+from ingest.store.purges import PurgeLog
 from ingest.types import SparseVector
 
 log = logging.getLogger("muninn.search")
@@ -102,7 +102,7 @@ class Searcher:
         purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
-        self.purges = purges  # the purges readable without the store (`ingest.purges`)
+        self.purges = purges  # the purges readable without the store (`ingest.store.purges`)
         self._store = AsyncStore(store)
         self._purges = AsyncPurges(purges) if purges is not None else None
         self.embedder = embedder
@@ -145,7 +145,8 @@ class Searcher:
         first (`logs`: as for `_rank`).
 
         With `room_logs` (the bot's `!search`): the index's candidates fused with the
-        transcript matches of the logs the command read (`ingest.search.roomlogs`), every message
+        transcript matches of the logs the command read (`ingest.search.logs.roomlogs`), every
+        message
         cut to what `audiences` (room → who reads the reply there; a room absent: no cut) may see,
         and a page of `room_logs.asked.limit` hits after the `depth` earlier pages showed.
         `query` None: the logs alone (a /regex/, or no text for the index).

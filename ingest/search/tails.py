@@ -4,7 +4,7 @@ Pure rules over events already read (`ingest.search.revalidate` reads them): a r
 redactions and edits after the writer's cursor (`Tail`), the same tail taken from a log the
 caller has just read (`tail_since`), and whether a window is still what the index holds
 (`current`; a fetched event's bundled latest edit, `bundled_edit_ok`), by the writer's own
-normalisation (`ingest.events.normalize`) and edit rule (`WindowSet.apply_edit`).
+normalisation (`ingest.rules.events.normalize`) and edit rule (`WindowSet.apply_edit`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from mautrix.types import EventType, RelationType
 
-from ingest.events import normalize
 from ingest.matrix import ClientEvent
+from ingest.rules.events import normalize
 from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction
 
@@ -67,7 +67,7 @@ class LogRead:
     without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
     the log then reaches back to the mark unless more was said since than it holds."""
 
-    events: Sequence[ClientEvent]  # as the homeserver sent them (`bot.roomlog.RoomLog.raw`)
+    events: Sequence[ClientEvent]  # as the homeserver sent them (`bot.chat.roomlog.RoomLog.raw`)
     mark: str | None
 
     def tail(self) -> Tail | None:

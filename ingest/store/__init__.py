@@ -2,7 +2,7 @@
 
 Callers on the event loop await the async facade (`ingest.store.aio`: `AsyncStore`,
 `AsyncCollection`, `open_async`), the one place a store call goes to a worker thread
-(qdrant-edge has no async API). `ingest.refresh` is the only writer; `ingest.search` only
+(qdrant-edge has no async API). `ingest.index.refresh` is the only writer; `ingest.search` only
 reads the active generation.
 
     store = await open_async(cfg.index, cfg.base_dir)

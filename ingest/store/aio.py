@@ -6,7 +6,7 @@ of deciding the threading themselves. Work that was one thread hop stays one (`r
 hands the facade the unit (a function of the synchronous store or collection) rather than
 splitting it into several awaits. The adapters' own write lock (`base.py`) still serialises
 writes; the facade keeps no state of its own, so wrapping the same store twice is safe.
-`AsyncPurges` does the same for the purge file beside the store (`ingest.purges`).
+`AsyncPurges` does the same for the purge file beside the store (`ingest.store.purges`).
 
     store = await open_async(cfg.index, cfg.base_dir)  # ingest.store
     col = await store.open(generation, dense_dim=384, create=True)
@@ -19,8 +19,8 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ingest.purges import PurgeLog
 from ingest.store.contract import Collection, PointFilter, PointRecord, Store
+from ingest.store.purges import PurgeLog
 from ingest.types import SparseVector, StoredPoint
 
 T = TypeVar("T")
@@ -130,7 +130,8 @@ class AsyncStore:
 
 
 class AsyncPurges:
-    """The purge file beside the store (`ingest.purges`), awaited: a read, or a durable append."""
+    """The purge file beside the store (`ingest.store.purges`), awaited: a read, or a durable
+    append."""
 
     def __init__(self, sync: PurgeLog) -> None:
         self.sync = sync

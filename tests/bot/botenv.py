@@ -13,7 +13,7 @@ import pytest
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
-from bot.service import Service
+from bot.service.run import Service
 from ingest.matrix import Request
 from ingest.search.permalink import permalink
 from ingest.types import RoomID

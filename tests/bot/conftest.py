@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
-from bot.service import Service
+from bot.service.run import Service
 from tests.bot.botenv import JOINED_HISTORY, TRANSCRIPT_LIMIT, Env
 from tests.bot.fastkit import FastBot, fast_bot
 from tests.botkit import service_config

@@ -1,7 +1,7 @@
 """The fast tier's kit: the real command handler in this process, no homeserver.
 
-`FastBot` wires a real `bot.handlers.CommandHandler` with in-memory parts of the homeserver
-(`bot.ports.HomeserverParts`) that hold data, not the behaviour under test:
+`FastBot` wires a real `bot.chat.handlers.CommandHandler` with in-memory parts of the homeserver
+(`bot.chat.ports.HomeserverParts`) that hold data, not the behaviour under test:
 
 - `MemoryRooms`: each room's log, a list of typed events (`Event`, mautrix's content types and
   event types) served newest first as `/messages?dir=b` serves them; the current state is the
@@ -41,17 +41,17 @@ from mautrix.types import (
     TextMessageEventContent,
 )
 
+from bot.chat.handlers import CommandHandler
+from bot.chat.ports import HomeserverParts
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import reply_content
-from bot.handlers import CommandHandler
-from bot.ports import HomeserverParts
 from ingest.errors import MatrixError, MatrixForbidden
 from ingest.matrix import room_state_from
-from ingest.purges import PurgeLog, purge_log_path
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.store import Store, open_store
+from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import EventID, RoomAlias, RoomID, RoomState, UserID
 from tests.indexing import shared_embedder
 

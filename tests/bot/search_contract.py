@@ -1,5 +1,5 @@
 """The `muninn search --json` document as docs/ARCHITECTURE.md §4.3 defines it, and a way to get
-one from the real CLI (`bot.cli.main`, in this process): shared by the CLI's test files."""
+one from the real CLI (`bot.cli.main.main`, in this process): shared by the CLI's test files."""
 
 from __future__ import annotations
 

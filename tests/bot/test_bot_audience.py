@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot import replying, visibility
-from bot.replying import AUDIENCE_CHANGED
+from bot.chat import replying, visibility
+from bot.chat.replying import AUDIENCE_CHANGED
 from tests.bot.botenv import Env, body_of, join_at_recheck, link, seen_by
 from tests.botkit import ask, wait_reply
 from tests.homeserver import MatrixUser

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from bot.demo.synapse import SynapseServer
-from bot.service import Service
+from bot.service.run import Service
 from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.types import RoomID
 from tests.botkit import REPLY_TIMEOUT, ask, replies, service_config, wait_reply

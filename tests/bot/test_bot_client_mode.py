@@ -13,7 +13,7 @@ import pytest
 
 from bot.config import parse_config
 from bot.demo.synapse import SynapseServer
-from bot.service import Service
+from bot.service.run import Service
 from ingest.embed import minilm
 from ingest.store import open_store
 from ingest.types import RoomID

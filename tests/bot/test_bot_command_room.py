@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from bot.chat.replying import COMMAND_ROOM_CHANGED
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import free_port
-from bot.replying import COMMAND_ROOM_CHANGED
 from ingest.config import IndexConfig, StoreConfig
 from ingest.store import PointFilter, open_store
 from ingest.types import RoomID

@@ -12,12 +12,11 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.appservice import AppserviceServer, BoundedSeen
-from bot.commands.records import PinCommand
-from bot.incoming import RateLimit, incoming
-from bot.pinboard import Pin
-from bot.pins import markers, pin_target
-from bot.replies import (
+from bot.chat.commands.records import PinCommand
+from bot.chat.incoming import BoundedSeen, RateLimit, incoming
+from bot.chat.pinboard import Pin
+from bot.chat.pins import markers, pin_target
+from bot.chat.replies import (
     NOTE_WIDTH,
     REPLY_BUDGET,
     Part,
@@ -32,9 +31,10 @@ from bot.replies import (
     search_reply,
     text_reply,
 )
-from bot.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
-from bot.scheduler import RefreshScheduler
-from ingest.events import typed_text
+from bot.chat.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
+from bot.service.appservice import AppserviceServer
+from bot.service.scheduler import RefreshScheduler
+from ingest.rules.events import typed_text
 from ingest.search.hits import Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
@@ -444,7 +444,7 @@ def _item(
         content["formatted_body"] = html
     if reply:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply}}
-    # The room log keeps what the sender typed, as `bot.roomlog` builds its items.
+    # The room log keeps what the sender typed, as `bot.chat.roomlog` builds its items.
     return TimelineItem(event_id, sender, 1, typed_text(body, content), None, content, redacted)
 
 
@@ -597,7 +597,7 @@ def test_current_body_of_a_reply_drops_its_fallback() -> None:
 def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
     """Regression: a read kept 2,048 events whatever their size (2,048 × 16 KB cost 6.4 s of
     scrubbing per command). It keeps the newest events within the text bound and says so."""
-    from bot.recent import within_text
+    from bot.chat.recent import within_text
 
     big = [_message(f"$m{i}", "@a:x", "lorem ipsum " * 1_400) for i in range(2048)]
     kept, cut = within_text(big, 100_000)  # each body kept to its first 2,000 characters
@@ -616,7 +616,7 @@ def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
     emptying the pinboard and what `!search` scans. Each text field is kept to its first
     `FIELD_SHARE` characters, cut at a word's end (a token across the cut is dropped whole,
     never shown in part); a short event is the same object."""
-    from bot.recent import FIELD_SHARE, SCAN_TEXT, within_text
+    from bot.chat.recent import FIELD_SHARE, SCAN_TEXT, within_text
 
     token = "ghp_" + "a1B2c3D4e5" * 4
     body = "word " * (FIELD_SHARE // 5 - 2) + "xx " + token + " tail " * 12_000
@@ -631,7 +631,7 @@ def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
 
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
-    from bot.recent import _merge
+    from bot.chat.recent import _merge
 
     cached = [
         {"event_id": "$b", "type": "m.room.message", "content": {"body": "secret plan"}},
@@ -646,7 +646,7 @@ def test_recent_events_merge_applies_new_redactions() -> None:
 
 def test_pinned_message_body_is_scrubbed() -> None:
     """A pinned message holding a secret is shown on the board without it."""
-    from bot.pins import _body
+    from bot.chat.pins import _body
 
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     item = TimelineItem("$p", "@a:x", 1, f"deploy key {secret}", None, {"body": "x"}, False)
@@ -657,7 +657,7 @@ def test_pinned_message_body_is_scrubbed() -> None:
 def test_puppet_in_events_finds_a_sender_who_left() -> None:
     """Rule 4 by sender: a puppet's message in the log refuses the room, members aside."""
     from ingest.config import ScopeConfig
-    from ingest.scope import RoomScope, puppet_in_events
+    from ingest.rules.scope import RoomScope, puppet_in_events
 
     scope = RoomScope.from_config(ScopeConfig(), "x")
     plain = [{"type": "m.room.message", "sender": "@a:x"}]

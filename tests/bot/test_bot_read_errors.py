@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from bot.handlers import HOMESERVER_FAILED
+from bot.chat.handlers import HOMESERVER_FAILED
 from ingest.matrix import Request
 from tests.bot.botenv import Env, body_of
 from tests.botkit import ask

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.service import Service
+from bot.service.run import Service
 from tests.bot.botenv import Env
 from tests.botkit import ask, replies, wait_membership
 from tests.homeserver import MatrixUser
@@ -107,7 +107,7 @@ async def test_bot_reply_latency(env: Env, alice: MatrixUser) -> None:
 
 
 async def test_service_sets_every_attribute_in_its_constructor(env: Env) -> None:
-    """Regression (issue 22): `start` builds the parts (`bot.compose.build`) but creates no
+    """Regression (issue 22): `start` builds the parts (`bot.service.compose.build`) but creates no
     attribute the constructor did not; before it, a part is refused by name, and a service
     stopped before it started stops cleanly."""
     fresh = Service(env.service.cfg, embedder=shared_embedder(), full_at_start=False)

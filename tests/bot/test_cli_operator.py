@@ -13,8 +13,8 @@ import yaml
 
 from bot.config import parse_config
 from bot.demo.synapse import free_port
+from ingest.index.records import COMPAT_KEY, CURSOR_PREFIX
 from ingest.matrix.transport import AiohttpTransport, Request, Response
-from ingest.records import COMPAT_KEY, CURSOR_PREFIX
 from ingest.store import open_store
 from tests.inprocess import muninn_here
 

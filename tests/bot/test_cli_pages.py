@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from bot.cli import _parser
-from bot.cli_pages import PAGES
+from bot.cli.main import _parser
+from bot.cli.pages import PAGES
 
 
 def _subparsers(

@@ -9,8 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands.grammar import COMMANDS, command_name, did_you_mean, help_text, parse
-from bot.commands.records import (
+from bot.chat.commands.grammar import COMMANDS, command_name, did_you_mean, help_text, parse
+from bot.chat.commands.patterns import (
+    MAX_PATTERN_SIZE,
+    PatternError,
+    compile_pattern,
+    pattern_size,
+)
+from bot.chat.commands.records import (
     Command,
     HelpCommand,
     PinCommand,
@@ -20,9 +26,8 @@ from bot.commands.records import (
     UnpinCommand,
     UsageError,
 )
+from bot.chat.incoming import incoming
 from bot.errors import CommandError
-from bot.incoming import incoming
-from bot.patterns import MAX_PATTERN_SIZE, PatternError, compile_pattern, pattern_size
 from ingest.search.query import MAX_TEXT_BYTES
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)

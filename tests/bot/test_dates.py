@@ -1,4 +1,5 @@
-"""`bot.dates`: one date grammar for the chat's `after:`/`before:` and the CLI's times."""
+"""`bot.chat.commands.dates`: one date grammar for the chat's `after:`/`before:` and the CLI's
+times."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.arguments import ArgumentError
-from bot.cli import _parser, parse_time
-from bot.dates import TIME_HELP, instant, period, shown
+from bot.chat.commands.arguments import ArgumentError
+from bot.chat.commands.dates import TIME_HELP, instant, period, shown
+from bot.cli.main import _parser, parse_time
 
 NOW = int(datetime(2026, 11, 20, 15, 30, tzinfo=UTC).timestamp() * 1000)
 DAY = 86_400_000

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.config import load_config
 from bot.demo import run as demo_run
 from bot.demo.community import load
@@ -58,7 +58,7 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     env["PYTHONPATH"] = str(ROOT)
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "demo", "--once", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "bot.cli.main", "demo", "--once", "--data-dir", str(data_dir)],
         cwd=tmp_path,  # no config.yaml here
         env=env,
         capture_output=True,
@@ -112,8 +112,8 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     # wrote for the CLI, and the `muninn search --json` command to try with it
     assert not re.search(r"password\s+\S{8,}", out) and "homeserver  http" not in out
     config = data_dir / "config.yaml"
-    # started as `python -m bot.cli`, it prints the command that way: runnable as printed
-    assert f"{sys.executable} -m bot.cli --config {config} search " in out and "--json" in out
+    # started as `python -m bot.cli.main`, it prints the command that way: runnable as printed
+    assert f"{sys.executable} -m bot.cli.main --config {config} search " in out and "--json" in out
     cfg = load_config(config)
     assert cfg.index.store.path == data_dir / "qdrant" and cfg.metrics.port is not None
     pid = re.search(r"Stopped Synapse \(pid (\d+)\)", out)

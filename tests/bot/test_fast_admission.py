@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from mautrix.types import EventType, JoinRule
 
-from bot.incoming import MAX_COMMAND_AGE_MS
-from bot.replying import COMMAND_ROOM_CHANGED
+from bot.chat.incoming import MAX_COMMAND_AGE_MS
+from bot.chat.replying import COMMAND_ROOM_CHANGED
 from ingest.types import RoomID
 from tests.bot.fastkit import BOT, SERVER, FastBot
 

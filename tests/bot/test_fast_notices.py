@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ingest.records import COMPAT_KEY
+from ingest.index.records import COMPAT_KEY
 from ingest.search.notices import REBUILDING, for_chat, other_embedder
 from tests.bot.fastkit import SERVER, FastBot
 

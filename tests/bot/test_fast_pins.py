@@ -14,7 +14,7 @@ from typing import Any
 
 from mautrix.types import EventType, JoinRule
 
-from ingest.stamps import utc_minute
+from ingest.rules.stamps import utc_minute
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
 

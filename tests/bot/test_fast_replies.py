@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mautrix.types import JoinRule
 
-from bot.replies import REPLY_BUDGET, content_size
+from bot.chat.replies import REPLY_BUDGET, content_size
 from ingest.errors import MatrixError
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
@@ -219,7 +219,7 @@ async def test_bot_a_refused_reply_is_followed_by_a_short_error(
 ) -> None:
     """A reply the homeserver still refuses (here: the budget lifted, so Synapse answers
     413 M_TOO_LARGE) is followed by a short notice naming why, never by silence."""
-    monkeypatch.setattr("bot.replies.budget.REPLY_BUDGET", 10_000_000)
+    monkeypatch.setattr("bot.chat.replies.budget.REPLY_BUDGET", 10_000_000)
     bot = make_bot(**ASKERS)
     bot.sender.refuse = too_large
     commands = command_room(bot)

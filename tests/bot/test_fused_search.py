@@ -1,4 +1,4 @@
-"""`bot.lookup.fused_search`: the bot revalidates exactly the index hits its reply shows.
+"""`bot.chat.lookup.fused_search`: the bot revalidates exactly the index hits its reply shows.
 
 A real `Searcher` over the real embedded store (hand-made windows, lexical only, so the ranks
 are fixed by construction); the homeserver's answer is the `live_check` (a redacted message
@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.commands.records import SearchCommand
+from bot.chat.commands.records import SearchCommand
+from bot.chat.lookup import RoomView, fused_search
+from bot.chat.roomlog import RoomLog
+from bot.chat.transcript import PatternTimeout
+from bot.chat.visibility import ANYONE
 from bot.errors import CommandError
-from bot.lookup import RoomView, fused_search
-from bot.roomlog import RoomLog
-from bot.transcript import PatternTimeout
-from bot.visibility import ANYONE
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
 from ingest.store import Store
@@ -139,7 +139,8 @@ async def test_fused_search_folds_the_transcript_off_the_event_loop(
 
 
 async def test_fused_search_refuses_a_regex_that_runs_out_of_time(store: Store) -> None:
-    """The fold is the read path's (`ingest.search.transcript`); a /regex/ that runs out of its
+    """The fold is the read path's (`ingest.search.logs.transcript`); a /regex/ that runs out of
+    its
     budget there is still the bot's refusal, a `CommandError` whose text is posted."""
     raw = [
         {

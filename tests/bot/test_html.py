@@ -8,7 +8,7 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.html import (
+from bot.chat.html import (
     WORD_JOINER,
     escape,
     excerpt,

@@ -1,4 +1,4 @@
-"""`bot.http_api`: /healthz, /metrics and `POST /_muninn/search` of a running `muninn run`,
+"""`bot.service.http_api`: /healthz, /metrics and `POST /_muninn/search` of a running `muninn run`,
 and `muninn search` falling back to it while the service holds the embedded store.
 
 One appservice-mode service for the module (real Synapse, store and MiniLM); the store-fault
@@ -22,10 +22,11 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from bot.chat.replies.budget import plural
 from bot.config import MetricsConfig, parse_config
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer, free_port
-from bot.http_api import (
+from bot.service.http_api import (
     PURGE_PATH,
     SEARCH_PATH,
     STATUS_PATH,
@@ -37,13 +38,12 @@ from bot.http_api import (
     read_token,
     token_path,
 )
-from bot.metrics import ServiceMetrics
-from bot.replies.budget import plural
-from bot.service import Service
+from bot.service.metrics import ServiceMetrics
+from bot.service.run import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
+from ingest.index.records import TOMBSTONE_PREFIX
 from ingest.matrix.transport import ConnectFailed
-from ingest.records import TOMBSTONE_PREFIX
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
 from ingest.store import open_store

@@ -1,4 +1,4 @@
-"""`bot.limits`: idle or slow local clients cannot starve the service of file descriptors
+"""`bot.service.limits`: idle or slow local clients cannot starve the service of file descriptors
 (issue 21 item 4): the open-file limit is raised, each port caps its connections and closes a
 late request head, and accept errors are logged once a while, not per accept."""
 
@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot import limits
 from bot.demo.synapse import free_port
-from bot.limits import quiet_accept_errors
+from bot.service import limits
+from bot.service.limits import quiet_accept_errors
 from tests.bot.test_http_api import bare_api
 
 
@@ -27,7 +27,7 @@ def test_raise_nofile_lifts_the_soft_limit_to_the_hard_one() -> None:
         "import resource\n"
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
-        "from bot.limits import raise_nofile\n"
+        "from bot.service.limits import raise_nofile\n"
         "after = raise_nofile()\n"
         "print(after == resource.getrlimit(resource.RLIMIT_NOFILE), after[0] > 256)\n"
     )

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bot.config import parse_config
 from bot.demo.synapse import free_port
-from bot.service import Service
+from bot.service.run import Service
 from tests.bot.search_contract import check_contract
 from tests.homeserver import Homeserver
 from tests.indexing import (
@@ -114,7 +114,7 @@ async def muninn_mcp(config: Path) -> AsyncIterator[ClientSession]:
     """`muninn --config FILE mcp` in a child process, as an agent host starts it."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "bot.cli", "--config", str(config), "mcp"],
+        args=["-m", "bot.cli.main", "--config", str(config), "mcp"],
         cwd=PROJECT,
     )
     async with stdio_client(params) as streams, ClientSession(*streams) as session:

@@ -12,8 +12,8 @@ from bot.config import parse_config
 from bot.mcp.context import EventRef, around, event_ref
 from bot.mcp.lookups import moment, named
 from ingest.errors import ConfigError, QueryError
+from ingest.index.records import Tombstone
 from ingest.matrix import ClientEvent
-from ingest.records import Tombstone
 from ingest.types import RoomID
 
 ROOM = RoomID("!room:hs")

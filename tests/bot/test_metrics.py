@@ -1,4 +1,4 @@
-"""`bot.metrics`: the service's metrics (on prometheus_client), and logs without secrets.
+"""`bot.service.metrics`: the service's metrics (on prometheus_client), and logs without secrets.
 
 The exposition is read back by a strict parser written here from the text format's spec; the
 service's metrics are tested pure (folding reports) and against the real Synapse, store and
@@ -21,9 +21,9 @@ import pytest
 
 from bot.config import ServiceConfig
 from bot.demo.synapse import SynapseServer, free_port
-from bot.metrics import ServiceMetrics
-from bot.service import Service
-from ingest.reports import RefreshReport, RoomReport
+from bot.service.metrics import ServiceMetrics
+from bot.service.run import Service
+from ingest.index.reports import RefreshReport, RoomReport
 from ingest.types import RoomID
 from tests.botkit import ask, service_config
 from tests.homeserver import Homeserver, MatrixUser

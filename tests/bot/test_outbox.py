@@ -1,4 +1,4 @@
-"""`bot.outbox`: a reply whose `PUT` met a homeserver outage is sent again under the same
+"""`bot.chat.outbox`: a reply whose `PUT` met a homeserver outage is sent again under the same
 transaction id until it goes through, or given up (counted) once the command is too old.
 
 An outage of minutes is a fault a real Synapse cannot produce on demand: the client's
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.incoming import MAX_COMMAND_AGE_MS
-from bot.metrics import ServiceMetrics
-from bot.outbox import Outbox, Pending
-from bot.sender import BotClient, txn_id_for
+from bot.chat.incoming import MAX_COMMAND_AGE_MS
+from bot.chat.outbox import Outbox, Pending
+from bot.chat.sender import BotClient, txn_id_for
+from bot.service.metrics import ServiceMetrics
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.matrix import Request, Response
 from ingest.matrix.http import Retry

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands.records import PinCommand, UnpinCommand
-from bot.pinboard import (
+from bot.chat.commands.records import PinCommand, UnpinCommand
+from bot.chat.pinboard import (
     CAPACITY,
     Board,
     Marker,
@@ -19,8 +19,8 @@ from bot.pinboard import (
     resolve_offset,
     select,
 )
-from bot.pins import markers
-from bot.roomlog import TimelineItem
+from bot.chat.pins import markers
+from bot.chat.roomlog import TimelineItem
 from ingest.types import EventID, Message, RoomID, UserID
 
 ALICE = "@alice:example.org"
@@ -292,7 +292,7 @@ def test_unpin_rule_follows_the_rooms_pinning_level(
 ) -> None:
     """Who may unpin another's pin: the power levels' `m.room.pinned_events` (else
     `state_default`, else 50) against the user's level (issue 37 item 10)."""
-    from bot.pinboard import unpin_rule
+    from bot.chat.pinboard import unpin_rule
     from ingest.matrix import room_state_from
 
     state_events = [

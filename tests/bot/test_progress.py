@@ -1,4 +1,4 @@
-"""`bot.progress`: the long commands' progress line (rich), off without a terminal."""
+"""`bot.operations.progress`: the long commands' progress line (rich), off without a terminal."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 from rich.console import Console
 
-from bot.progress import progress_display
-from ingest.refresh import Tick
+from bot.operations.progress import progress_display
+from ingest.index.refresh import Tick
 
 
 def _terminal() -> tuple[Console, io.StringIO]:

@@ -21,18 +21,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.cli import parse_time
+from bot.chat.commands.dates import shown
+from bot.cli.main import parse_time
 from bot.config import parse_config
-from bot.dates import shown
 from bot.demo.synapse import SynapseServer, free_port
-from bot.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
-from bot.service import Service
+from bot.service.http_api import PURGE_PATH, TOKEN_FILE, PurgeRequest, read_token
+from bot.service.run import Service
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import EmbedUnavailable, QueryError
-from ingest.records import TOMBSTONE_PREFIX
+from ingest.index.records import TOMBSTONE_PREFIX
+from ingest.rules.stamps import utc_minute
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
-from ingest.stamps import utc_minute
 from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.test_http_api import FAR_PEER, from_afar_on_every_address, post

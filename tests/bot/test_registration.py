@@ -1,4 +1,5 @@
-"""bot.registration: a registration Synapse accepts, the config pointed at it, the start check."""
+"""bot.service.registration: a registration Synapse accepts, the config pointed at it, the start
+check."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import pytest
 import yaml
 from synapse.config.appservice import load_appservices
 
-from bot.cli import main
+from bot.cli.main import main
 from bot.config import load_config, parse_config
-from bot.registration import (
+from bot.service.registration import (
     check_registration,
     config_with_registration,
     generate_registration,

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bot.html import MAX_MARKS, reply_line, safe_html, safe_plain
-from bot.pinboard import Pin
-from bot.replies import PinsView, ReplyTo, SearchView, pins_reply, search_reply, text_reply
-from bot.roomlog import ScanInfo
+from bot.chat.html import MAX_MARKS, reply_line, safe_html, safe_plain
+from bot.chat.pinboard import Pin
+from bot.chat.replies import PinsView, ReplyTo, SearchView, pins_reply, search_reply, text_reply
+from bot.chat.roomlog import ScanInfo
 from ingest.search.hits import Hit, SearchResult
 
 FAR_FUTURE_TS = 253_402_300_800_000  # 10000-01-01 00:00 UTC

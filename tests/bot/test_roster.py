@@ -1,4 +1,4 @@
-"""bot.roster: the pure plan, the roster file, and plan/apply against the real Synapse."""
+"""bot.cli.roster: the pure plan, the roster file, and plan/apply against the real Synapse."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from bot.cli.roster.cli import roster_apply, roster_plan
+from bot.cli.roster.file import RosterError, load_roster
+from bot.cli.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
-from bot.roster.cli import roster_apply, roster_plan
-from bot.roster.file import RosterError, load_roster
-from bot.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
 from ingest.config import ScopeConfig
-from ingest.scope import RoomScope
+from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import spawn_muninn, write_config

@@ -1,7 +1,7 @@
 """`muninn search` after the room changed since the last refresh: a redaction, an edit, a purge,
 the reader leaving, the room turning bridged, encrypted or excluded. Each test seeds its own
 room (two kiwi windows), indexes it in-process, releases the store, and runs the real CLI
-(`bot.cli.main`, in this process: `tests.inprocess`).
+(`bot.cli.main.main`, in this process: `tests.inprocess`).
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.commands.grammar import COMMANDS, parse
-from bot.commands.records import MoreCommand, SearchCommand, UsageError
-from bot.paging import Pages, ShownIds
-from bot.replies.budget import plural, when
-from bot.replies.understood import understood
+from bot.chat.commands.grammar import COMMANDS, parse
+from bot.chat.commands.records import MoreCommand, SearchCommand, UsageError
+from bot.chat.paging import Pages, ShownIds
+from bot.chat.replies.budget import plural, when
+from bot.chat.replies.understood import understood
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
 
@@ -116,7 +116,7 @@ def test_reply_words_have_real_plurals_and_times_their_zone() -> None:
 def test_http_search_request_carries_the_operators_and_names_bad_fields() -> None:
     """`POST /_muninn/search` takes the CLI's filters as fields (what `muninn search` posts
     while the service holds the store); a bad one is a 400 naming it."""
-    from bot.http_api.wire import SearchRequest, filter_fields
+    from bot.service.http_api.wire import SearchRequest, filter_fields
     from ingest.errors import QueryError
     from ingest.search.filters import MessageFilter
 
@@ -142,7 +142,7 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
 
 def test_reply_counts_say_1_event_not_1_events() -> None:
     """Regression (issue 25 item 13): "1 events" in the footer of a reply."""
-    from bot.replies import scan_sentence
-    from bot.roomlog import ScanInfo
+    from bot.chat.replies import scan_sentence
+    from bot.chat.roomlog import ScanInfo
 
     assert scan_sentence(ScanInfo(1, 2048, None)) == "scanned the whole room (1 event)"

@@ -10,12 +10,12 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands.grammar import parse
-from bot.commands.records import SearchCommand
+from bot.chat.commands.grammar import parse
+from bot.chat.commands.patterns import PatternError, compile_pattern
+from bot.chat.commands.records import SearchCommand
+from bot.chat.transcript import PatternTimeout, fold, fold_search, match_regex
 from bot.errors import CommandError
-from bot.patterns import PatternError, compile_pattern
-from bot.transcript import PatternTimeout, fold, fold_search, match_regex
-from ingest.search.transcript import DENSITY_MAX, Tier, fold_text, match_literal
+from ingest.search.logs.transcript import DENSITY_MAX, Tier, fold_text, match_literal
 from ingest.types import EventID, Message, RoomID, UserID
 
 ROOM = RoomID("!room:example.org")

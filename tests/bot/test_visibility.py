@@ -1,4 +1,4 @@
-"""bot.visibility: what a reply in a room may quote, judged for every reader of the reply and
+"""bot.chat.visibility: what a reply in a room may quote, judged for every reader of the reply and
 by the history visibility in force at each quoted event (rule 14)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.visibility import ANYONE, NOTHING, Audience, Period, audience_of, periods_of
+from bot.chat.visibility import ANYONE, NOTHING, Audience, Period, audience_of, periods_of
 
 JOINED = (Period(0, "joined"),)
 SHARED_THEN_JOINED = (Period(0, "shared"), Period(1000, "joined"))

@@ -1,4 +1,5 @@
-"""ingest.chunker: timelines, window boundaries, text, ids and payloads (docs/ARCHITECTURE.md §3
+"""ingest.index.chunker: timelines, window boundaries, text, ids and payloads
+(docs/ARCHITECTURE.md §3
 rules 7, 11)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.chunker import (
+from ingest.index.chunker import (
     CHUNKER_VERSION,
     DENSE_LINE,
     FULL_LINE,

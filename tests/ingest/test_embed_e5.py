@@ -18,7 +18,7 @@ from ingest.embed.e5 import E5Embedder
 from ingest.embed.minilm import MiniLMEmbedder
 from ingest.embed.pair import PairEmbedder
 from ingest.errors import ConfigError, EmbedError
-from ingest.records import COMPAT_KEY
+from ingest.index.records import COMPAT_KEY
 from ingest.search import Searcher
 from tests.indexing import shared_e5, shared_embedder
 from tests.rooms import ROOMS, SERVER, index_room

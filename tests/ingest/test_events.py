@@ -1,4 +1,4 @@
-"""ingest.events: one raw event → Message | Edit | Redaction | Skip (docs/ARCHITECTURE.md §3
+"""ingest.rules.events: one raw event → Message | Edit | Redaction | Skip (docs/ARCHITECTURE.md §3
 rules 5–9)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.events import normalize, strip_mx_reply, strip_reply_fallback
+from ingest.rules.events import normalize, strip_mx_reply, strip_reply_fallback
 from ingest.types import Edit, Message, Redaction, Skip, SkipReason
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "events"

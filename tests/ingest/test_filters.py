@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from ingest.errors import QueryError
-from ingest.lexical import expand_prefix
+from ingest.rules.lexical import expand_prefix
 from ingest.search.filters import MessageFilter, has_link, keep_messages, mentioned
 from ingest.search.query import SearchQuery, plain_text, prefixes
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.chat.replies.budget import plural
 from bot.demo.synapse import free_port
-from bot.replies.budget import plural
-from ingest.export import ExportError, ExportReader, exported_rooms, load_export
-from ingest.records import CURSOR_PREFIX, EXPORT_PREFIX
+from ingest.index.export import ExportError, ExportReader, exported_rooms, load_export
+from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.store import open_store

@@ -1,4 +1,4 @@
-"""ingest.lexical: tokens and BM25-style sparse vectors for the lexical retriever."""
+"""ingest.rules.lexical: tokens and BM25-style sparse vectors for the lexical retriever."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.lexical import document_vector, query_vector, term_index, tokens
+from ingest.rules.lexical import document_vector, query_vector, term_index, tokens
 from ingest.types import SparseVector
 
 

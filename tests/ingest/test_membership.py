@@ -1,10 +1,11 @@
-"""A member's membership history (`ingest.membership`), walked over a fixed set of events."""
+"""A member's membership history (`ingest.matrix.membership`), walked over a fixed set of
+events."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ingest.membership import Chain, direct_in, walk_back
+from ingest.matrix.membership import Chain, direct_in, walk_back
 
 JSON = dict[str, Any]
 

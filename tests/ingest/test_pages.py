@@ -1,4 +1,4 @@
-"""ingest.pages: one event the writer cannot take is named and passed, never a room's failure
+"""ingest.index.pages: one event the writer cannot take is named and passed, never a room's failure
 (issue 21 item 1)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from ingest.pages import apply_events
-from ingest.reports import RoomReport
+from ingest.index.pages import apply_events
+from ingest.index.reports import RoomReport
+from ingest.index.windows import ChunkParams, StoredWindow, WindowSet
 from ingest.types import EventID, RoomID
-from ingest.windows import ChunkParams, StoredWindow, WindowSet
 
 ROOM = RoomID("!room:test")
 

@@ -1,4 +1,4 @@
-"""`ingest.purges`: the purges every reply honours, readable without the vector store."""
+"""`ingest.store.purges`: the purges every reply honours, readable without the vector store."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import cast
 
 import pytest
 
+from bot.chat.lookup import tombstones
 from bot.demo.synapse import free_port
 from bot.errors import CommandError
-from bot.lookup import tombstones
 from ingest.config import IndexConfig, StoreConfig, parse_config
 from ingest.errors import StoreError
-from ingest.purges import PurgeLog, PurgesUnreadable, purge_log_path
-from ingest.records import TOMBSTONE_PREFIX, Tombstone
-from ingest.refresh import RoomSource, Writer
+from ingest.index.records import TOMBSTONE_PREFIX, Tombstone
+from ingest.index.refresh import RoomSource, Writer
 from ingest.search import Searcher
 from ingest.store import open_store
+from ingest.store.purges import PurgeLog, PurgesUnreadable, purge_log_path
 from ingest.types import RoomID
 from tests.indexing import shared_embedder
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ingest.chunker import chunk, window_payload
+from ingest.index.chunker import chunk, window_payload
 from ingest.search import models, rank
 from ingest.search.hits import window_span
 from ingest.types import EventID, Message, RoomID, UserID

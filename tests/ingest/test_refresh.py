@@ -1,4 +1,5 @@
-"""ingest.refresh end to end: content rules 5–9 and writer rules 10–13 against the real parts.
+"""ingest.index.refresh end to end: content rules 5–9 and writer rules 10–13 against the real
+parts.
 
 Real Synapse, the embedded qdrant-edge store in tmp_path and the real MiniLM embedder. Faults the
 real parts cannot produce on demand (a refused upsert, an embedder that is down) are injected at
@@ -25,7 +26,7 @@ import yaml
 
 from ingest.config import load_config
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, add_tombstone
+from ingest.index.records import COMPAT_KEY, CURSOR_PREFIX, TOMBSTONE_PREFIX, add_tombstone
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.types import RoomID
@@ -525,7 +526,7 @@ _KILLED_REFRESH = textwrap.dedent(
     import asyncio, os, signal, sys
     from pathlib import Path
     from ingest.config import load_config
-    from ingest.records import CURSOR_PREFIX
+    from ingest.index.records import CURSOR_PREFIX
     from tests.indexing import Indexer
 
     mode, after = sys.argv[2], int(sys.argv[3])

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from ingest import walkbounds
+from ingest.index import walkbounds
 from ingest.matrix import MatrixReader, Request, Response
 from ingest.matrix.timeline import MAX_RELATION_PAGES
 from ingest.types import RoomID

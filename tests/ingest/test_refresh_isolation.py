@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ingest.config import load_config
-from ingest.generations import SWITCH_AFTER_FAILED_PASSES
-from ingest.records import CURSOR_PREFIX, RETRY_PREFIX
+from ingest.index.generations import SWITCH_AFTER_FAILED_PASSES
+from ingest.index.records import CURSOR_PREFIX, RETRY_PREFIX
 from ingest.store import Collection
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser

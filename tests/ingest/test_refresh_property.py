@@ -20,8 +20,8 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ingest.index.windows import ChunkParams, EditOutcome, RevertEdit, StoredWindow, WindowSet
 from ingest.types import Edit, EventID, Message, Redaction, RoomID, UserID
-from ingest.windows import ChunkParams, EditOutcome, RevertEdit, StoredWindow, WindowSet
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, reader_config
 

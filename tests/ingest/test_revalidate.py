@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from ingest.index.records import CURSOR_PREFIX, Tombstone, cursor_mark
 from ingest.matrix import Page
-from ingest.records import CURSOR_PREFIX, Tombstone, cursor_mark
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery

@@ -1,4 +1,5 @@
-"""`ingest.rooms.RoomCache`: a room's verdict is never cached from a read that a state change
+"""`ingest.matrix.rooms.RoomCache`: a room's verdict is never cached from a read that a state
+change
 overlapped. The race (an `m.bridge` arriving while the state is being read) cannot be made to
 happen on demand against Synapse, so the reader here is a stand-in for its two calls."""
 
@@ -13,8 +14,8 @@ import pytest
 from ingest.config import ScopeConfig
 from ingest.errors import StoreError
 from ingest.matrix import MatrixReader, room_state_from
-from ingest.rooms import RoomCache
-from ingest.scope import RoomScope
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomID, RoomState, UserID
 
 READER = UserID("@muninn:x")
@@ -104,6 +105,6 @@ async def test_unreadable_refusal_records_degrade_to_the_state_verdict(
     reader.release.set()
     scope = RoomScope.from_config(ScopeConfig(), "x")
     rooms = RoomCache(cast(MatrixReader, reader), scope, remembered_puppet=store_down)
-    with caplog.at_level(logging.WARNING, logger="ingest.rooms"):
+    with caplog.at_level(logging.WARNING, logger="ingest.matrix.rooms"):
         assert (await rooms.get(ROOM)).verdict.eligible
     assert "connection refused" in caplog.text

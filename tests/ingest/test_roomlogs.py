@@ -1,17 +1,17 @@
 """`Searcher.search(query, room_logs=…, audiences=…)`: the one read path fuses the room logs a
 command read with the index and cuts both to the room's audience, with no bot part at all
-(`ingest.search.roomlogs`; docs/ARCHITECTURE.md §3 rule 14)."""
+(`ingest.search.logs.roomlogs`; docs/ARCHITECTURE.md §3 rule 14)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ingest.index.records import Tombstone
 from ingest.matrix import JSONDict
-from ingest.records import Tombstone
 from ingest.search import Searcher
+from ingest.search.logs.roomlogs import RoomLogs
 from ingest.search.query import SearchQuery
-from ingest.search.roomlogs import RoomLogs
 from ingest.store import Store
 from ingest.types import EventID, Message, RoomID, UserID
 from tests.ingest.test_search_query import ROOM, SERVER, fill, point

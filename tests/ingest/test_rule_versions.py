@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from ingest.chunker import CHUNKER_VERSION, chunk, point_id, split_timelines, window_payload
-from ingest.lexical import LEXICAL_VERSION, document_vector, query_vector, tokens
-from ingest.scrub import SCRUB_VERSION, scrub
+from ingest.index.chunker import CHUNKER_VERSION, chunk, point_id, split_timelines, window_payload
+from ingest.rules.lexical import LEXICAL_VERSION, document_vector, query_vector, tokens
+from ingest.rules.scrub import SCRUB_VERSION, scrub
 from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.test_rule_versions`)

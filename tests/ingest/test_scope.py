@@ -1,4 +1,4 @@
-"""ingest.scope: which rooms are never read (docs/ARCHITECTURE.md §3 rules 1–5)."""
+"""ingest.rules.scope: which rooms are never read (docs/ARCHITECTURE.md §3 rules 1–5)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from ingest.config import ScopeConfig
-from ingest.scope import RoomScope, decide, expand_alias, is_puppet, puppet_senders
+from ingest.rules.scope import RoomScope, decide, expand_alias, is_puppet, puppet_senders
 from ingest.types import Refusal, RoomState, Verdict
 
 SERVER = "example.org"

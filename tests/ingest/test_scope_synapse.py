@@ -13,9 +13,9 @@ import pytest
 
 from bot.demo.client import unique_localpart
 from ingest.errors import EmbedUnavailable, StoreError
-from ingest.records import CURSOR_PREFIX, REFUSED_PREFIX
-from ingest.refresh import Writer
-from ingest.reports import RefreshReport, RoomReport
+from ingest.index.records import CURSOR_PREFIX, REFUSED_PREFIX
+from ingest.index.refresh import Writer
+from ingest.index.reports import RefreshReport, RoomReport
 from ingest.types import EmbedderIdentity, RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (

@@ -1,4 +1,5 @@
-"""ingest.scrub: credentials never reach a chunk or an embedding (docs/ARCHITECTURE.md §3 rule 8).
+"""ingest.rules.scrub: credentials never reach a chunk or an embedding (docs/ARCHITECTURE.md §3
+rule 8).
 
 The secrets below are made up for the tests; they only have the shape of real ones.
 """
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.scrub import scrub, scrub_findings
+from ingest.rules.scrub import scrub, scrub_findings
 
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\n"

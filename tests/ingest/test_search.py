@@ -16,9 +16,9 @@ import pytest
 import pytest_asyncio
 
 from bot.demo.synapse import free_port
-from ingest import lexical
 from ingest.config import EmbedderConfig
 from ingest.embed import make_embedder
+from ingest.rules import lexical
 from ingest.search import Searcher
 from ingest.search.hits import Hit
 from ingest.search.permalink import MATRIX_TO

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from ingest import lexical
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
-from ingest.records import COMPAT_KEY, TOMBSTONE_PREFIX
+from ingest.index.records import COMPAT_KEY, TOMBSTONE_PREFIX
+from ingest.rules import lexical
 from ingest.search import Searcher
 from ingest.search.fusion import text_key
 from ingest.search.hits import best_message

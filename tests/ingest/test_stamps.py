@@ -1,4 +1,4 @@
-"""ingest.stamps: every homeserver timestamp becomes a date or a placeholder, never an error
+"""ingest.rules.stamps: every homeserver timestamp becomes a date or a placeholder, never an error
 (issue 21 item 1)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.stamps import TS_LIMIT, UNKNOWN_MINUTE, utc_minute
+from ingest.rules.stamps import TS_LIMIT, UNKNOWN_MINUTE, utc_minute
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

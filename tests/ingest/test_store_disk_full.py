@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.http_api import store_check
+from bot.service.http_api import store_check
 from ingest.errors import DiskFull
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery

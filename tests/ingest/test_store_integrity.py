@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.http_api import store_check
+from bot.service.http_api import store_check
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import StoreError
 from ingest.search import Searcher

@@ -1,0 +1,61 @@
+"""How a command is declared once (name, aliases, arguments, help, builder), and the context
+its builder reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.chat.commands.records import Command, UsageError
+
+__all__ = ["ArgSpec", "CommandSpec", "Context"]
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    syntax: str
+    help: str
+    command_room_only: bool = False
+
+
+@dataclass(frozen=True)
+class Context:
+    prefix: str
+    now_ms: int
+    in_command_room: bool
+    server_name: str | None
+    spec: CommandSpec
+
+    def error(self, problem: str) -> UsageError:
+        return UsageError(problem, self.spec.usage(self.prefix, self.in_command_room))
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One command, declared once: name, aliases, arguments, help, and how to build it."""
+
+    name: str
+    summary: str
+    args: tuple[ArgSpec, ...]
+    build: Callable[[Context, str], Command] = field(repr=False)
+    aliases: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # argument strings, shown by `!help <command>`
+    more: tuple[str, ...] = ()  # sentences `!help <command>` ends with
+
+    def usage(self, prefix: str = "!", in_command_room: bool = True) -> str:
+        shown = [a.syntax for a in self.args if in_command_room or not a.command_room_only]
+        return " ".join([prefix + self.name, *shown])
+
+    def help(self, prefix: str = "!", in_command_room: bool = True) -> str:
+        lines = [f"{self.usage(prefix, in_command_room)} — {self.summary}"]
+        if self.aliases:
+            lines.append("  also: " + ", ".join(prefix + a for a in self.aliases))
+        for arg in self.args:
+            if in_command_room or not arg.command_room_only:
+                room_only = " (command room only)" if arg.command_room_only else ""
+                lines.append(f"  {arg.syntax}: {arg.help}{room_only}")
+        if self.examples:
+            shown = " · ".join(f"{prefix}{self.name} {e}" for e in self.examples)
+            lines.append(f"  e.g. {shown}")
+        lines.extend(f"  {sentence}" for sentence in self.more)
+        return "\n".join(lines)

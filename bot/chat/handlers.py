@@ -1,0 +1,276 @@
+"""Command policy: which messages are answered, by whom, where; then parse, look up, reply.
+
+Order of the checks for an `m.room.message` (each one that fails ends it silently unless said):
+own event or any `m.notice` → not shaped like a command → older than `MAX_COMMAND_AGE_MS` →
+the room (not joined, DM, or refused by scope: silent, never read) → the command room's rules
+(not a DM, asker on the allow-list) → parse (an unknown `!word` gets a reply only in the command
+room; a usage error always does) → already answered (in memory, or the bot's own reply in the
+room log) → per-asker rate limit (one polite notice) → the command.
+The first two checks and the rate limit's count are `bot.chat.incoming`'s.
+
+A homeserver read that fails past the request layer's retries (a 5xx, an answer of the wrong
+shape, a pagination that would not end) once the command is admitted is answered with
+`HOMESERVER_FAILED`, never silence; a failed read of the room's own state before admission
+stays silent (the room may not be answered: a DM, a refused room).
+
+"Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
+has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
+command delivered again (Synapse retrying a transaction, a first `/sync`) answers it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Literal
+
+from bot.chat.commands.grammar import COMMANDS, command_name, help_text, parse
+from bot.chat.commands.records import (
+    Command,
+    HelpCommand,
+    MoreCommand,
+    PinCommand,
+    PinsCommand,
+    SearchCommand,
+    UnknownCommand,
+    UnpinCommand,
+    UsageError,
+)
+from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming, incoming
+from bot.chat.lookup import tombstones
+from bot.chat.metrics import ChatMetrics
+from bot.chat.pins import BoardReader, PinActions
+from bot.chat.ports import HomeserverParts
+from bot.chat.reads import RoomReads, RoomRefused
+from bot.chat.recent import RecentEvents
+from bot.chat.replying import Replier, answer_small
+from bot.chat.searching import SearchActions
+from bot.chat.visibility import Audiences
+from bot.config import ServiceConfig
+from bot.errors import CommandError
+from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden
+from ingest.matrix import ClientEvent
+from ingest.matrix.rooms import RoomCache
+from ingest.search import Searcher
+from ingest.types import Refusal, RoomID, Verdict
+
+__all__ = ["HOMESERVER_FAILED", "CommandHandler"]
+
+HOMESERVER_FAILED = (
+    "The homeserver failed to answer a read this needs ({why}); nothing is shown. Please ask "
+    "again shortly."
+)
+
+
+log = logging.getLogger("muninn.bot")
+
+
+class CommandHandler:
+    def __init__(
+        self,
+        cfg: ServiceConfig,
+        homeserver: HomeserverParts,
+        searcher: Searcher,
+        rooms: RoomCache,
+        *,
+        bot_user_id: str,
+        command_room: RoomID | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        metrics: ChatMetrics | None = None,
+    ) -> None:
+        self.rooms = rooms
+        self.bot_user_id = bot_user_id
+        self.prefix = cfg.bot.prefix
+        self.server_name = cfg.homeserver.server_name
+        self.metrics = metrics or ChatMetrics()
+        self._audiences = Audiences()
+        self._handled = BoundedSeen(4096)
+        self._clock_ms = clock_ms
+        # The parts the commands share, each given only what it uses (no handler inside).
+        logs = RecentEvents(on_state=self._audiences.drop)
+        hs = homeserver
+        self.reads = RoomReads(hs.log, hs.aliases, rooms, logs, cfg.bot.transcript_limit)
+        self.replier = Replier(
+            hs.sender,
+            hs.states,
+            self._audiences,
+            self.metrics,
+            bot_user_id=bot_user_id,
+            command_room=command_room,
+            rate_per_minute=cfg.bot.rate_per_minute,
+            command_room_now=self._command_room_now,
+        )
+        boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
+        self.pins = PinActions(
+            self.reads, self.replier, rooms, boards, functools.partial(tombstones, searcher)
+        )
+        self.searching = SearchActions(
+            searcher,
+            self.reads,
+            self.replier,
+            rooms,
+            self.metrics,
+            bot_user_id=bot_user_id,
+            prefix=self.prefix,
+            server_name=self.server_name,
+        )
+        self.read_log = self.reads.read_log
+        self.say = self.replier.say
+        self.outbox = self.replier.outbox
+        self.latencies_ms = self.replier.latencies_ms
+
+    @property
+    def command_room(self) -> RoomID | None:
+        """The room answered under the command room's rules; the replier's, whose replies
+        there carry results and read every room (tests make a room the command room)."""
+        return self.replier.command_room
+
+    @command_room.setter
+    def command_room(self, room_id: RoomID | None) -> None:
+        self.replier.command_room = room_id
+
+    @property
+    def before_recheck(self) -> Callable[[], Awaitable[None]] | None:
+        """Awaited between a reply's build and its audience re-check (tests make a join there)."""
+        return self.replier.before_recheck
+
+    @before_recheck.setter
+    def before_recheck(self, hook: Callable[[], Awaitable[None]] | None) -> None:
+        self.replier.before_recheck = hook
+
+    def asker_allowed(self, user_id: str) -> bool:
+        return self.rooms.scope.asker_allowed(user_id)
+
+    def admitted(self, event_id: str) -> bool:
+        """The command passed the room and asker checks (it is, or was, being answered)."""
+        return event_id in self._handled
+
+    async def handle(self, event: ClientEvent) -> None:
+        msg = incoming(event, self.bot_user_id, self.prefix)
+        if msg is None or msg.event_id in self._handled:
+            return
+        if self._clock_ms() - msg.ts > MAX_COMMAND_AGE_MS:
+            log.debug("ignoring %s: older than %d ms", msg.event_id, MAX_COMMAND_AGE_MS)
+            return
+        in_command_room = msg.room_id == self.command_room
+        if not await self._room_allowed(msg, in_command_room):
+            return
+        self._handled.add(msg.event_id)  # in flight: a duplicate delivery stops here
+        with self._refusals():
+            try:
+                await self._parse_and_run(msg, in_command_room)
+            except (MatrixAuthError, MatrixForbidden):
+                raise  # not this command's fault: a reply would fail the same way
+            except MatrixError as e:  # a read failed past its retries: say so, never silence
+                log.warning("command %s: a homeserver read failed: %s", msg.event_id, e)
+                why = e.errcode or (f"HTTP {e.status}" if e.status else type(e).__name__)
+                await self.say(msg, HOMESERVER_FAILED.format(why=why), "error")
+
+    async def _parse_and_run(self, msg: Incoming, in_command_room: bool) -> None:
+        try:
+            command = parse(
+                msg.body,
+                prefix=self.prefix,
+                now_ms=msg.ts,
+                in_command_room=in_command_room,
+                server_name=self.server_name,
+            )
+        except UnknownCommand as e:
+            self.metrics.commands.labels(command="unknown", outcome="unknown").inc()
+            if in_command_room or e.suggestion is not None:  # a typo of ours: say so
+                await self._answer_small(msg, str(e))
+            return
+        except UsageError as e:
+            name = command_name(msg.body, self.prefix) or "unknown"
+            self.metrics.commands.labels(command=name, outcome="usage_error").inc()
+            await self._answer_small(msg, str(e))
+            return
+        if command is None:
+            return
+        await self._run(msg, command, in_command_room)
+
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """A command's read met a bridge puppet (`RoomRefused`, rule 4): the room verdicts
+        remember it, before the refusal is answered (`_run`) or propagates."""
+        try:
+            yield
+        except RoomRefused as e:
+            self.rooms.mark_bridged(e.room_id, e.puppet)
+            raise
+
+    async def _room_allowed(self, msg: Incoming, in_command_room: bool) -> bool:
+        info = await self.rooms.get(msg.room_id)
+        if in_command_room:
+            refused = info.serves_commands
+            if not refused.eligible:
+                log.error(
+                    "not serving the command room %s: %s (%s)",
+                    msg.room_id,
+                    refused.reason,
+                    refused.detail,
+                )
+                return False
+            if not self.asker_allowed(msg.sender):
+                log.info("command room: %s is not on command_room_askers", msg.sender)
+                return False
+            return True
+        reason = info.verdict.reason
+        if reason is Refusal.NOT_JOINED or reason is Refusal.DM:
+            return False  # never answered in, and not worth a line a message
+        if reason is not None:
+            log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
+            return False
+        return True
+
+    async def _command_room_now(self, room_id: RoomID) -> Verdict:
+        return (await self.rooms.fresh(room_id)).serves_commands
+
+    async def _answer_small(
+        self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"
+    ) -> None:
+        await answer_small(self.reads, self.replier, msg, text, kind)
+
+    # ------------------------------------------------------------ commands
+
+    async def _run(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
+        name = command_name(msg.body, self.prefix) or type(command).__name__.lower()
+        outcome = "failed"  # an unexpected exception propagates, counted as failed
+        try:
+            with self._refusals():
+                await self._command(msg, command, in_command_room)
+            outcome = "ok"
+        except RoomRefused as e:  # silent in the refused room; the command room is told
+            outcome = "refused"
+            if in_command_room and e.room_id != msg.room_id:
+                await self.say(msg, str(e), "error")
+        except CommandError as e:  # only a CommandError's own text ever reaches a room
+            outcome = "error"
+            await self.say(msg, str(e), "error")
+        finally:
+            self.metrics.commands.labels(command=name, outcome=outcome).inc()
+
+    async def _command(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
+        if isinstance(command, HelpCommand):
+            await self._answer_small(msg, self._help(command, in_command_room), "help")
+        elif isinstance(command, SearchCommand):
+            await self.searching.search(msg, command, in_command_room)
+        elif isinstance(command, MoreCommand):
+            await self.searching.more(msg, in_command_room)
+        elif isinstance(command, PinCommand | UnpinCommand):
+            await self.pins.pin(msg, command)
+        elif isinstance(command, PinsCommand):
+            await self.pins.show(msg, command, in_command_room)
+
+    def _help(self, command: HelpCommand, in_command_room: bool) -> str:
+        if command.topic is None:
+            return help_text(self.prefix, in_command_room)
+        spec = next(s for s in COMMANDS if s.name == command.topic)
+        return spec.help(self.prefix, in_command_room)
+
+    def state_changed(self, room_id: str) -> None:
+        """The dispatcher saw a state event in the room: what is kept from its state goes."""
+        self._audiences.drop(room_id)

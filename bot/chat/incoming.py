@@ -1,0 +1,139 @@
+"""The incoming-event filter: which events are command candidates, and each asker's rate.
+
+`incoming` turns a raw event into an `Incoming` (or None: not a message, the bot's own, a
+notice, no prefix); `RateLimit` counts each asker's commands a minute. The rest of the policy
+(rooms, askers, parse, "already answered") is `bot.chat.handlers.CommandHandler`'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from mautrix.types import EventType, MessageType
+
+from bot.chat.replies import ReplyTo
+from ingest.matrix import ClientEvent, EventContent
+from ingest.rules.events import is_command, thread_root, typed_text
+from ingest.types import RoomID
+
+__all__ = ["MAX_COMMAND_AGE_MS", "BoundedSeen", "Incoming", "RateLimit", "incoming"]
+
+MAX_COMMAND_AGE_MS = 15 * 60_000  # an older command is history, not a question
+
+
+class RateLimit:
+    """At most `per_minute` commands per asker in any 60 s; one notice when first exceeded.
+
+    It remembers at most `max_askers` askers, forgetting the least recently seen: an asker
+    idle for a minute has nothing left to count, and is always seen less recently than one
+    still counted.
+    """
+
+    MAX_ASKERS = 10_000
+
+    def __init__(
+        self,
+        per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_askers: int = MAX_ASKERS,
+    ) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._max = max_askers
+        self._times: dict[str, list[float]] = {}  # least recently seen first
+        self._warned: dict[str, float] = {}
+
+    @property
+    def askers(self) -> int:
+        """How many askers are remembered."""
+        return len(self._times)
+
+    def check(self, user: str) -> Literal["ok", "warn", "drop"]:
+        now = self._clock()
+        while user not in self._times and len(self._times) >= self._max:
+            forgotten = next(iter(self._times))  # seen least recently: idle ones come first
+            del self._times[forgotten]
+            self._warned.pop(forgotten, None)
+        recent = [t for t in self._times.pop(user, []) if now - t < 60.0]
+        if len(recent) < self.per_minute:
+            recent.append(now)
+            self._times[user] = recent
+            self._warned.pop(user, None)
+            return "ok"
+        self._times[user] = recent
+        if user in self._warned:
+            return "drop"
+        self._warned[user] = now
+        return "warn"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A message that is shaped like a command."""
+
+    room_id: RoomID
+    event_id: str
+    sender: str
+    ts: int
+    body: str  # what the sender typed: a reply's fallback quote removed (`typed_text`)
+    content: EventContent
+    received: float = field(default_factory=time.monotonic)
+
+    @property
+    def reply_to(self) -> ReplyTo:
+        return ReplyTo(self.room_id, self.event_id, thread_root(self.content))
+
+
+def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
+    """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
+    content = event.get("content")
+    if event.get("type") != EventType.ROOM_MESSAGE.t or not isinstance(content, dict):
+        return None
+    body, sender = content.get("body"), event.get("sender")
+    if (
+        not isinstance(body, str)
+        or sender == bot_user_id
+        or content.get("msgtype") != MessageType.TEXT.value
+    ):
+        return None  # m.notice (other bots) and media are never commands
+    text = typed_text(body, content)
+    if not is_command(text, prefix):
+        return None
+    ts = event.get("origin_server_ts")
+    return Incoming(
+        RoomID(str(event.get("room_id"))),
+        str(event.get("event_id")),
+        str(sender),
+        ts if isinstance(ts, int) else 0,
+        text,
+        content,
+    )
+
+
+class BoundedSeen:
+    """A set that remembers at most `capacity` keys, forgetting the least recently added."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.capacity:
+            self._keys.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._keys.pop(key, None)

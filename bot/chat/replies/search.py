@@ -1,0 +1,161 @@
+"""The reply to `!search`: each matching message a numbered result, with its sender, time,
+room and link (a result is a message: docs/ARCHITECTURE.md §3 rule 22b)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from bot.chat.commands.records import SearchCommand
+from bot.chat.html import escape, excerpt, safe_html, safe_plain
+from bot.chat.names import sender_label
+from bot.chat.replies.budget import (
+    EXCERPT_WIDTH,
+    Part,
+    ReplyContent,
+    ReplyTo,
+    fit_reply,
+    plural,
+    scan_sentence,
+    when,
+)
+from bot.chat.replies.understood import understood
+from bot.chat.roomlog import ScanInfo
+from ingest.rules.scrub import scrub
+from ingest.search.hits import CitedMessage, Hit, SearchResult
+from ingest.search.matches import Result, in_order
+from ingest.search.notices import for_chat
+from ingest.search.permalink import permalink
+from ingest.types import UserID
+
+__all__ = ["SearchView", "search_reply"]
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """Everything a search reply shows."""
+
+    result: SearchResult
+    texts: tuple[str, ...]
+    pattern: str | None = None
+    matcher: regex.Pattern[str] | None = None  # `pattern` compiled, to mark its match
+    scans: Sequence[ScanInfo] = ()
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # room → user → name
+    room_labels: Mapping[str, str] = field(default_factory=dict)  # room → alias or name
+    show_rooms: bool = False  # the command room: every hit says its room
+    results_json: bool = False  # the command room: `org.muninn.results`
+    command: SearchCommand | None = None  # the search as parsed: a reply with no hit echoes it
+    prefix: str = "!"
+    more: int = 0  # matching messages past this page (`!more` shows them)
+    first: int = 1  # the number of this page's first result (`!more` pages go on counting)
+    server_name: str = ""  # the permalinks' `via`
+
+
+def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
+    if matcher is None:
+        return None
+    try:
+        found = matcher.search(body, timeout=0.05)
+    except TimeoutError:
+        return None
+    return found.span() if found and found.start() < found.end() else None
+
+
+def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tuple[str, str]:
+    body, sender = str(best["body"]), str(best["sender"])
+    names = view.names.get(hit.room_id, {})
+    name = sender_label(UserID(sender), names)
+    cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
+    stamp = when(best["ts"])
+    room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
+    room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
+    room_html = f"{safe_html(room)} · " if view.show_rooms else ""
+    event_id = str(best["event_id"])
+    link = (
+        hit.permalink
+        if event_id == hit.best_event_id
+        else permalink(hit.room_id, event_id, view.server_name)
+    )
+    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {link}"
+    html = (
+        f'<li>{room_html}<a href="{escape(link)}">{stamp}</a> · '
+        f"<b>{safe_html(name)}</b>: {cut.html}</li>"
+    )
+    return plain, html
+
+
+def _query_label(view: SearchView) -> str:
+    # The query is echoed back to the whole room: a pasted token is scrubbed like any body.
+    if view.pattern is not None:
+        return f"/{scrub(view.pattern)}/"
+    return " | ".join(f"“{scrub(t)}”" for t in view.texts)
+
+
+def _footer(view: SearchView) -> str:
+    """What a chat user can act on: how far back it looked, what it left out, what is next."""
+    result = view.result
+    parts = [scan_sentence(scan) for scan in view.scans]
+    if result.below_floor:
+        parts.append(f"{plural(result.below_floor, 'weaker match', 'weaker matches')} left out")
+    if result.dropped_stale:
+        changed = plural(result.dropped_stale, "message")
+        parts.append(f"{changed} edited or removed since indexing left out")
+    if result.next_offset is not None:
+        count = f"{view.more} more" if view.more else "more"
+        parts.append(f"{count}: {view.prefix}more")
+    elif view.first > 1:  # the last page of a `!more`
+        parts.append("no more results")
+    return "; ".join(parts)
+
+
+def _keeper(listed: Sequence[Result]) -> Callable[[Mapping[str, Any], int], dict[str, Any]]:
+    """The §4.3 document as the first n listed messages show it: their windows, each with the
+    messages of it shown."""
+
+    def keep(results: Mapping[str, Any], shown: int) -> dict[str, Any]:
+        kept = [str(m["event_id"]) for _, m in listed[:shown]]
+        hits = []
+        for hit in results.get("hits") or ():
+            mine = [e for e in hit.get("matched_event_ids") or () if e in kept]
+            if mine:
+                hits.append({**hit, "matched_event_ids": mine})
+        return {**results, "hits": hits, "matched_event_ids": kept}
+
+    return keep
+
+
+def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
+    result = view.result
+    label = _query_label(view)
+    listed = in_order(result)
+    count = len(listed)
+    order = ", sorted newest first" if result.sort == "recent" and count > 1 else ""
+    head = f"{plural(count, 'result')} for {label}{order}" if count else ""
+    if count and view.first > 1:
+        head = f"Results {view.first}–{view.first + count - 1} for {label}{order}"
+    head = head or f"No results for {label}"
+    if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 22c
+        head = f"Nothing matched {label} closely; the nearest:"
+    items = [
+        Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
+    ]
+    # The room gets short notices; the operator's details are in the log and `muninn status`.
+    lines = [f"⚠ {w}" for w in for_chat(result.warnings)]
+    if not count and view.command is not None:
+        lines.extend(understood(view.command))
+    foot = _footer(view)
+    plain = "\n".join([*(safe_plain(x) for x in lines), *([foot] if foot else [])])
+    html = "".join(f"<p>{safe_html(w)}</p>" for w in lines)
+    html += f"<p><small>{safe_html(foot)}</small></p>" if foot else ""
+    return fit_reply(
+        reply_to,
+        Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
+        items,
+        Part(plain, html),
+        results=result.as_json() if view.results_json else None,
+        keep_results=_keeper(listed),
+        start=view.first,
+    )

@@ -1,0 +1,189 @@
+"""How a command's reply goes out: "already answered" and the asker's rate, who reads the room
+(rule 14) and its re-check just before the send, the send itself (a refused reply is followed
+by a notice; one that met an outage waits in the `Outbox`).
+
+A part of the command handler (`bot.chat.handlers`) that the commands share (`bot.chat.pins`,
+`bot.chat.searching`); the order of the checks is the handler's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from bot.chat.incoming import Incoming, RateLimit
+from bot.chat.metrics import ChatMetrics
+from bot.chat.outbox import Outbox, Pending
+from bot.chat.ports import RoomStates, Sender
+from bot.chat.reads import RoomReads
+from bot.chat.replies import ReplyContent, text_reply
+from bot.chat.roomlog import RoomLog
+from bot.chat.sender import txn_id_for
+from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
+from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
+from ingest.rules.scrub import scrub
+from ingest.types import RoomID, Verdict
+
+__all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
+
+log = logging.getLogger("muninn.bot")
+
+AUDIENCE_CHANGED = (
+    "The room's members or history visibility changed while this was answered; nothing is "
+    "quoted. Please ask again."
+)
+COMMAND_ROOM_CHANGED = (
+    "This room is no longer one only the allowed askers and Muninn can read (see the log or "
+    "`muninn status`); the answer is withheld."
+)
+
+
+class Replier:
+    def __init__(
+        self,
+        sender: Sender,
+        states: RoomStates,
+        audiences: Audiences,
+        metrics: ChatMetrics,
+        *,
+        bot_user_id: str,
+        command_room: RoomID | None,
+        rate_per_minute: int,
+        command_room_now: Callable[[RoomID], Awaitable[Verdict]],
+    ) -> None:
+        """`command_room_now`: whether the command room is served, read from the homeserver
+        now (not from a cache), asked just before a reply there is sent."""
+        self._sender = sender
+        self._states = states
+        self._audiences = audiences
+        self._bot_user_id = bot_user_id
+        self.command_room = command_room
+        self._rate_per_minute = rate_per_minute
+        self._command_room_now = command_room_now
+        self._limits = RateLimit(rate_per_minute)
+        self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
+            sender.send_message,
+            on_given_up=lambda pending, why: metrics.replies_given_up.inc(),
+        )
+        self.answered = 0  # replies sent, for tests and status
+        self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
+        # Awaited between a reply's build and its audience re-check (tests make a join there).
+        self.before_recheck: Callable[[], Awaitable[None]] | None = None
+
+    async def send(self, msg: Incoming, content: ReplyContent) -> None:
+        """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
+        followed by a short notice saying so, never by silence."""
+        txn = txn_id_for(msg.room_id, msg.event_id)
+        try:
+            await self._sender.send_message(msg.room_id, content, txn)
+        except MatrixUnavailable:  # an outage: the same txn id again later (`bot.chat.outbox`)
+            self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts))
+            return
+        except (MatrixAuthError, MatrixForbidden):
+            raise  # not this reply's fault: a second send would fail the same way
+        except MatrixError as e:
+            log.warning("the homeserver refused the reply to %s: %s", msg.event_id, e)
+            why = e.errcode or f"HTTP {e.status}"
+            text = f"The homeserver refused this answer ({why}); try a narrower search."
+            kind = "error" if msg.room_id == self.command_room else None
+            refused = text_reply(msg.reply_to, text, results_kind=kind)
+            await self._sender.send_message(msg.room_id, refused, f"{txn}.refused")
+        self.answered += 1
+        elapsed = (time.monotonic() - msg.received) * 1000
+        self.latencies_ms.append(elapsed)
+        log.info("answered %s in %s in %.0f ms", msg.event_id, msg.room_id, elapsed)
+
+    async def say(self, msg: Incoming, text: str, kind: Literal["error", "help", "info"]) -> None:
+        """A short text reply; in the command room it carries `{kind: text}` as the results,
+        so a Persona always finds `org.muninn.results`."""
+        text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
+        in_command_room = msg.room_id == self.command_room
+        results_kind = kind if in_command_room else None
+        # `!help` is Muninn's own text: no invisible word joiner in `from:@user` (rule 16).
+        reply = text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
+        await self.send(msg, reply)
+
+    def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
+        verdict = self._limits.check(msg.sender)
+        if verdict != "ok":
+            log.info("rate limit: %s (%s)", msg.sender, verdict)
+        return verdict
+
+    async def may_answer(self, msg: Incoming, room_log: RoomLog) -> bool:
+        """Not answered yet and within the asker's rate; sends the one rate notice itself."""
+        if room_log.answered(msg.event_id, self._bot_user_id):
+            log.info("%s was already answered in the room", msg.event_id)
+            return False
+        verdict = self._limited(msg)
+        if verdict == "warn":
+            per = self._rate_per_minute
+            text = f"You are sending commands faster than {per} a minute; try again shortly."
+            await self.say(msg, text, "error")
+        return verdict == "ok"
+
+    async def audience(self, room_id: RoomID) -> Audience:
+        """Who reads a reply in `room_id`, and so what log text it may quote (rule 14); the
+        command room's askers may read every room (`ANYONE`: no cut). Kept per room until the
+        room's state may have changed (`Audiences`): ask it after reading the room's log,
+        whose read drops it on a state event the dispatcher may not have seen."""
+        if room_id == self.command_room:
+            return ANYONE
+        return await self._audiences.get(
+            room_id,
+            lambda: room_audience(
+                self._states, room_id, {self._bot_user_id}, self._audiences.memo
+            ),
+        )
+
+    async def audience_holds(self, msg: Incoming, cut: Audience | None) -> bool:
+        """Just before a reply quoting under `cut` is sent: no member or visibility event since
+        the audience was read changed who reads it, else the reply is withheld with a notice
+        (rule 14; a join during a search must not read what came before it)."""
+        if self.before_recheck is not None:
+            await self.before_recheck()
+        if msg.room_id == self.command_room:
+            return await self._command_room_holds(msg)
+        if cut is None or not cut.basis:
+            return True  # the command room (`ANYONE`): no audience was read
+        if await audience_unchanged(self._states, msg.room_id, cut):
+            return True
+        self._audiences.drop(msg.room_id)
+        if await self.audience(RoomID(msg.room_id)) == cut:
+            return True  # a rename, or a change that moves no cut
+        await self.say(msg, AUDIENCE_CHANGED, "error")
+        return False
+
+    async def _command_room_holds(self, msg: Incoming) -> bool:
+        """The command room is still served (rule 14): an asker may invite someone while a
+        command runs, and whoever joins would read the reply's other rooms."""
+        verdict = await self._command_room_now(RoomID(msg.room_id))
+        if verdict.eligible:
+            return True
+        log.error(
+            "withholding the reply to %s: the command room %s is no longer served: %s (%s)",
+            msg.event_id,
+            msg.room_id,
+            verdict.reason,
+            verdict.detail,
+        )
+        await self.say(msg, COMMAND_ROOM_CHANGED, "error")
+        return False
+
+
+SMALL_LOG = 64  # events read to check "already answered" for replies that need no log
+
+
+async def answer_small(
+    reads: RoomReads,
+    replier: Replier,
+    msg: Incoming,
+    text: str,
+    kind: Literal["error", "help"] = "error",
+) -> None:
+    """A short text reply that quotes no log: "already answered" and the rate checked on the
+    room's latest `SMALL_LOG` events only."""
+    if await replier.may_answer(msg, await reads.read_log(msg.room_id, SMALL_LOG)):
+        await replier.say(msg, text, kind)

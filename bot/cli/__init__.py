@@ -1,0 +1,1 @@
+"""`muninn COMMAND`: the entry point, its help pages, the roster and the registration."""

@@ -1,0 +1,411 @@
+"""`muninn run`: the live stream, the refresh loop and command handling in one process.
+
+Wiring only (the imperative shell): the appservice server (appservice mode) or the `/sync` loop
+(client mode) hands event batches to a bounded queue; one dispatcher takes them off in order and
+- drops cached room state on any state event, and acts on the bot's own invites;
+- wakes the room's refresh for a message or redaction in an eligible room (debounced, one
+  writer), except for a bot command: the writer indexes none, and the pass would compete;
+- hands every message shaped like a command to the `CommandPool`: up to
+  `bot.max_concurrent_commands` run at once, each within `bot.command_timeout_seconds`.
+State, membership and wake-ups are thus handled in arrival order; commands overlap their
+homeserver round trips. When every slot is busy the dispatcher waits, the queue fills, and the
+appservice answers 503 (Synapse retries) or the `/sync` loop waits: nothing is dropped.
+A batch counts as done (`queue.join()`) once every command it started has finished.
+Every task started here is kept, cancelled on stop and awaited; `CancelledError` propagates.
+A task that dies of an unexpected error stops the service loudly instead of limping on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from bot.chat.commands.dates import shown
+from bot.chat.handlers import CommandHandler
+from bot.chat.incoming import incoming
+from bot.chat.sender import BotClient
+from bot.config import ServiceConfig
+from bot.service.appservice import AppserviceServer
+from bot.service.compose import Parts, build
+from bot.service.http_api import HttpApi, PurgeRequest, store_check, token_path
+from bot.service.inflight import CommandPool, Countdown
+from bot.service.limits import quiet_accept_errors, raise_nofile
+from bot.service.metrics import CountingEmbedder, ServiceMetrics
+from bot.service.scheduler import RefreshScheduler
+from bot.service.sync import SyncLoop
+from ingest.config import registration_path
+from ingest.embed import Embedder, make_embedder
+from ingest.errors import ConfigError, MatrixError, QueryError
+from ingest.index.facts import read_facts
+from ingest.index.records import Tombstone
+from ingest.index.refresh import Writer
+from ingest.matrix import ClientEvent, Transport, load_registration, read_registration
+from ingest.matrix.rooms import RoomCache
+from ingest.rules.events import normalize
+from ingest.search import Searcher
+from ingest.store import AsyncStore, Store, open_async
+from ingest.types import RoomID, Skip, SkipReason
+
+__all__ = ["Service", "run"]
+
+log = logging.getLogger("muninn.service")
+
+QUEUE_BATCHES = 1024
+OUTBOX_DRAIN_SECONDS = 5.0  # of the stop: replies the homeserver has not taken yet
+_WAKE_TYPES = ("m.room.message", "m.room.redaction")
+
+
+class Service:
+    """Build with the config; `start()`, then `stop()` (or `run_until_signal()`)."""
+
+    def __init__(
+        self,
+        cfg: ServiceConfig,
+        *,
+        embedder: Embedder | None = None,
+        store: Store | None = None,
+        queue_batches: int = QUEUE_BATCHES,
+        full_at_start: bool = True,
+        transport: Transport | None = None,
+    ) -> None:
+        """`embedder`, `store` and `transport` (what sends the homeserver requests,
+        `ingest.matrix.transport`) are made from the config when not given (tests and bench
+        pass their own)."""
+        self.cfg = cfg
+        self.metrics = ServiceMetrics()
+        self._own_embedder = embedder is None
+        self.embedder = CountingEmbedder(
+            embedder or make_embedder(cfg.embedder), self.metrics.embedder_errors
+        )
+        self._store = store  # opened by `start` when not given; closed by `stop`
+        self._full_at_start = full_at_start
+        client = BotClient.from_config(cfg, transport=transport)
+        assert isinstance(client, BotClient)
+        self.client: BotClient = client
+        self.queue: asyncio.Queue[Sequence[ClientEvent]] = asyncio.Queue(queue_batches)
+        self.tasks: list[asyncio.Task[None]] = []
+        self._parts: Parts | None = None  # built by `start` (`bot.service.compose.build`)
+        self.server: AppserviceServer | None = None
+        self.sync: SyncLoop | None = None
+        self.api: HttpApi | None = None
+        self._stop_request: asyncio.Event | None = None  # set by `run_until_signal`
+        self.stopped = asyncio.Event()
+        self.failure: BaseException | None = None
+
+    # ------------------------------------------------------------ the parts, once started
+
+    @property
+    def parts(self) -> Parts:
+        if self._parts is None:
+            raise RuntimeError("the service is not started")
+        return self._parts
+
+    @property
+    def bot_user_id(self) -> str:
+        return self.parts.bot_user_id
+
+    @property
+    def store(self) -> Store:
+        return self.parts.store
+
+    @property
+    def writer(self) -> Writer:
+        return self.parts.writer
+
+    @property
+    def rooms(self) -> RoomCache:
+        return self.parts.rooms
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.parts.searcher
+
+    @property
+    def handler(self) -> CommandHandler:
+        return self.parts.handler
+
+    @property
+    def commands(self) -> CommandPool:
+        return self.parts.commands
+
+    @property
+    def scheduler(self) -> RefreshScheduler:
+        return self.parts.scheduler
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        bot_user_id = str(await self.client.whoami())
+        if self._store is None:
+            self._store = (await open_async(cfg.index, cfg.base_dir)).sync
+        self._parts = await build(
+            cfg,
+            self.client,
+            self._store,
+            self.embedder,
+            self.metrics,
+            bot_user_id=bot_user_id,
+            full_at_start=self._full_at_start,
+            timed_out=self._timed_out,
+        )
+        self._spawn(self.scheduler.run(), "refresh")
+        self._spawn(self._work(), "dispatcher")
+        if cfg.appservice is not None:
+            self.server = AppserviceServer(
+                load_registration(registration_path(cfg)).hs_token,
+                self.accept,
+                host=cfg.appservice.host,
+                port=cfg.appservice.port,
+            )
+            await self.server.start()
+            await self._ping_appservice()
+        else:
+            self.sync = SyncLoop(self.client, self.accept)
+            self._spawn(self.sync.run(), "sync")
+        if cfg.metrics.port is not None:
+            self.api = HttpApi(
+                cfg.metrics,
+                self.metrics,
+                checks={
+                    "service": self._loop_health,
+                    "store": store_check(self.store),
+                    "homeserver": self._homeserver_health,
+                },
+                search=self.searcher.search,
+                resolve_room=self._resolve_search_room,
+                purge=self._purge,
+                token_file=token_path(cfg),
+                status=lambda: AsyncStore(self.store).run(read_facts),
+            )
+            await self.api.start()
+        log.info("muninn is running as %s", self.bot_user_id)
+
+    async def stop(self) -> None:
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()
+        if self._parts is not None:
+            await self._parts.commands.close()
+            # Replies still waiting for the homeserver: one last try.
+            await self._parts.handler.outbox.drain(OUTBOX_DRAIN_SECONDS)
+        await self.client.close()
+        if self._own_embedder:  # first: it unloads the model before the store compacts
+            await self.embedder.close()
+        if self._store is not None:
+            await AsyncStore(self._store).close()
+        self.stopped.set()
+
+    async def run_until_signal(self) -> None:
+        """Serve until SIGTERM or SIGINT (or a task's unexpected death), then stop cleanly."""
+        loop = asyncio.get_running_loop()
+        raise_nofile()  # idle connections must not starve the service of descriptors
+        quiet_accept_errors(loop)
+        stop = asyncio.Event()
+        self._stop_request = stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _on_signal, sig, stop)
+        error: BaseException | None = None
+        try:
+            # A stop is honoured during the start too (a homeserver that does not answer
+            # yet): systemd's SIGKILL follows TimeoutStopSec, whatever is in flight.
+            starting = asyncio.create_task(self.start(), name="muninn-start")
+            stopping = asyncio.create_task(stop.wait(), name="muninn-stop-request")
+            await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():
+                log.info("stop requested while starting; stopping")
+                starting.cancel()
+            stopping.cancel()
+            await asyncio.gather(starting, stopping, return_exceptions=True)
+            error = None if starting.cancelled() else starting.exception()
+            if error is not None:
+                raise error
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+            if error is None:
+                log.info("muninn stopped")
+            else:
+                # Issue 36: not "stopped", which an operator tailing the log reads as the
+                # live service stopping; the CLI then prints the cause as `muninn: …`.
+                log.error("muninn did not start: %s", error)
+        if self.failure is not None:
+            raise self.failure
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=f"muninn-{name}")
+        task.add_done_callback(self._task_done)
+        self.tasks.append(task)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        self.failure = task.exception()
+        log.error("task %s died: %r; stopping", task.get_name(), self.failure)
+        if self._stop_request is not None:
+            self._stop_request.set()
+
+    # ------------------------------------------------------------ health and the search API
+
+    async def _loop_health(self) -> str:
+        if self.failure is not None:
+            raise RuntimeError(f"a task died: {self.failure!r}")
+        dead = [t.get_name() for t in self.tasks if t.done()]
+        if dead or not self.tasks:
+            raise RuntimeError(f"not running: {', '.join(dead) or 'no tasks'}")
+        return f"{len(self.tasks)} tasks, {self.queue.qsize()} batches queued"
+
+    async def _homeserver_health(self) -> str:
+        return f"{self.cfg.homeserver.url} knows {await self.client.whoami()}"
+
+    async def _resolve_search_room(self, room: str) -> str:
+        if room.startswith("!"):
+            return room
+        found = await self.client.resolve_alias(room) if room.startswith("#") else None
+        if found is None:
+            raise QueryError("room_ids", f"{room!r} is neither a room id nor a known alias")
+        return found
+
+    async def _purge(self, request: PurgeRequest) -> Tombstone:
+        """`POST /_muninn/purge`: our writer records it; the room's next refresh applies it."""
+        try:
+            room_id = RoomID(await self._resolve_search_room(request.room_id))
+        except QueryError as e:
+            raise QueryError("room_id", str(e).removeprefix(f"{e.field}: ")) from None
+        stone = await self.writer.add_tombstone(room_id, request.from_ts, request.to_ts)
+        # Dates an operator reads (issue 36: milliseconds before); the ms stay in the file.
+        when = f"from {shown(stone.from_ts)} to {shown(stone.to_ts)}"
+        log.info("purge of %s %s recorded", room_id, when)
+        self.scheduler.wake(room_id)
+        return stone
+
+    # ------------------------------------------------------------ the event path
+
+    def accept(self, events: Sequence[ClientEvent]) -> bool:
+        """The sink of the live stream: False when the queue is full (the caller retries)."""
+        try:
+            self.queue.put_nowait(list(events))
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    async def _work(self) -> None:
+        while True:
+            batch = await self.queue.get()
+            done = Countdown(self.queue.task_done)
+            try:
+                for event in batch:
+                    try:
+                        if await self.dispatch(event):
+                            await self.commands.submit(event, str(event.get("event_id")), done)
+                    except (MatrixError, ConfigError, OSError) as e:
+                        log.warning("event %s: %s", event.get("event_id"), e)
+                    except Exception:  # a bug in one event must not stop the others
+                        log.exception("event %s failed", event.get("event_id"))
+            finally:
+                done.release()
+
+    async def dispatch(self, event: ClientEvent) -> bool:
+        """The in-order part of one event; True when it is a command candidate to run."""
+        room_id = event.get("room_id")
+        etype = event.get("type")
+        if not isinstance(room_id, str) or not isinstance(etype, str):
+            return False
+        if "state_key" in event:
+            self.rooms.invalidate(room_id)
+            self.handler.state_changed(room_id)
+            if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
+                await self._own_membership(RoomID(room_id), event)
+            return False
+        ours = event.get("sender") == self.bot_user_id
+        wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
+        if wakes and (await self.rooms.get(room_id)).verdict.eligible:
+            self.scheduler.wake(RoomID(room_id))
+        return incoming(event, self.bot_user_id, self.cfg.bot.prefix) is not None
+
+    async def _timed_out(self, event: ClientEvent) -> None:
+        """A command past its deadline: a short error reply where it would have been answered.
+
+        Only once the handler has admitted it (room and asker checked): a command cut off
+        earlier stays silent, as it would have been in a room Muninn does not serve. The reply
+        reuses the command's transaction id, so a real answer that made it out first wins."""
+        msg = incoming(event, self.bot_user_id, self.cfg.bot.prefix)
+        if msg is None or not self.handler.admitted(msg.event_id):
+            return
+        seconds = self.cfg.bot.command_timeout_seconds
+        text = f"Sorry, that took longer than {seconds:g} s and was stopped; please try again."
+        await self.handler.say(msg, text, "error")
+
+    def _indexes_nothing(self, event: ClientEvent) -> bool:
+        """A bot command, by the writer's own rule: it indexes none (rule 9). A bridge
+        puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
+        sender = event.get("sender")
+        if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):
+            return False
+        item = normalize(
+            event, own_user_ids=frozenset({self.bot_user_id}), command_prefix=self.cfg.bot.prefix
+        )
+        return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
+
+    async def _ping_appservice(self) -> None:
+        """Once listening: have the homeserver ping us, so transactions it held back while we
+        were down (an invite, a command) come now, not after its retry backoff. Best effort:
+        a homeserver without the endpoint, or a registration without an `id`, still pushes."""
+        appservice_id = read_registration(registration_path(self.cfg)).get("id")
+        if not isinstance(appservice_id, str) or not appservice_id:
+            return
+        try:
+            await self.client.ping_appservice(appservice_id, f"muninn-start-{uuid.uuid4().hex}")
+        except MatrixError as e:
+            log.warning("the homeserver could not ping this appservice: %s", e)
+
+    async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
+        content = event.get("content")
+        content = content if isinstance(content, dict) else {}
+        membership = content.get("membership")
+        if membership != "invite":
+            return  # dispatch dropped the room's cached verdict
+        inviter = event.get("sender")
+        if content.get("is_direct"):
+            log.info("rejecting DM invite to %s from %s", room_id, inviter)
+            await self.client.leave(room_id)
+            return
+        if room_id == self.handler.command_room:
+            log.info("joining the command room %s (invited by %s)", room_id, inviter)
+            await self.client.join(room_id)
+            self.rooms.invalidate(room_id)
+            return
+        if await self.client.membership(room_id, self.bot_user_id) == "join":
+            return  # a stale invite: the roster joined it meanwhile
+        log.info(
+            "declining invite to %s from %s: Muninn joins rooms only through the operator's "
+            "roster (`muninn roster apply`)",
+            room_id,
+            inviter,
+        )
+        await self.client.leave(room_id)
+
+
+def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+    # Said at once: the stop that follows may take seconds (tasks, the store's close).
+    log.info("%s received: stopping", sig.name)
+    stop.set()
+
+
+async def run(cfg: ServiceConfig) -> int:
+    """`muninn run`."""
+    await Service(cfg).run_until_signal()
+    return 0
