@@ -40,11 +40,6 @@ class Refusal(enum.StrEnum):
     DM = "dm"
     BRIDGED = "bridged"
     ENCRYPTED = "encrypted"
-    # Only for the command room (`RoomScope.serves_commands`): who could read its replies.
-    PUBLIC = "public"  # a join rule that lets someone in without an invite
-    WORLD_READABLE = "world_readable"  # history readable without joining
-    SHARED_HISTORY = "shared_history"  # a member added later reads the earlier replies
-    OUTSIDER = "outsider"  # a joined or invited member who is neither an asker nor the bot
 
 
 @dataclass(frozen=True)

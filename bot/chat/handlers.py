@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Literal
 
+from bot.chat.command_room import CommandRoomPolicy, CommandRoomVerdict
 from bot.chat.commands.grammar import COMMANDS, command_name, help_text, parse
 from bot.chat.commands.records import (
     Command,
@@ -55,7 +56,7 @@ from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden
 from ingest.matrix import ClientEvent
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
-from ingest.types import Refusal, RoomID, Verdict
+from ingest.types import Refusal, RoomID
 
 __all__ = ["HOMESERVER_FAILED", "CommandHandler"]
 
@@ -83,6 +84,7 @@ class CommandHandler:
     ) -> None:
         self.rooms = rooms
         self.bot_user_id = bot_user_id
+        self.command_policy = CommandRoomPolicy.of(cfg.bot.command_room_askers, bot_user_id)
         self.prefix = cfg.bot.prefix
         self.server_name = cfg.homeserver.server_name
         self.metrics = metrics or ChatMetrics()
@@ -142,7 +144,7 @@ class CommandHandler:
         self.replier.before_recheck = hook
 
     def asker_allowed(self, user_id: str) -> bool:
-        return self.rooms.scope.asker_allowed(user_id)
+        return self.command_policy.asker_allowed(user_id)
 
     def admitted(self, event_id: str) -> bool:
         """The command passed the room and asker checks (it is, or was, being answered)."""
@@ -205,7 +207,7 @@ class CommandHandler:
     async def _room_allowed(self, msg: Incoming, in_command_room: bool) -> bool:
         info = await self.rooms.get(msg.room_id)
         if in_command_room:
-            refused = info.serves_commands
+            refused = self.command_policy.serves_room(info)
             if not refused.eligible:
                 log.error(
                     "not serving the command room %s: %s (%s)",
@@ -226,8 +228,8 @@ class CommandHandler:
             return False
         return True
 
-    async def _command_room_now(self, room_id: RoomID) -> Verdict:
-        return (await self.rooms.fresh(room_id)).serves_commands
+    async def _command_room_now(self, room_id: RoomID) -> CommandRoomVerdict:
+        return self.command_policy.serves_room(await self.rooms.fresh(room_id))
 
     async def _answer_small(
         self, msg: Incoming, text: str, kind: Literal["error", "help"] = "error"

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+from bot.chat.command_room import CommandRoomVerdict
 from bot.chat.incoming import Incoming, RateLimit
 from bot.chat.metrics import ChatMetrics
 from bot.chat.outbox import Outbox, Pending
@@ -25,7 +26,7 @@ from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
 from ingest.rules.scrub import scrub
-from ingest.types import RoomID, Verdict
+from ingest.types import RoomID
 
 __all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
 
@@ -52,7 +53,7 @@ class Replier:
         bot_user_id: str,
         command_room: RoomID | None,
         rate_per_minute: int,
-        command_room_now: Callable[[RoomID], Awaitable[Verdict]],
+        command_room_now: Callable[[RoomID], Awaitable[CommandRoomVerdict]],
     ) -> None:
         """`command_room_now`: whether the command room is served, read from the homeserver
         now (not from a cache), asked just before a reply there is sent."""

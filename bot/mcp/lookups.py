@@ -71,9 +71,7 @@ class Lookups:
     def __init__(self, cfg: ServiceConfig, embedder: Embedder) -> None:
         self.cfg = cfg
         self.embedder = embedder
-        self.scope = RoomScope.from_config(
-            cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
-        )
+        self.scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
         self._one = asyncio.Lock()
 
     @asynccontextmanager

@@ -14,12 +14,12 @@ from bot.operations.common import (
     print_json,
     resolve_room,
 )
+from bot.service import wiring
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.index.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope, puppet_in_events
 from ingest.store import AsyncPurges, open_async
-from ingest.store.purges import PurgeLog, purge_log_path
 
 
 async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
@@ -39,9 +39,7 @@ async def board(cfg: ServiceConfig, room: str) -> PinsView:
     reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
-        scope = RoomScope.from_config(
-            cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
-        )
+        scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
         info = await RoomCache(reader, scope).get(room_id)
         if not info.verdict.eligible:
             raise QueryError(
@@ -71,7 +69,7 @@ async def _recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:
     stones = list(
         map(
             Tombstone.from_meta,
-            await AsyncPurges(PurgeLog(purge_log_path(cfg.index, cfg.base_dir))).read(),
+            await AsyncPurges(wiring.purge_log(cfg)).read(),
         )
     )
     try:

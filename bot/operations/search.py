@@ -18,6 +18,7 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from bot.service import wiring
 from bot.service.http_api.wire import filter_fields
 from ingest.embed import Embedder
 from ingest.errors import MatrixUnavailable, StoreUnavailable
@@ -30,7 +31,6 @@ from ingest.matrix import MatrixReader, Retry
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.rules.stamps import utc_minute
-from ingest.search import Searcher
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.search.matches import in_order
@@ -38,7 +38,6 @@ from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.store import AsyncStore, Store
-from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import RoomID
 
 # `muninn search` revalidates every hit; a homeserver that cannot be reached fails the search
@@ -145,13 +144,8 @@ async def find(
                 limit=limit,
                 **shape,
             )
-            searcher = Searcher(
-                store,
-                embedder,
-                server_name=cfg.homeserver.server_name,
-                live_check=await revalidation(cfg, reader, store),
-                purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
-            )
+            live = await revalidation(cfg, reader, store)
+            searcher = wiring.searcher(cfg, store, embedder, live_check=live)
             result = await searcher.search(query)
     except StoreUnavailable as held:
         if HELD not in str(held):

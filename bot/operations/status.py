@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from bot.chat.command_room import CommandRoomPolicy
 from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
@@ -211,7 +212,7 @@ async def store_facts(cfg: ServiceConfig) -> StoreFacts:
 async def _command_room(
     cfg: ServiceConfig, reader: MatrixReader, me: str, direct: set[RoomID]
 ) -> dict[str, Any] | None:
-    """Whether `bot.command_room` would be served (`RoomScope.serves_commands`), and why not."""
+    """Whether `bot.command_room` would be served (`bot.chat.command_room`), and why not."""
     room = cfg.bot.command_room
     if room is None:
         return None
@@ -223,10 +224,8 @@ async def _command_room(
         return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": str(e)}
     except (MatrixNotFound, MatrixForbidden):
         return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": "the bot is not in it"}
-    scope = RoomScope.from_config(
-        cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
-    )
-    verdict = scope.serves_commands(state, direct, {me})
+    readable = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name).readable(state, direct)
+    verdict = CommandRoomPolicy.of(cfg.bot.command_room_askers, me).serves(state, readable)
     return {
         **doc,
         "room_id": room_id,

@@ -19,6 +19,7 @@ from bot.operations.common import (
     service_token,
 )
 from bot.operations.progress import progress_display
+from bot.service import wiring
 from ingest.embed import make_embedder
 from ingest.errors import MatrixError, QueryError, StoreUnavailable
 from ingest.index.export import (
@@ -29,11 +30,9 @@ from ingest.index.facts import read_facts
 from ingest.index.records import (
     EXPORT_PREFIX,
 )
-from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport, RoomReport
 from ingest.matrix import MatrixReader
 from ingest.store import AsyncStore, open_async
-from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import RoomID
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
@@ -44,8 +43,7 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
     async with adapters(cfg) as (reader, store, embedder):
         assert embedder is not None
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
-        purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-        writer = Writer(cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix)
+        writer = wiring.writer(cfg, reader, store, embedder)
         with progress_display() as progress:
             report = await writer.refresh(only=only, progress=progress)
     _print_report(report, as_json=as_json)
@@ -152,10 +150,7 @@ async def purge(
     try:
         async with adapters(cfg) as (reader, store, embedder):
             assert embedder is not None
-            purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-            writer = Writer(
-                cfg, reader, store, embedder, purges=purges, command_prefix=cfg.bot.prefix
-            )
+            writer = wiring.writer(cfg, reader, store, embedder)
             doc = purge_document(await writer.add_tombstone(room_id, from_ts, to_ts))
     except StoreUnavailable as held:
         if HELD not in str(held):
@@ -247,7 +242,7 @@ async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int
         raise
     embedder = make_embedder(cfg.embedder)
     try:
-        writer = Writer(cfg, source, store.sync, embedder, command_prefix=cfg.bot.prefix)
+        writer = wiring.writer(cfg, source, store.sync, embedder)
         # The file is counted: the line has a bar and the time left.
         with progress_display(len(source.events)) as progress:
             report = await writer.refresh(only=[source.room_id], progress=progress)

@@ -11,10 +11,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from bot.chat.command_room import CommandRoomPolicy
 from bot.chat.handlers import CommandHandler
 from bot.chat.ports import HomeserverParts
 from bot.chat.sender import BotClient
 from bot.config import ServiceConfig
+from bot.service import wiring
 from bot.service.inflight import CommandPool
 from bot.service.metrics import ServiceMetrics, counting_store
 from bot.service.scheduler import RefreshScheduler
@@ -27,7 +29,6 @@ from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.revalidate import LiveCheck
 from ingest.store import Store
-from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import Refusal, RoomID
 
 __all__ = ["Parts", "build"]
@@ -63,29 +64,13 @@ async def build(
     """The parts, from the config and the open store; asks the homeserver which room is the
     command room (and says at once when it will not be served)."""
     counted = counting_store(store, metrics.store_errors)
-    purges = PurgeLog(purge_log_path(cfg.index, cfg.base_dir))
-    writer = Writer(
-        cfg,
-        client,
-        counted,
-        embedder,
-        purges=purges,
-        command_prefix=cfg.bot.prefix,
-    )
-    scope = RoomScope.from_config(
-        cfg.scope, cfg.homeserver.server_name, cfg.bot.command_room_askers
-    )
+    writer = wiring.writer(cfg, client, counted, embedder)
+    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
     rooms = RoomCache(client, scope, remembered_puppet=writer.refused_by_puppet)
     # Hits are revalidated with the same room verdicts the event path uses, dropped on
     # any state event: a room bridged a second ago shows nothing.
     live = LiveCheck(client, rooms)
-    searcher = Searcher(
-        counted,
-        embedder,
-        server_name=cfg.homeserver.server_name,
-        live_check=live,
-        purges=purges,
-    )
+    searcher = wiring.searcher(cfg, counted, embedder, live_check=live)
     handler = CommandHandler(
         cfg,
         HomeserverParts.of(client),
@@ -101,7 +86,7 @@ async def build(
         handler.handle,
         timed_out,
     )
-    await _check_command_room(handler.command_room, rooms)
+    await _check_command_room(handler.command_room, rooms, handler.command_policy)
 
     async def refresh(only: Sequence[RoomID] | None) -> None:
         try:
@@ -136,12 +121,14 @@ async def _resolve_command_room(cfg: ServiceConfig, client: BotClient) -> RoomID
     return found
 
 
-async def _check_command_room(room_id: RoomID | None, rooms: RoomCache) -> None:
+async def _check_command_room(
+    room_id: RoomID | None, rooms: RoomCache, policy: CommandRoomPolicy
+) -> None:
     """Say at start, not at the first command, that the command room will not be served."""
     if room_id is None:
         return
     try:
-        verdict = (await rooms.get(room_id)).serves_commands
+        verdict = policy.serves_room(await rooms.get(room_id))
     except MatrixError as e:  # checked again on every command there
         log.warning("cannot check the command room %s yet: %s", room_id, e)
         return

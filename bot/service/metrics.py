@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bot.chat.command_room import CommandRoomRefusal
 from bot.chat.metrics import LATENCY_BUCKETS, ChatMetrics
 from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.errors import EmbedError, StoreError
@@ -46,7 +47,9 @@ CONTENT_TYPE = prometheus_client.exposition.CONTENT_TYPE_PLAIN_0_0_4
 # `_created` series double every counter's output and no dashboard of ours reads them.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
-VERDICTS = ("eligible", *(str(r) for r in Refusal))
+# `muninn_rooms` labels: every verdict, shown at 0 too (the command room's refusals as well, as
+# when the scope rules held them: the series a dashboard reads stay the same).
+VERDICTS = ("eligible", *map(str, Refusal), *map(str, CommandRoomRefusal))
 
 
 class ServiceMetrics:

@@ -25,11 +25,6 @@ log = logging.getLogger(__name__)
 class StateSource(Protocol):
     """Where a room's state comes from: the homeserver (`MatrixReader`) or a room export."""
 
-    @property
-    def user_id(self) -> str:
-        """Whose view: its own membership is not part of a room's audience."""
-        ...
-
     async def room_state(self, room_id: RoomID | str) -> RoomState: ...
     async def direct_rooms(self) -> set[RoomID]: ...
 
@@ -41,12 +36,13 @@ _FETCHES = 3  # reads of a room's state while invalidations keep overlapping the
 class RoomInfo:
     state: RoomState | None  # None: the bot may not read the room (not joined)
     verdict: Verdict  # may it be indexed and answered in (`RoomScope.decide`)
-    # may it be the command room (`RoomScope.serves_commands`); None: as `verdict`
-    command_verdict: Verdict | None = None
+    # may the reader read it at all, its exclusion aside (`RoomScope.readable`: where the
+    # command room's policy starts, `bot.chat.command_room`); None: as `verdict`
+    readable_verdict: Verdict | None = None
 
     @property
-    def serves_commands(self) -> Verdict:
-        return self.command_verdict or self.verdict
+    def readable(self) -> Verdict:
+        return self.readable_verdict or self.verdict
 
     @property
     def names(self) -> dict[str, str]:
@@ -144,9 +140,8 @@ class RoomCache:
         except (MatrixForbidden, MatrixNotFound):
             return RoomInfo(None, Verdict(RoomID(room_id), Refusal.NOT_JOINED, "not joined"))
         direct = await self._direct_rooms()
-        own = {self.client.user_id}  # the bot writes the replies; it is not their audience
         info = RoomInfo(
-            state, self.scope.decide(state, direct), self.scope.serves_commands(state, direct, own)
+            state, self.scope.decide(state, direct), self.scope.readable(state, direct)
         )
         if info.verdict.eligible and self.remembered_puppet is not None:
             try:

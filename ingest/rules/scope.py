@@ -16,20 +16,14 @@ past membership, before any event is read. The writer and the bot still check ev
 what they read (`puppet_in_events`, `puppet_senders`): a state may be partial (a faster join)
 or, for an import, hold no membership at all.
 
-The command room's audience: every reply there carries other rooms' text, so whoever can read
-the room reads every room. It is served only when nobody but the allowed askers and the bot can:
-its join rule needs an invite (`invite`, `knock`, `private`; `knock` too, since a knock is only
-a request until a member invites, and the knocker then is a member this check names), its
-history is `joined` or `invited` (under `shared`, the default, whoever is added later reads
-every earlier reply; `world_readable` anyone), and every joined or invited member is an allowed
-asker or one of Muninn's own users. The allow-list is matched whole (`fullmatch`), like the
-puppet patterns.
+The command room is the bot's policy (`bot.chat.command_room`): it starts from `readable`, this
+room's verdict with the operator's exclusions set aside (the command room is often excluded).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +31,6 @@ from ingest.config import ScopeConfig
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, UserID, Verdict
 
 __all__ = ["RoomScope", "decide", "expand_alias", "is_puppet", "puppet_senders"]
-
-# Join rules that need an invite (None: no join rules event, and then the auth rules admit
-# no one uninvited). `public`, `restricted` and `knock_restricted` let people in without one.
-_INVITE_ONLY = frozenset({None, "invite", "knock", "private"})
-# History a newcomer cannot read back (the command room's replies stay with who was there).
-_MEMBERS_ONLY = frozenset({"joined", "invited"})
 
 
 def expand_alias(alias: str, server_name: str) -> RoomAlias:
@@ -78,26 +66,16 @@ class RoomScope:
     # case-folded full alias → the alias as the operator configured it (for the journal)
     exclude_aliases: dict[str, str]
     puppet_patterns: tuple[re.Pattern[str], ...]
-    # `bot.command_room_askers`: who may ask, and be a member, in the command room
-    askers: tuple[re.Pattern[str], ...] = ()
 
     @classmethod
-    def from_config(
-        cls, scope: ScopeConfig, server_name: str, askers: Iterable[str] = ()
-    ) -> RoomScope:
+    def from_config(cls, scope: ScopeConfig, server_name: str) -> RoomScope:
         aliases = {_alias_key(expand_alias(a, server_name)): a for a in scope.exclude_aliases}
         return cls(
             server_name=server_name,
             exclude_room_ids=frozenset(scope.exclude_room_ids),
             exclude_aliases=aliases,
             puppet_patterns=_compile(scope.bridge_puppet_patterns),
-            askers=_compile(askers),
         )
-
-    def asker_allowed(self, user_id: str) -> bool:
-        """True when `user_id` fully matches one of `bot.command_room_askers`: an unanchored
-        `@persona-.*:example\\.org` must not let `@persona-x:example.org.evil` in."""
-        return any(p.fullmatch(user_id) for p in self.askers)
 
     def is_puppet(self, user_id: str) -> bool:
         """True when `user_id` is in a configured bridge puppet namespace."""
@@ -105,40 +83,14 @@ class RoomScope:
 
     def decide(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
         """Eligible, or the first refusal in the fixed order with a sentence for the journal."""
-        for check in (self._joined, self._excluded, self._direct, self._bridged, self._encrypted):
-            verdict = check(state, direct_rooms)
-            if verdict is not None:
-                return verdict
-        return Verdict(state.room_id)
+        checks = (self._joined, self._excluded, self._direct, self._bridged, self._encrypted)
+        return _first_refusal(checks, state, direct_rooms)
 
-    def serves_commands(
-        self, state: RoomState, direct_rooms: Set[RoomID], own_users: Set[str] = frozenset()
-    ) -> Verdict:
-        """Whether the room may be the command room, where replies carry other rooms' text.
-
-        Its exclusion from the index does not matter (operators often exclude it), but it must
-        be joined and neither a DM (rule 14), nor bridged (a bridge would relay every room's
-        results off the homeserver), nor encrypted (the bot holds no keys: it would read none of
-        the commands and answer in plaintext where members expect encryption), nor readable by
-        anyone but the allowed askers and `own_users` (the bot): see the module docstring.
-        """
-        checks = (self._joined, self._direct, self._bridged, self._encrypted, self._open)
-        for check in checks:
-            verdict = check(state, direct_rooms)
-            if verdict is not None:
-                return verdict
-        for kind, users in (("member", state.members), ("invited user", state.invited)):
-            outsider = next(
-                (u for u in users if u not in own_users and not self.asker_allowed(u)), None
-            )
-            if outsider is not None:
-                return Verdict(
-                    state.room_id,
-                    Refusal.OUTSIDER,
-                    f"{kind} {outsider} is not on bot.command_room_askers and would read "
-                    "every room's results",
-                )
-        return Verdict(state.room_id)
+    def readable(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
+        """`decide` with the operator's exclusions set aside (rules 1, 3–5): whether the reader
+        may read the room at all, indexed or not (the command room, `bot.chat.command_room`)."""
+        checks = (self._joined, self._direct, self._bridged, self._encrypted)
+        return _first_refusal(checks, state, direct_rooms)
 
     # Each check returns a refusal or None; they share a signature so `decide` is one loop.
 
@@ -189,35 +141,22 @@ class RoomScope:
                 )
         return None
 
-    def _open(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
-        """The command room's history must not be readable without an invite."""
-        if state.join_rule not in _INVITE_ONLY:
-            return Verdict(
-                state.room_id,
-                Refusal.PUBLIC,
-                f"join rule {state.join_rule} lets anyone in without an invite",
-            )
-        if state.history_visibility == "world_readable":
-            return Verdict(
-                state.room_id,
-                Refusal.WORLD_READABLE,
-                "history visibility world_readable lets anyone read it without joining",
-            )
-        if state.history_visibility not in _MEMBERS_ONLY:
-            seen = state.history_visibility or "shared (no history visibility event)"
-            return Verdict(
-                state.room_id,
-                Refusal.SHARED_HISTORY,
-                f"history visibility {seen} lets a member added later read every earlier "
-                "reply; set it to joined",
-            )
-        return None
-
     def _encrypted(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
         if not state.encrypted:
             return None
         # Muninn holds no keys; every event would be ciphertext, so the room is refused whole.
         return Verdict(state.room_id, Refusal.ENCRYPTED, "the room has m.room.encryption enabled")
+
+
+_Check = Callable[[RoomState, Set[RoomID]], Verdict | None]
+
+
+def _first_refusal(checks: Iterable[_Check], state: RoomState, direct: Set[RoomID]) -> Verdict:
+    for check in checks:
+        verdict = check(state, direct)
+        if verdict is not None:
+            return verdict
+    return Verdict(state.room_id)
 
 
 def decide(

@@ -45,13 +45,12 @@ from bot.chat.handlers import CommandHandler
 from bot.chat.ports import HomeserverParts
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import reply_content
+from bot.service import wiring
 from ingest.errors import MatrixError, MatrixForbidden
 from ingest.matrix import room_state_from
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
-from ingest.search import Searcher
 from ingest.store import Store, open_store
-from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import EventID, RoomAlias, RoomID, RoomState, UserID
 from tests.indexing import shared_embedder
 
@@ -383,15 +382,10 @@ def fast_bot(
     cfg = fast_config(tmp, scope, **bot)
     rooms = MemoryRooms()
     sender = RecordingSender(rooms)
-    scope = RoomScope.from_config(cfg.scope, SERVER, cfg.bot.command_room_askers)
+    scope = RoomScope.from_config(cfg.scope, SERVER)
     verdicts = RoomCache(rooms, scope)
     store = open_store(cfg.index, cfg.base_dir)
-    searcher = Searcher(
-        store,
-        shared_embedder(),
-        server_name=SERVER,
-        purges=PurgeLog(purge_log_path(cfg.index, cfg.base_dir)),
-    )
+    searcher = wiring.searcher(cfg, store, shared_embedder(), live_check=None)
     parts = HomeserverParts(log=rooms, states=rooms, aliases=rooms, sender=sender)
     handler = CommandHandler(
         cfg, parts, searcher, verdicts, bot_user_id=BOT, command_room=command_room

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bot.chat.command_room import CommandRoomVerdict
 from bot.chat.replying import COMMAND_ROOM_CHANGED
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import free_port
@@ -161,7 +162,7 @@ async def test_bot_stops_serving_a_command_room_that_gets_bridged_or_encrypted(
     asked = await env.persona.send_text(commands, "!search capybara")
     await env.quiesce(alice, indexed)
     assert await replies(env.persona, commands, asked, env.bot_id) == []
-    assert not (await env.service.rooms.get(commands)).serves_commands.eligible
+    assert not (await _command_room_verdict(env, commands)).eligible
 
 
 async def test_bot_search_hides_a_purged_message_from_the_transcript_too(
@@ -320,6 +321,11 @@ async def test_bot_command_room_withholds_a_reply_an_outsider_joined_to_read(
     assert "4471" not in str(reply["content"]) and "4471" not in await seen_by(bob, commands)
 
 
+async def _command_room_verdict(env: Env, room_id: str) -> CommandRoomVerdict:
+    """Whether the service serves `room_id` as the command room now (`bot.chat.command_room`)."""
+    return env.service.handler.command_policy.serves_room(await env.service.rooms.get(room_id))
+
+
 async def _command_room_refused(
     env: Env, commands: str, asker: MatrixUser, caplog: pytest.LogCaptureFixture
 ) -> Any:
@@ -327,7 +333,7 @@ async def _command_room_refused(
     asked = await asker.send_text(commands, "!search capybara")
     await env.quiesce(env.persona, env.command_room)
     assert await replies(env.persona, commands, asked, env.bot_id) == []
-    verdict = (await env.service.rooms.get(commands)).serves_commands
+    verdict = await _command_room_verdict(env, commands)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert any(commands in m and verdict.detail in m for m in errors), errors
     return verdict

@@ -1,0 +1,180 @@
+"""bot.chat.command_room: who may ask in the command room, and whether it may be served
+(docs/ARCHITECTURE.md §3 rule 14's command room)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.chat.command_room import CommandRoomPolicy, CommandRoomRefusal, CommandRoomVerdict
+from ingest.config import ScopeConfig
+from ingest.rules.scope import RoomScope, decide
+from ingest.types import Refusal, RoomState, Verdict
+
+SERVER = "example.org"
+SCOPE = ScopeConfig()  # the defaults: #users, #members, #patrons; discord puppets
+ROOM = RoomState(
+    room_id="!general:example.org",
+    canonical_alias="#general:example.org",
+    members=("@alice:example.org", "@bob:example.org"),
+)
+NO_DMS: frozenset[str] = frozenset()
+
+
+def verdict(state: RoomState, direct: frozenset[str] = NO_DMS) -> Verdict:
+    return decide(state, direct_rooms=direct, scope=SCOPE, server_name=SERVER)
+
+
+ASKERS = (r"@persona-.*:example\.org",)  # the example allow-list, escaped
+BOT = "@muninn:example.org"
+SCOPE_RULES = RoomScope.from_config(SCOPE, SERVER)
+POLICY = CommandRoomPolicy.of(ASKERS, BOT)
+# Excluded from the index (common for it), invite-only, only a Persona and the bot in it.
+COMMAND_ROOM = replace(
+    ROOM,
+    canonical_alias="#members:example.org",
+    join_rule="invite",
+    history_visibility="joined",
+    members=("@persona-ada:example.org", BOT),
+)
+
+
+def serves(state: RoomState, direct: frozenset[str] = NO_DMS) -> CommandRoomVerdict:
+    return POLICY.serves(state, SCOPE_RULES.readable(state, direct))
+
+
+@pytest.mark.parametrize(
+    ("change", "direct", "reason"),
+    [
+        ({"joined": False}, NO_DMS, Refusal.NOT_JOINED),
+        ({"direct_flag": True}, NO_DMS, Refusal.DM),
+        ({}, frozenset({ROOM.room_id}), Refusal.DM),
+        ({"bridge_state_keys": ("irc/#p",)}, NO_DMS, Refusal.BRIDGED),
+        ({"members": (*COMMAND_ROOM.members, "@discord_7:example.org")}, NO_DMS, Refusal.BRIDGED),
+        ({"encrypted": True}, NO_DMS, Refusal.ENCRYPTED),
+    ],
+    ids=["not_joined", "dm_is_direct", "dm_m_direct", "bridged", "puppet", "encrypted"],
+)
+def test_serves_commands_refuses_what_would_carry_results_off_or_in_the_clear(
+    change: dict[str, object], direct: frozenset[str], reason: Refusal
+) -> None:
+    """The command room's replies carry every room's text: a DM, a bridge or encryption
+    refuses it, and an exclusion from the index (common for it) hides none of these."""
+    excluded = replace(COMMAND_ROOM, **change)
+    assert serves(excluded, direct).reason is reason
+    assert verdict(excluded, direct).reason in (Refusal.NOT_JOINED, Refusal.EXCLUDED)
+
+
+def test_serves_commands_accepts_an_excluded_room() -> None:
+    """Excluded from the index, the room may still be the command room."""
+    assert verdict(COMMAND_ROOM).reason is Refusal.EXCLUDED
+    assert serves(COMMAND_ROOM).eligible
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "named"),
+    [
+        ({"join_rule": "public"}, CommandRoomRefusal.PUBLIC, "join rule public"),
+        ({"join_rule": "restricted"}, CommandRoomRefusal.PUBLIC, "join rule restricted"),
+        (
+            {"join_rule": "knock_restricted"},
+            CommandRoomRefusal.PUBLIC,
+            "join rule knock_restricted",
+        ),
+        ({"join_rule": "some.future.rule"}, CommandRoomRefusal.PUBLIC, "some.future.rule"),
+        (
+            {"history_visibility": "world_readable"},
+            CommandRoomRefusal.WORLD_READABLE,
+            "world_readable",
+        ),
+        (
+            {"history_visibility": "shared"},
+            CommandRoomRefusal.SHARED_HISTORY,
+            "history visibility shared",
+        ),
+        (
+            {"history_visibility": None},
+            CommandRoomRefusal.SHARED_HISTORY,
+            "shared (no history visibility",
+        ),
+        (
+            {"members": (*COMMAND_ROOM.members, "@eve:example.org")},
+            CommandRoomRefusal.OUTSIDER,
+            "member @eve:example.org",
+        ),
+        (
+            {"invited": ("@eve:example.org",)},
+            CommandRoomRefusal.OUTSIDER,
+            "invited user @eve:example.org",
+        ),
+        (
+            {"members": (*COMMAND_ROOM.members, "@persona-ada:example.org.evil.test")},
+            CommandRoomRefusal.OUTSIDER,
+            "@persona-ada:example.org.evil.test",
+        ),
+        (
+            {"members": (*COMMAND_ROOM.members, "@persona-ada:exampleXorg")},
+            CommandRoomRefusal.OUTSIDER,
+            "@persona-ada:exampleXorg",
+        ),
+    ],
+    ids=[
+        "public",
+        "restricted",
+        "knock_restricted",
+        "unknown_rule",
+        "world_readable",
+        "shared_history",
+        "no_history_visibility",
+        "outsider_member",
+        "outsider_invited",
+        "unanchored_suffix",
+        "unescaped_dot",
+    ],
+)
+def test_serves_commands_refuses_a_room_others_can_read(
+    change: dict[str, object], reason: CommandRoomRefusal, named: str
+) -> None:
+    """Regression: whoever can read the command room reads every room's results, so a room
+    anyone may join or read, whose `shared` history a later member reads back (issue 37 item
+    1), or with a member who is not an allowed asker or the bot, is refused, and the verdict
+    names the cause."""
+    refused = serves(replace(COMMAND_ROOM, **change))
+    assert refused.reason is reason
+    assert named in refused.detail
+
+
+@pytest.mark.parametrize("join_rule", [None, "invite", "knock", "private"])
+def test_serves_commands_accepts_invite_only_rooms_of_askers_and_the_bot(
+    join_rule: str | None,
+) -> None:
+    """A knock is a request until a member invites; the knocker reads nothing before."""
+    invited = ("@persona-bo:example.org",)
+    assert serves(replace(COMMAND_ROOM, join_rule=join_rule, invited=invited)).eligible
+
+
+@pytest.mark.parametrize(
+    ("user_id", "allowed"),
+    [
+        ("@persona-ada:example.org", True),
+        ("@persona-ada:exampleXorg", False),  # the `.` is escaped
+        ("@persona-ada:example.org.evil.test", False),  # matched whole
+        ("@eve-persona-ada:example.org", False),
+    ],
+)
+def test_asker_allowed_matches_the_whole_user_id(user_id: str, allowed: bool) -> None:
+    assert POLICY.asker_allowed(user_id) is allowed
+
+
+def test_example_configs_escape_the_allow_list() -> None:
+    """Regression: the shipped examples said `@persona-.*:example.org`, whose `.` matches any
+    character; every example the operator copies escapes it."""
+    root = Path(__file__).resolve().parents[2]
+    for name in ("config.example.yaml", "deploy/config.compose.yaml"):
+        askers = yaml.safe_load((root / name).read_text())["bot"]["command_room_askers"]
+        policy = CommandRoomPolicy.of(askers, BOT)
+        assert policy.asker_allowed("@persona-ada:example.org"), name
+        assert not policy.asker_allowed("@persona-ada:exampleXorg"), name
