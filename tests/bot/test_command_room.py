@@ -11,35 +11,28 @@ import yaml
 
 from bot.chat.command_room import CommandRoomPolicy, CommandRoomRefusal, CommandRoomVerdict
 from ingest.config import ScopeConfig
-from ingest.rules.scope import RoomScope, decide
+from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomState, Verdict
 
 SERVER = "example.org"
-SCOPE = ScopeConfig()  # the defaults: #users, #members, #patrons; discord puppets
-ROOM = RoomState(
-    room_id="!general:example.org",
-    canonical_alias="#general:example.org",
-    members=("@alice:example.org", "@bob:example.org"),
-)
-NO_DMS: frozenset[str] = frozenset()
-
-
-def verdict(state: RoomState, direct: frozenset[str] = NO_DMS) -> Verdict:
-    return decide(state, direct_rooms=direct, scope=SCOPE, server_name=SERVER)
-
-
+SCOPE_RULES = RoomScope.from_config(ScopeConfig(), SERVER)  # the defaults: #members excluded
 ASKERS = (r"@persona-.*:example\.org",)  # the example allow-list, escaped
 BOT = "@muninn:example.org"
-SCOPE_RULES = RoomScope.from_config(SCOPE, SERVER)
 POLICY = CommandRoomPolicy.of(ASKERS, BOT)
+NO_DMS: frozenset[str] = frozenset()
 # Excluded from the index (common for it), invite-only, only a Persona and the bot in it.
-COMMAND_ROOM = replace(
-    ROOM,
+COMMAND_ROOM = RoomState(
+    room_id="!general:example.org",
     canonical_alias="#members:example.org",
     join_rule="invite",
     history_visibility="joined",
     members=("@persona-ada:example.org", BOT),
 )
+
+
+def verdict(state: RoomState, direct: frozenset[str] = NO_DMS) -> Verdict:
+    """The room's scope verdict (rules 1–5), exclusions included."""
+    return SCOPE_RULES.decide(state, direct)
 
 
 def serves(state: RoomState, direct: frozenset[str] = NO_DMS) -> CommandRoomVerdict:
@@ -51,7 +44,7 @@ def serves(state: RoomState, direct: frozenset[str] = NO_DMS) -> CommandRoomVerd
     [
         ({"joined": False}, NO_DMS, Refusal.NOT_JOINED),
         ({"direct_flag": True}, NO_DMS, Refusal.DM),
-        ({}, frozenset({ROOM.room_id}), Refusal.DM),
+        ({}, frozenset({COMMAND_ROOM.room_id}), Refusal.DM),
         ({"bridge_state_keys": ("irc/#p",)}, NO_DMS, Refusal.BRIDGED),
         ({"members": (*COMMAND_ROOM.members, "@discord_7:example.org")}, NO_DMS, Refusal.BRIDGED),
         ({"encrypted": True}, NO_DMS, Refusal.ENCRYPTED),

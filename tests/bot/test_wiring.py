@@ -25,28 +25,30 @@ BOT_DIR = Path(__file__).resolve().parents[2] / "bot"
 WIRED = {"Writer", "Searcher", "PurgeLog"}
 
 
-def _event(n: int, body: str) -> dict[str, Any]:
+def _event(ts: int, etype: str, content: dict[str, Any], **more: str) -> dict[str, Any]:
     return {
-        "type": "m.room.message",
+        "type": etype,
         "sender": "@ada:x",
-        "event_id": f"$m{n}",
+        "event_id": f"$e{ts}",
         "room_id": ROOM,
-        "origin_server_ts": 1_000 * n,
-        "content": {"msgtype": "m.text", "body": body},
+        "origin_server_ts": ts,
+        "content": content,
+        **more,
     }
 
 
 def _export(tmp: Path) -> Path:
     """A room of three messages, one far apart in time from the two others (a purge's range)."""
-    events: list[dict[str, Any]] = [
-        {"type": "m.room.create", "state_key": "", "sender": "@ada:x", "event_id": "$c",
-         "room_id": ROOM, "origin_server_ts": 1, "content": {"room_version": "12"}},
-        {"type": "m.room.member", "state_key": "@ada:x", "sender": "@ada:x", "event_id": "$j",
-         "room_id": ROOM, "origin_server_ts": 2, "content": {"membership": "join"}},
-    ]  # fmt: skip
-    events.append(_event(10, "the kiwi harvest starts on monday"))
-    events.append(_event(11, "bring crates for the kiwi harvest"))
-    events.append(_event(50_000, "the kiwi orchard is sold, a secret until friday"))
+    said = [
+        (10_000, "the kiwi harvest starts on monday"),
+        (11_000, "bring crates for the kiwi harvest"),
+        (50_000_000, "the kiwi orchard is sold, a secret until friday"),
+    ]
+    events = [
+        _event(1, "m.room.create", {"room_version": "12"}, state_key=""),
+        _event(2, "m.room.member", {"membership": "join"}, state_key="@ada:x"),
+        *(_event(ts, "m.room.message", {"msgtype": "m.text", "body": t}) for ts, t in said),
+    ]
     path = tmp / "archive.jsonl"
     path.write_text("\n".join(json.dumps(e) for e in events) + "\n")
     return path
