@@ -10,7 +10,7 @@ revalidation against the homeserver (`revalidate`) and the records a reply cites
 
 from ingest.search.filters import NO_FILTER, MessageFilter
 from ingest.search.hits import CitedMessage, Hit, SearchResult
-from ingest.search.logs.roomlogs import RoomLogs
+from ingest.search.logs.request import RoomLogs
 from ingest.search.query import SearchQuery
 from ingest.search.searcher import Searcher
 
