@@ -10,8 +10,9 @@ Ubuntu IRC logs when `--data` is given (real lengths and vocabulary), else from 
 synthetic generator. The pinboard log mixes 1 marker in 20 events (pins, re-pins, unpins).
 
 `--stall` (issue 11, item 4) builds a room log of `--events` messages of about `--chars`
-characters each, bounds it as the bot's read does (`bot.chat.recent.within_text`), and runs the
-transcript fold the way the bot does (in a thread) while a 1 ms ticker runs on the loop. It
+characters each, bounds it as the bot's read does (`ingest.search.logs.recent.within_text`),
+and runs the transcript fold the way the bot does (in a thread) while a 1 ms ticker runs on the
+loop. It
 prints the events folded, the fold's wall time (the first fold, uncached scrub) and the longest
 gap between two ticks: how long appservice transactions, `/healthz` and other rooms would have
 waited. `--on-loop` folds the whole unbounded log on the loop instead, as before the fix.
@@ -31,16 +32,15 @@ from typing import Any
 
 from bench import arguments, emit
 from bench.irc import irc_events
-from bot.chat import pinboard, transcript
+from bot.chat import pinboard
 from bot.chat.commands.patterns import compile_pattern
-from bot.chat.commands.records import SearchCommand
-from bot.chat.lookup import RoomView
 from bot.chat.pinboard import Marker, MarkerKind
-from bot.chat.recent import within_text
-from bot.chat.roomlog import RoomLog
-from bot.chat.visibility import ANYONE
 from ingest.matrix import ClientEvent
-from ingest.search.logs.roomlogs import RoomLogs, log_finds
+from ingest.search.logs import transcript
+from ingest.search.logs.recent import within_text
+from ingest.search.logs.request import LogQuery, RoomLogs, RoomView
+from ingest.search.logs.roomlog import RoomLog
+from ingest.search.logs.roomlogs import log_finds
 from ingest.types import RoomID
 
 
@@ -154,9 +154,8 @@ def _log(events: int, chars: int) -> list[ClientEvent]:
 
 async def _measure(raw: list[ClientEvent], on_loop: bool) -> tuple[int, float, float]:
     kept, cut = (raw, False) if on_loop else within_text(raw)
-    view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None, ANYONE)
-    command = SearchCommand(("kernel upgrade",), None, None, None, None, (), 5)
-    logs = RoomLogs(command, [view], "@bot:x", "!")
+    view = RoomView(RoomLog(RoomID("!r"), kept, len(raw), cut), None)
+    logs = RoomLogs(LogQuery(("kernel upgrade",), limit=5), [view], "@bot:x", "!")
     gaps: list[float] = []
     done = asyncio.Event()
 
@@ -172,9 +171,9 @@ async def _measure(raw: list[ClientEvent], on_loop: bool) -> tuple[int, float, f
     await asyncio.sleep(0.01)
     started = time.perf_counter()
     if on_loop:
-        log_finds(logs, [], {}, 15)
+        log_finds(logs, [], [], 15)
     else:
-        await asyncio.to_thread(log_finds, logs, [], {}, 15)
+        await asyncio.to_thread(log_finds, logs, [], [], 15)
     took = time.perf_counter() - started
     done.set()
     await ticker

@@ -41,14 +41,12 @@ from bot.chat.commands.records import (
     UsageError,
 )
 from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming, incoming
-from bot.chat.lookup import tombstones
 from bot.chat.metrics import ChatMetrics
 from bot.chat.pins import BoardReader, PinActions
 from bot.chat.ports import HomeserverParts
 from bot.chat.reads import RoomReads, RoomRefused
-from bot.chat.recent import RecentEvents
 from bot.chat.replying import Replier, answer_small
-from bot.chat.searching import SearchActions
+from bot.chat.searching import SearchActions, tombstones
 from bot.chat.visibility import Audiences
 from bot.config import ServiceConfig
 from bot.errors import CommandError
@@ -56,6 +54,7 @@ from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden
 from ingest.matrix import ClientEvent
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
+from ingest.search.logs.recent import RecentEvents
 from ingest.types import Refusal, RoomID
 
 __all__ = ["HOMESERVER_FAILED", "CommandHandler"]

@@ -9,49 +9,16 @@ capped (`MAX_PAGES` askers' searches, least recently used out first) and expires
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot.chat.commands.records import SearchCommand
+from ingest.search.logs.request import ShownIds
 
 __all__ = ["MAX_PAGES", "PAGE_TTL_MS", "Page", "Pages", "ShownIds"]
 
 MAX_PAGES = 1000
 PAGE_TTL_MS = 10 * 60_000
-
-
-def _digest(event_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "big")
-
-
-@dataclass(frozen=True)
-class ShownIds:
-    """The event ids earlier pages showed, as sorted 64-bit digests: 8 bytes an id, so 1,000
-    searches paged 200 hits deep hold tens of MB at worst, not hundreds. A collision can
-    only hide a hit, never show one."""
-
-    digests: array[int] = field(default_factory=lambda: array("Q"))
-
-    def __len__(self) -> int:
-        return len(self.digests)
-
-    def __contains__(self, event_id: object) -> bool:
-        if not isinstance(event_id, str):
-            return False
-        key = _digest(event_id)
-        i = bisect.bisect_left(self.digests, key)
-        return i < len(self.digests) and self.digests[i] == key
-
-    def isdisjoint(self, event_ids: Iterable[str]) -> bool:
-        return not any(e in self for e in event_ids)
-
-    def adding(self, event_ids: Iterable[str]) -> ShownIds:
-        merged = sorted({*self.digests, *(_digest(e) for e in event_ids)})
-        return ShownIds(array("Q", merged))
 
 
 Key = tuple[str, str, str | None]  # asker, room, thread root

@@ -29,7 +29,6 @@ from bot.chat.pinboard import (
 from bot.chat.reads import RoomReads
 from bot.chat.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.chat.replying import Replier
-from bot.chat.roomlog import RoomLog, TimelineItem, current_body
 from bot.chat.visibility import ANYONE, Audience
 from bot.errors import CommandError
 from ingest.index.records import Tombstone
@@ -38,6 +37,7 @@ from ingest.matrix.rooms import RoomCache, RoomInfo
 from ingest.rules.events import is_command, reply_target
 from ingest.rules.scrub import scrub
 from ingest.search.hits import purged
+from ingest.search.logs.roomlog import RoomLog, TimelineItem, current_body
 from ingest.search.permalink import cited_events, permalink
 from ingest.types import RoomID
 

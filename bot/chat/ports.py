@@ -1,12 +1,11 @@
 """What the command handler reads and writes of the homeserver, as the small parts it is given.
 
-`bot.chat.handlers.CommandHandler` takes these (with the searcher and the room verdicts) instead of
-the whole client: a room's log (`RoomLogSource`, read through `bot.chat.recent.RecentEvents`), the
-room states and events that say who reads a reply (`RoomStates`, `bot.chat.visibility`), the alias
-directory (`Aliases`, `in:#room`) and the one write, the reply (`Sender`). In `muninn run`
-every part is the one `bot.chat.sender.BotClient` (`HomeserverParts.of`); the fast tests give each
-its
-in-memory part (tests/bot/fastkit.py).
+`bot.chat.handlers.CommandHandler` takes these (with the searcher and the room verdicts) instead
+of the whole client: a room's log (`RoomLogSource`, read through
+`ingest.search.logs.recent.RecentEvents`), the room states and events that say who reads a reply
+(`RoomStates`, `bot.chat.visibility`), the alias directory (`Aliases`, `in:#room`) and the one
+write, the reply (`Sender`). In `muninn run` every part is the one `bot.chat.sender.BotClient`
+(`HomeserverParts.of`); the fast tests give each its in-memory part (tests/bot/fastkit.py).
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.chat.recent import RoomLogSource
 from bot.chat.replies.budget import ReplyContent
 from ingest.matrix import ClientEvent
+from ingest.search.logs.recent import RoomLogSource
 from ingest.types import EventID, RoomAlias, RoomID
 
 __all__ = ["Aliases", "Homeserver", "HomeserverParts", "RoomLogSource", "RoomStates", "Sender"]

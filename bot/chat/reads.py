@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import logging
 
-from bot.chat.lookup import RoomView
 from bot.chat.ports import Aliases, RoomLogSource
-from bot.chat.recent import RecentEvents
-from bot.chat.roomlog import RoomLog
-from bot.chat.visibility import ANYONE
 from bot.errors import CommandError
 from ingest.errors import MatrixError
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import puppet_in_events
+from ingest.search.logs.recent import RecentEvents
+from ingest.search.logs.request import RoomView
+from ingest.search.logs.roomlog import RoomLog
 from ingest.types import RoomID
 
 __all__ = ["RoomReads", "RoomRefused"]
@@ -81,4 +80,4 @@ class RoomReads:
         """Another room's transcript, for `in:` in the command room (no visibility cut)."""
         info = await self._rooms.get(room_id)
         alias = info.state.canonical_alias if info.state else None
-        return RoomView(await self.read_log(room_id), alias, ANYONE)
+        return RoomView(await self.read_log(room_id), alias)

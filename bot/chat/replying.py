@@ -21,11 +21,11 @@ from bot.chat.outbox import Outbox, Pending
 from bot.chat.ports import RoomStates, Sender
 from bot.chat.reads import RoomReads
 from bot.chat.replies import ReplyContent, text_reply
-from bot.chat.roomlog import RoomLog
 from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
 from ingest.rules.scrub import scrub
+from ingest.search.logs.roomlog import RoomLog
 from ingest.types import RoomID
 
 __all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]

@@ -1,31 +1,45 @@
-"""`!search` and `!more`: read the room's log, look up (`bot.chat.lookup.fused_search`), reply.
+"""`!search` and `!more`: read the room's log, look up (`fused_search`), reply.
 
 The search's own order: the writer's marks before the logs are read (they reach back to them),
-the audience after the room's log (its read drops a stale one), the re-check just before the
-send (`Replier.audience_holds`). A next page is kept per asker, room and thread (`Pages`).
+the audience after the room's log (its read drops a stale one: `read_room`), the re-check just
+before the send (`Replier.audience_holds`). A next page is kept per asker, room and thread
+(`Pages`). `fused_search` turns a parsed `!search` into the read path's request
+(`Searcher.search`): the index's query, and the rooms' logs the command read as
+`ingest.search.logs.request.RoomLogs`, each with who reads the reply there (`Audience`); the
+fold, the fusion, the cut and the revalidation of what is shown are the read path's.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
-from bot.chat.commands.patterns import compile_off_loop
+import regex
+
+from bot.chat.commands.patterns import compile_off_loop, refused_timeouts
 from bot.chat.commands.records import SearchCommand
 from bot.chat.incoming import Incoming
-from bot.chat.lookup import RoomView, fused_search, read_room
 from bot.chat.metrics import ChatMetrics
 from bot.chat.paging import Page, Pages, ShownIds
 from bot.chat.reads import RoomReads
 from bot.chat.replies import SearchView, search_reply
 from bot.chat.replying import Replier, answer_small
-from bot.chat.visibility import Audience
+from bot.chat.visibility import ANYONE, Audience
 from bot.errors import CommandError
+from ingest.errors import StoreError
+from ingest.index.records import Tombstone
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
+from ingest.search.hits import SearchResult
+from ingest.search.logs.request import LogQuery, RoomLogs, RoomView, read_room
+from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.types import RoomID
 
-__all__ = ["SearchActions"]
+__all__ = ["SearchActions", "fused_search", "tombstones"]
+
+log = logging.getLogger("muninn.lookup")
 
 
 @dataclass(eq=False)
@@ -85,24 +99,22 @@ class SearchActions:
                 "A /regex/ searches a room's latest messages, not the index: name the room "
                 "with in:#room (up to 8)."
             )
+        cut: Audience | None = None  # who reads the reply here; the command room: no cut
         if in_command_room:
             rooms: list[RoomID] | None = await self.reads.resolve_rooms(command.rooms) or None
             views = [await self.reads.view(r) for r in rooms or ()]
-            cuts: dict[str, Audience] = {}
         else:
             info = await self.rooms.get(msg.room_id)
             cut = await read.audience()
             rooms = [msg.room_id]
             alias = info.state.canonical_alias if info.state else None
             views = [RoomView(own_log, alias, cut)]
-            cuts = {msg.room_id: cut}
         started = time.monotonic()
         result = await fused_search(
             self.searcher,
             command,
             rooms=rooms,
             views=views,
-            audiences=cuts,
             bot_user_id=self.bot_user_id,
             prefix=self.prefix,
             pattern=matcher,
@@ -139,7 +151,7 @@ class SearchActions:
             first=(page.depth if page else 0) + 1,
             server_name=self.server_name,
         )
-        if await replier.audience_holds(msg, cuts.get(msg.room_id)):
+        if await replier.audience_holds(msg, cut):
             await replier.send(msg, search_reply(msg.reply_to, view))
 
     async def _mention_names(
@@ -161,3 +173,98 @@ class SearchActions:
 def _page_key(msg: Incoming) -> tuple[str, str, str | None]:
     """Whose `!more` continues which search: the asker's, in this room, in this thread."""
     return (msg.sender, msg.room_id, msg.reply_to.thread_root)
+
+
+def _query(
+    command: SearchCommand,
+    rooms: Sequence[RoomID] | None,
+    audience: Audience,
+    names: Mapping[str, tuple[str, ...]],
+    depth: int,
+) -> SearchQuery | None:
+    """The index's query of a `!search`; None when it has none (a /regex/ is the logs')."""
+    if command.regex is not None or not command.texts:
+        return None
+    after = max((t for t in (command.after_ms, audience.after) if t is not None), default=None)
+    before = command.before_ms - 1 if command.before_ms is not None else None
+    return SearchQuery.build(
+        command.texts,
+        room_ids=rooms,
+        senders=(command.sender,) if command.sender else None,
+        after_ts=after,
+        before_ts=before,
+        limit=command.limit,
+        filter=command.filter.with_names(names),
+        offset=min(depth, MAX_OFFSET),  # a later page: a deeper pool (`Searcher._depth`)
+        close_only=True,  # a person reads it: close matches, or the nearest said to be
+    )
+
+
+async def fused_search(
+    searcher: Searcher,
+    command: SearchCommand,
+    *,
+    rooms: Sequence[RoomID] | None,
+    views: Sequence[RoomView],
+    bot_user_id: str,
+    prefix: str,
+    pattern: regex.Pattern[str] | None = None,
+    marks: Mapping[str, str] | None = None,
+    names: Mapping[str, tuple[str, ...]] | None = None,
+    shown: ShownIds | None = None,
+    depth: int = 0,
+) -> SearchResult:
+    """Index hits (filtered to `rooms`, None = every indexed room) fused with the transcripts.
+
+    `marks`: the writer's marks (`Searcher.marks`) taken before the views' logs were read:
+    the index hits of those rooms are then revalidated from the logs, no tail read of their
+    own. Each view holds the visibility cut of its room (the command room's: none, its askers
+    may read every room). `pattern` is the command's /regex/ already compiled
+    (`compile_pattern`); without it the fold compiles it.
+
+    `names`: user id → display names, for `mentions:` in text without `m.mentions`. A next
+    page (`!more`) gives the event ids earlier pages `shown` (no hit citing one is shown
+    again) and `depth`, how many hits they showed; `next_offset` is set when more remain.
+    """
+    cuts = {v.log.room_id: v.audience for v in views if isinstance(v.audience, Audience)}
+    single = cuts.get(rooms[0], ANYONE) if rooms is not None and len(rooms) == 1 else ANYONE
+    if pattern is None and command.regex is not None:
+        pattern = await compile_off_loop(command.regex)
+    asked = LogQuery(
+        command.texts,
+        command.sender,
+        command.after_ms,
+        command.before_ms,
+        command.limit,
+        command.sort,
+    )
+    logs = RoomLogs(
+        asked=asked,
+        views=views,
+        bot_user_id=bot_user_id,
+        prefix=prefix,
+        marks=marks or {},
+        filter=command.filter.with_names(names or {}),
+        shown=shown if shown is not None else ShownIds(),
+        depth=depth,
+        pattern=pattern,
+    )
+    query = _query(command, rooms, single, names or {}, depth)
+    with refused_timeouts():  # refused as the bot refuses a /regex/: its text is posted
+        return await searcher.search(query, room_logs=logs)
+
+
+async def tombstones(searcher: Searcher) -> list[Tombstone]:
+    """Every recorded purge, for a reply that quotes the room log (`RoomLog.without_purged`).
+
+    Raises:
+        CommandError: they cannot be read (the purge file unreadable, or the store down and no
+            file): the reply must then show no log text at all, never text a purge may cover.
+    """
+    try:
+        return await searcher.tombstones()
+    except StoreError as e:
+        log.warning("purges cannot be read, no log text is shown: %s", e)
+        raise CommandError(
+            f"the purge records cannot be read ({e}): recent messages are not shown"
+        ) from e

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -129,6 +129,11 @@ class Audience:
             if period.start <= ts and (end is None or ts <= end)
         ]
         return bool(in_force) and all(self._allows(v, ts) for v in in_force)
+
+    def seen(self, stamps: Iterable[int]) -> frozenset[int]:
+        """Those of `stamps` every reader may see (`sees`): the read path asks once a room for
+        every stamp it judges there (`ingest.search.logs.request.Visibility`)."""
+        return frozenset(ts for ts in stamps if self.sees(ts))
 
     @property
     def after(self) -> int | None:

@@ -1,11 +1,10 @@
 """`context`: the conversation around one message, as a reply would quote it now (pure).
 
-The homeserver's `/context` read is the input; what comes out holds only what every other
-answer may show (docs/ARCHITECTURE.md §3 rule 29): messages the writer would index (no notice,
-command, ciphertext, media or Muninn's own), by their current text (the author's latest valid
-edit, the homeserver's bundled one: `bot.chat.roomlog.current_body`), scrubbed, never a redacted
-one
-or one a purge covers. A message whose current text cannot be told is left out, never shown
+The homeserver's `/context` read is the input; what comes out holds only what every other answer
+may show (docs/ARCHITECTURE.md §3 rule 29): messages the writer would index (no notice, command,
+ciphertext, media or Muninn's own), by their current text (the author's latest valid edit, the
+homeserver's bundled one: `ingest.search.logs.roomlog.current_body`), scrubbed, never a redacted
+one or one a purge covers. A message whose current text cannot be told is left out, never shown
 with words an edit took back.
 """
 
@@ -17,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from bot.chat.roomlog import current_body
 from ingest.errors import QueryError
 from ingest.index.records import Tombstone
 from ingest.matrix import ClientEvent
 from ingest.rules.events import normalize
 from ingest.search.hits import purged
+from ingest.search.logs.roomlog import current_body
 from ingest.search.permalink import MATRIX_TO, permalink
 from ingest.types import Message, RoomID
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from bot.chat.commands.records import PinsCommand
 from bot.chat.pins import BoardReader
-from bot.chat.recent import within_text
 from bot.chat.replies import PinsView, ReplyTo, pins_reply
-from bot.chat.roomlog import RoomLog
 from bot.chat.visibility import ANYONE
 from bot.config import ServiceConfig
 from bot.operations.common import (
@@ -19,6 +17,8 @@ from ingest.errors import QueryError, StoreUnavailable
 from ingest.index.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope, puppet_in_events
+from ingest.search.logs.recent import within_text
+from ingest.search.logs.roomlog import RoomLog
 from ingest.store import AsyncPurges, open_async
 
 

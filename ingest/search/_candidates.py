@@ -7,7 +7,7 @@ read path ranks, trims or confirms candidates; they get `SearchResult`s of confi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence, Set
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,10 @@ from ingest.search.permalink import permalink
 from ingest.search.tails import Tail
 from ingest.types import StoredPoint
 
-__all__ = ["Candidates"]
+__all__ = ["Candidates", "Confirm"]
+
+# Which of the hits may be shown now (`Searcher._confirm`), checked at once.
+Confirm = Callable[["Candidates", Sequence[Hit]], Awaitable[list[bool]]]
 
 
 @dataclass
@@ -67,6 +70,24 @@ class Candidates:
             if hit is not None:  # None: the filter kept none of its messages
                 out.append(hit)
         return out
+
+    async def confirmed(
+        self, confirm: Confirm, shown: Callable[[Set[str]], Sequence[Hit]]
+    ) -> tuple[set[str], set[str]]:
+        """The one confirm loop of the read path (rule 15): `shown(stale)`, the candidates a
+        page would show once the `stale` ones are passed over, are revalidated (`confirm`, at
+        once) until every one shown has passed; a stale one gives its place to the next.
+        Returns the point ids confirmed live and stale. Only what a page shows is checked:
+        revalidating every candidate up front cost three times the homeserver round trips."""
+        live: set[str] = set()
+        stale: set[str] = set()
+        while True:
+            checked = live | stale
+            unchecked = [h for h in shown(stale) if h.point_id not in checked]
+            if not unchecked:
+                return live, stale
+            for hit, ok in zip(unchecked, await confirm(self, unchecked), strict=True):
+                (live if ok else stale).add(hit.point_id)
 
     def by_recent(self) -> None:
         """`sort:recent`: the windows holding a message with the query's words, their newest

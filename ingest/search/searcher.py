@@ -11,8 +11,9 @@ Hits are revalidated before they are returned: a hit whose events were purged (a
 yet applied), redacted, or whose room left the reader's scope since indexing is dropped and
 counted in `dropped_stale`, never shown. `Searcher.search`
 is the one call for every caller: given the room logs a command has read
-(`ingest.search.logs.roomlogs`), it also fuses their transcript matches with the index's candidates
-and cuts every hit to what the room's readers may see."""
+(`ingest.search.logs.request.RoomLogs`), it also fuses their transcript matches with the index's
+candidates and cuts every hit to what the room's readers may see
+(`ingest.search.logs.roomlogs`). Every page is revalidated by one loop (`Candidates.confirmed`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from ingest.search.hits import (
     window_of,
     window_purged,
 )
-from ingest.search.logs.roomlogs import RoomLogs, Visibility, fused_page, log_finds
+from ingest.search.logs.request import RoomLogs
+from ingest.search.logs.roomlogs import Cut, Found, fused_page, log_finds
 from ingest.search.matches import Nearest, expand, newest_first
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
@@ -134,53 +136,41 @@ class Searcher:
         return self._collection
 
     async def search(
-        self,
-        query: SearchQuery | None,
-        logs: Mapping[str, LogRead] | None = None,
-        *,
-        room_logs: RoomLogs | None = None,
-        audiences: Mapping[str, Visibility] | None = None,
+        self, query: SearchQuery | None, room_logs: RoomLogs | None = None
     ) -> SearchResult:
         """The one read path: the first `query.limit` candidates that pass revalidation, best
-        first (`logs`: as for `_rank`).
+        first.
 
         With `room_logs` (the bot's `!search`): the index's candidates fused with the
         transcript matches of the logs the command read (`ingest.search.logs.roomlogs`), every
-        message
-        cut to what `audiences` (room → who reads the reply there; a room absent: no cut) may see,
-        and a page of `room_logs.asked.limit` hits after the `depth` earlier pages showed.
-        `query` None: the logs alone (a /regex/, or no text for the index).
+        message cut to what each room's readers may see (`RoomView.audience`; a room with no
+        view: no cut), and a page of `room_logs.asked.limit` hits after the `depth` earlier
+        pages showed. `query` None: the logs alone (a /regex/, or no text for the index).
         """
         if room_logs is not None:
-            return await self._fused(query, room_logs, audiences or {})
+            return await self._fused(query, room_logs)
         if query is None:
             raise ValueError("a search of the index alone needs a query")
-        pool = await self._rank(query, logs)
+        pool = await self._rank(query)
         if query.sort == "recent":
             pool.by_recent()
+        wanted = query.offset + query.limit
+        # The first `wanted` candidates confirmed: a stale one's place goes to the next, all
+        # missing ones checked at once (their round trips overlapping).
+        live, stale = await pool.confirmed(
+            self._confirm, lambda stale: pool.first(wanted, skip=stale)
+        )
         result = SearchResult(
+            hits=pool.first(wanted, skip=stale),
             warnings=pool.warnings,
             retrievers=pool.retrievers,
+            dropped_stale=len(stale),
             below_floor=pool.below_floor,
             nothing_close=pool.nothing_close,
         )
-        checked: set[str] = set()
-        wanted = query.offset + query.limit
-        while len(result.hits) < wanted:
-            # As many at once as hits are missing: the candidates a one-by-one walk would
-            # check (each is reached even if all before it pass), their round trips overlapping.
-            batch = pool.first(wanted - len(result.hits), skip=checked)
-            if not batch:
-                break
-            checked.update(h.point_id for h in batch)
-            for hit, ok in zip(batch, await self._confirm(pool, batch), strict=True):
-                if ok:
-                    result.hits.append(hit)
-                else:
-                    result.dropped_stale += 1
         # A candidate left unchecked is a next page (checked when it is asked for: a page
         # that then finds it stale says it is the last).
-        more = len(result.hits) == wanted and bool(pool.first(1, skip=checked))
+        more = len(result.hits) == wanted and bool(pool.first(1, skip=live | stale))
         # A person's view quotes a window matched by meaning by its message nearest the
         # question (embedded now: a window sharing words quotes the one sharing most); an
         # agent's list keeps the window and its best message by words, at no embedding cost
@@ -195,9 +185,7 @@ class Searcher:
         result.sort = query.sort
         return result
 
-    async def _fused(
-        self, query: SearchQuery | None, room_logs: RoomLogs, audiences: Mapping[str, Visibility]
-    ) -> SearchResult:
+    async def _fused(self, query: SearchQuery | None, room_logs: RoomLogs) -> SearchResult:
         """`search` with the room logs: rank, fold the logs, fuse, confirm what is shown."""
         fetch = min(MAX_CANDIDATES, (room_logs.asked.limit + room_logs.depth) * 3)
         if room_logs.asked.sort == "recent":  # every match is ordered by time, not the best few
@@ -216,6 +204,9 @@ class Searcher:
                 log.warning("store unavailable, answering from the transcript: %s", e)
                 pool = Candidates(warnings=[f"the index is unavailable ({e}): transcript only"])
         stones = pool.stones if pool.ranked else []
+        found: list[Found] = []
+        cut = Cut({})  # no view: no room's readers to cut to
+        points = list(pool.points.values())  # the candidates: the rooms' cuts judge them too
         if room_logs.views and not pool.ranked:
             try:
                 stones = await self.tombstones()
@@ -224,12 +215,15 @@ class Searcher:
                 pool.warnings.append(
                     f"the purge records cannot be read ({e}): recent messages are not shown"
                 )
+                # Their rooms' readers still cut the index's hits.
+                cut = Cut.of(room_logs.views, [() for _ in room_logs.views], points)
                 room_logs = replace(room_logs, views=())
-        # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
-        # messages, run in a thread so appservice transactions and other rooms do not wait.
-        found = await asyncio.to_thread(log_finds, room_logs, stones, audiences, fetch)
+        if room_logs.views:
+            # The folds scrub and match up to `SCAN_TEXT` per room: seconds of CPU for large
+            # messages, run in a thread so appservice transactions and other rooms do not wait.
+            found, cut = await asyncio.to_thread(log_finds, room_logs, stones, points, fetch)
         return await fused_page(
-            pool, found, room_logs, audiences, self._confirm, self._choose, self.server_name, fetch
+            pool, found, cut, room_logs, self._confirm, self._choose, self.server_name, fetch
         )
 
     async def _choose(self, pool: Candidates, hits: Sequence[Hit]) -> list[Hit]:

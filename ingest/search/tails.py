@@ -67,7 +67,7 @@ class LogRead:
     without a gap, begun after it took the writer's `mark` of the room (`Searcher.marks`):
     the log then reaches back to the mark unless more was said since than it holds."""
 
-    events: Sequence[ClientEvent]  # as the homeserver sent them (`bot.chat.roomlog.RoomLog.raw`)
+    events: Sequence[ClientEvent]  # as the homeserver sent them (`roomlog.RoomLog.raw`)
     mark: str | None
 
     def tail(self) -> Tail | None:

@@ -31,11 +31,11 @@ from bot.chat.replies import (
     search_reply,
     text_reply,
 )
-from bot.chat.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from bot.service.appservice import AppserviceServer
 from bot.service.scheduler import RefreshScheduler
 from ingest.rules.events import typed_text
 from ingest.search.hits import Hit, SearchResult
+from ingest.search.logs.roomlog import RoomLog, ScanInfo, TimelineItem, current_body
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
 from tests.bot.test_http_api import raw_request
@@ -444,7 +444,7 @@ def _item(
         content["formatted_body"] = html
     if reply:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply}}
-    # The room log keeps what the sender typed, as `bot.chat.roomlog` builds its items.
+    # The room log keeps what the sender typed, as `ingest.search.logs.roomlog` builds its items.
     return TimelineItem(event_id, sender, 1, typed_text(body, content), None, content, redacted)
 
 
@@ -597,7 +597,7 @@ def test_current_body_of_a_reply_drops_its_fallback() -> None:
 def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
     """Regression: a read kept 2,048 events whatever their size (2,048 × 16 KB cost 6.4 s of
     scrubbing per command). It keeps the newest events within the text bound and says so."""
-    from bot.chat.recent import within_text
+    from ingest.search.logs.recent import within_text
 
     big = [_message(f"$m{i}", "@a:x", "lorem ipsum " * 1_400) for i in range(2048)]
     kept, cut = within_text(big, 100_000)  # each body kept to its first 2,000 characters
@@ -616,7 +616,7 @@ def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
     emptying the pinboard and what `!search` scans. Each text field is kept to its first
     `FIELD_SHARE` characters, cut at a word's end (a token across the cut is dropped whole,
     never shown in part); a short event is the same object."""
-    from bot.chat.recent import FIELD_SHARE, SCAN_TEXT, within_text
+    from ingest.search.logs.recent import FIELD_SHARE, SCAN_TEXT, within_text
 
     token = "ghp_" + "a1B2c3D4e5" * 4
     body = "word " * (FIELD_SHARE // 5 - 2) + "xx " + token + " tail " * 12_000
@@ -631,7 +631,7 @@ def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
 
 def test_recent_events_merge_applies_new_redactions() -> None:
     """Extending a room's cached events: a redaction among the new ones empties its target."""
-    from bot.chat.recent import _merge
+    from ingest.search.logs.recent import _merge
 
     cached = [
         {"event_id": "$b", "type": "m.room.message", "content": {"body": "secret plan"}},

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import pytest
 
-from bot.chat.recent import RecentEvents
 from bot.operations.search import result_text
+from ingest.search.logs.recent import RecentEvents
 from ingest.search.query import SearchQuery
 from ingest.store import PointFilter
 from ingest.types import RoomID

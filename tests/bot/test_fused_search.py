@@ -1,4 +1,4 @@
-"""`bot.chat.lookup.fused_search`: the bot revalidates exactly the index hits its reply shows.
+"""`bot.chat.searching.fused_search`: the bot revalidates exactly the index hits its reply shows.
 
 A real `Searcher` over the real embedded store (hand-made windows, lexical only, so the ranks
 are fixed by construction); the homeserver's answer is the `live_check` (a redacted message
@@ -12,14 +12,15 @@ from collections.abc import Sequence
 
 import pytest
 
+from bot.chat.commands.patterns import PatternTimeout
 from bot.chat.commands.records import SearchCommand
-from bot.chat.lookup import RoomView, fused_search
-from bot.chat.roomlog import RoomLog
-from bot.chat.transcript import PatternTimeout
+from bot.chat.searching import fused_search
 from bot.chat.visibility import ANYONE
 from bot.errors import CommandError
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
+from ingest.search.logs.request import RoomView
+from ingest.search.logs.roomlog import RoomLog
 from ingest.store import Store
 from ingest.types import Message, RoomID
 from tests.ingest.test_search_query import ROOM, SERVER, fill, point
@@ -55,7 +56,6 @@ async def ask(
         command,
         rooms=[RoomID(ROOM)],
         views=views,
-        audiences={},
         bot_user_id=BOT,
         prefix="!",
     )
@@ -162,7 +162,6 @@ async def test_fused_search_refuses_a_regex_that_runs_out_of_time(store: Store) 
             command,
             rooms=[RoomID(ROOM)],
             views=[view],
-            audiences={},
             bot_user_id=BOT,
             prefix="!",
         )

@@ -20,7 +20,7 @@ from bot.chat.pinboard import (
     select,
 )
 from bot.chat.pins import markers
-from bot.chat.roomlog import TimelineItem
+from ingest.search.logs.roomlog import TimelineItem
 from ingest.types import EventID, Message, RoomID, UserID
 
 ALICE = "@alice:example.org"

@@ -11,8 +11,8 @@ import pytest
 from bot.chat.html import MAX_MARKS, reply_line, safe_html, safe_plain
 from bot.chat.pinboard import Pin
 from bot.chat.replies import PinsView, ReplyTo, SearchView, pins_reply, search_reply, text_reply
-from bot.chat.roomlog import ScanInfo
 from ingest.search.hits import Hit, SearchResult
+from ingest.search.logs.roomlog import ScanInfo
 
 FAR_FUTURE_TS = 253_402_300_800_000  # 10000-01-01 00:00 UTC
 TS = 1_700_000_000_000

@@ -143,6 +143,6 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
 def test_reply_counts_say_1_event_not_1_events() -> None:
     """Regression (issue 25 item 13): "1 events" in the footer of a reply."""
     from bot.chat.replies import scan_sentence
-    from bot.chat.roomlog import ScanInfo
+    from ingest.search.logs.roomlog import ScanInfo
 
     assert scan_sentence(ScanInfo(1, 2048, None)) == "scanned the whole room (1 event)"

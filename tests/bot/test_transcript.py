@@ -11,11 +11,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.chat.commands.grammar import parse
-from bot.chat.commands.patterns import PatternError, compile_pattern
+from bot.chat.commands.patterns import (
+    PatternError,
+    PatternTimeout,
+    compile_pattern,
+    refused_timeouts,
+)
 from bot.chat.commands.records import SearchCommand
-from bot.chat.transcript import PatternTimeout, fold, fold_search, match_regex
 from bot.errors import CommandError
-from ingest.search.logs.transcript import DENSITY_MAX, Tier, fold_text, match_literal
+from ingest.search.logs.transcript import (
+    DENSITY_MAX,
+    Tier,
+    fold,
+    fold_search,
+    fold_text,
+    match_literal,
+    match_regex,
+)
 from ingest.types import EventID, Message, RoomID, UserID
 
 ROOM = RoomID("!room:example.org")
@@ -172,7 +184,7 @@ def test_fold_catastrophic_regex_is_stopped_within_the_budget() -> None:
     """`(a+)+$` against 5,000 a's and a b times out as a CommandError instead of hanging."""
     events = [msg(1, "a" * 5000 + "b"), msg(2, "a" * 5000 + "b")]
     started = time.monotonic()
-    with pytest.raises(PatternTimeout, match="too long") as caught:
+    with pytest.raises(PatternTimeout, match="too long") as caught, refused_timeouts():
         fold(events, pattern=compile_pattern(r"(a+)+$"), timeout_s=0.2)
     # Unbounded, the match would run for ages; 5 s leaves room for a loaded machine (the
     # budget's own speed is a benchmark's, not this test's).

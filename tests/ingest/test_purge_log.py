@@ -8,7 +8,7 @@ from typing import cast
 
 import pytest
 
-from bot.chat.lookup import tombstones
+from bot.chat.searching import tombstones
 from bot.demo.synapse import free_port
 from bot.errors import CommandError
 from ingest.config import IndexConfig, StoreConfig, parse_config

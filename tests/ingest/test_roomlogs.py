@@ -1,16 +1,16 @@
-"""`Searcher.search(query, room_logs=…, audiences=…)`: the one read path fuses the room logs a
-command read with the index and cuts both to the room's audience, with no bot part at all
+"""`Searcher.search(query, room_logs=…)`: the one read path fuses the room logs a command read
+with the index and cuts both to the room's audience, with no bot part at all
 (`ingest.search.logs.roomlogs`; docs/ARCHITECTURE.md §3 rule 14)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from ingest.index.records import Tombstone
 from ingest.matrix import JSONDict
 from ingest.search import Searcher
-from ingest.search.logs.roomlogs import RoomLogs
+from ingest.search.logs.request import RoomLogs
 from ingest.search.query import SearchQuery
 from ingest.store import Store
 from ingest.types import EventID, Message, RoomID, UserID
@@ -47,15 +47,19 @@ class Log:
         return [Message(EventID(e), self.room_id, user, ts, body) for e, ts, body in said]
 
 
+class Joined:
+    def sees(self, ts: int, /) -> bool:
+        return ts >= JOINED_AT
+
+    def seen(self, stamps: Iterable[int], /) -> frozenset[int]:
+        return frozenset(ts for ts in stamps if self.sees(ts))
+
+
 @dataclass(frozen=True)
 class View:
     log: Log
     alias: str | None = None
-
-
-class Joined:
-    def sees(self, ts: int, /) -> bool:
-        return ts >= JOINED_AT
+    audience: Joined = field(default_factory=Joined)
 
 
 async def test_search_cuts_index_and_log_hits_to_the_rooms_audience(store: Store) -> None:
@@ -70,7 +74,7 @@ async def test_search_cuts_index_and_log_hits_to_the_rooms_audience(store: Store
     logs = RoomLogs(Asked(), [View(Log())], "@muninn:example.org", "!")
     query = SearchQuery.build(["plan"], room_ids=[ROOM])
 
-    result = await searcher.search(query, room_logs=logs, audiences={ROOM: Joined()})
+    result = await searcher.search(query, room_logs=logs)
 
     shown = {h.best_event_id for h in result.hits}
     assert shown == {"$w1", "$new"}  # neither the window nor the message before the join

@@ -4,28 +4,34 @@ The `regex` module writes counted repeats out when it compiles: `!search /a{1000
 bytes) took ~250 MB that never came back, and a larger count raised MemoryError or got the
 process killed. `pattern_problem` refuses such a pattern without compiling it (the parser
 calls it, so a refusal is a usage error); `compile_pattern` compiles one that passes, after
-the rate limit and off the event loop (the handler's job).
+the rate limit and off the event loop (the handler's job). A compiled pattern that runs out of
+its time budget in the read path's fold (`FoldTimeout`) is refused too (`refused_timeouts`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+from collections.abc import Iterator
 
 import regex
 
 from bot.chat.html import quoted
 from bot.errors import CommandError
+from ingest.search.logs.transcript import FoldTimeout
 
 __all__ = [
     "MAX_PATTERN_BYTES",
     "MAX_PATTERN_SIZE",
     "MAX_REPEAT",
     "PatternError",
+    "PatternTimeout",
     "compile_off_loop",
     "compile_pattern",
     "pattern_problem",
     "pattern_size",
+    "refused_timeouts",
 ]
 
 MAX_PATTERN_BYTES = 1000  # as every search text (rule 22), without the `(?i)` of an i flag
@@ -36,6 +42,20 @@ MAX_PATTERN_SIZE = 10_000  # the pattern's length with every counted repeat writ
 
 class PatternError(CommandError):
     """A /regex/ that does not compile, or matches empty text; found when the search runs."""
+
+
+class PatternTimeout(CommandError):
+    """A /regex/ that ran out of its time budget: refused, so it cannot hang the bot."""
+
+
+@contextlib.contextmanager
+def refused_timeouts() -> Iterator[None]:
+    """A /regex/ out of its time budget inside (the fold's `FoldTimeout`, §3 rule 18) is
+    refused as `PatternTimeout`, a `CommandError` whose text is posted."""
+    try:
+        yield
+    except FoldTimeout as e:
+        raise PatternTimeout(str(e)) from e
 
 
 _BRACES = re.compile(r"\{([^{}]*)\}")

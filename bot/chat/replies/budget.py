@@ -11,8 +11,8 @@ from typing import Any, Final, NotRequired, TypedDict
 from mautrix.types import MessageType, RelationType
 
 from bot.chat.html import Mentions, escape, help_html, no_mentions, safe_html, safe_plain
-from bot.chat.roomlog import ScanInfo
 from ingest.rules.stamps import utc_minute
+from ingest.search.logs.roomlog import ScanInfo
 
 __all__ = [
     "EXCERPT_WIDTH",

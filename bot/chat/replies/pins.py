@@ -20,7 +20,7 @@ from bot.chat.replies.budget import (
     shorten,
     when,
 )
-from bot.chat.roomlog import ScanInfo
+from ingest.search.logs.roomlog import ScanInfo
 from ingest.types import UserID
 
 __all__ = ["PinsView", "pins_reply"]

@@ -23,9 +23,9 @@ from bot.chat.replies.budget import (
     when,
 )
 from bot.chat.replies.understood import understood
-from bot.chat.roomlog import ScanInfo
 from ingest.rules.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
+from ingest.search.logs.roomlog import ScanInfo
 from ingest.search.matches import Result, in_order
 from ingest.search.notices import for_chat
 from ingest.search.permalink import permalink

@@ -1,116 +1,72 @@
 """The room logs a command has just read, as the read path fuses them with the index.
 
-`Searcher.search(query, room_logs=…, audiences=…)` (`ingest.search`) answers `!search` and the
-command room: the index's candidates and the transcript matches of each room's log, fused by
-reciprocal rank, every message cut to what the room's readers may see (`Visibility`, the
-bot's `bot.chat.visibility.Audience`), and only the index hits the reply shows revalidated. This
-module holds that fusion's pure rules and its confirm-until-enough loop; the bot hands in its
-logs (`LogView`), its command (`Asked`, with its /regex/ compiled within the bot's bounds) and
-the rooms' audiences as values, so ingest never imports the bot. The transcript retriever is
-`ingest.search.logs.transcript`'s fold.
+`Searcher.search(query, room_logs=…)` (`ingest.search`) answers `!search` and the command room:
+the index's candidates and the transcript matches of each room's log, fused by reciprocal rank,
+every message cut to what the room's readers may see (`Cut`, each room's audience asked once:
+`ingest.search.logs.request.Visibility`), and only the index hits the reply shows revalidated
+(`Candidates.confirmed`). This module holds that fusion's pure rules; what the command hands in
+is `ingest.search.logs.request`'s, the transcript retriever `ingest.search.logs.transcript`'s fold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
-
-import regex
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, replace
 
 from ingest.index.records import Tombstone
-from ingest.matrix import ClientEvent
-from ingest.search._candidates import Candidates
-from ingest.search.filters import NO_FILTER, MessageFilter, Said, keep_messages
+from ingest.search._candidates import Candidates, Confirm
+from ingest.search.filters import Said, keep_messages
 from ingest.search.fusion import rrf
-from ingest.search.hits import CitedMessage, Hit, SearchResult, best_message
-from ingest.search.logs.transcript import TranscriptHit, TranscriptQuery, fold_search
+from ingest.search.hits import CitedMessage, Hit, SearchResult, best_message, window_of
+from ingest.search.logs.request import EVERYONE, LogQuery, RoomLogs, RoomView, ShownIds
+from ingest.search.logs.transcript import TranscriptHit, fold_search
 from ingest.search.matches import Result, expand, page_hits, settled, with_matched
 from ingest.search.permalink import permalink
 from ingest.search.query import MAX_OFFSET
-from ingest.types import Message, RoomID
+from ingest.types import Message, RoomID, StoredPoint
 
-__all__ = [
-    "Asked",
-    "LogView",
-    "RoomLogs",
-    "Shown",
-    "Visibility",
-    "fuse",
-    "log_finds",
-]
-
-
-class Visibility(Protocol):
-    """Who reads the reply in a room, as the search applies it (`bot.chat.visibility.Audience`)."""
-
-    def sees(self, ts: int, /) -> bool: ...
-
-
-class _Everyone:
-    def sees(self, ts: int, /) -> bool:
-        return True
-
-
-EVERYONE: Visibility = _Everyone()  # a room with no cut (the command room's askers)
-
-
-class Shown(Protocol):
-    """Event ids an earlier page showed (`bot.chat.paging.ShownIds`, or any set)."""
-
-    def isdisjoint(self, event_ids: Iterable[str], /) -> bool: ...
-
-
-class Asked(TranscriptQuery, Protocol):
-    """The command the search answers, as far as the cut, the fold and the page read it
-    (`bot.chat.commands.records.SearchCommand` fits)."""
-
-    @property
-    def sort(self) -> str: ...
-
-
-class ReadLog(Protocol):
-    """A room's latest raw events as a command read them (`bot.chat.roomlog.RoomLog`)."""
-
-    @property
-    def room_id(self) -> RoomID: ...
-    @property
-    def raw(self) -> Sequence[ClientEvent]: ...
-    def without_purged(self, stones: Sequence[Tombstone], /) -> ReadLog: ...
-    def messages(self, bot_user_id: str, prefix: str, /) -> Sequence[Message]: ...
-
-
-class LogView(Protocol):
-    """One room whose log the search folds (`bot.chat.lookup.RoomView`)."""
-
-    @property
-    def log(self) -> ReadLog: ...
-    @property
-    def alias(self) -> str | None: ...
+__all__ = ["Cut", "Found", "fuse", "fused_page", "listed", "log_finds"]
 
 
 @dataclass(frozen=True)
-class RoomLogs:
-    """What a command adds to the index's answer: the logs it read, and its page."""
+class Cut:
+    """Each room's stamps its readers may see, of those the read path judges there: its
+    log's messages and its candidate windows' (`Visibility.seen`, asked once a room)."""
 
-    asked: Asked
-    views: Sequence[LogView]
-    bot_user_id: str  # its messages and `prefix` commands are not conversation
-    prefix: str
-    marks: Mapping[str, str] = field(default_factory=dict)  # `Searcher.marks`, before the read
-    filter: MessageFilter = NO_FILTER
-    shown: Shown = frozenset()
-    depth: int = 0  # hits earlier pages showed
-    pattern: regex.Pattern[str] | None = (
-        None  # the /regex/, compiled (`bot.chat.commands.patterns`)
-    )
+    seen: Mapping[str, frozenset[int]]  # room -> the stamps seen; a room absent: no cut
+
+    @classmethod
+    def of(
+        cls,
+        views: Sequence[RoomView],
+        said: Sequence[Sequence[Message]],
+        points: Iterable[StoredPoint],
+    ) -> Cut:
+        stamps: dict[str, set[int]] = {v.log.room_id: set() for v in views}
+        for view, messages in zip(views, said, strict=True):
+            stamps[view.log.room_id].update(m.ts for m in messages)
+        for point in points:
+            window = window_of(point)
+            if (room := window["room_id"]) in stamps:
+                stamps[room].update(int(m["ts"]) for m in window.get("messages", []))
+        return cls(
+            {
+                v.log.room_id: v.audience.seen(stamps[v.log.room_id])
+                for v in views
+                if v.audience is not EVERYONE
+            }
+        )
+
+    def sees(self, room_id: str, ts: int) -> bool:
+        seen = self.seen.get(room_id)
+        return seen is None or ts in seen
 
 
-Found = tuple[LogView, TranscriptHit, str | None]  # the room, the match, its thread root
+Found = tuple[RoomView, TranscriptHit, str | None]  # the room, the match, its thread root
 
 
-def _passes(ts: int, sender: str, asked: Asked, audience: Visibility) -> bool:
-    if not audience.sees(ts):
+def _passes(ts: int, sender: str, asked: LogQuery, room_id: str, cut: Cut) -> bool:
+    if not cut.sees(room_id, ts):
         return False
     if asked.sender is not None and sender != asked.sender:
         return False
@@ -119,10 +75,10 @@ def _passes(ts: int, sender: str, asked: Asked, audience: Visibility) -> bool:
     return asked.before_ms is None or ts < asked.before_ms
 
 
-def _trim(hit: Hit, asked: Asked, audience: Visibility, server_name: str) -> Hit | None:
+def _trim(hit: Hit, asked: LogQuery, cut: Cut, server_name: str) -> Hit | None:
     """The hit with only the messages the room may see and the filters keep; None if none."""
     kept = tuple(
-        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), asked, audience)
+        m for m in hit.messages if _passes(int(m["ts"]), str(m["sender"]), asked, hit.room_id, cut)
     )
     if not kept:
         return None
@@ -168,29 +124,31 @@ def _log_hit(
 
 
 def log_finds(
-    logs: RoomLogs,
-    stones: Sequence[Tombstone],
-    audiences: Mapping[str, Visibility],
-    fetch: int,
-) -> list[Found]:
+    logs: RoomLogs, stones: Sequence[Tombstone], points: Iterable[StoredPoint], fetch: int
+) -> tuple[list[Found], Cut]:
     """Each room's transcript matches (`fold_search`; pure and CPU-bound: callers run it off
     the event loop; raises `FoldTimeout` when the /regex/ runs out of its budget):
     its messages a purge does not cover, that the room's readers may see and the command's
-    filters keep, judged by the index's own predicate (`keep_messages`)."""
+    filters keep, judged by the index's own predicate (`keep_messages`). And the cut of every
+    room with an audience (`Cut.of`), over its log's messages and the candidate `points`."""
+    said = [
+        v.log.without_purged(stones).messages(logs.bot_user_id, logs.prefix) for v in logs.views
+    ]
+    cut = Cut.of(logs.views, said, points)
     found: list[Found] = []
-    for view in logs.views:
-        audience = audiences.get(view.log.room_id, EVERYONE)
+    for view, everything in zip(logs.views, said, strict=True):
+        room = view.log.room_id
         messages = [
             m
-            for m in view.log.without_purged(stones).messages(logs.bot_user_id, logs.prefix)
-            if audience.sees(m.ts) and keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
+            for m in everything
+            if cut.sees(room, m.ts) and keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
         ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
         folded = fold_search(
             messages, logs.asked, bound=max(1, len(messages)), pattern=logs.pattern, limit=fetch
         )
         found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
-    return found
+    return found, cut
 
 
 def _as_payload(message: Message) -> Said:
@@ -202,17 +160,13 @@ def _as_payload(message: Message) -> Said:
 
 
 def fuse(
-    index: Sequence[Hit],
-    found: Sequence[Found],
-    asked: Asked,
-    audiences: Mapping[str, Visibility],
-    server_name: str,
+    index: Sequence[Hit], found: Sequence[Found], asked: LogQuery, cut: Cut, server_name: str
 ) -> tuple[dict[str, Hit], list[tuple[str, float]]]:
     """The index hits (trimmed to what the room may see) and transcript finds, by RRF."""
     hits: dict[str, Hit] = {}
     index_order: list[str] = []
     for hit in index:
-        trimmed = _trim(hit, asked, audiences.get(hit.room_id, EVERYONE), server_name)
+        trimmed = _trim(hit, asked, cut, server_name)
         if trimmed is not None:
             hits[trimmed.point_id] = trimmed
             index_order.append(trimmed.point_id)
@@ -229,11 +183,10 @@ def fuse(
     return hits, rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
 
 
-Confirm = Callable[[Candidates, Sequence[Hit]], Awaitable[list[bool]]]
 Choose = Callable[[Candidates, Sequence[Hit]], Awaitable[list[Hit]]]
 
 
-def listed(hits: Sequence[Hit], sort: str, shown: Shown) -> list[Result]:
+def listed(hits: Sequence[Hit], sort: str, shown: ShownIds | Set[str]) -> list[Result]:
     """The ranked hits as the messages a page lists (`ingest.search.matches.expand`), none an
     earlier page showed: a message matched by words once shown is passed over, a window matched
     by meaning once any of its messages was. `sort:recent` lists the messages holding the
@@ -251,8 +204,8 @@ def listed(hits: Sequence[Hit], sort: str, shown: Shown) -> list[Result]:
 async def fused_page(
     pool: Candidates,
     found: Sequence[Found],
+    cut: Cut,
     logs: RoomLogs,
-    audiences: Mapping[str, Visibility],
     confirm: Confirm,
     choose: Choose,
     server_name: str,
@@ -260,24 +213,26 @@ async def fused_page(
 ) -> SearchResult:
     """The page: `asked.limit` matching messages (`listed`) of the index's first `fetch`
     candidates fused unchecked with the transcript finds; only the windows of the messages the
-    page lists are revalidated (`confirm`), and a stale one gives its place to the next until
-    every one shown has passed. Revalidating all `fetch` up front cost three times the
-    homeserver round trips for hits the reply never shows. A window matched by meaning then
-    quotes its message nearest the question (`choose`)."""
+    page lists are revalidated (`Candidates.confirmed`), and a stale one gives its place to
+    the next until every one shown has passed. A window matched by meaning then quotes its
+    message nearest the question (`choose`)."""
     asked = logs.asked
-    live: set[str] = set()  # point ids confirmed
-    stale: set[str] = set()
-    while True:
+
+    def listing(stale: Set[str]) -> tuple[list[Hit], list[Result]]:
+        """The window of candidates, and every message a page would list of it."""
         window = pool.first(fetch, skip=stale)
-        hits, order = fuse(window, found, asked, audiences, server_name)
-        results = listed([replace(hits[k], score=v) for k, v in order], asked.sort, logs.shown)
-        top = results[: asked.limit]
-        top_keys = {hit.point_id for hit, _ in top}
-        unchecked = [h for h in window if h.point_id in top_keys and h.point_id not in live]
-        if not unchecked:
-            break
-        for hit, ok in zip(unchecked, await confirm(pool, unchecked), strict=True):
-            (live if ok else stale).add(hit.point_id)
+        hits, order = fuse(window, found, asked, cut, server_name)
+        ranked = [replace(hits[k], score=v) for k, v in order]
+        return window, listed(ranked, asked.sort, logs.shown)
+
+    def shown(stale: Set[str]) -> list[Hit]:
+        window, results = listing(stale)
+        top_keys = {hit.point_id for hit, _ in results[: asked.limit]}
+        return [h for h in window if h.point_id in top_keys]
+
+    _, stale = await pool.confirmed(confirm, shown)
+    _, results = listing(stale)
+    top = results[: asked.limit]
     meant = list({h.point_id: h for h, _ in top if not h.matched}.values())
     page = settled(top, await choose(pool, meant) if meant else [])
     if asked.sort == "recent":

@@ -9,7 +9,7 @@ lifts one across. Several texts (`a | b`) score by the best text: the texts are 
 the best tier keeps that guarantee, where fusing them by rank would let a Substring hit on two
 texts outrank an Exact hit on one. (Fusion with the index happens one level up, by RRF, in
 `ingest.search.logs.roomlogs`.) Pure: the bot compiles a user's /regex/ within its bounds
-(`bot.chat.commands.patterns`) and turns a timeout into its refusal (`bot.chat.transcript`).
+(`bot.chat.commands.patterns`) and turns a timeout into its refusal (`refused_timeouts` there).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The room log: one bounded read of a room's latest raw events, and what is read from it.
 
-`bot.chat.recent.RecentEvents` keeps each room's latest raw events between commands (derived state,
-never the record); `RoomLog` is one read of them (`reader.latest`), bounded by events and by
-`SCAN_TEXT`. The transcript fold, the pinboard fold and the "did the bot already answer?"
-check are all computed from a `RoomLog`, through `without_purged` once the purges are known.
+`ingest.search.logs.recent.RecentEvents` keeps each room's latest raw events between commands
+(derived state, never the record); `RoomLog` is one read of them (`reader.latest`), bounded by
+events and by `SCAN_TEXT`. The transcript fold, the pinboard fold and the "did the bot already
+answer?" check are all computed from a `RoomLog`, through `without_purged` once the purges are
+known.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import cast
 
 from mautrix.types import EventType, RelationType
 
-from bot.chat.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.index.records import Tombstone
 from ingest.matrix import ClientEvent, EventContent, Relation
 from ingest.rules.events import normalize, thread_root, typed_text
@@ -23,6 +23,7 @@ from ingest.rules.scrub import scrub
 from ingest.rules.stamps import event_ts
 from ingest.search.hits import purged
 from ingest.search.logs.memo import TextMemo
+from ingest.search.logs.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
