@@ -51,7 +51,7 @@ class RoomInfo:
     @property
     def speakers(self) -> dict[str, str]:
         """Every joined member → its display name ('' for none): whom a reply's sender name
-        must not be mistaken for (`bot.chat.names.sender_label`)."""
+        must not be mistaken for (`bot.chat.replies.names.sender_label`)."""
         if self.state is None:
             return {}
         return {**dict.fromkeys(self.state.members, ""), **dict(self.state.display_names)}

@@ -1,10 +1,10 @@
-"""bot.chat.names: a reply's sender name never passes for someone else (issue 37 item 8)."""
+"""bot.chat.replies.names: a reply's sender name never passes for someone else (issue 37 item 8)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.chat.names import sender_label
+from bot.chat.replies.names import sender_label
 from ingest.types import UserID
 
 ALICE, MALLORY, BOB = (UserID(f"@{n}:hs") for n in ("alice", "mallory", "bob"))

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.chat.html import escape, excerpt, safe_html, safe_plain
-from bot.chat.names import sender_label
 from bot.chat.pinboard import Pin
 from bot.chat.replies.budget import (
     NOTE_WIDTH,
@@ -20,6 +19,7 @@ from bot.chat.replies.budget import (
     shorten,
     when,
 )
+from bot.chat.replies.names import sender_label
 from ingest.search.logs.roomlog import ScanInfo
 from ingest.types import UserID
 

@@ -11,7 +11,6 @@ import regex
 
 from bot.chat.commands.records import SearchCommand
 from bot.chat.html import escape, excerpt, safe_html, safe_plain
-from bot.chat.names import sender_label
 from bot.chat.replies.budget import (
     EXCERPT_WIDTH,
     Part,
@@ -22,6 +21,7 @@ from bot.chat.replies.budget import (
     scan_sentence,
     when,
 )
+from bot.chat.replies.names import sender_label
 from bot.chat.replies.understood import understood
 from ingest.rules.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
