@@ -1,4 +1,4 @@
-"""bot.chat.replies.names: a reply's sender name never passes for someone else (issue 37 item 8)."""
+"""bot.chat.replies.names: a reply's sender name never passes for another (issue 37 item 8)."""
 
 from __future__ import annotations
 
