@@ -17,7 +17,7 @@ from bot.service.run import Service
 from ingest.matrix import Request
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
-from tests.botkit import ask, wait_membership, wait_reply
+from tests.botkit import ask, before_recheck, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
 from tests.transport import Recorder
 
@@ -117,7 +117,8 @@ def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list
             ran.append(True)
             await act()
 
-    monkeypatch.setattr(env.service.handler, "before_recheck", hook, raising=False)
+    replier = env.service.handler.replier
+    monkeypatch.setattr(replier, "audience_holds", before_recheck(replier, hook))
     return ran
 
 
