@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from bot.chat.handlers import CommandHandler
 from bot.chat.incoming import Received, received
@@ -36,38 +37,23 @@ _WAKE_TYPES = ("m.room.message", "m.room.redaction")
 OwnMembership = Callable[[RoomID, ClientEvent], Awaitable[None]]
 
 
+@dataclass(frozen=True)
 class Dispatcher:
     """`accept(events)` from the live stream; `run()` as one long-lived task."""
 
-    def __init__(
-        self,
-        queue: asyncio.Queue[Sequence[Received]],
-        *,
-        bot_user_id: str,
-        prefix: str,
-        rooms: RoomCache,
-        handler: CommandHandler,
-        commands: CommandPool,
-        wake: Callable[[RoomID], None],
-        own_membership: OwnMembership,
-    ) -> None:
-        """`wake`: the room's refresh is due (`RefreshScheduler.wake`); `own_membership`: a
-        membership event of the bot's own, after the room's cached state was dropped."""
-        self.queue = queue
-        self.bot_user_id = bot_user_id
-        self.prefix = prefix
-        self.rooms = rooms
-        self.handler = handler
-        self.commands = commands
-        self._wake = wake
-        self._own_membership = own_membership
+    queue: asyncio.Queue[Sequence[Received]]
+    rooms: RoomCache
+    handler: CommandHandler  # whose user and prefix say which events are commands
+    commands: CommandPool
+    wake: Callable[[RoomID], None]  # the room's refresh is due (`RefreshScheduler.wake`)
+    own_membership: OwnMembership  # the bot's own membership event, its room's state dropped
 
     def accept(self, events: Sequence[ClientEvent]) -> bool:
         """The sink of the live stream: False when the queue is full (the caller retries).
         Each event is read only once the queue has room: an offer refused is no receipt."""
         if self.queue.full():
             return False
-        self.queue.put_nowait(received(events, self.bot_user_id, self.prefix))
+        self.queue.put_nowait(received(events, self.handler.bot_user_id, self.handler.prefix))
         return True
 
     async def run(self) -> None:
@@ -97,13 +83,13 @@ class Dispatcher:
         if "state_key" in event:
             self.rooms.invalidate(room_id)
             self.handler.state_changed(room_id)
-            if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
-                await self._own_membership(RoomID(room_id), event)
+            if etype == "m.room.member" and event.get("state_key") == self.handler.bot_user_id:
+                await self.own_membership(RoomID(room_id), event)
             return False
-        ours = event.get("sender") == self.bot_user_id
+        ours = event.get("sender") == self.handler.bot_user_id
         wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
         if wakes and (await self.rooms.get(room_id)).verdict.eligible:
-            self._wake(RoomID(room_id))
+            self.wake(RoomID(room_id))
         return True
 
     def _indexes_nothing(self, event: ClientEvent) -> bool:
@@ -112,7 +98,6 @@ class Dispatcher:
         sender = event.get("sender")
         if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):
             return False
-        item = normalize(
-            event, own_user_ids=frozenset({self.bot_user_id}), command_prefix=self.prefix
-        )
+        own, prefix = frozenset({self.handler.bot_user_id}), self.handler.prefix
+        item = normalize(event, own_user_ids=own, command_prefix=prefix)
         return isinstance(item, Skip) and item.reason is SkipReason.COMMAND

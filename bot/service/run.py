@@ -152,8 +152,6 @@ class Service:
         )
         self._dispatcher = Dispatcher(
             self.queue,
-            bot_user_id=bot_user_id,
-            prefix=cfg.bot.prefix,
             rooms=self.rooms,
             handler=self.handler,
             commands=self.commands,

@@ -23,7 +23,7 @@ from bot.service.dispatch import Dispatcher
 from bot.service.inflight import CommandPool
 from ingest.matrix import ClientEvent
 from ingest.types import RoomID
-from tests.bot.fastkit import BOT, SERVER, FastBot
+from tests.bot.fastkit import SERVER, FastBot
 
 ALICE = f"@alice:{SERVER}"
 HOLD = 0.3  # seconds the first command holds the only slot
@@ -42,8 +42,6 @@ async def dispatching(
     queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(queue_batches)
     dispatcher = Dispatcher(
         queue,
-        bot_user_id=BOT,
-        prefix=bot.cfg.bot.prefix,
         rooms=bot.verdicts,
         handler=bot.handler,
         commands=pool,
@@ -138,8 +136,6 @@ async def test_fast_dispatch_a_full_queue_reads_nothing(make_bot: MakeBot) -> No
     queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(1)
     dispatcher = Dispatcher(
         queue,
-        bot_user_id=BOT,
-        prefix="!",
         rooms=bot.verdicts,
         handler=bot.handler,
         commands=pool,

@@ -179,22 +179,9 @@ class Parsed:
     command: Command
 
 
-def parse(
-    body: str,
-    *,
-    prefix: str = "!",
-    now_ms: int,
-    in_command_room: bool,
-    server_name: str | None = None,
-) -> Command | None:
-    """Parse a message body into a command (`parse_command`, without its declaration)."""
-    parsed = parse_command(
-        body,
-        prefix=prefix,
-        now_ms=now_ms,
-        in_command_room=in_command_room,
-        server_name=server_name,
-    )
+def parse(body: str, **options: Any) -> Command | None:
+    """The command alone, as `parse_command` reads it (the same keyword arguments)."""
+    parsed = parse_command(body, **options)
     return None if parsed is None else parsed.command
 
 
