@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from bot.chat.handlers import CommandHandler
 from bot.chat.incoming import Received, received
 from bot.service.inflight import CommandPool, Countdown
+from bot.service.scheduler import RefreshScheduler
 from ingest.errors import ConfigError, MatrixError
 from ingest.matrix import ClientEvent
 from ingest.matrix.rooms import RoomCache
@@ -45,7 +46,7 @@ class Dispatcher:
     rooms: RoomCache
     handler: CommandHandler  # whose user and prefix say which events are commands
     commands: CommandPool
-    wake: Callable[[RoomID], None]  # the room's refresh is due (`RefreshScheduler.wake`)
+    scheduler: RefreshScheduler  # woken when a room's refresh is due
     own_membership: OwnMembership  # the bot's own membership event, its room's state dropped
 
     def accept(self, events: Sequence[ClientEvent]) -> bool:
@@ -89,7 +90,7 @@ class Dispatcher:
         ours = event.get("sender") == self.handler.bot_user_id
         wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
         if wakes and (await self.rooms.get(room_id)).verdict.eligible:
-            self.wake(RoomID(room_id))
+            self.scheduler.wake(RoomID(room_id))
         return True
 
     def _indexes_nothing(self, event: ClientEvent) -> bool:

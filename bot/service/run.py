@@ -85,7 +85,6 @@ class Service:
         self.queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
         self._parts: Parts | None = None  # built by `start` (`bot.service.compose.build`)
-        self._dispatcher: Dispatcher | None = None  # made by `start`, over the queue
         self.server: AppserviceServer | None = None
         self.sync: SyncLoop | None = None
         self.api: HttpApi | None = None
@@ -150,27 +149,27 @@ class Service:
             full_at_start=self._full_at_start,
             timed_out=self._timed_out,
         )
-        self._dispatcher = Dispatcher(
+        dispatcher = Dispatcher(
             self.queue,
             rooms=self.rooms,
             handler=self.handler,
             commands=self.commands,
-            wake=self.scheduler.wake,
+            scheduler=self.scheduler,
             own_membership=self._own_membership,
         )
         self._spawn(self.scheduler.run(), "refresh")
-        self._spawn(self._dispatcher.run(), "dispatcher")
+        self._spawn(dispatcher.run(), "dispatcher")
         if cfg.appservice is not None:
             self.server = AppserviceServer(
                 load_registration(registration_path(cfg)).hs_token,
-                self.accept,
+                dispatcher.accept,
                 host=cfg.appservice.host,
                 port=cfg.appservice.port,
             )
             await self.server.start()
             await self._ping_appservice()
         else:
-            self.sync = SyncLoop(self.client, self.accept)
+            self.sync = SyncLoop(self.client, dispatcher.accept)
             self._spawn(self.sync.run(), "sync")
         if cfg.metrics.port is not None:
             self.api = HttpApi(
@@ -298,12 +297,6 @@ class Service:
         return stone
 
     # ------------------------------------------------------------ the event path
-
-    def accept(self, events: Sequence[ClientEvent]) -> bool:
-        """The sink of the live stream (`bot.service.dispatch.Dispatcher.accept`)."""
-        if self._dispatcher is None:
-            raise RuntimeError("the service is not started")
-        return self._dispatcher.accept(events)
 
     async def _timed_out(self, msg: Incoming) -> None:
         """A command past its deadline: a short error reply where it would have been answered.

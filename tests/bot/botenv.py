@@ -57,7 +57,7 @@ class Env:
         room_id = await self.hs.fresh_room(
             owner, preset="private_chat", initial_state=[JOINED_HISTORY]
         )
-        monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
+        monkeypatch.setattr(self.service.handler.replier, "command_room", RoomID(room_id))
         await owner.invite(room_id, self.bot_id)
         await wait_membership(owner, room_id, self.bot_id, "join")
         return room_id

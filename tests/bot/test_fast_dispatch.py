@@ -21,6 +21,7 @@ from bot.chat.handlers import Bound, bind
 from bot.chat.incoming import Incoming, Received
 from bot.service.dispatch import Dispatcher
 from bot.service.inflight import CommandPool
+from bot.service.scheduler import RefreshScheduler
 from ingest.matrix import ClientEvent
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot
@@ -45,7 +46,7 @@ async def dispatching(
         rooms=bot.verdicts,
         handler=bot.handler,
         commands=pool,
-        wake=lambda room_id: None,
+        scheduler=_idle_scheduler(),
         own_membership=_no_membership,
     )
     task = asyncio.create_task(dispatcher.run())
@@ -59,6 +60,15 @@ async def dispatching(
 
 async def _nothing(msg: Incoming) -> None:
     return None
+
+
+async def _no_refresh(rooms: Sequence[RoomID] | None) -> None:
+    return None
+
+
+def _idle_scheduler() -> RefreshScheduler:
+    """A scheduler that is never run: a wake-up is only noted."""
+    return RefreshScheduler(_no_refresh, debounce=60.0, interval=3600.0, full_at_start=False)
 
 
 async def _no_membership(room_id: RoomID, event: ClientEvent) -> None:
@@ -139,7 +149,7 @@ async def test_fast_dispatch_a_full_queue_reads_nothing(make_bot: MakeBot) -> No
         rooms=bot.verdicts,
         handler=bot.handler,
         commands=pool,
-        wake=lambda room_id: None,
+        scheduler=_idle_scheduler(),
         own_membership=_no_membership,
     )
     assert dispatcher.accept([command])
