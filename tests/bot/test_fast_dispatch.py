@@ -18,7 +18,7 @@ from mautrix.types import EventType
 import bot.chat.incoming as incoming_module
 from bot.chat.commands.grammar import COMMANDS, HELP, SEARCH
 from bot.chat.handlers import Bound, bind
-from bot.chat.incoming import Incoming, Received
+from bot.chat.incoming import Incoming
 from bot.service.dispatch import Dispatcher
 from bot.service.inflight import CommandPool
 from bot.service.scheduler import RefreshScheduler
@@ -33,29 +33,44 @@ MakeBot = Callable[..., FastBot]
 Run = Callable[[Incoming], Awaitable[None]]
 
 
-@asynccontextmanager
-async def dispatching(
-    bot: FastBot, run: Run | None = None, *, slots: int = 1, queue_batches: int = 8
-) -> AsyncIterator[tuple[Dispatcher, CommandPool]]:
-    """The service's dispatcher and command pool over the kit's handler (`run` in its place
-    when given), the dispatcher running as its one task."""
-    pool = CommandPool(slots, 30.0, run or bot.handler.handle, _nothing)
-    queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(queue_batches)
-    dispatcher = Dispatcher(
-        queue,
+def dispatcher(bot: FastBot, run: Run | None = None, *, queue_batches: int = 8) -> Dispatcher:
+    """The service's dispatcher and a one-slot command pool over the kit's handler (`run` in
+    its place when given)."""
+    return Dispatcher(
+        asyncio.Queue(queue_batches),
         rooms=bot.verdicts,
         handler=bot.handler,
-        commands=pool,
+        commands=CommandPool(1, 30.0, run or bot.handler.handle, _nothing),
         scheduler=_idle_scheduler(),
         own_membership=_no_membership,
     )
-    task = asyncio.create_task(dispatcher.run())
+
+
+@asynccontextmanager
+async def dispatching(bot: FastBot, run: Run | None = None) -> AsyncIterator[Dispatcher]:
+    """`dispatcher(bot, run)`, running as its one task."""
+    running = dispatcher(bot, run)
+    task = asyncio.create_task(running.run())
     try:
-        yield dispatcher, pool
+        yield running
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await pool.close()
+        await running.commands.close()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The id of every event `incoming` reads, in order."""
+    read = incoming_module.incoming
+    seen: list[str] = []
+
+    def counted(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
+        seen.append(str(event.get("event_id")))
+        return read(event, bot_user_id, prefix)
+
+    monkeypatch.setattr(incoming_module, "incoming", counted)
+    return seen
 
 
 async def _nothing(msg: Incoming) -> None:
@@ -89,19 +104,20 @@ async def test_fast_dispatch_latency_counts_the_wait_for_a_slot(make_bot: MakeBo
             await gate.wait()
         await bot.handler.handle(msg)
 
-    async with dispatching(bot, held_first) as (dispatcher, pool):
-        assert dispatcher.accept([bot.rooms.event(room, first), bot.rooms.event(room, second)])
+    async with dispatching(bot, held_first) as running:
+        assert running.accept([bot.rooms.event(room, first), bot.rooms.event(room, second)])
         await asyncio.sleep(HOLD)
+        pool = running.commands
         assert (pool.running, pool.waiting) == (1, 1)  # the second waits for the slot
         gate.set()
-        await asyncio.wait_for(dispatcher.queue.join(), 10)
+        await asyncio.wait_for(running.queue.join(), 10)
     assert len(bot.replies(first)) == len(bot.replies(second)) == 1
     assert len(bot.handler.latencies_ms) == 2
     assert min(bot.handler.latencies_ms) >= HOLD * 1000
 
 
 async def test_fast_dispatch_reads_each_event_once_on_receipt(
-    make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch
+    make_bot: MakeBot, reads: list[str]
 ) -> None:
     """`incoming` runs once per event, when the batch is accepted (a state event, a message
     and a command: three reads), and the handler gets the record read then, its `received`
@@ -111,50 +127,35 @@ async def test_fast_dispatch_reads_each_event_once_on_receipt(
     topic = bot.rooms.add(room, EventType.ROOM_TOPIC, ALICE, {"topic": "lunch"}, "")
     chat = bot.rooms.say(room, ALICE, "lunch at noon?")
     command = bot.rooms.say(room, ALICE, "!help")
-    reads: list[str] = []
-    read = incoming_module.incoming
-
-    def counted(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
-        reads.append(str(event.get("event_id")))
-        return read(event, bot_user_id, prefix)
-
-    monkeypatch.setattr(incoming_module, "incoming", counted)
     handled: list[Incoming] = []
 
     async def recorded(msg: Incoming) -> None:
         handled.append(msg)
         await bot.handler.handle(msg)
 
-    async with dispatching(bot, recorded) as (dispatcher, _):
+    async with dispatching(bot, recorded) as running:
         before = time.monotonic()
-        assert dispatcher.accept([bot.rooms.event(room, e) for e in (topic, chat, command)])
+        assert running.accept([bot.rooms.event(room, e) for e in (topic, chat, command)])
         after = time.monotonic()
-        await asyncio.wait_for(dispatcher.queue.join(), 10)
+        await asyncio.wait_for(running.queue.join(), 10)
     assert reads == [topic, chat, command]
     [msg] = handled
     assert msg.event_id == command and before <= msg.received <= after
     assert len(bot.replies(command)) == 1
 
 
-async def test_fast_dispatch_a_full_queue_reads_nothing(make_bot: MakeBot) -> None:
+async def test_fast_dispatch_a_full_queue_reads_nothing(
+    make_bot: MakeBot, reads: list[str]
+) -> None:
     """A batch offered to a full queue is refused (the caller offers it again) and not read:
     the offer that is accepted is the receipt."""
     bot = make_bot()
     room = bot.rooms.create_room(ALICE)
-    command = bot.rooms.event(room, bot.rooms.say(room, ALICE, "!help"))
-    pool = CommandPool(1, 30.0, bot.handler.handle, _nothing)
-    queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(1)
-    dispatcher = Dispatcher(
-        queue,
-        rooms=bot.verdicts,
-        handler=bot.handler,
-        commands=pool,
-        scheduler=_idle_scheduler(),
-        own_membership=_no_membership,
-    )
-    assert dispatcher.accept([command])
-    assert not dispatcher.accept([command])
-    assert queue.qsize() == 1
+    first, second = (bot.rooms.say(room, ALICE, "!help") for _ in range(2))
+    stopped = dispatcher(bot, queue_batches=1)  # not running: the queue stays full
+    assert stopped.accept([bot.rooms.event(room, first)])
+    assert not stopped.accept([bot.rooms.event(room, second)])
+    assert reads == [first] and stopped.queue.qsize() == 1
 
 
 def test_fast_every_declared_command_is_bound_once() -> None:
