@@ -41,7 +41,6 @@ from bot.chat.commands.grammar import (
     SEARCH,
     UNPIN,
     Parsed,
-    command_name,
     help_text,
     parse_command,
 )
@@ -215,7 +214,7 @@ class CommandHandler:
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
-            name = command_name(msg.body, self.prefix) or "unknown"
+            name = e.command or "unknown"
             self.metrics.commands.labels(command=name, outcome="usage_error").inc()
             await self._answer_small(msg, str(e))
             return

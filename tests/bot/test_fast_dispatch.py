@@ -180,3 +180,23 @@ async def test_fast_help_of_a_command_is_its_declaration(make_bot: MakeBot) -> N
     room = bot.rooms.create_room(ALICE)
     reply = await bot.reply(room, ALICE, "!help search")
     assert str(reply["body"]).splitlines()[0] == SEARCH.help("!", False).splitlines()[0]
+
+
+def counted(bot: FastBot, command: str, outcome: str) -> float:
+    """`muninn_commands_total{command, outcome}` as the handler counted it."""
+    [family] = bot.handler.metrics.commands.collect()
+    want = {"command": command, "outcome": outcome}
+    return sum(s.value for s in family.samples if s.name.endswith("_total") and s.labels == want)
+
+
+async def test_fast_commands_are_counted_by_their_declaration(make_bot: MakeBot) -> None:
+    """A command is counted under the name of the declaration that read it, an alias under
+    its command's, a usage error under the command it misuses, an unknown word as unknown."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    for body in ("!help", "!s lunch", "!more please", "!serach lunch"):
+        await bot.ask(room, ALICE, body)
+    assert counted(bot, "help", "ok") == 1
+    assert counted(bot, "search", "ok") == 1
+    assert counted(bot, "more", "usage_error") == 1
+    assert counted(bot, "unknown", "unknown") == 1

@@ -32,7 +32,8 @@ class Context:
     spec: CommandSpec[Any]
 
     def error(self, problem: str) -> UsageError:
-        return UsageError(problem, self.spec.usage(self.prefix, self.in_command_room))
+        usage = self.spec.usage(self.prefix, self.in_command_room)
+        return UsageError(problem, usage, self.spec.name)
 
 
 @dataclass(frozen=True)
