@@ -1,16 +1,29 @@
 """Helpers for the bot's end-to-end tests: a config for `muninn run` (`bot.demo.homeserver`, which
-the benchmarks share), and waiting for replies."""
+the benchmarks share), waiting for replies, and a step between a reply's build and its
+audience re-check (`before_recheck`, both tiers)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.chat.incoming import Incoming
+from bot.chat.replying import Replier
+from bot.chat.visibility import Audience
 from bot.demo.homeserver import service_config, service_doc
 from tests.homeserver import MatrixUser
 
-__all__ = ["ask", "replies", "service_config", "service_doc", "wait_membership", "wait_reply"]
+__all__ = [
+    "ask",
+    "before_recheck",
+    "replies",
+    "service_config",
+    "service_doc",
+    "wait_membership",
+    "wait_reply",
+]
 
 REPLY_TIMEOUT = 30.0  # a bound on a wait under load, not a speed target
 
@@ -69,3 +82,17 @@ async def wait_membership(user: MatrixUser, room_id: str, member: str, want: str
         if time.monotonic() > deadline:
             raise AssertionError(f"{member} is {current!r} in {room_id}, not {want!r}")
         await asyncio.sleep(0.1)
+
+
+def before_recheck(
+    replier: Replier, act: Callable[[], Awaitable[None]]
+) -> Callable[[Incoming, Audience | None], Awaitable[bool]]:
+    """`replier.audience_holds`, running `act` first: something happens (a join) between a
+    reply's build and its audience re-check (rule 14)."""
+    holds = replier.audience_holds
+
+    async def acted_then_holds(msg: Incoming, cut: Audience | None) -> bool:
+        await act()
+        return await holds(msg, cut)
+
+    return acted_then_holds

@@ -16,6 +16,10 @@ stays silent (the room may not be answered: a DM, a refused room).
 "Already answered" reads the room log, not a journal: a command whose `m.in_reply_to` already
 has the bot's notice within the scanned bound is not answered twice, so a restart that gets a
 command delivered again (Synapse retrying a transaction, a first `/sync`) answers it once.
+
+Each command's handler is bound to the declaration that parses and documents it (`Bound`, the
+table in `CommandHandler.__init__`), as maubot's `@command.new` binds one to its declaration:
+the declaration that read a message picks the handler that answers it.
 """
 
 from __future__ import annotations
@@ -25,22 +29,33 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 from bot.chat.command_room import CommandRoomPolicy, CommandRoomVerdict
-from bot.chat.commands.grammar import COMMANDS, command_name, help_text, parse
+from bot.chat.commands.grammar import (
+    COMMANDS,
+    HELP,
+    MORE,
+    PIN,
+    PINS,
+    SEARCH,
+    UNPIN,
+    Parsed,
+    help_text,
+    parse_command,
+)
 from bot.chat.commands.records import (
     Command,
     HelpCommand,
     MoreCommand,
     PinCommand,
-    PinsCommand,
-    SearchCommand,
     UnknownCommand,
     UnpinCommand,
     UsageError,
 )
-from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming, incoming
+from bot.chat.commands.spec import CommandSpec
+from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming
 from bot.chat.metrics import ChatMetrics
 from bot.chat.pins import BoardReader, PinActions
 from bot.chat.ports import HomeserverParts
@@ -51,13 +66,12 @@ from bot.chat.visibility import Audiences
 from bot.config import ServiceConfig
 from bot.errors import CommandError
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden
-from ingest.matrix import ClientEvent
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.search.logs.recent import RecentEvents
 from ingest.types import Refusal, RoomID
 
-__all__ = ["HOMESERVER_FAILED", "CommandHandler"]
+__all__ = ["HOMESERVER_FAILED", "Bound", "CommandHandler"]
 
 HOMESERVER_FAILED = (
     "The homeserver failed to answer a read this needs ({why}); nothing is shown. Please ask "
@@ -66,6 +80,26 @@ HOMESERVER_FAILED = (
 
 
 log = logging.getLogger("muninn.bot")
+
+C = TypeVar("C", bound=Command)
+
+
+@dataclass(frozen=True)
+class Bound(Generic[C]):
+    """A command's declaration and the handler that answers it: `run(msg, command,
+    in_command_room)` takes the record the declaration's builder returns (mypy checks it)."""
+
+    spec: CommandSpec[C]
+    run: Callable[[Incoming, C, bool], Awaitable[None]]
+
+
+def bind(*bound: Bound[Any]) -> dict[str, Bound[Any]]:
+    """The handlers by their command's name; every declared command has exactly one."""
+    table = {b.spec.name: b for b in bound}
+    declared = [spec.name for spec in COMMANDS]
+    if len(table) != len(bound) or sorted(table) != sorted(declared):
+        raise ValueError(f"bind each of {declared} once, not {[b.spec.name for b in bound]}")
+    return table
 
 
 class CommandHandler:
@@ -122,25 +156,21 @@ class CommandHandler:
         self.say = self.replier.say
         self.outbox = self.replier.outbox
         self.latencies_ms = self.replier.latencies_ms
+        # Each declared command, bound to what answers it.
+        self._bound = bind(
+            Bound(SEARCH, self.searching.search),
+            Bound(MORE, self._more),
+            Bound(PIN, self._pin),
+            Bound(UNPIN, self._pin),
+            Bound(PINS, self.pins.show),
+            Bound(HELP, self._help),
+        )
 
     @property
     def command_room(self) -> RoomID | None:
         """The room answered under the command room's rules; the replier's, whose replies
-        there carry results and read every room (tests make a room the command room)."""
+        there carry results and read every room."""
         return self.replier.command_room
-
-    @command_room.setter
-    def command_room(self, room_id: RoomID | None) -> None:
-        self.replier.command_room = room_id
-
-    @property
-    def before_recheck(self) -> Callable[[], Awaitable[None]] | None:
-        """Awaited between a reply's build and its audience re-check (tests make a join there)."""
-        return self.replier.before_recheck
-
-    @before_recheck.setter
-    def before_recheck(self, hook: Callable[[], Awaitable[None]] | None) -> None:
-        self.replier.before_recheck = hook
 
     def asker_allowed(self, user_id: str) -> bool:
         return self.command_policy.asker_allowed(user_id)
@@ -149,9 +179,9 @@ class CommandHandler:
         """The command passed the room and asker checks (it is, or was, being answered)."""
         return event_id in self._handled
 
-    async def handle(self, event: ClientEvent) -> None:
-        msg = incoming(event, self.bot_user_id, self.prefix)
-        if msg is None or msg.event_id in self._handled:
+    async def handle(self, msg: Incoming) -> None:
+        """Answer a command candidate as read on receipt (`bot.chat.incoming.received`)."""
+        if msg.event_id in self._handled:
             return
         if self._clock_ms() - msg.ts > MAX_COMMAND_AGE_MS:
             log.debug("ignoring %s: older than %d ms", msg.event_id, MAX_COMMAND_AGE_MS)
@@ -172,7 +202,7 @@ class CommandHandler:
 
     async def _parse_and_run(self, msg: Incoming, in_command_room: bool) -> None:
         try:
-            command = parse(
+            parsed = parse_command(
                 msg.body,
                 prefix=self.prefix,
                 now_ms=msg.ts,
@@ -185,13 +215,13 @@ class CommandHandler:
                 await self._answer_small(msg, str(e))
             return
         except UsageError as e:
-            name = command_name(msg.body, self.prefix) or "unknown"
+            name = e.command or "unknown"
             self.metrics.commands.labels(command=name, outcome="usage_error").inc()
             await self._answer_small(msg, str(e))
             return
-        if command is None:
+        if parsed is None:
             return
-        await self._run(msg, command, in_command_room)
+        await self._run(msg, parsed, in_command_room)
 
     @contextlib.contextmanager
     def _refusals(self) -> Iterator[None]:
@@ -237,12 +267,12 @@ class CommandHandler:
 
     # ------------------------------------------------------------ commands
 
-    async def _run(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
-        name = command_name(msg.body, self.prefix) or type(command).__name__.lower()
+    async def _run(self, msg: Incoming, parsed: Parsed, in_command_room: bool) -> None:
+        name = parsed.spec.name
         outcome = "failed"  # an unexpected exception propagates, counted as failed
         try:
             with self._refusals():
-                await self._command(msg, command, in_command_room)
+                await self._bound[name].run(msg, parsed.command, in_command_room)
             outcome = "ok"
         except RoomRefused as e:  # silent in the refused room; the command room is told
             outcome = "refused"
@@ -254,23 +284,20 @@ class CommandHandler:
         finally:
             self.metrics.commands.labels(command=name, outcome=outcome).inc()
 
-    async def _command(self, msg: Incoming, command: Command, in_command_room: bool) -> None:
-        if isinstance(command, HelpCommand):
-            await self._answer_small(msg, self._help(command, in_command_room), "help")
-        elif isinstance(command, SearchCommand):
-            await self.searching.search(msg, command, in_command_room)
-        elif isinstance(command, MoreCommand):
-            await self.searching.more(msg, in_command_room)
-        elif isinstance(command, PinCommand | UnpinCommand):
-            await self.pins.pin(msg, command)
-        elif isinstance(command, PinsCommand):
-            await self.pins.show(msg, command, in_command_room)
-
-    def _help(self, command: HelpCommand, in_command_room: bool) -> str:
+    async def _help(self, msg: Incoming, command: HelpCommand, in_command_room: bool) -> None:
         if command.topic is None:
-            return help_text(self.prefix, in_command_room)
-        spec = next(s for s in COMMANDS if s.name == command.topic)
-        return spec.help(self.prefix, in_command_room)
+            text = help_text(self.prefix, in_command_room)
+        else:
+            text = self._bound[command.topic].spec.help(self.prefix, in_command_room)
+        await self._answer_small(msg, text, "help")
+
+    async def _more(self, msg: Incoming, command: MoreCommand, in_command_room: bool) -> None:
+        await self.searching.more(msg, in_command_room)
+
+    async def _pin(
+        self, msg: Incoming, command: PinCommand | UnpinCommand, in_command_room: bool
+    ) -> None:
+        await self.pins.pin(msg, command)
 
     def state_changed(self, room_id: str) -> None:
         """The dispatcher saw a state event in the room: what is kept from its state goes."""

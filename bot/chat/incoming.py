@@ -1,15 +1,17 @@
 """The incoming-event filter: which events are command candidates, and each asker's rate.
 
 `incoming` turns a raw event into an `Incoming` (or None: not a message, the bot's own, a
-notice, no prefix); `RateLimit` counts each asker's commands a minute. The rest of the policy
-(rooms, askers, parse, "already answered") is `bot.chat.handlers.CommandHandler`'s.
+notice, no prefix); it runs once per event, on receipt (`Received`), which stamps the
+`received` time a reply's latency counts from. `RateLimit` counts each asker's commands a
+minute. The rest of the policy (rooms, askers, parse, "already answered") is
+`bot.chat.handlers.CommandHandler`'s.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -20,7 +22,15 @@ from ingest.matrix import ClientEvent, EventContent
 from ingest.rules.events import is_command, thread_root, typed_text
 from ingest.types import RoomID
 
-__all__ = ["MAX_COMMAND_AGE_MS", "BoundedSeen", "Incoming", "RateLimit", "incoming"]
+__all__ = [
+    "MAX_COMMAND_AGE_MS",
+    "BoundedSeen",
+    "Incoming",
+    "RateLimit",
+    "Received",
+    "incoming",
+    "received",
+]
 
 MAX_COMMAND_AGE_MS = 15 * 60_000  # an older command is history, not a question
 
@@ -81,7 +91,7 @@ class Incoming:
     ts: int
     body: str  # what the sender typed: a reply's fallback quote removed (`typed_text`)
     content: EventContent
-    received: float = field(default_factory=time.monotonic)
+    received: float = field(default_factory=time.monotonic)  # when it arrived: on receipt
 
     @property
     def reply_to(self) -> ReplyTo:
@@ -112,6 +122,21 @@ def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | No
         text,
         content,
     )
+
+
+@dataclass(frozen=True)
+class Received:
+    """One event as it arrived, read once: the command candidate in it, if any, carried from
+    the receipt through the queue and a command slot to the handler."""
+
+    event: ClientEvent
+    command: Incoming | None
+
+
+def received(events: Iterable[ClientEvent], bot_user_id: str, prefix: str) -> list[Received]:
+    """A batch as it arrives (an appservice transaction, a `/sync` response), each event read
+    once now: a command's `received` is stamped here, before the queue and the slot."""
+    return [Received(event, incoming(event, bot_user_id, prefix)) for event in events]
 
 
 class BoundedSeen:

@@ -71,8 +71,6 @@ class Replier:
         )
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
-        # Awaited between a reply's build and its audience re-check (tests make a join there).
-        self.before_recheck: Callable[[], Awaitable[None]] | None = None
 
     async def send(self, msg: Incoming, content: ReplyContent) -> None:
         """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
@@ -143,8 +141,6 @@ class Replier:
         """Just before a reply quoting under `cut` is sent: no member or visibility event since
         the audience was read changed who reads it, else the reply is withheld with a notice
         (rule 14; a join during a search must not read what came before it)."""
-        if self.before_recheck is not None:
-            await self.before_recheck()
         if msg.room_id == self.command_room:
             return await self._command_room_holds(msg)
         if cut is None or not cut.basis:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from bot.chat.command_room import CommandRoomPolicy
 from bot.chat.handlers import CommandHandler
+from bot.chat.incoming import Incoming
 from bot.chat.ports import HomeserverParts
 from bot.chat.sender import BotClient
 from bot.config import ServiceConfig
@@ -23,7 +24,6 @@ from bot.service.scheduler import RefreshScheduler
 from ingest.embed import Embedder
 from ingest.errors import MatrixError
 from ingest.index.refresh import Writer
-from ingest.matrix import ClientEvent
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
@@ -59,7 +59,7 @@ async def build(
     *,
     bot_user_id: str,
     full_at_start: bool,
-    timed_out: Callable[[ClientEvent], Awaitable[None]],
+    timed_out: Callable[[Incoming], Awaitable[None]],
 ) -> Parts:
     """The parts, from the config and the open store; asks the homeserver which room is the
     command room (and says at once when it will not be served)."""

@@ -1,6 +1,7 @@
 """Commands in flight: a bounded number run at once, each under its own deadline.
 
-The service's one event loop hands each command candidate to `CommandPool.submit`, which waits
+The service's one event loop hands each command, as read on receipt (`bot.chat.incoming.Incoming`,
+its `received` time stamped then), to `CommandPool.submit`, which waits
 for a free slot (so a burst backs up into the event queue, and a full queue answers 503 to the
 homeserver) and then runs the command as its own task. A command still running at its deadline
 is cancelled and `on_timeout` answers it briefly: a slow command never holds the others, and
@@ -14,14 +15,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from bot.chat.incoming import Incoming
 from ingest.errors import ConfigError, MatrixError
-from ingest.matrix import ClientEvent
 
 __all__ = ["CommandPool", "Countdown"]
 
 log = logging.getLogger("muninn.inflight")
 
-Run = Callable[[ClientEvent], Awaitable[None]]
+Run = Callable[[Incoming], Awaitable[None]]
 
 
 class Countdown:
@@ -41,7 +42,7 @@ class Countdown:
 
 
 class CommandPool:
-    """`submit(event)` from the one dispatcher; `close()` on stop."""
+    """`submit(command)` from the one dispatcher; `close()` on stop."""
 
     def __init__(self, limit: int, timeout: float, run: Run, on_timeout: Run) -> None:
         self.limit = limit
@@ -56,8 +57,9 @@ class CommandPool:
         self.peak = 0  # most commands ever in flight at once, for status and benchmarks
         self.timeouts = 0
 
-    async def submit(self, event: ClientEvent, key: str, done: Countdown) -> None:
+    async def submit(self, command: Incoming, done: Countdown) -> None:
         """Wait for a free slot, then start the command; `done` is released when it ends."""
+        key = command.event_id
         if key in self._keys:
             return
         self.waiting += 1
@@ -69,7 +71,7 @@ class CommandPool:
         self.running += 1
         self.peak = max(self.peak, self.running)
         done.hold()
-        task = asyncio.create_task(self._one(event), name=f"muninn-command-{key}")
+        task = asyncio.create_task(self._one(command), name=f"muninn-command-{key}")
         self._tasks.add(task)
 
         def finished(t: asyncio.Task[None]) -> None:
@@ -81,27 +83,27 @@ class CommandPool:
 
         task.add_done_callback(finished)
 
-    async def _one(self, event: ClientEvent) -> None:
+    async def _one(self, command: Incoming) -> None:
         try:
             deadline = asyncio.timeout(self.timeout)
             try:
                 async with deadline:
-                    await self._run(event)
+                    await self._run(command)
             except TimeoutError:
                 if not deadline.expired():
                     raise  # a timeout of the command's own, not our deadline
                 self.timeouts += 1
                 log.warning(
                     "command %s still running after %.0f s; cancelled",
-                    event.get("event_id"),
+                    command.event_id,
                     self.timeout,
                 )
                 async with asyncio.timeout(self.timeout):
-                    await self._on_timeout(event)
+                    await self._on_timeout(command)
         except (MatrixError, ConfigError, OSError, TimeoutError) as e:
-            log.warning("event %s: %s", event.get("event_id"), e)
+            log.warning("event %s: %s", command.event_id, e)
         except Exception:  # a bug in one command must not stop the others
-            log.exception("event %s failed", event.get("event_id"))
+            log.exception("event %s failed", command.event_id)
 
     async def close(self) -> None:
         for task in list(self._tasks):

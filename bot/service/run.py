@@ -1,16 +1,13 @@
 """`muninn run`: the live stream, the refresh loop and command handling in one process.
 
 Wiring only (the imperative shell): the appservice server (appservice mode) or the `/sync` loop
-(client mode) hands event batches to a bounded queue; one dispatcher takes them off in order and
-- drops cached room state on any state event, and acts on the bot's own invites;
-- wakes the room's refresh for a message or redaction in an eligible room (debounced, one
-  writer), except for a bot command: the writer indexes none, and the pass would compete;
-- hands every message shaped like a command to the `CommandPool`: up to
-  `bot.max_concurrent_commands` run at once, each within `bot.command_timeout_seconds`.
+(client mode) hands event batches to a bounded queue, each event read once on receipt; one
+dispatcher (`bot.service.dispatch`) takes them off in order: state, the bot's own invites,
+refresh wake-ups, and every command to the `CommandPool`: up to `bot.max_concurrent_commands`
+run at once, each within `bot.command_timeout_seconds`.
 State, membership and wake-ups are thus handled in arrival order; commands overlap their
 homeserver round trips. When every slot is busy the dispatcher waits, the queue fills, and the
 appservice answers 503 (Synapse retries) or the `/sync` loop waits: nothing is dropped.
-A batch counts as done (`queue.join()`) once every command it started has finished.
 Every task started here is kept, cancelled on stop and awaited; `CancelledError` propagates.
 A task that dies of an unexpected error stops the service loudly instead of limping on.
 """
@@ -26,29 +23,29 @@ from typing import Any
 
 from bot.chat.commands.dates import shown
 from bot.chat.handlers import CommandHandler
-from bot.chat.incoming import incoming
+from bot.chat.incoming import Incoming, Received
 from bot.chat.sender import BotClient
 from bot.config import ServiceConfig
 from bot.service.appservice import AppserviceServer
 from bot.service.compose import Parts, build
+from bot.service.dispatch import Dispatcher
 from bot.service.http_api import HttpApi, PurgeRequest, store_check, token_path
-from bot.service.inflight import CommandPool, Countdown
+from bot.service.inflight import CommandPool
 from bot.service.limits import quiet_accept_errors, raise_nofile
 from bot.service.metrics import CountingEmbedder, ServiceMetrics
 from bot.service.scheduler import RefreshScheduler
 from bot.service.sync import SyncLoop
 from ingest.config import registration_path
 from ingest.embed import Embedder, make_embedder
-from ingest.errors import ConfigError, MatrixError, QueryError
+from ingest.errors import MatrixError, QueryError
 from ingest.index.facts import read_facts
 from ingest.index.records import Tombstone
 from ingest.index.refresh import Writer
 from ingest.matrix import ClientEvent, Transport, load_registration, read_registration
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.events import normalize
 from ingest.search import Searcher
 from ingest.store import AsyncStore, Store, open_async
-from ingest.types import RoomID, Skip, SkipReason
+from ingest.types import RoomID
 
 __all__ = ["Service", "run"]
 
@@ -56,7 +53,6 @@ log = logging.getLogger("muninn.service")
 
 QUEUE_BATCHES = 1024
 OUTBOX_DRAIN_SECONDS = 5.0  # of the stop: replies the homeserver has not taken yet
-_WAKE_TYPES = ("m.room.message", "m.room.redaction")
 
 
 class Service:
@@ -86,7 +82,7 @@ class Service:
         client = BotClient.from_config(cfg, transport=transport)
         assert isinstance(client, BotClient)
         self.client: BotClient = client
-        self.queue: asyncio.Queue[Sequence[ClientEvent]] = asyncio.Queue(queue_batches)
+        self.queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
         self._parts: Parts | None = None  # built by `start` (`bot.service.compose.build`)
         self.server: AppserviceServer | None = None
@@ -153,19 +149,27 @@ class Service:
             full_at_start=self._full_at_start,
             timed_out=self._timed_out,
         )
+        dispatcher = Dispatcher(
+            self.queue,
+            rooms=self.rooms,
+            handler=self.handler,
+            commands=self.commands,
+            scheduler=self.scheduler,
+            own_membership=self._own_membership,
+        )
         self._spawn(self.scheduler.run(), "refresh")
-        self._spawn(self._work(), "dispatcher")
+        self._spawn(dispatcher.run(), "dispatcher")
         if cfg.appservice is not None:
             self.server = AppserviceServer(
                 load_registration(registration_path(cfg)).hs_token,
-                self.accept,
+                dispatcher.accept,
                 host=cfg.appservice.host,
                 port=cfg.appservice.port,
             )
             await self.server.start()
             await self._ping_appservice()
         else:
-            self.sync = SyncLoop(self.client, self.accept)
+            self.sync = SyncLoop(self.client, dispatcher.accept)
             self._spawn(self.sync.run(), "sync")
         if cfg.metrics.port is not None:
             self.api = HttpApi(
@@ -294,71 +298,17 @@ class Service:
 
     # ------------------------------------------------------------ the event path
 
-    def accept(self, events: Sequence[ClientEvent]) -> bool:
-        """The sink of the live stream: False when the queue is full (the caller retries)."""
-        try:
-            self.queue.put_nowait(list(events))
-        except asyncio.QueueFull:
-            return False
-        return True
-
-    async def _work(self) -> None:
-        while True:
-            batch = await self.queue.get()
-            done = Countdown(self.queue.task_done)
-            try:
-                for event in batch:
-                    try:
-                        if await self.dispatch(event):
-                            await self.commands.submit(event, str(event.get("event_id")), done)
-                    except (MatrixError, ConfigError, OSError) as e:
-                        log.warning("event %s: %s", event.get("event_id"), e)
-                    except Exception:  # a bug in one event must not stop the others
-                        log.exception("event %s failed", event.get("event_id"))
-            finally:
-                done.release()
-
-    async def dispatch(self, event: ClientEvent) -> bool:
-        """The in-order part of one event; True when it is a command candidate to run."""
-        room_id = event.get("room_id")
-        etype = event.get("type")
-        if not isinstance(room_id, str) or not isinstance(etype, str):
-            return False
-        if "state_key" in event:
-            self.rooms.invalidate(room_id)
-            self.handler.state_changed(room_id)
-            if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
-                await self._own_membership(RoomID(room_id), event)
-            return False
-        ours = event.get("sender") == self.bot_user_id
-        wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
-        if wakes and (await self.rooms.get(room_id)).verdict.eligible:
-            self.scheduler.wake(RoomID(room_id))
-        return incoming(event, self.bot_user_id, self.cfg.bot.prefix) is not None
-
-    async def _timed_out(self, event: ClientEvent) -> None:
+    async def _timed_out(self, msg: Incoming) -> None:
         """A command past its deadline: a short error reply where it would have been answered.
 
         Only once the handler has admitted it (room and asker checked): a command cut off
         earlier stays silent, as it would have been in a room Muninn does not serve. The reply
         reuses the command's transaction id, so a real answer that made it out first wins."""
-        msg = incoming(event, self.bot_user_id, self.cfg.bot.prefix)
-        if msg is None or not self.handler.admitted(msg.event_id):
+        if not self.handler.admitted(msg.event_id):
             return
         seconds = self.cfg.bot.command_timeout_seconds
         text = f"Sorry, that took longer than {seconds:g} s and was stopped; please try again."
         await self.handler.say(msg, text, "error")
-
-    def _indexes_nothing(self, event: ClientEvent) -> bool:
-        """A bot command, by the writer's own rule: it indexes none (rule 9). A bridge
-        puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
-        sender = event.get("sender")
-        if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):
-            return False
-        item = normalize(
-            event, own_user_ids=frozenset({self.bot_user_id}), command_prefix=self.cfg.bot.prefix
-        )
-        return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
 
     async def _ping_appservice(self) -> None:
         """Once listening: have the homeserver ping us, so transactions it held back while we

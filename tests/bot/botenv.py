@@ -17,7 +17,7 @@ from bot.service.run import Service
 from ingest.matrix import Request
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
-from tests.botkit import ask, wait_membership, wait_reply
+from tests.botkit import ask, before_recheck, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
 from tests.transport import Recorder
 
@@ -57,7 +57,7 @@ class Env:
         room_id = await self.hs.fresh_room(
             owner, preset="private_chat", initial_state=[JOINED_HISTORY]
         )
-        monkeypatch.setattr(self.service.handler, "command_room", RoomID(room_id))
+        monkeypatch.setattr(self.service.handler.replier, "command_room", RoomID(room_id))
         await owner.invite(room_id, self.bot_id)
         await wait_membership(owner, room_id, self.bot_id, "join")
         return room_id
@@ -117,7 +117,8 @@ def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list
             ran.append(True)
             await act()
 
-    monkeypatch.setattr(env.service.handler, "before_recheck", hook, raising=False)
+    replier = env.service.handler.replier
+    monkeypatch.setattr(replier, "audience_holds", before_recheck(replier, hook))
     return ran
 
 

@@ -15,7 +15,10 @@
   unless a test writes to it: a fresh message is found by the transcript fold of the log).
 
 The command policy (admission, rate limit, parsing, replies, the reply budget) runs as in
-`muninn run`; `FastBot.ask` hands the handler a command and returns the replies it sent.
+`muninn run`; `FastBot.ask` reads the event as the service does on receipt
+(`bot.chat.incoming.incoming`), hands the handler the command and returns the replies it sent.
+What a test needs of the handler is built into it (`serve_command_room`, `before_recheck`):
+the product has no test hooks.
 Tests of what the homeserver does (delivery, membership, visibility as Synapse serves it) stay
 against the real Synapse (the `synapse` marker).
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from mautrix.types import (
 )
 
 from bot.chat.handlers import CommandHandler
+from bot.chat.incoming import incoming
 from bot.chat.ports import HomeserverParts
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import reply_content
@@ -50,8 +54,10 @@ from ingest.errors import MatrixError, MatrixForbidden
 from ingest.matrix import room_state_from
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
+from ingest.search import Searcher
 from ingest.store import Store, open_store
 from ingest.types import EventID, RoomAlias, RoomID, RoomState, UserID
+from tests.botkit import before_recheck
 from tests.indexing import shared_embedder
 
 __all__ = ["BOT", "SERVER", "Event", "FastBot", "MemoryRooms", "RecordingSender", "fast_bot"]
@@ -326,10 +332,23 @@ class FastBot:
     handler: CommandHandler
     cfg: ServiceConfig
     store: Store
+    searcher: Searcher
     asked: list[str] = field(default_factory=list)
 
     def close(self) -> None:
         self.store.close()
+
+    def serve_command_room(self, room_id: RoomID) -> None:
+        """A new handler over the same rooms and store, with `room_id` its command room (as
+        `muninn run` resolves `bot.command_room` before it builds the handler)."""
+        self.handler = _handler(
+            self.cfg, self.rooms, self.sender, self.verdicts, self.searcher, room_id
+        )
+
+    def before_recheck(self, act: Callable[[], Awaitable[None]]) -> None:
+        """`act` runs between a reply's build and its audience re-check."""
+        replier = self.handler.replier
+        replier.audience_holds = before_recheck(replier, act)  # type: ignore[method-assign]
 
     async def ask(
         self, room_id: RoomID, sender: str, body: str, **relation: str | None
@@ -342,7 +361,13 @@ class FastBot:
 
     async def handle(self, room_id: RoomID, event_id: str) -> None:
         self.asked.append(event_id)
-        await self.handler.handle(self.rooms.event(room_id, event_id))
+        await self.handle_event(self.rooms.event(room_id, event_id))
+
+    async def handle_event(self, event: JSONDict) -> None:
+        """The event read as the service reads it on receipt; a command goes to the handler."""
+        msg = incoming(event, self.handler.bot_user_id, self.handler.prefix)
+        if msg is not None:
+            await self.handler.handle(msg)
 
     def replies(self, event_id: str) -> list[Mapping[str, Any]]:
         return [s.content for s in self.sent_to(event_id)]
@@ -386,8 +411,19 @@ def fast_bot(
     verdicts = RoomCache(rooms, scope)
     store = open_store(cfg.index, cfg.base_dir)
     searcher = wiring.searcher(cfg, store, shared_embedder(), live_check=None)
+    handler = _handler(cfg, rooms, sender, verdicts, searcher, command_room)
+    return FastBot(rooms, sender, verdicts, handler, cfg, store, searcher)
+
+
+def _handler(
+    cfg: ServiceConfig,
+    rooms: MemoryRooms,
+    sender: RecordingSender,
+    verdicts: RoomCache,
+    searcher: Searcher,
+    command_room: RoomID | None,
+) -> CommandHandler:
     parts = HomeserverParts(log=rooms, states=rooms, aliases=rooms, sender=sender)
-    handler = CommandHandler(
+    return CommandHandler(
         cfg, parts, searcher, verdicts, bot_user_id=BOT, command_room=command_room
     )
-    return FastBot(rooms, sender, verdicts, handler, cfg, store)

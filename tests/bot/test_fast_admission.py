@@ -37,7 +37,7 @@ def command_room(bot: FastBot, *members: str) -> RoomID:
     room = bot.rooms.create_room(
         PERSONA, members=members, join_rule=JoinRule.INVITE, visibility="joined"
     )
-    bot.handler.command_room = room
+    bot.serve_command_room(room)
     return room
 
 
@@ -109,7 +109,7 @@ async def test_fast_command_room_reply_is_withheld_when_an_outsider_joins_meanwh
     async def outsider_joins() -> None:
         bot.rooms.join(commands, ALICE)  # the cached verdict still says "served"
 
-    bot.handler.before_recheck = outsider_joins
+    bot.before_recheck(outsider_joins)
     with caplog.at_level(logging.ERROR, logger="muninn.bot"):
         reply = await bot.reply(commands, PERSONA, "!search okapi vault in:#ops")
     assert body_of(reply) == COMMAND_ROOM_CHANGED and "4471" not in str(reply)
@@ -125,7 +125,7 @@ async def test_fast_a_command_older_than_the_command_age_is_ignored(make_bot: Ma
         command = bot.rooms.say(room, ALICE, "!help")
         event = bot.rooms.event(room, command)
         event["origin_server_ts"] -= age
-        await bot.handler.handle(event)
+        await bot.handle_event(event)
         assert len(bot.replies(command)) == int(answered), age
 
 

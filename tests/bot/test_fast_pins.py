@@ -32,7 +32,7 @@ def body_of(reply: Any) -> str:
 
 def command_room(bot: FastBot) -> RoomID:
     room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE, visibility="joined")
-    bot.handler.command_room = room
+    bot.serve_command_room(room)
     return room
 
 

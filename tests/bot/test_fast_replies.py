@@ -37,7 +37,7 @@ def body_of(reply: Mapping[str, Any]) -> str:
 
 def command_room(bot: FastBot) -> RoomID:
     room = bot.rooms.create_room(PERSONA, join_rule=JoinRule.INVITE, visibility="joined")
-    bot.handler.command_room = room
+    bot.serve_command_room(room)
     return room
 
 

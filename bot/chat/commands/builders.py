@@ -9,7 +9,6 @@ from bot.chat.commands import arguments
 from bot.chat.commands.dates import period
 from bot.chat.commands.records import (
     MAX_ROOMS,
-    Command,
     PinCommand,
     PinsCommand,
     SearchCommand,
@@ -153,7 +152,7 @@ def _search_texts(draft: _SearchDraft, ctx: Context) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def build_search(ctx: Context, args: str) -> Command:
+def build_search(ctx: Context, args: str) -> SearchCommand:
     draft = _SearchDraft()
     for token in tokenize(args, ctx, regexes=True):
         if token.kind is Kind.PIPE:
@@ -196,7 +195,7 @@ def build_search(ctx: Context, args: str) -> Command:
 _WORD_SPLIT = re.compile(r"\s+")
 
 
-def build_pin(ctx: Context, args: str) -> Command:
+def build_pin(ctx: Context, args: str) -> PinCommand:
     offset: int | None = None
     label: str | None = None
     rest = args.strip()
@@ -215,7 +214,7 @@ def build_pin(ctx: Context, args: str) -> Command:
     return PinCommand(offset, label, rest.strip())
 
 
-def build_unpin(ctx: Context, args: str) -> Command:
+def build_unpin(ctx: Context, args: str) -> UnpinCommand:
     words = args.split()
     if not words:
         return UnpinCommand(None)
@@ -224,7 +223,7 @@ def build_unpin(ctx: Context, args: str) -> Command:
     return UnpinCommand(arguments.offset(words[0]))
 
 
-def build_pins(ctx: Context, args: str) -> Command:
+def build_pins(ctx: Context, args: str) -> PinsCommand:
     label: str | None = None
     room: str | None = None
     words: list[str] = []

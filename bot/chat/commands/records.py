@@ -26,11 +26,13 @@ MAX_ROOMS = 8  # in: rooms per search; each is one more room log read
 
 
 class UsageError(CommandError):
-    """A malformed command: a short problem plus the command's generated usage line."""
+    """A malformed command: a short problem plus the command's generated usage line;
+    `command` the name of the declaration that refused it (None: no Muninn command)."""
 
-    def __init__(self, problem: str, usage: str | None = None) -> None:
+    def __init__(self, problem: str, usage: str | None = None, command: str | None = None) -> None:
         self.problem = problem
         self.usage = usage
+        self.command = command
         super().__init__(problem if usage is None else f"{problem}\nUsage: {usage}")
 
 

@@ -1,14 +1,19 @@
 """How a command is declared once (name, aliases, arguments, help, builder), and the context
-its builder reads."""
+its builder reads. A declaration is typed by the command record its builder returns
+(`CommandSpec[SearchCommand]`), so the handler bound to it (`bot.chat.handlers`) is checked to
+take that record."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from bot.chat.commands.records import Command, UsageError
 
 __all__ = ["ArgSpec", "CommandSpec", "Context"]
+
+C = TypeVar("C", bound=Command)  # the record a declaration's builder returns
 
 
 @dataclass(frozen=True)
@@ -24,20 +29,21 @@ class Context:
     now_ms: int
     in_command_room: bool
     server_name: str | None
-    spec: CommandSpec
+    spec: CommandSpec[Any]
 
     def error(self, problem: str) -> UsageError:
-        return UsageError(problem, self.spec.usage(self.prefix, self.in_command_room))
+        usage = self.spec.usage(self.prefix, self.in_command_room)
+        return UsageError(problem, usage, self.spec.name)
 
 
 @dataclass(frozen=True)
-class CommandSpec:
+class CommandSpec(Generic[C]):
     """One command, declared once: name, aliases, arguments, help, and how to build it."""
 
     name: str
     summary: str
     args: tuple[ArgSpec, ...]
-    build: Callable[[Context, str], Command] = field(repr=False)
+    build: Callable[[Context, str], C] = field(repr=False)
     aliases: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()  # argument strings, shown by `!help <command>`
     more: tuple[str, ...] = ()  # sentences `!help <command>` ends with
