@@ -9,15 +9,15 @@ check are all computed from a `RoomLog`, through `without_purged` once the purge
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
 from mautrix.types import EventType, RelationType
 
-from bot.chat.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
+from bot.chat.recent import EVENT_OVERHEAD, SCAN_TEXT, emptied, text_size
 from ingest.index.records import Tombstone
-from ingest.matrix import ClientEvent, EventContent, Relation
+from ingest.matrix import ClientEvent, EventContent, Relation, as_event, bundled_edit, content_of
 from ingest.rules.events import normalize, thread_root, typed_text
 from ingest.rules.scrub import scrub
 from ingest.rules.stamps import event_ts
@@ -226,14 +226,13 @@ def current_body(event: ClientEvent, bot_user_id: str, prefix: str) -> str | Non
         or _relates(content).get("rel_type") == RelationType.REPLACE.value
     ):
         return None
-    unsigned = event.get("unsigned")
-    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
+    bundled = bundled_edit(event)
     if bundled is None:
         return _scrubbed(typed_text(body, content))
+    edit_event = as_event(bundled)
     edit = (
-        normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
-        if isinstance(bundled, Mapping)
+        normalize(edit_event, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        if edit_event is not None
         else None
     )
     if (

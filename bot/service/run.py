@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from mautrix.types import EventType
+
 from bot.chat.commands.dates import shown
 from bot.chat.handlers import CommandHandler
 from bot.chat.incoming import incoming
@@ -43,7 +45,7 @@ from ingest.errors import ConfigError, MatrixError, QueryError
 from ingest.index.facts import read_facts
 from ingest.index.records import Tombstone
 from ingest.index.refresh import Writer
-from ingest.matrix import ClientEvent, Transport, load_registration, read_registration
+from ingest.matrix import ClientEvent, Transport, content_of, load_registration, read_registration
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.events import normalize
 from ingest.search import Searcher
@@ -56,7 +58,7 @@ log = logging.getLogger("muninn.service")
 
 QUEUE_BATCHES = 1024
 OUTBOX_DRAIN_SECONDS = 5.0  # of the stop: replies the homeserver has not taken yet
-_WAKE_TYPES = ("m.room.message", "m.room.redaction")
+_WAKE_TYPES = (EventType.ROOM_MESSAGE.t, EventType.ROOM_REDACTION.t)
 
 
 class Service:
@@ -327,7 +329,7 @@ class Service:
         if "state_key" in event:
             self.rooms.invalidate(room_id)
             self.handler.state_changed(room_id)
-            if etype == "m.room.member" and event.get("state_key") == self.bot_user_id:
+            if etype == EventType.ROOM_MEMBER.t and event.get("state_key") == self.bot_user_id:
                 await self._own_membership(RoomID(room_id), event)
             return False
         ours = event.get("sender") == self.bot_user_id
@@ -373,8 +375,7 @@ class Service:
             log.warning("the homeserver could not ping this appservice: %s", e)
 
     async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
-        content = event.get("content")
-        content = content if isinstance(content, dict) else {}
+        content = content_of(event)
         membership = content.get("membership")
         if membership != "invite":
             return  # dispatch dropped the room's cached verdict
