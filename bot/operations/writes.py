@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mautrix.types import EventType
+
 from bot.chat.commands.dates import shown
 from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
@@ -180,7 +182,7 @@ async def messages_in_range(
     count = sum(
         1
         for e in events
-        if e.get("type") == "m.room.message"
+        if e.get("type") == EventType.ROOM_MESSAGE.t
         and e.get("content")
         and from_ts <= int(e.get("origin_server_ts", -1)) <= to_ts
     )

@@ -13,10 +13,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from mautrix.types import EventType
+
 from bot.chat.sender import BotClient
 from bot.service.appservice import EventSink
 from ingest.errors import MatrixAuthError, MatrixError
-from ingest.matrix import ClientEvent
+from ingest.matrix import BRIDGE_TYPES, ClientEvent
 
 __all__ = ["SYNC_FILTER", "SyncLoop", "events_from_sync"]
 
@@ -25,21 +27,25 @@ log = logging.getLogger("muninn.sync")
 # Only what the bot acts on: messages (commands, wake-ups), redactions (wake-ups) and the state
 # that changes a room's scope or visibility (it drops the cached verdict).
 EVENT_TYPES = [
-    "m.room.message",
-    "m.room.redaction",
-    "m.room.member",
-    "m.room.history_visibility",
-    "m.room.canonical_alias",
-    "m.room.encryption",
-    "m.bridge",
-    "uk.half-shot.bridge",
+    *(
+        t.t
+        for t in (
+            EventType.ROOM_MESSAGE,
+            EventType.ROOM_REDACTION,
+            EventType.ROOM_MEMBER,
+            EventType.ROOM_HISTORY_VISIBILITY,
+            EventType.ROOM_CANONICAL_ALIAS,
+            EventType.ROOM_ENCRYPTION,
+        )
+    ),
+    *BRIDGE_TYPES,
 ]
 SYNC_FILTER: Mapping[str, Any] = {
     "presence": {"not_types": ["*"]},
     "account_data": {"not_types": ["*"]},
     "room": {
         "timeline": {"limit": 50, "types": EVENT_TYPES},
-        "state": {"types": ["m.room.member"], "lazy_load_members": True},
+        "state": {"types": [EventType.ROOM_MEMBER.t], "lazy_load_members": True},
         "ephemeral": {"not_types": ["*"]},
         "account_data": {"not_types": ["*"]},
     },

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from mautrix.types import RelationType
+
 from ingest.errors import MuninnError
 from ingest.index.records import Tombstone
 from ingest.index.windows import EditOutcome, RevertEdit, WindowSet
@@ -157,7 +159,7 @@ async def _reread(
     if not isinstance(msg, Message) or any(s.covers(msg.ts) for s in stones):
         return None
     best: Edit | None = None
-    for raw in await reader.relations(room_id, revert.target, "m.replace"):
+    for raw in await reader.relations(room_id, revert.target, RelationType.REPLACE.value):
         edit = norm(raw)
         if (
             isinstance(edit, Edit)

@@ -21,6 +21,7 @@ docs/ARCHITECTURE.md §3), where mautrix's parse whatever arrives.
 """
 
 from ingest.event import (
+    BRIDGE_TYPES,
     ClientEvent,
     EventContent,
     Relation,
@@ -43,6 +44,7 @@ from ingest.matrix.timeline import Page, TimelineReader
 from ingest.matrix.transport import AiohttpTransport, Request, Response, Transport
 
 __all__ = [
+    "BRIDGE_TYPES",
     "USER_LOCALPART",
     "AiohttpTransport",
     "ClientEvent",
