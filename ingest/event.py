@@ -17,6 +17,7 @@ module (`tests/test_matrix_names.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, TypedDict, cast
 
 from mautrix.types import RelationType
@@ -33,6 +34,7 @@ __all__ = [
     "bundled_edit",
     "content_of",
     "events_in",
+    "relation_of",
 ]
 
 BRIDGE: Final = "m.bridge"  # MSC2346's bridge state event (state key: the bridged channel)
@@ -115,6 +117,13 @@ def content_of(event: ClientEvent) -> EventContent:
     read of `content` every layer makes."""
     content = event.get("content")
     return content if isinstance(content, dict) else {}
+
+
+def relation_of(content: Mapping[str, object]) -> Relation:
+    """`content["m.relates_to"]`, or {} when it has none or it is not an object: the one read
+    of an event's (or an edit's new content's) relation."""
+    rel = content.get("m.relates_to")
+    return cast(Relation, rel) if isinstance(rel, dict) else {}
 
 
 def as_event(value: object) -> ClientEvent | None:

@@ -26,7 +26,7 @@ from mautrix.types import EventType
 
 from ingest.errors import MuninnError
 from ingest.index.records import EXPORT_PREFIX
-from ingest.matrix import ClientEvent, Page, content_of, room_state_from
+from ingest.matrix import ClientEvent, Page, content_of, relation_of, room_state_from
 from ingest.matrix.membership import was_direct
 from ingest.types import RoomID, RoomState, UserID
 
@@ -267,9 +267,9 @@ class ExportReader:
                 self._by_id[str(e["event_id"])] = i
             if e.get("type") == EventType.ROOM_REDACTION.t:
                 self._redacted.add(str(_redacts(e)))
-            rel = content_of(e).get("m.relates_to")
-            if isinstance(rel, dict) and isinstance(rel.get("event_id"), str):
-                self._relations.setdefault(rel["event_id"], []).append(i)
+            target = relation_of(content_of(e)).get("event_id")
+            if isinstance(target, str):
+                self._relations.setdefault(target, []).append(i)
             if "state_key" in e:
                 self._state.append(e)
             if isinstance(e.get("sender"), str):
@@ -327,10 +327,8 @@ class ExportReader:
         out = []
         for i in self._relations.get(event_id, ()):
             e = self.events[i]
-            rel = content_of(e).get("m.relates_to")
             if (
-                isinstance(rel, dict)
-                and rel.get("rel_type") == rel_type
+                relation_of(content_of(e)).get("rel_type") == rel_type
                 and str(e.get("event_id")) not in self._redacted
             ):
                 out.append(self._served(e))

@@ -30,6 +30,7 @@ from ingest.event import (
     bundled_edit,
     content_of,
     events_in,
+    relation_of,
 )
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, ReaderMode, Retry, endpoint
 from ingest.matrix.reader import MatrixReader
@@ -70,5 +71,6 @@ __all__ = [
     "events_in",
     "load_registration",
     "read_registration",
+    "relation_of",
     "room_state_from",
 ]

@@ -52,7 +52,7 @@ from typing import Any
 
 from mautrix.types import EventType, MessageType, RelationType
 
-from ingest.event import SERVER_NOTICE, ClientEvent, content_of
+from ingest.event import SERVER_NOTICE, ClientEvent, Relation, content_of, relation_of
 from ingest.rules.stamps import event_ts
 from ingest.types import (
     Edit,
@@ -132,11 +132,6 @@ def _skip(event_id: EventID | None, reason: SkipReason, detail: str = "") -> Ski
     return Skip(event_id, reason, detail)
 
 
-def _relation(content: Mapping[str, Any]) -> Mapping[str, Any]:
-    rel = content.get("m.relates_to")
-    return rel if isinstance(rel, Mapping) else {}
-
-
 def reply_target(content: Mapping[str, Any]) -> EventID | None:
     """The event a rich reply answers (`m.in_reply_to`), or None when `content` is no reply.
 
@@ -144,7 +139,7 @@ def reply_target(content: Mapping[str, Any]) -> EventID | None:
     clients without threads, so no reply; `is_falling_back` defaults to false, so a thread event
     without it is a reply in the thread.
     """
-    rel = _relation(content)
+    rel = relation_of(content)
     reply = rel.get("m.in_reply_to")
     if not isinstance(reply, Mapping):
         return None
@@ -156,7 +151,7 @@ def reply_target(content: Mapping[str, Any]) -> EventID | None:
 
 def thread_root(content: Mapping[str, Any]) -> EventID | None:
     """The root of the thread `content` belongs to (`rel_type: m.thread`), or None."""
-    rel = _relation(content)
+    rel = relation_of(content)
     root = rel.get("event_id")
     if rel.get("rel_type") == _THREAD and isinstance(root, str) and root:
         return EventID(root)
@@ -252,7 +247,7 @@ def normalize(
         return _skip(event_id, SkipReason.REDACTED, "the event was redacted")
     if env.sender in own_user_ids:
         return _skip(event_id, SkipReason.OWN, f"sent by Muninn's own user {env.sender}")
-    rel = _relation(content)
+    rel = relation_of(content)
     if rel.get("rel_type") == _REPLACE:
         return _edit(etype, content, rel, env, command_prefix)
     return _message(content, rel, env, command_prefix)
@@ -288,9 +283,7 @@ def _read_text(
     return msgtype, body
 
 
-def _message(
-    content: Mapping[str, Any], rel: Mapping[str, Any], env: _Envelope, prefix: str
-) -> Normalized:
+def _message(content: Mapping[str, Any], rel: Relation, env: _Envelope, prefix: str) -> Normalized:
     text = _read_text(
         content.get("msgtype"), content.get("body"), env.event_id, prefix, SkipReason.MALFORMED
     )
@@ -340,7 +333,7 @@ def _edit_has_fallback(new: Mapping[str, Any]) -> bool:
 def _edit(
     etype: str,
     content: Mapping[str, Any],
-    rel: Mapping[str, Any],
+    rel: Relation,
     env: _Envelope,
     prefix: str,
 ) -> Normalized:
