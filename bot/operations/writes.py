@@ -33,7 +33,7 @@ from ingest.index.records import (
 )
 from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport, RoomReport
-from ingest.matrix import MatrixReader
+from ingest.matrix import MatrixReader, content_of
 from ingest.store import AsyncStore, open_async
 from ingest.store.purges import PurgeLog, purge_log_path
 from ingest.types import RoomID
@@ -183,7 +183,7 @@ async def messages_in_range(
         1
         for e in events
         if e.get("type") == EventType.ROOM_MESSAGE.t
-        and e.get("content")
+        and content_of(e)
         and from_ts <= int(e.get("origin_server_ts", -1)) <= to_ts
     )
     oldest = min((int(e.get("origin_server_ts", 0)) for e in events), default=0)
