@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from mautrix.types import EventType
 
 from bot.chat.sender import BotClient
 from bot.service.appservice import EventSink
 from ingest.errors import MatrixAuthError, MatrixError
-from ingest.matrix import BRIDGE_TYPES, ClientEvent
+from ingest.matrix import BRIDGE_TYPES, ClientEvent, events_in
 
 __all__ = ["SYNC_FILTER", "SyncLoop", "events_from_sync"]
 
@@ -64,9 +64,7 @@ def events_from_sync(resp: Mapping[str, Any]) -> list[ClientEvent]:
         for room_id, room in entries.items():
             holder = room.get(key) if isinstance(room, Mapping) else None
             events = holder.get("events") if isinstance(holder, Mapping) else None
-            for event in events if isinstance(events, list) else []:
-                if isinstance(event, dict):
-                    out.append(cast(ClientEvent, {**event, "room_id": room_id}))
+            out += ({**event, "room_id": room_id} for event in events_in(events))
     return out
 
 

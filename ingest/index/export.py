@@ -26,7 +26,7 @@ from mautrix.types import EventType
 
 from ingest.errors import MuninnError
 from ingest.index.records import EXPORT_PREFIX
-from ingest.matrix import ClientEvent, Page, content_of, relation_of, room_state_from
+from ingest.matrix import ClientEvent, Page, as_event, content_of, relation_of, room_state_from
 from ingest.matrix.membership import was_direct
 from ingest.types import RoomID, RoomState, UserID
 
@@ -108,12 +108,12 @@ class ExportFile(Sequence[ClientEvent]):
         out: list[ClientEvent] = []
         for i in range(start, stop):
             try:
-                event = json.loads(data[self._starts[i] - base : self._ends[i] - base])
+                event = as_event(json.loads(data[self._starts[i] - base : self._ends[i] - base]))
             except (ValueError, RecursionError):
                 event = None
-            if not isinstance(event, dict):
+            if event is None:
                 raise ExportError(f"{self.path}: the file changed while it was read; import again")
-            out.append(cast(ClientEvent, event))  # the file's JSON object, as a server's is
+            out.append(event)
         return out
 
 
