@@ -14,17 +14,31 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "ingest")
-MATRIX_LAYER = ROOT / "ingest" / "matrix"
+MATRIX_LAYER = "ingest/matrix/"
 EVENT_TYPE = re.compile(r"m\.room\.[a-z_.]*")
 OWN_READS = {"content": ("ingest/event.py", "ingest/rules/events.py")}
 ONE_READER = ("ingest/event.py",)  # of the keys below
 READ_KEYS = ("content", "m.relates_to", "m.relations")
-HARNESS = ROOT / "bot" / "demo"
+HARNESS = "bot/demo/"
+
+
+def _found(
+    walk: Callable[[str], Iterator[tuple[int, str]]], counts: Callable[[str, str], bool]
+) -> list[str]:
+    """`path:line: value` of each hit `walk` finds in the product's modules that `counts`
+    (given the module's path from the repository root and the value)."""
+    return [
+        f"{where}:{line}: {value!r}"
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, value in walk(path.read_text(encoding="utf-8"))
+        if counts(where := path.relative_to(ROOT).as_posix(), value)
+    ]
 
 
 def _spelt(source: str) -> Iterator[tuple[int, str]]:
@@ -52,13 +66,7 @@ def test_the_check_finds_a_spelt_event_type() -> None:
 
 def test_no_event_type_is_spelt_outside_the_matrix_layer() -> None:
     """Every `m.room.*` string in the product is inside `ingest/matrix/`."""
-    found = [
-        f"{path.relative_to(ROOT)}:{line}: {value!r}"
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if not path.is_relative_to(MATRIX_LAYER)
-        for line, value in _spelt(path.read_text(encoding="utf-8"))
-    ]
+    found = _found(_spelt, lambda where, _: not where.startswith(MATRIX_LAYER))
     assert not found, "use mautrix's EventType (`EventType.ROOM_MESSAGE.t`):\n" + "\n".join(found)
 
 
@@ -93,14 +101,12 @@ def test_the_check_finds_a_read() -> None:
 
 def test_an_events_fields_are_read_in_one_place() -> None:
     """`content`, `m.relates_to` and `m.relations` are read only by their owners."""
-    found = [
-        f"{where}:{line}: {key!r}"
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if not path.is_relative_to(HARNESS)
-        for line, key in _reads(path.read_text(encoding="utf-8"))
-        if (where := str(path.relative_to(ROOT))) not in OWN_READS.get(key, ONE_READER)
-    ]
+    found = _found(
+        _reads,
+        lambda where, key: (
+            not where.startswith(HARNESS) and where not in OWN_READS.get(key, ONE_READER)
+        ),
+    )
     assert not found, "use content_of, relation_of or bundled_edit (ingest.event):\n" + "\n".join(
         found
     )
