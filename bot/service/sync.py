@@ -27,17 +27,12 @@ log = logging.getLogger("muninn.sync")
 # Only what the bot acts on: messages (commands, wake-ups), redactions (wake-ups) and the state
 # that changes a room's scope or visibility (it drops the cached verdict).
 EVENT_TYPES = [
-    *(
-        t.t
-        for t in (
-            EventType.ROOM_MESSAGE,
-            EventType.ROOM_REDACTION,
-            EventType.ROOM_MEMBER,
-            EventType.ROOM_HISTORY_VISIBILITY,
-            EventType.ROOM_CANONICAL_ALIAS,
-            EventType.ROOM_ENCRYPTION,
-        )
-    ),
+    EventType.ROOM_MESSAGE.t,
+    EventType.ROOM_REDACTION.t,
+    EventType.ROOM_MEMBER.t,
+    EventType.ROOM_HISTORY_VISIBILITY.t,
+    EventType.ROOM_CANONICAL_ALIAS.t,
+    EventType.ROOM_ENCRYPTION.t,
     *BRIDGE_TYPES,
 ]
 SYNC_FILTER: Mapping[str, Any] = {

@@ -31,9 +31,8 @@ __all__ = [
     "was_direct",
 ]
 
-GetEvent = Callable[
-    [str], Awaitable[ClientEvent | None]
-]  # event id → the event, None if not visible
+# event id → the event, None if not visible
+GetEvent = Callable[[str], Awaitable[ClientEvent | None]]
 
 MAX_HOPS = 20  # member events one walk follows back (profile changes since the join)
 

@@ -76,18 +76,17 @@ __all__ = [
     "typed_text",
 ]
 
-INDEXED_MSGTYPES = frozenset(t.value for t in (MessageType.TEXT, MessageType.EMOTE))
+INDEXED_MSGTYPES = frozenset({MessageType.TEXT.value, MessageType.EMOTE.value})
 NOTICE_MSGTYPES = frozenset({MessageType.NOTICE.value, SERVER_NOTICE})
 MEDIA_MSGTYPES = frozenset(
-    t.value
-    for t in (
-        MessageType.IMAGE,
-        MessageType.FILE,
-        MessageType.AUDIO,
-        MessageType.VIDEO,
-        MessageType.LOCATION,
-        MessageType.STICKER,
-    )
+    {
+        MessageType.IMAGE.value,
+        MessageType.FILE.value,
+        MessageType.AUDIO.value,
+        MessageType.VIDEO.value,
+        MessageType.LOCATION.value,
+        MessageType.STICKER.value,
+    }
 )
 _THREAD, _REPLACE = RelationType.THREAD.value, RelationType.REPLACE.value
 
