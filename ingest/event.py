@@ -6,13 +6,15 @@ own): what the timeline, a state read, an appservice push or `/sync` hands on is
 chat code never hold a `dict[str, Any]`. Every key may be absent (a redacted event has no
 content; a message no `state_key`), and what the event's sender wrote is still unchecked: its
 values are `object` until a rule has looked at them (`ingest.rules.events.normalize`,
-`bot.chat.incoming`). `content_of` is the one read of `content`.
+`bot.chat.incoming`). `content_of`, `relation_of` and `bundled_edit` are the one read of
+`content`, `m.relates_to` and `unsigned.m.relations`; `events_in` and `as_event` the one step
+from the homeserver's JSON to the view.
 
 It sits at the root of `ingest`, beside `types`, because the pure rules under the Matrix layer
 (`ingest.rules`) take it too. So do Matrix's names that mautrix has no constant for; mautrix's
 `EventType`, `MessageType`, `RelationType` name the rest and are used as they are
-(`EventType.ROOM_MESSAGE.t`): no `m.room.*` string is spelled outside `ingest/matrix/` and this
-module (`tests/test_matrix_names.py`).
+(`EventType.ROOM_MESSAGE.t`): no `m.room.*` string is spelled outside `ingest/matrix/`
+(`tests/test_matrix_names.py`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from typing import Any, Final, TypedDict, cast
 from mautrix.types import RelationType
 
 __all__ = [
-    "BRIDGE",
     "BRIDGE_TYPES",
     "SERVER_NOTICE",
     "ClientEvent",
@@ -37,8 +38,8 @@ __all__ = [
     "relation_of",
 ]
 
-BRIDGE: Final = "m.bridge"  # MSC2346's bridge state event (state key: the bridged channel)
-BRIDGE_TYPES: Final = (BRIDGE, "uk.half-shot.bridge")  # and its pre-spec name
+# MSC2346's bridge state event (its state key: the bridged channel), and its pre-spec name.
+BRIDGE_TYPES: Final = ("m.bridge", "uk.half-shot.bridge")
 SERVER_NOTICE: Final = "m.server_notice"  # the msgtype of a homeserver's notices to its users
 
 # What a sender put in `content` (`m.room.message`, `m.room.redaction`, state events): the keys

@@ -2,9 +2,9 @@
 
 - `http` — `endpoint` (a `mautrix.api.Path` as a quoted request path), `MatrixHTTP` (auth,
   Muninn's retry and 429 policy, errors mapped onto `ingest.errors`), `Retry`, `ReaderMode`;
-- `ClientEvent`, the typed view of an event every layer above reads, `content_of` (the one
-  read of its `content`), `events_in`, `as_event`, `bundled_edit` — defined in `ingest.event`,
-  under the pure rules that take them too, and handed on from here;
+- `ClientEvent`, the typed view of an event every layer above reads; `events_in`, `as_event`
+  (JSON to the view), `content_of`, `relation_of`, `bundled_edit` (the one read of each) —
+  defined in `ingest.event`, under the pure rules that take them too, and handed on from here;
 - `transport` — the seam under it: `Transport` sends one `Request` and returns a `Response`
   (`AiohttpTransport` by default; tests pass their own to count or fault requests);
 - `timeline` — `Page` and the `/messages`, event and relation reads;
