@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mautrix.types import EventID, RoomAlias, RoomID, UserID
+from mautrix.types import EventID, EventType, MessageType, RoomAlias, RoomID, UserID
 
 __all__ = [
     "Edit",
@@ -126,7 +126,7 @@ class Message:
     ts: int  # origin_server_ts, milliseconds
     body: str
     thread_root: EventID | None = None
-    msgtype: str = "m.text"
+    msgtype: str = MessageType.TEXT.value
     # The m.replace event whose text `body` holds, when the message was edited (writer-owned).
     edit_event_id: EventID | None = None
     edit_ts: int | None = None
@@ -144,7 +144,7 @@ class Edit:
     ts: int
     target: EventID
     new_body: str
-    event_type: str = "m.room.message"
+    event_type: str = EventType.ROOM_MESSAGE.t
     # Why the new content is no text Muninn indexes (a notice, media, a command): the edit
     # withdraws the old text (new_body is empty); the reason counts it when its target is unknown.
     withdrawn: SkipReason | None = None

@@ -18,7 +18,7 @@ from typing import Literal
 from mautrix.types import EventType, MessageType
 
 from bot.chat.replies import ReplyTo
-from ingest.matrix import ClientEvent, EventContent
+from ingest.matrix import ClientEvent, EventContent, content_of
 from ingest.rules.events import is_command, thread_root, typed_text
 from ingest.types import RoomID
 
@@ -100,8 +100,8 @@ class Incoming:
 
 def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | None:
     """The event as a command candidate, or None (not a message, ours, a notice, no prefix)."""
-    content = event.get("content")
-    if event.get("type") != EventType.ROOM_MESSAGE.t or not isinstance(content, dict):
+    content = content_of(event)
+    if event.get("type") != EventType.ROOM_MESSAGE.t:
         return None
     body, sender = content.get("body"), event.get("sender")
     if (

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from mautrix.types import EventType, MessageType
 
 from bot.chat.replies.budget import ReplyContent
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
-from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint
+from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint, events_in
 from ingest.types import EventID, RoomID
 
 __all__ = ["BotClient", "txn_id_for"]
@@ -50,7 +50,7 @@ class BotClient(MatrixReader):
         events = await self._request("GET", endpoint(Path.v3.rooms[room_id].state))
         if not isinstance(events, list):
             raise MatrixError(f"state of {room_id}: expected a JSON list")
-        return [cast(ClientEvent, e) for e in events if isinstance(e, dict)]
+        return events_in(events)
 
     async def membership(self, room_id: RoomID | str, user_id: str) -> str | None:
         """`join`, `invite`, `leave`, … for `user_id`, or None when there is no member event."""

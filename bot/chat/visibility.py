@@ -47,7 +47,7 @@ from functools import cached_property
 from mautrix.types import EventType
 
 from bot.chat.ports import RoomStates
-from ingest.matrix import ClientEvent
+from ingest.matrix import ClientEvent, content_of
 from ingest.matrix.membership import Chain, membership, walk_back
 
 __all__ = [
@@ -156,8 +156,7 @@ ANYONE = Audience("world_readable", (Period(0, "world_readable"),), None, None) 
 
 
 def _visibility(event: ClientEvent | None) -> str:
-    content = event.get("content") if event else None
-    value = content.get("history_visibility") if isinstance(content, dict) else None
+    value = content_of(event).get("history_visibility") if event else None
     return value if isinstance(value, str) else "shared"  # the spec's default
 
 

@@ -20,9 +20,10 @@ from html import escape as html_escape
 from typing import Any, Literal
 
 import aiohttp
+from mautrix.types import EventType, MessageType, RelationType
 
 from bot.demo.synapse_config import JSON
-from ingest.matrix import Path, endpoint
+from ingest.matrix import BRIDGE_TYPES, Path, endpoint
 
 __all__ = [
     "HarnessError",
@@ -176,12 +177,12 @@ class MatrixUser:
 
     async def add_direct(self, other_user_id: str, room_id: str) -> None:
         """Add a room to this user's `m.direct`, keeping what is already there."""
-        direct = await self.get_account_data("m.direct") or {}
+        direct = await self.get_account_data(EventType.DIRECT.t) or {}
         rooms = list(direct.get(other_user_id, []))
         if room_id not in rooms:
             rooms.append(room_id)
         direct[other_user_id] = rooms
-        await self.set_account_data("m.direct", direct)
+        await self.set_account_data(EventType.DIRECT.t, direct)
 
     # ------------------------------------------------------------ state
 
@@ -201,15 +202,16 @@ class MatrixUser:
             with contextlib.suppress(HarnessError):  # already points here
                 await self.create_alias(a, room_id)
         content: JSON = {"alias": alias, "alt_aliases": alts}
-        return await self.send_state(room_id, "m.room.canonical_alias", content)
+        return await self.send_state(room_id, EventType.ROOM_CANONICAL_ALIAS.t, content)
 
     async def set_bridge_state(
         self, room_id: str, state_key: str, *, protocol: str = "discord", bridgebot: str = ""
     ) -> tuple[str, str]:
         """`m.bridge` and `uk.half-shot.bridge` with the same state_key, as real bridges do."""
         content = bridge_content(protocol, bridgebot or self.user_id, state_key)
-        first = await self.send_state(room_id, "m.bridge", content, state_key)
-        second = await self.send_state(room_id, "uk.half-shot.bridge", content, state_key)
+        first, second = [
+            await self.send_state(room_id, t, content, state_key) for t in BRIDGE_TYPES
+        ]
         return first, second
 
     # ------------------------------------------------------------ timeline
@@ -226,10 +228,10 @@ class MatrixUser:
     async def send_text(
         self, room_id: str, body: str, *, ts: int | None = None, html: str | None = None
     ) -> str:
-        content: JSON = {"msgtype": "m.text", "body": body}
+        content: JSON = {"msgtype": MessageType.TEXT.value, "body": body}
         if html is not None:
             content |= {"format": "org.matrix.custom.html", "formatted_body": html}
-        return await self.send(room_id, "m.room.message", content, ts=ts)
+        return await self.send(room_id, EventType.ROOM_MESSAGE.t, content, ts=ts)
 
     async def send_reply(
         self, room_id: str, parent_id: str, body: str, *, ts: int | None = None
@@ -237,7 +239,7 @@ class MatrixUser:
         """A rich reply with the spec's fallbacks (`> <@user> quoted` and `<mx-reply>`)."""
         parent = await self.get_event(room_id, parent_id)
         content = reply_content(room_id, parent, body)
-        return await self.send(room_id, "m.room.message", content, ts=ts)
+        return await self.send(room_id, EventType.ROOM_MESSAGE.t, content, ts=ts)
 
     async def send_edit(
         self,
@@ -246,15 +248,15 @@ class MatrixUser:
         new_body: str,
         *,
         ts: int | None = None,
-        msgtype: str = "m.text",
+        msgtype: str = MessageType.TEXT.value,
     ) -> str:
         content = {
             "msgtype": msgtype,
             "body": f"* {new_body}",
             "m.new_content": {"msgtype": msgtype, "body": new_body},
-            "m.relates_to": {"rel_type": "m.replace", "event_id": target_id},
+            "m.relates_to": {"rel_type": RelationType.REPLACE.value, "event_id": target_id},
         }
-        return await self.send(room_id, "m.room.message", content, ts=ts)
+        return await self.send(room_id, EventType.ROOM_MESSAGE.t, content, ts=ts)
 
     async def redact(self, room_id: str, event_id: str, reason: str | None = None) -> str:
         path = endpoint(Path.v3.rooms[room_id].redact[event_id][_txn()])
@@ -310,7 +312,7 @@ def reply_content(room_id: str, parent: JSON, body: str) -> JSON:
         f"</blockquote></mx-reply>{_escape(body)}"
     )
     return {
-        "msgtype": "m.text",
+        "msgtype": MessageType.TEXT.value,
         "body": f"{quoted}\n\n{body}",
         "format": "org.matrix.custom.html",
         "formatted_body": html,

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mautrix.types import EventType
+
 from bot.chat.commands.dates import shown
 from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
@@ -31,7 +33,7 @@ from ingest.index.records import (
     EXPORT_PREFIX,
 )
 from ingest.index.reports import RefreshReport, RoomReport
-from ingest.matrix import MatrixReader
+from ingest.matrix import MatrixReader, content_of
 from ingest.store import AsyncStore, open_async
 from ingest.types import RoomID
 
@@ -175,8 +177,8 @@ async def messages_in_range(
     count = sum(
         1
         for e in events
-        if e.get("type") == "m.room.message"
-        and e.get("content")
+        if e.get("type") == EventType.ROOM_MESSAGE.t
+        and content_of(e)
         and from_ts <= int(e.get("origin_server_ts", -1)) <= to_ts
     )
     oldest = min((int(e.get("origin_server_ts", 0)) for e in events), default=0)

@@ -18,13 +18,12 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import cast
 
 from aiohttp import web
 
 from bot.chat.incoming import BoundedSeen
 from bot.service.limits import serve_capped
-from ingest.matrix import ClientEvent
+from ingest.matrix import ClientEvent, events_in
 
 __all__ = ["AppserviceServer", "EventSink"]
 
@@ -117,7 +116,7 @@ class AppserviceServer:
         raw = body.get("events", []) if isinstance(body, dict) else None
         if not isinstance(raw, list):
             return _error(400, "M_BAD_JSON", "events must be a list")
-        events = [cast(ClientEvent, e) for e in raw if isinstance(e, dict)]
+        events = events_in(raw)
         key = transaction_key(request.match_info["txn_id"], events)
         if key in self.seen:
             log.debug("transaction %s already accepted", key)

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from mautrix.types import EventType
+
 from bot.chat.handlers import CommandHandler
 from bot.chat.incoming import Received, received
 from bot.service.inflight import CommandPool, Countdown
@@ -33,7 +35,7 @@ __all__ = ["Dispatcher"]
 
 log = logging.getLogger("muninn.service")
 
-_WAKE_TYPES = ("m.room.message", "m.room.redaction")
+_WAKE_TYPES = (EventType.ROOM_MESSAGE.t, EventType.ROOM_REDACTION.t)
 
 OwnMembership = Callable[[RoomID, ClientEvent], Awaitable[None]]
 
@@ -84,7 +86,10 @@ class Dispatcher:
         if "state_key" in event:
             self.rooms.invalidate(room_id)
             self.handler.state_changed(room_id)
-            if etype == "m.room.member" and event.get("state_key") == self.handler.bot_user_id:
+            if (
+                etype == EventType.ROOM_MEMBER.t
+                and event.get("state_key") == self.handler.bot_user_id
+            ):
                 await self.own_membership(RoomID(room_id), event)
             return False
         ours = event.get("sender") == self.handler.bot_user_id

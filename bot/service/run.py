@@ -41,7 +41,7 @@ from ingest.errors import MatrixError, QueryError
 from ingest.index.facts import read_facts
 from ingest.index.records import Tombstone
 from ingest.index.refresh import Writer
-from ingest.matrix import ClientEvent, Transport, load_registration, read_registration
+from ingest.matrix import ClientEvent, Transport, content_of, load_registration, read_registration
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.store import AsyncStore, Store, open_async
@@ -323,8 +323,7 @@ class Service:
             log.warning("the homeserver could not ping this appservice: %s", e)
 
     async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
-        content = event.get("content")
-        content = content if isinstance(content, dict) else {}
+        content = content_of(event)
         membership = content.get("membership")
         if membership != "invite":
             return  # dispatch dropped the room's cached verdict

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
+
+from mautrix.types import EventType
 
 from bot.chat.sender import BotClient
 from bot.service.appservice import EventSink
 from ingest.errors import MatrixAuthError, MatrixError
-from ingest.matrix import ClientEvent
+from ingest.matrix import BRIDGE_TYPES, ClientEvent, events_in
 
 __all__ = ["SYNC_FILTER", "SyncLoop", "events_from_sync"]
 
@@ -25,21 +27,20 @@ log = logging.getLogger("muninn.sync")
 # Only what the bot acts on: messages (commands, wake-ups), redactions (wake-ups) and the state
 # that changes a room's scope or visibility (it drops the cached verdict).
 EVENT_TYPES = [
-    "m.room.message",
-    "m.room.redaction",
-    "m.room.member",
-    "m.room.history_visibility",
-    "m.room.canonical_alias",
-    "m.room.encryption",
-    "m.bridge",
-    "uk.half-shot.bridge",
+    EventType.ROOM_MESSAGE.t,
+    EventType.ROOM_REDACTION.t,
+    EventType.ROOM_MEMBER.t,
+    EventType.ROOM_HISTORY_VISIBILITY.t,
+    EventType.ROOM_CANONICAL_ALIAS.t,
+    EventType.ROOM_ENCRYPTION.t,
+    *BRIDGE_TYPES,
 ]
 SYNC_FILTER: Mapping[str, Any] = {
     "presence": {"not_types": ["*"]},
     "account_data": {"not_types": ["*"]},
     "room": {
         "timeline": {"limit": 50, "types": EVENT_TYPES},
-        "state": {"types": ["m.room.member"], "lazy_load_members": True},
+        "state": {"types": [EventType.ROOM_MEMBER.t], "lazy_load_members": True},
         "ephemeral": {"not_types": ["*"]},
         "account_data": {"not_types": ["*"]},
     },
@@ -58,9 +59,7 @@ def events_from_sync(resp: Mapping[str, Any]) -> list[ClientEvent]:
         for room_id, room in entries.items():
             holder = room.get(key) if isinstance(room, Mapping) else None
             events = holder.get("events") if isinstance(holder, Mapping) else None
-            for event in events if isinstance(events, list) else []:
-                if isinstance(event, dict):
-                    out.append(cast(ClientEvent, {**event, "room_id": room_id}))
+            out += ({**event, "room_id": room_id} for event in events_in(events))
     return out
 
 

@@ -22,9 +22,12 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, cast, overload
 
+from mautrix.types import EventType
+
 from ingest.errors import MuninnError
 from ingest.index.records import EXPORT_PREFIX
-from ingest.matrix import ClientEvent, Page, room_state_from
+from ingest.matrix import ClientEvent, Page, as_event, content_of, relation_of, room_state_from
+from ingest.matrix.membership import was_direct
 from ingest.types import RoomID, RoomState, UserID
 
 JSONDict = dict[str, Any]
@@ -35,13 +38,13 @@ class ExportError(MuninnError):
     """The export file cannot be read as a room export; the message names the cause."""
 
 
-def load_export(path: Path) -> list[JSONDict]:
+def load_export(path: Path) -> list[ClientEvent]:
     """The raw events of an Element JSON export or a JSONL file, in file order, all in memory
     (for small files; `ExportReader.from_file` reads them from the file as it goes instead)."""
     return list(ExportFile.scan(path))
 
 
-class ExportFile(Sequence[JSONDict]):
+class ExportFile(Sequence[ClientEvent]):
     """The events of an export file, read from it when asked for: only each event's byte span
     is held, so an import's memory does not grow with the file."""
 
@@ -70,12 +73,12 @@ class ExportFile(Sequence[JSONDict]):
         return len(self._starts)
 
     @overload
-    def __getitem__(self, index: int) -> JSONDict: ...
+    def __getitem__(self, index: int) -> ClientEvent: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[JSONDict]: ...
+    def __getitem__(self, index: slice) -> list[ClientEvent]: ...
 
-    def __getitem__(self, index: int | slice) -> JSONDict | list[JSONDict]:
+    def __getitem__(self, index: int | slice) -> ClientEvent | list[ClientEvent]:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
@@ -86,11 +89,11 @@ class ExportFile(Sequence[JSONDict]):
         i = index % len(self)
         return self.read(i, i + 1)[0]
 
-    def __iter__(self) -> Iterator[JSONDict]:
+    def __iter__(self) -> Iterator[ClientEvent]:
         for i in range(0, len(self), _READ_EVENTS):
             yield from self.read(i, i + _READ_EVENTS)
 
-    def read(self, start: int, stop: int) -> list[JSONDict]:
+    def read(self, start: int, stop: int) -> list[ClientEvent]:
         """Events `start` to `stop` (exclusive), in one read of the file."""
         stop = min(stop, len(self))
         if start >= stop:
@@ -102,13 +105,13 @@ class ExportFile(Sequence[JSONDict]):
                 data = f.read(self._ends[stop - 1] - base)
         except OSError as e:
             raise ExportError(f"{self.path}: cannot read: {e}") from None
-        out: list[JSONDict] = []
+        out: list[ClientEvent] = []
         for i in range(start, stop):
             try:
-                event = json.loads(data[self._starts[i] - base : self._ends[i] - base])
+                event = as_event(json.loads(data[self._starts[i] - base : self._ends[i] - base]))
             except (ValueError, RecursionError):
                 event = None
-            if not isinstance(event, dict):
+            if event is None:
                 raise ExportError(f"{self.path}: the file changed while it was read; import again")
             out.append(event)
         return out
@@ -246,7 +249,7 @@ class ExportReader:
     redactions; the events themselves are read from `events` (an `ExportFile`) a page at a time.
     """
 
-    def __init__(self, events: Sequence[JSONDict], *, user_id: str) -> None:
+    def __init__(self, events: Sequence[ClientEvent], *, user_id: str) -> None:
         self.events = events
         self.user_id = UserID(user_id)
         rooms: set[str] = set()
@@ -255,18 +258,18 @@ class ExportReader:
         # as the homeserver applies them to what it serves.
         self._redacted: set[str] = set()
         self._relations: dict[str, list[int]] = {}  # target event id -> its relating events
-        self._state: list[JSONDict] = []
+        self._state: list[ClientEvent] = []
         self._senders: set[str] = set()
         for i, e in enumerate(events):
             if isinstance(e.get("room_id"), str):
                 rooms.add(e["room_id"])
             if "event_id" in e:
                 self._by_id[str(e["event_id"])] = i
-            if e.get("type") == "m.room.redaction":
+            if e.get("type") == EventType.ROOM_REDACTION.t:
                 self._redacted.add(str(_redacts(e)))
-            rel = _content(e).get("m.relates_to")
-            if isinstance(rel, dict) and isinstance(rel.get("event_id"), str):
-                self._relations.setdefault(rel["event_id"], []).append(i)
+            target = relation_of(content_of(e)).get("event_id")
+            if isinstance(target, str):
+                self._relations.setdefault(target, []).append(i)
             if "state_key" in e:
                 self._state.append(e)
             if isinstance(e.get("sender"), str):
@@ -297,7 +300,7 @@ class ExportReader:
     async def room_state(self, room_id: RoomID | str) -> RoomState:
         base = room_state_from(self.room_id, self._state, self.user_id)
         direct = base.direct_flag or any(
-            e.get("type") == "m.room.member" and _is_direct(e) for e in self._state
+            e.get("type") == EventType.ROOM_MEMBER.t and was_direct(e) for e in self._state
         )
         # An export may hold senders without their membership events: each counts as a member.
         members = tuple(sorted({*base.members, *(UserID(s) for s in self._senders)}))
@@ -324,10 +327,8 @@ class ExportReader:
         out = []
         for i in self._relations.get(event_id, ()):
             e = self.events[i]
-            rel = _content(e).get("m.relates_to")
             if (
-                isinstance(rel, dict)
-                and rel.get("rel_type") == rel_type
+                relation_of(content_of(e)).get("rel_type") == rel_type
                 and str(e.get("event_id")) not in self._redacted
             ):
                 out.append(self._served(e))
@@ -336,16 +337,16 @@ class ExportReader:
     async def close(self) -> None:
         """Nothing to release: the file is opened for each read."""
 
-    def _served(self, event: JSONDict) -> ClientEvent:
+    def _served(self, event: ClientEvent) -> ClientEvent:
         """The event as a homeserver would serve it now: a redacted one has no content."""
         if (
             str(event.get("event_id")) in self._redacted
-            and event.get("type") != "m.room.redaction"
+            and event.get("type") != EventType.ROOM_REDACTION.t
         ):
             unsigned = dict(event.get("unsigned") or {})
-            unsigned.setdefault("redacted_because", {"type": "m.room.redaction"})
+            unsigned.setdefault("redacted_because", {"type": EventType.ROOM_REDACTION.t})
             return cast(ClientEvent, {**event, "content": {}, "unsigned": unsigned})
-        return cast(ClientEvent, event)
+        return event
 
 
 def export_record(path: Path) -> JSONDict:
@@ -382,18 +383,5 @@ def _position(token: str | None) -> int:
     return int(digits)
 
 
-def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    content = event.get("content")
-    return content if isinstance(content, dict) else {}
-
-
-def _redacts(event: Mapping[str, Any]) -> Any:
-    return _content(event).get("redacts") or event.get("redacts")
-
-
-def _is_direct(event: Mapping[str, Any]) -> bool:
-    unsigned = event.get("unsigned")
-    prev = unsigned.get("prev_content") if isinstance(unsigned, dict) else None
-    return bool(_content(event).get("is_direct")) or (
-        isinstance(prev, dict) and bool(prev.get("is_direct"))
-    )
+def _redacts(event: ClientEvent) -> object:
+    return content_of(event).get("redacts") or event.get("redacts")

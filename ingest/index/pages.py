@@ -9,9 +9,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
+
+from mautrix.types import RelationType
 
 from ingest.errors import MuninnError
 from ingest.index.records import Tombstone
@@ -34,7 +36,7 @@ log = logging.getLogger("muninn.refresh")
 
 # `ingest.rules.events.normalize` with the writer's own user ids and command prefix (rule 9) bound:
 # every event of a page, and what a redaction re-reads, is normalized the same way.
-Normalize = Callable[[Mapping[str, Any]], Normalized]
+Normalize = Callable[[ClientEvent], Normalized]
 
 
 class EventSource(Protocol):
@@ -57,7 +59,7 @@ class PageTally(Protocol):
 
 async def apply_events(
     ws: WindowSet,
-    events: Sequence[Mapping[str, Any]],
+    events: Sequence[ClientEvent],
     stones: Sequence[Tombstone],
     tally: PageTally,
     *,
@@ -157,7 +159,7 @@ async def _reread(
     if not isinstance(msg, Message) or any(s.covers(msg.ts) for s in stones):
         return None
     best: Edit | None = None
-    for raw in await reader.relations(room_id, revert.target, "m.replace"):
+    for raw in await reader.relations(room_id, revert.target, RelationType.REPLACE.value):
         edit = norm(raw)
         if (
             isinstance(edit, Edit)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.index.chunker import CHUNKER_VERSION
+from ingest.matrix import ClientEvent
 from ingest.rules.events import normalize
 from ingest.rules.lexical import LEXICAL_VERSION
 from ingest.rules.scrub import SCRUB_VERSION
@@ -56,7 +57,7 @@ def cursor_record(
 
 
 def cursor_mark(
-    events: Sequence[Mapping[str, Any]], stones: Sequence[Tombstone], previous: str | None
+    events: Sequence[ClientEvent], stones: Sequence[Tombstone], previous: str | None
 ) -> str | None:
     """The cursor's `last_event_id` after a page of `events` (oldest first): its newest event
     that leaves no trace of a message, neither redacted nor inside a purge (the collection

@@ -2,7 +2,9 @@
 
 - `http` — `endpoint` (a `mautrix.api.Path` as a quoted request path), `MatrixHTTP` (auth,
   Muninn's retry and 429 policy, errors mapped onto `ingest.errors`), `Retry`, `ReaderMode`;
-- `event` — `ClientEvent`, the typed view of an event every layer above reads;
+- `ClientEvent`, the typed view of an event every layer above reads; `events_in`, `as_event`
+  (JSON to the view), `content_of`, `relation_of`, `bundled_edit` (the one read of each) —
+  defined in `ingest.event`, under the pure rules that take them too, and handed on from here;
 - `transport` — the seam under it: `Transport` sends one `Request` and returns a `Response`
   (`AiohttpTransport` by default; tests pass their own to count or fault requests);
 - `timeline` — `Page` and the `/messages`, event and relation reads;
@@ -18,7 +20,18 @@ SQLite restarts ids at 1), and normalisation skips what must never be indexed (r
 docs/ARCHITECTURE.md §3), where mautrix's parse whatever arrives.
 """
 
-from ingest.matrix.event import ClientEvent, EventContent, Relation, Unsigned
+from ingest.event import (
+    BRIDGE_TYPES,
+    ClientEvent,
+    EventContent,
+    Relation,
+    Unsigned,
+    as_event,
+    bundled_edit,
+    content_of,
+    events_in,
+    relation_of,
+)
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, ReaderMode, Retry, endpoint
 from ingest.matrix.reader import MatrixReader
 from ingest.matrix.registration import (
@@ -32,6 +45,7 @@ from ingest.matrix.timeline import Page, TimelineReader
 from ingest.matrix.transport import AiohttpTransport, Request, Response, Transport
 
 __all__ = [
+    "BRIDGE_TYPES",
     "USER_LOCALPART",
     "AiohttpTransport",
     "ClientEvent",
@@ -50,8 +64,13 @@ __all__ = [
     "TimelineReader",
     "Transport",
     "Unsigned",
+    "as_event",
+    "bundled_edit",
+    "content_of",
     "endpoint",
+    "events_in",
     "load_registration",
     "read_registration",
+    "relation_of",
     "room_state_from",
 ]

@@ -15,9 +15,10 @@ says whether it did, and each rule decides which way an incomplete walk errs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+
+from ingest.event import ClientEvent, EventContent, Unsigned, content_of
 
 __all__ = [
     "Chain",
@@ -27,25 +28,21 @@ __all__ = [
     "prev_content",
     "prev_membership",
     "walk_back",
+    "was_direct",
 ]
 
-JSON = Mapping[str, Any]
-GetEvent = Callable[[str], Awaitable[JSON | None]]  # event id → the event, None if not visible
+# event id → the event, None if not visible
+GetEvent = Callable[[str], Awaitable[ClientEvent | None]]
 
 MAX_HOPS = 20  # member events one walk follows back (profile changes since the join)
 
 
-def _content(event: JSON) -> JSON:
-    content = event.get("content")
-    return content if isinstance(content, dict) else {}
-
-
-def _unsigned(event: JSON) -> JSON:
+def _unsigned(event: ClientEvent) -> Unsigned:
     unsigned = event.get("unsigned")
     return unsigned if isinstance(unsigned, dict) else {}
 
 
-def prev_content(event: JSON) -> JSON:
+def prev_content(event: ClientEvent) -> EventContent:
     """The content this state event replaced: `unsigned.prev_content` (the spec), or the
     top-level copy older servers send."""
     prev = _unsigned(event).get("prev_content")
@@ -54,19 +51,19 @@ def prev_content(event: JSON) -> JSON:
     return prev if isinstance(prev, dict) else {}
 
 
-def _replaces(event: JSON) -> str | None:
+def _replaces(event: ClientEvent) -> str | None:
     prev_id = _unsigned(event).get("replaces_state")
     if not isinstance(prev_id, str):
         prev_id = event.get("replaces_state")  # top level in some servers' /event answers
     return prev_id if isinstance(prev_id, str) else None
 
 
-def membership(event: JSON) -> str | None:
-    value = _content(event).get("membership")
+def membership(event: ClientEvent) -> str | None:
+    value = content_of(event).get("membership")
     return value if isinstance(value, str) else None
 
 
-def prev_membership(event: JSON) -> str | None:
+def prev_membership(event: ClientEvent) -> str | None:
     value = prev_content(event).get("membership")
     return value if isinstance(value, str) else None
 
@@ -75,7 +72,7 @@ def prev_membership(event: JSON) -> str | None:
 class Chain:
     """A member's events, newest first, followed back while the membership before counted."""
 
-    events: tuple[JSON, ...]
+    events: tuple[ClientEvent, ...]
     complete: bool  # False: a hop was not visible, had no pointer, or the bound was reached
 
     @property
@@ -85,7 +82,7 @@ class Chain:
 
 
 async def walk_back(
-    event: JSON,
+    event: ClientEvent,
     get_event: GetEvent,
     *,
     counted: frozenset[str],
@@ -107,9 +104,12 @@ async def walk_back(
     return Chain(tuple(events), complete=prev_membership(current) not in counted)
 
 
+def was_direct(event: ClientEvent) -> bool:
+    """Whether a member event, or the membership it replaced, had is_direct: it sits only on
+    the invite, and after the join it survives in `prev_content`."""
+    return bool(content_of(event).get("is_direct")) or bool(prev_content(event).get("is_direct"))
+
+
 def direct_in(chain: Chain) -> bool:
     """Whether any membership in the chain, or the one before its oldest event, had is_direct."""
-    return any(
-        bool(_content(e).get("is_direct")) or bool(prev_content(e).get("is_direct"))
-        for e in chain.events
-    )
+    return any(was_direct(e) for e in chain.events)

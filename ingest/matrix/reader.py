@@ -18,13 +18,12 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from mautrix.types import EventType
 
 from ingest.config import Config, registration_path
 from ingest.errors import ConfigError, MatrixError, MatrixNotFound
-from ingest.matrix.event import ClientEvent
+from ingest.event import ClientEvent, events_in
 from ingest.matrix.http import Path, ReaderMode, Retry, endpoint
 from ingest.matrix.membership import direct_in, membership, prev_membership, walk_back
 from ingest.matrix.registration import load_registration
@@ -116,15 +115,18 @@ class MatrixReader(TimelineReader):
 
     async def room_state(self, room_id: RoomID | str) -> RoomState:
         """The room's current state (or, for a room the reader left, the state at its leave)."""
-        events = await self._request("GET", endpoint(Path.v3.rooms[room_id].state))
-        if not isinstance(events, list):
+        raw = await self._request("GET", endpoint(Path.v3.rooms[room_id].state))
+        if not isinstance(raw, list):
             raise MatrixError(f"state of {room_id}: expected a JSON list")
+        events = events_in(raw)
         state = room_state_from(RoomID(room_id), events, self.user_id)
         if not state.direct_flag and await self._direct_in_history(room_id, events):
             state = dataclasses.replace(state, direct_flag=True)
         return state
 
-    async def _direct_in_history(self, room_id: RoomID | str, events: Sequence[Any]) -> bool:
+    async def _direct_in_history(
+        self, room_id: RoomID | str, events: Sequence[ClientEvent]
+    ) -> bool:
         """is_direct further back than the state's one hop: a member whose event replaced a
         join (a profile change) may have been invited with it before (rule 3).
 
@@ -140,8 +142,7 @@ class MatrixReader(TimelineReader):
         candidates = [
             e
             for e in events
-            if isinstance(e, dict)
-            and e.get("type") == _MEMBER
+            if e.get("type") == _MEMBER
             and isinstance(e.get("event_id"), str)
             # a previous join may hide the invite; any other previous membership is in view
             and prev_membership(e) == "join"

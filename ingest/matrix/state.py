@@ -12,36 +12,28 @@ from typing import Any
 
 from mautrix.types import EventType
 
-from ingest.matrix.membership import prev_content
+from ingest.event import BRIDGE_TYPES, ClientEvent, EventContent, content_of
+from ingest.matrix.membership import prev_content, was_direct
 from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = ["room_state_from"]
 
 _MEMBER = EventType.ROOM_MEMBER.t
-_BRIDGE = ("m.bridge", "uk.half-shot.bridge")  # MSC2346 and its pre-spec name
 
 
-def _content(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    content = event.get("content")
-    return content if isinstance(content, dict) else {}
-
-
-def _members(events: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], bool]:
+def _members(events: Sequence[ClientEvent]) -> tuple[dict[str, str], bool]:
     """membership by user id, and whether any member event says is_direct (now or before)."""
     membership: dict[str, str] = {}
     direct = False
     for e in events:
         if e.get("type") != _MEMBER or not isinstance(e.get("state_key"), str):
             continue
-        membership[e["state_key"]] = str(_content(e).get("membership", ""))
-        # is_direct sits only on the invite; after the join it survives in prev_content.
-        direct = (
-            direct or bool(_content(e).get("is_direct")) or bool(prev_content(e).get("is_direct"))
-        )
+        membership[e["state_key"]] = str(content_of(e).get("membership", ""))
+        direct = direct or was_direct(e)
     return membership, direct
 
 
-def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
+def _past_members(events: Sequence[ClientEvent]) -> tuple[UserID, ...]:
     """Who was joined and is not now (left, kicked, banned): the member event's previous
     membership says so. An invite or a ban of someone who never joined names no sender."""
     past = {
@@ -49,24 +41,22 @@ def _past_members(events: Sequence[Mapping[str, Any]]) -> tuple[UserID, ...]:
         for e in events
         if e.get("type") == _MEMBER
         and isinstance(e.get("state_key"), str)
-        and _content(e).get("membership") in ("leave", "ban")
+        and content_of(e).get("membership") in ("leave", "ban")
         and prev_content(e).get("membership") == "join"
     }
     return tuple(sorted(UserID(u) for u in past))
 
 
-def room_state_from(
-    room_id: RoomID, events: Sequence[Mapping[str, Any]], reader: UserID
-) -> RoomState:
+def room_state_from(room_id: RoomID, events: Sequence[ClientEvent], reader: UserID) -> RoomState:
     """Reduce a `/rooms/{id}/state` answer to a `RoomState` (pure; no I/O); an entry that is
     no JSON object (a faulty server's `[1, 2, 3]`) is no state event."""
     events = [e for e in events if isinstance(e, dict)]
-    state: dict[tuple[str, str], Mapping[str, Any]] = {}
+    state: dict[tuple[str, str], EventContent] = {}
     for e in events:
         if isinstance(e, dict) and isinstance(e.get("type"), str):
-            state[(e["type"], str(e.get("state_key", "")))] = _content(e)
+            state[(e["type"], str(e.get("state_key", "")))] = content_of(e)
 
-    def content(event_type: EventType) -> Mapping[str, Any]:
+    def content(event_type: EventType) -> EventContent:
         return state.get((event_type.t, ""), {})
 
     membership, direct = _members(events)
@@ -96,7 +86,9 @@ def room_state_from(
         invited=tuple(sorted(UserID(u) for u, m in membership.items() if m == "invite")),
         past_members=_past_members(events),
         direct_flag=direct,
-        bridge_state_keys=tuple(sorted({k for (t, k), c in state.items() if t in _BRIDGE and c})),
+        bridge_state_keys=tuple(
+            sorted({k for (t, k), c in state.items() if t in BRIDGE_TYPES and c})
+        ),
         display_names=tuple(
             (UserID(u), name)
             for u in joined
@@ -104,7 +96,8 @@ def room_state_from(
         ),
         # Unset, the spec's `state_default` is 50: a moderator's.
         pins_level=_level(
-            events_levels.get("m.room.pinned_events"), _level(levels.get("state_default"), 50)
+            events_levels.get(EventType.ROOM_PINNED_EVENTS.t),
+            _level(levels.get("state_default"), 50),
         ),
         user_levels=tuple(
             sorted((UserID(u), _level(n, 0)) for u, n in users.items() if isinstance(u, str))

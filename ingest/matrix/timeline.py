@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence, Set
 from dataclasses import dataclass
-from typing import cast
 
 from ingest.errors import MatrixBadPaging, MatrixForbidden, MatrixNotFound
-from ingest.matrix.event import ClientEvent
+from ingest.event import ClientEvent, as_event, events_in
 from ingest.matrix.http import JSONDict, MatrixHTTP, Path, endpoint
 from ingest.types import RoomID
 
@@ -166,8 +165,9 @@ class TimelineReader(MatrixHTTP):
     async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
         """One event as the reader may see it; None if it does not exist or is not visible."""
         try:
-            event = await self._get_object(endpoint(Path.v3.rooms[room_id].event[event_id]))
-            return cast(ClientEvent, event)
+            return as_event(
+                await self._get_object(endpoint(Path.v3.rooms[room_id].event[event_id]))
+            )
         except MatrixNotFound:
             return None
 
@@ -182,16 +182,10 @@ class TimelineReader(MatrixHTTP):
             resp = await self._get_object(path, {"limit": limit})
         except (MatrixNotFound, MatrixForbidden):
             return None
-        event = resp.get("event")
-        if not isinstance(event, dict):
+        event = as_event(resp.get("event"))
+        if event is None:
             return None
-
-        def events(key: str) -> list[ClientEvent]:
-            chunk = resp.get(key)
-            listed = chunk if isinstance(chunk, list) else []
-            return [cast(ClientEvent, e) for e in listed if isinstance(e, dict)]
-
-        return events("events_before"), cast(ClientEvent, event), events("events_after")
+        return events_in(resp.get("events_before")), event, events_in(resp.get("events_after"))
 
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100
@@ -214,9 +208,7 @@ class TimelineReader(MatrixHTTP):
             if token is not None:
                 query["from"] = token
             resp = await self._get_object(path, query)
-            events.extend(
-                cast(ClientEvent, e) for e in resp.get("chunk", []) if isinstance(e, dict)
-            )
+            events.extend(events_in(resp.get("chunk")))
             batch = resp.get("next_batch")
             if not batch or not isinstance(batch, str):
                 return events
@@ -224,12 +216,7 @@ class TimelineReader(MatrixHTTP):
 
 
 def _page(resp: JSONDict) -> Page:
-    chunk = resp.get("chunk", [])
-    events = (
-        [cast(ClientEvent, e) for e in chunk if isinstance(e, dict)]
-        if isinstance(chunk, list)
-        else []
-    )
+    events = events_in(resp.get("chunk"))
     start, end = resp.get("start"), resp.get("end")
     return Page(
         events=events,

@@ -50,6 +50,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mautrix.types import EventType, MessageType, RelationType
+
+from ingest.event import SERVER_NOTICE, ClientEvent, Relation, content_of, relation_of
 from ingest.rules.stamps import event_ts
 from ingest.types import (
     Edit,
@@ -73,9 +76,19 @@ __all__ = [
     "typed_text",
 ]
 
-INDEXED_MSGTYPES = frozenset({"m.text", "m.emote"})
-NOTICE_MSGTYPES = frozenset({"m.notice", "m.server_notice"})
-MEDIA_MSGTYPES = frozenset({"m.image", "m.file", "m.audio", "m.video", "m.location", "m.sticker"})
+INDEXED_MSGTYPES = frozenset({MessageType.TEXT.value, MessageType.EMOTE.value})
+NOTICE_MSGTYPES = frozenset({MessageType.NOTICE.value, SERVER_NOTICE})
+MEDIA_MSGTYPES = frozenset(
+    {
+        MessageType.IMAGE.value,
+        MessageType.FILE.value,
+        MessageType.AUDIO.value,
+        MessageType.VIDEO.value,
+        MessageType.LOCATION.value,
+        MessageType.STICKER.value,
+    }
+)
+_THREAD, _REPLACE = RelationType.THREAD.value, RelationType.REPLACE.value
 
 _MX_REPLY = re.compile(r"^\s*<mx-reply>.*?</mx-reply>", re.IGNORECASE | re.DOTALL)
 # The spec's fallback header, `> <@alice:example.org> text` (`> * <@alice…>` for emotes).
@@ -118,11 +131,6 @@ def _skip(event_id: EventID | None, reason: SkipReason, detail: str = "") -> Ski
     return Skip(event_id, reason, detail)
 
 
-def _relation(content: Mapping[str, Any]) -> Mapping[str, Any]:
-    rel = content.get("m.relates_to")
-    return rel if isinstance(rel, Mapping) else {}
-
-
 def reply_target(content: Mapping[str, Any]) -> EventID | None:
     """The event a rich reply answers (`m.in_reply_to`), or None when `content` is no reply.
 
@@ -130,11 +138,11 @@ def reply_target(content: Mapping[str, Any]) -> EventID | None:
     clients without threads, so no reply; `is_falling_back` defaults to false, so a thread event
     without it is a reply in the thread.
     """
-    rel = _relation(content)
+    rel = relation_of(content)
     reply = rel.get("m.in_reply_to")
     if not isinstance(reply, Mapping):
         return None
-    if rel.get("rel_type") == "m.thread" and rel.get("is_falling_back") is True:
+    if rel.get("rel_type") == _THREAD and rel.get("is_falling_back") is True:
         return None
     target = reply.get("event_id")
     return EventID(target) if isinstance(target, str) and target else None
@@ -142,9 +150,9 @@ def reply_target(content: Mapping[str, Any]) -> EventID | None:
 
 def thread_root(content: Mapping[str, Any]) -> EventID | None:
     """The root of the thread `content` belongs to (`rel_type: m.thread`), or None."""
-    rel = _relation(content)
+    rel = relation_of(content)
     root = rel.get("event_id")
-    if rel.get("rel_type") == "m.thread" and isinstance(root, str) and root:
+    if rel.get("rel_type") == _THREAD and isinstance(root, str) and root:
         return EventID(root)
     return None
 
@@ -175,7 +183,7 @@ def _fields(env: _Envelope) -> dict[str, Any]:
     return {"event_id": env.event_id, "room_id": env.room_id, "sender": env.sender, "ts": env.ts}
 
 
-def _envelope(event: Mapping[str, Any], room_id: RoomID | None) -> _Envelope | str:
+def _envelope(event: ClientEvent, room_id: RoomID | None) -> _Envelope | str:
     """The envelope, or a detail naming the first bad field."""
     event_id, sender = event.get("event_id"), event.get("sender")
     ts, rid = event_ts(event.get("origin_server_ts")), event.get("room_id", room_id)
@@ -193,7 +201,7 @@ def _envelope(event: Mapping[str, Any], room_id: RoomID | None) -> _Envelope | s
 
 
 def normalize(
-    event: Mapping[str, Any],
+    event: ClientEvent,
     *,
     own_user_ids: frozenset[str],
     command_prefix: str = "!",
@@ -202,7 +210,8 @@ def normalize(
     """Classify one client-format event; see the module table. Never raises.
 
     Args:
-        event: the event as `/messages` or a transaction delivers it.
+        event: the event as `/messages` or a transaction delivers it, its values unchecked
+            (a malformed one is a `Skip`).
         own_user_ids: Muninn's own users (reader, bot); their events are never indexed.
         command_prefix: the bot's prefix; `!search`-style messages are not indexed.
         room_id: used when the event has no `room_id` (the `/sync` timeline format omits it).
@@ -214,18 +223,18 @@ def normalize(
     etype = event.get("type")
     if not isinstance(etype, str):
         return _skip(event_id, SkipReason.MALFORMED, "type is missing or not a string")
-    if etype == "m.room.encrypted":
+    if etype == EventType.ROOM_ENCRYPTED.t:
         return _skip(event_id, SkipReason.ENCRYPTED, "end-to-end encrypted event")
     if "state_key" in event:
         return _skip(event_id, SkipReason.STATE, f"state event {etype}")
     env = _envelope(event, room_id)
     if isinstance(env, str):
         return _skip(event_id, SkipReason.MALFORMED, env)
-    if etype == "m.room.redaction":
+    if etype == EventType.ROOM_REDACTION.t:
         return _redaction(event, env)
-    if etype == "m.sticker":
-        return _skip(event_id, SkipReason.MEDIA, "m.sticker")
-    if etype != "m.room.message":
+    if etype == EventType.STICKER.t:
+        return _skip(event_id, SkipReason.MEDIA, etype)
+    if etype != EventType.ROOM_MESSAGE.t:
         return _skip(event_id, SkipReason.OTHER, f"event type {etype}")
     content = event.get("content")
     if not isinstance(content, Mapping):
@@ -237,17 +246,16 @@ def normalize(
         return _skip(event_id, SkipReason.REDACTED, "the event was redacted")
     if env.sender in own_user_ids:
         return _skip(event_id, SkipReason.OWN, f"sent by Muninn's own user {env.sender}")
-    rel = _relation(content)
-    if rel.get("rel_type") == "m.replace":
+    rel = relation_of(content)
+    if rel.get("rel_type") == _REPLACE:
         return _edit(etype, content, rel, env, command_prefix)
     return _message(content, rel, env, command_prefix)
 
 
-def _redaction(event: Mapping[str, Any], env: _Envelope) -> Normalized:
-    content = event.get("content")
+def _redaction(event: ClientEvent, env: _Envelope) -> Normalized:
     # Room v11 moved `redacts` into content; servers still copy it to the top level for old
     # clients, so read content first and fall back to the top level (rooms v1–10).
-    redacts = content.get("redacts") if isinstance(content, Mapping) else None
+    redacts: object = content_of(event).get("redacts")
     if not isinstance(redacts, str) or not redacts:
         redacts = event.get("redacts")
     if not isinstance(redacts, str) or not redacts:
@@ -274,9 +282,7 @@ def _read_text(
     return msgtype, body
 
 
-def _message(
-    content: Mapping[str, Any], rel: Mapping[str, Any], env: _Envelope, prefix: str
-) -> Normalized:
+def _message(content: Mapping[str, Any], rel: Relation, env: _Envelope, prefix: str) -> Normalized:
     text = _read_text(
         content.get("msgtype"), content.get("body"), env.event_id, prefix, SkipReason.MALFORMED
     )
@@ -284,7 +290,7 @@ def _message(
         return text
     msgtype, raw = text
     root = thread_root(content)
-    if rel.get("rel_type") == "m.thread" and root is None:
+    if rel.get("rel_type") == _THREAD and root is None:
         return _skip(env.event_id, SkipReason.MALFORMED, "m.thread without an event_id")
     body = typed_text(raw, content)
     # A command sent as a reply (`!pin` answering a message) starts with the quote.
@@ -326,7 +332,7 @@ def _edit_has_fallback(new: Mapping[str, Any]) -> bool:
 def _edit(
     etype: str,
     content: Mapping[str, Any],
-    rel: Mapping[str, Any],
+    rel: Relation,
     env: _Envelope,
     prefix: str,
 ) -> Normalized:

@@ -23,11 +23,13 @@ room's verdict with the operator's exclusions set aside (the command room is oft
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
-from typing import Any
+
+from mautrix.types import EventType
 
 from ingest.config import ScopeConfig
+from ingest.event import ClientEvent
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, UserID, Verdict
 
 __all__ = ["RoomScope", "decide", "expand_alias", "is_puppet", "puppet_senders"]
@@ -175,14 +177,14 @@ def puppet_senders(senders: Iterable[UserID], scope: RoomScope) -> list[UserID]:
     return [s for s in senders if scope.is_puppet(s)]
 
 
-def puppet_in_events(events: Iterable[Mapping[str, Any]], scope: RoomScope) -> str | None:
+def puppet_in_events(events: Iterable[ClientEvent], scope: RoomScope) -> str | None:
     """The first sender or member of raw events in a bridge puppet namespace, or None.
 
     Room state names only current members; a puppet that spoke and left shows here.
     """
     asked: set[str] = set()  # a room's 2,048 latest events have a few hundred senders
     for e in events:
-        member = e.get("state_key") if e.get("type") == "m.room.member" else None
+        member = e.get("state_key") if e.get("type") == EventType.ROOM_MEMBER.t else None
         for who in (e.get("sender"), member):
             if isinstance(who, str) and who not in asked:
                 if scope.is_puppet(who):

@@ -45,7 +45,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
 from ingest.index.export import ExportError, ExportReader
-from ingest.matrix import ClientEvent, Page
+from ingest.matrix import ClientEvent, Page, content_of
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.search.hits import WindowPayload, cited_events
@@ -205,7 +205,7 @@ class LiveCheck:
                 return None
         unsigned = event.get("unsigned") if event else None
         redacted = isinstance(unsigned, dict) and "redacted_because" in unsigned
-        return event if event and event.get("content") and not redacted else None
+        return event if event and content_of(event) and not redacted else None
 
     async def _one_by_one(self, room_id: str, payload: WindowPayload) -> bool:
         ids = cited_events(payload)

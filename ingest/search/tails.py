@@ -9,12 +9,12 @@ normalisation (`ingest.rules.events.normalize`) and edit rule (`WindowSet.apply_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mautrix.types import EventType, RelationType
+from mautrix.types import EventType
 
-from ingest.matrix import ClientEvent
+from ingest.matrix import ClientEvent, as_event, bundled_edit
 from ingest.rules.events import normalize
 from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction
@@ -118,16 +118,15 @@ def bundled_edit_ok(message: StoredMessage, event: ClientEvent) -> bool:
     A bundled edit that is no valid edit by the writer's rules hides an unknown number of
     earlier ones: the text cannot be told, so the hit is not shown.
     """
-    unsigned = event.get("unsigned")
-    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
+    bundled = bundled_edit(event)
     if bundled is None:
         return True  # an applied edit since redacted is caught by fetching the edit itself
-    if not isinstance(bundled, Mapping):
+    edit_event = as_event(bundled)
+    if edit_event is None:
         return False
-    if bundled.get("event_id") == message.get("edit_event_id"):
+    if edit_event.get("event_id") == message.get("edit_event_id"):
         return True
-    edit = normalize(bundled, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
+    edit = normalize(edit_event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
     if not isinstance(edit, Edit) or edit.target != message.get("event_id"):
         return False
     return not edited_since(message, edit)

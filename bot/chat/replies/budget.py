@@ -96,7 +96,7 @@ def relation(reply_to: ReplyTo) -> Relation:
     return {"m.in_reply_to": {"event_id": reply_to.event_id}}
 
 
-def _content(
+def _notice(
     reply_to: ReplyTo, plain: str, html: str, results: Mapping[str, Any] | None
 ) -> ReplyContent:
     content: ReplyContent = {
@@ -196,7 +196,7 @@ def fit_reply(
                 res, cut = _cap_texts(res, text_limit)
             if left_out or cut:
                 res["truncated"] = {"items_left_out": left_out, "texts_shortened": cut}
-        return _content(reply_to, "\n".join(p for p in plain if p), html + foot.html, res)
+        return _notice(reply_to, "\n".join(p for p in plain if p), html + foot.html, res)
 
     content = build(len(items), None)
     if content_size(content) <= budget:
@@ -217,7 +217,7 @@ def fit_reply(
     if best is not None:
         return best
     too_large = f"The answer would be over {budget:,} bytes, too large to send."
-    return _content(
+    return _notice(
         reply_to, too_large, escape(too_large), None if results is None else {"error": too_large}
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mautrix.api import ClientPath
+from mautrix.types import EventType
 
 from bot.cli.roster.file import Roster, normal_room
 from bot.cli.roster.plan import (
@@ -65,7 +66,7 @@ class RosterReader(MatrixReader):
 
     async def own_membership(self, room_id: RoomID) -> Mapping[str, Any] | None:
         """The content of the reader's own member event; None if it never had one visible."""
-        path = f"/{ClientPath.v3.rooms[room_id].state['m.room.member'][self.user_id]}"
+        path = f"/{ClientPath.v3.rooms[room_id].state[EventType.ROOM_MEMBER.t][self.user_id]}"
         try:
             return await self._get_object(path)
         except (MatrixForbidden, MatrixNotFound):

@@ -15,7 +15,7 @@ from typing import Protocol, cast
 
 from mautrix.types import EventType
 
-from ingest.matrix import ClientEvent, EventContent, Unsigned
+from ingest.matrix import ClientEvent, Unsigned, content_of
 from ingest.types import RoomID
 
 __all__ = [
@@ -24,18 +24,11 @@ __all__ = [
     "SCAN_TEXT",
     "RecentEvents",
     "RoomLogSource",
-    "content_of",
     "emptied",
     "text_size",
     "trimmed",
     "within_text",
 ]
-
-
-def content_of(event: ClientEvent) -> EventContent:
-    """The event's content, or {} when it has none (redacted) or it is not an object."""
-    c = event.get("content")
-    return c if isinstance(c, dict) else {}
 
 
 SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps

@@ -10,20 +10,26 @@ known.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 from mautrix.types import EventType, RelationType
 
 from ingest.index.records import Tombstone
-from ingest.matrix import ClientEvent, EventContent, Relation
+from ingest.matrix import (
+    ClientEvent,
+    EventContent,
+    as_event,
+    bundled_edit,
+    content_of,
+    relation_of,
+)
 from ingest.rules.events import normalize, thread_root, typed_text
 from ingest.rules.scrub import scrub
 from ingest.rules.stamps import event_ts
 from ingest.search.hits import purged
 from ingest.search.logs.memo import TextMemo
-from ingest.search.logs.recent import EVENT_OVERHEAD, SCAN_TEXT, content_of, emptied, text_size
+from ingest.search.logs.recent import EVENT_OVERHEAD, SCAN_TEXT, emptied, text_size
 from ingest.types import Edit, Message, Normalized, RoomID
 
 __all__ = [
@@ -54,16 +60,11 @@ class TimelineItem:
     redacted_ts: int | None = None
 
 
-def _relates(content: EventContent) -> Relation:
-    rel = content.get("m.relates_to")
-    return cast(Relation, rel) if isinstance(rel, dict) else {}
-
-
 def _item(event: ClientEvent) -> TimelineItem | None:
     if event.get("type") != EventType.ROOM_MESSAGE.t or "state_key" in event:
         return None
     content = content_of(event)
-    if _relates(content).get("rel_type") == RelationType.REPLACE.value:
+    if relation_of(content).get("rel_type") == RelationType.REPLACE.value:
         return None  # an edit is not a message of its own
     unsigned = event.get("unsigned")
     because = unsigned.get("redacted_because") if isinstance(unsigned, dict) else None
@@ -154,7 +155,7 @@ class RoomLog:
         """Whether the bot's own notice already replies to `event_id` within this read."""
         for event in self.raw:
             if event.get("sender") == bot_user_id:
-                rel = _relates(content_of(event)).get("m.in_reply_to")
+                rel = relation_of(content_of(event)).get("m.in_reply_to")
                 if isinstance(rel, dict) and rel.get("event_id") == event_id:
                     return True
         return False
@@ -197,7 +198,7 @@ class RoomLog:
             emptied(e)
             if isinstance(ts := e.get("origin_server_ts"), int)
             and e.get("type") == EventType.ROOM_MESSAGE.t
-            and _relates(content_of(e)).get("rel_type") != RelationType.REPLACE.value
+            and relation_of(content_of(e)).get("rel_type") != RelationType.REPLACE.value
             and purged(stones, self.room_id, ts)
             else e
             for e in self.raw
@@ -224,17 +225,16 @@ def current_body(event: ClientEvent, bot_user_id: str, prefix: str) -> str | Non
     body = content.get("body")
     if (
         not isinstance(body, str)
-        or _relates(content).get("rel_type") == RelationType.REPLACE.value
+        or relation_of(content).get("rel_type") == RelationType.REPLACE.value
     ):
         return None
-    unsigned = event.get("unsigned")
-    relations = unsigned.get("m.relations") if isinstance(unsigned, Mapping) else None
-    bundled = relations.get(RelationType.REPLACE.value) if isinstance(relations, Mapping) else None
+    bundled = bundled_edit(event)
     if bundled is None:
         return _scrubbed(typed_text(body, content))
+    edit_event = as_event(bundled)
     edit = (
-        normalize(bundled, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
-        if isinstance(bundled, Mapping)
+        normalize(edit_event, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        if edit_event is not None
         else None
     )
     if (
