@@ -113,8 +113,9 @@ async def test_floor_never_hides_an_answer_in_other_words_with_the_pair(
     small_pair: Room, workshop_pair: Room, room: str, question: str, answer: str
 ) -> None:
     """With MiniLM and e5 as a pair the same answers are in the first 5 (the roof leak 5th,
-    the laser cutter 4th): under the pair's floor (`models.PAIR.floor`, the folds' own) they are
-    marked not close, never hidden (rule 22c); at ranker v4's cut both were hidden."""
+    the laser cutter 3rd: bench/RESULTS.md §1d): under the pair's floor (`models.PAIR.floor`,
+    the folds' own) they are marked not close, never hidden (rule 22c); at ranker v4's cut both
+    were hidden."""
     shown = await (small_pair if room == "small" else workshop_pair).top(question, 5)
     assert found(shown, answer)
 
