@@ -214,7 +214,10 @@ def levers() -> dict[str, Fit]:
     out["v5, a person's view (close, else the nearest)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST, "people"
     )
-    out["product: ranker v5 + floor labels (the agents' list)"] = ranked(
+    out["v5: MiniLM's rank read in every language"] = ranked(
+        Ranker(PRODUCT, english_only=False), FLOOR_COST
+    )
+    out["product: ranker v6 + floor labels (the agents' list)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST
     )
     return out

@@ -146,7 +146,7 @@ def label(data: Data, q: Question, pid: str) -> float:
 
 @cache
 def _pool_features(
-    data_id: int, qi: int, s: Stage1, stem: int | None, length_cap: float
+    data_id: int, qi: int, s: Stage1, stem: int | None, length_cap: float, english_only: bool
 ) -> tuple[list[str], np.ndarray]:
     data = _DATA[data_id]
     q = data.questions[qi]
@@ -166,6 +166,7 @@ def _pool_features(
         spans=spans(data, q, pool),
         dense2=d2,
         length_cap=length_cap,
+        english_only=english_only,
     )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
@@ -179,9 +180,10 @@ def pool_features(
     s: Stage1,
     stem: int | None = rank.STEM,
     length_cap: float = rank.LENGTH_CAP,
+    english_only: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     _DATA[id(data)] = data
-    return _pool_features(id(data), qi, s, stem, length_cap)
+    return _pool_features(id(data), qi, s, stem, length_cap, english_only)
 
 
 def fit_logistic(
@@ -230,12 +232,15 @@ class Ranker:
     l2: float = 1e-2
     stem: int | None = rank.STEM
     length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
+    english_only: bool = True  # False: ranker v5, MiniLM's rank read in every language
 
     def train(self, data: Data, qis: Sequence[int]) -> Model:
         """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
         xs, ys = [], []
         for qi in qis:
-            pool, x = pool_features(data, qi, self.stage1, self.stem, self.length_cap)
+            pool, x = pool_features(
+                data, qi, self.stage1, self.stem, self.length_cap, self.english_only
+            )
             if not pool:
                 continue
             xs.append(x)
@@ -254,7 +259,9 @@ class Ranker:
         (`--json`, the default), `first` the close ones then the rest (a lever that lost),
         `people` the close ones, else all (chat: said to be only the nearest), `cut` the close
         ones alone (ranker v4's floor)."""
-        pool, x = pool_features(data, qi, self.stage1, self.stem, self.length_cap)
+        pool, x = pool_features(
+            data, qi, self.stage1, self.stem, self.length_cap, self.english_only
+        )
         if not pool:
             return []
         p = _apply(x, model.ranker)

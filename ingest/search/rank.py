@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import regex
 
 from ingest.rules import lexical
+from ingest.rules.language import reads_as_english
 from ingest.search.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
 
 __all__ = [
@@ -59,9 +60,10 @@ _STOP_TEXT = """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 # dense: cosine; dense_gap: cosine − the list's best; lexical: score / the list's best;
-# *_rr: 10 / (10 + rank) in that list (0 if absent); best_message: the IDF-weighted share of
-# the question's (stemmed) content terms in the window's best message (a long one's best
-# `passages` run); speaker:
+# *_rr: 10 / (10 + rank) in that list (0 if absent; a pair's `dense_rr` is the second model's
+# where the first cannot read the question or the window: `language`); best_message: the
+# IDF-weighted share of the question's (stemmed) content terms in the window's best message (a
+# long one's best `passages` run); speaker:
 # the share of its messages sent by someone the question names (by user id); length: the
 # window's characters up to `LENGTH_CAP`, log-scaled; time: a "when" question and a window
 # that says when;
@@ -86,7 +88,8 @@ FEATURES = (
 )
 # 4: dense2 and dense2_gap, the second model's cosine where the embedder is a pair.
 # 5: `length` capped at `LENGTH_CAP`; the match model labels close matches instead of cutting.
-RANKER_VERSION = 5
+# 6: a pair's `dense_rr` is e5's rank where the question or the window is not English.
+RANKER_VERSION = 6
 # `length` counts a window's characters up to the chunker's window size (`chunker.max_bytes`'s
 # default): past it, one long message would outweigh every topic by its length alone (a
 # 3,000-character message of many topics' words headed unrelated searches; issue 37). The cap
@@ -171,6 +174,7 @@ def features(
     spans: Mapping[str, Span] | None = None,
     dense2: Sequence[tuple[str, float]] = (),
     length_cap: float = LENGTH_CAP,
+    english_only: bool = True,
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
@@ -179,7 +183,8 @@ def features(
     absent from the dense list scores its last entry (the most it could have); absent from the
     lexical list, 0. `stem=None` matches whole tokens; without `spans`, no window follows another.
     `dense2` is the second model's list of a pair embedder (empty: its features are 0).
-    `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it).
+    `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it). `english_only`:
+    the first model of a pair reads English only (False: ranker v5, its rank read everywhere).
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -209,6 +214,13 @@ def features(
     second = dict(dense2)
     d2_top = dense2[0][1] if dense2 else 0.0
     d2_last = dense2[-1][1] if dense2 else 0.0
+    # A pair's first model (MiniLM) reads English only: where the question or a window is in
+    # another language its rank is noise, and the second model's (e5's) stands in (`language`).
+    d2_rank = {pid: r for r, (pid, _) in enumerate(dense2, start=1)}
+    unread: Collection[str] = ()
+    if dense2 and english_only:
+        english_query = reads_as_english(text)
+        unread = {p for p in pool if not (english_query and reads_as_english(*bodies[p]))}
     l_top = lexical_found[0][1] if lexical_found else 0.0
     best = {
         pid: max(
@@ -222,6 +234,8 @@ def features(
     rows: list[list[float]] = []
     for pid in pool:
         d_r, d_s = d_rank.get(pid, (0, d_last))
+        if pid in unread:
+            d_r = d2_rank.get(pid, 0)
         l_r, l_s = l_rank.get(pid, (0, 0.0))
         d2_s = second.get(pid, d2_last)
         prev = before.get(pid)

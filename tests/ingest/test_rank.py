@@ -176,3 +176,39 @@ def test_a_long_message_outweighs_no_topic_by_its_length() -> None:
     length = rank.FEATURES.index("length")
     assert len(stuffed) > 3_000
     assert one[0][length] == short[0][length]
+
+
+# A room in two languages, as the pair's two models list it for "why is the basement so cold":
+# MiniLM (English only) puts the German answer last, e5 first but barely.
+BILINGUAL = {
+    "garden": "the community garden needs volunteers on sunday",
+    "cookies": "I brought homemade cookies for everyone at the front desk",
+    "lights": "the lights in the back room buzz",
+    "heating": "Die Heizung im Keller ist kaputt",
+}
+MINILM_LIST = [("garden", 0.30), ("cookies", 0.28), ("lights", 0.20), ("heating", 0.02)]
+E5_LIST = [("heating", 0.81), ("garden", 0.80), ("cookies", 0.79), ("lights", 0.78)]
+
+
+def test_a_pair_reads_the_english_only_models_rank_only_in_english() -> None:
+    """An English question about a German message: MiniLM's rank of the German window is noise,
+    so e5's stands in (`language.reads_as_english`) and the answer is first; ranker v5 read
+    MiniLM's last place and put it second. English windows keep MiniLM's rank."""
+    question = "why is the basement so cold"
+    bodies = {pid: [body] for pid, body in BILINGUAL.items()}
+    judged = rank.rerank(
+        list(BILINGUAL),
+        bodies,
+        {question: (MINILM_LIST, (), E5_LIST)},
+        coefficients=models.PAIR.coefficients,
+        match=models.PAIR.match,
+        floor=models.PAIR.floor,
+        made_up=set(),
+    )
+    assert [pid for pid, _ in judged.ranked][:2] == ["heating", "garden"]
+    rr = rank.FEATURES.index("dense_rr")
+    args = (question, list(BILINGUAL), bodies, MINILM_LIST, ())
+    read = rank.features(*args, dense2=E5_LIST)
+    everywhere = rank.features(*args, dense2=E5_LIST, english_only=False)
+    assert [row[rr] for row in read] == [10 / 11, 10 / 12, 10 / 13, 10 / 11]
+    assert [row[rr] for row in everywhere] == [10 / 11, 10 / 12, 10 / 13, 10 / 14]
