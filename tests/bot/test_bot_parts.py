@@ -38,7 +38,7 @@ from ingest.rules.events import typed_text
 from ingest.search.hits import Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
-from tests.bot.test_http_api import raw_request
+from tests.bot.service.http_api.test_server import raw_request
 
 TOKEN = "hs-secret"
 BOT = "@muninn:x"
