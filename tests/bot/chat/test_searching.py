@@ -139,7 +139,7 @@ async def test_bot_pins_show_the_edited_text_of_a_target_beyond_the_scan(
     """A pin whose target and its edit are older than the scanned bound shows the text as
     edited (the homeserver's bundled latest edit), not the original; another sender's later
     edit of it counts for nothing (rule 6: Synapse bundles only the author's; Muninn's own
-    check of the bundle is `test_bot_parts.test_current_body_applies_…`)."""
+    check of the bundle is `test_roomlog.test_current_body_applies_…`)."""
     room = await env.room(alice)
     await bob.join(room)
     target = await alice.send_text(room, "the tapir feed is stored in shed 4471")

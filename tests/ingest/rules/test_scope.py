@@ -243,6 +243,20 @@ def test_puppet_senders_finds_non_members() -> None:
     assert puppet_senders(senders, room_scope) == ["@discord_99:example.org"]
 
 
+def test_puppet_in_events_finds_a_sender_who_left() -> None:
+    """Rule 4 by sender: a puppet's message in the log refuses the room, members aside."""
+    from ingest.config import ScopeConfig
+    from ingest.rules.scope import RoomScope, puppet_in_events
+
+    scope = RoomScope.from_config(ScopeConfig(), "x")
+    plain = [{"type": "m.room.message", "sender": "@a:x"}]
+    assert puppet_in_events(plain, scope) is None
+    bridged = [*plain, {"type": "m.room.message", "sender": "@discord_42:x"}]
+    assert puppet_in_events(bridged, scope) == "@discord_42:x"
+    member = [{"type": "m.room.member", "sender": "@a:x", "state_key": "@_discord_7:x"}]
+    assert puppet_in_events(member, scope) == "@_discord_7:x"
+
+
 def test_room_scope_compiles_once_and_decides_like_decide() -> None:
     """RoomScope.decide gives the same verdicts as the decide function."""
     room_scope = RoomScope.from_config(SCOPE, SERVER)
