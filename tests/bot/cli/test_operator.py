@@ -124,7 +124,7 @@ def a_rebuild_under_way(config: Path, tmp_path: Path) -> dict[str, Any]:
 async def test_cli_status_shows_a_rebuild_under_way(archive: Path, tmp_path: Path) -> None:
     """Issue 36 item 1: while a generation is built beside the active one, `muninn status`
     says so with its progress (the switch's log line:
-    `tests/ingest/index/test_refresh.py::test_refresh_compat_change_builds_new_generation_then_switches`)."""
+    `tests/ingest/index/test_refresh_writes.py::test_refresh_compat_change_builds_new_generation_then_switches`)."""
     export = export_file(tmp_path / "old.jsonl")
     assert (await muninn_here(archive, "import", str(export))).rc == 0
     a_rebuild_under_way(archive, tmp_path)

@@ -35,7 +35,7 @@ from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.store import open_store
 from ingest.types import RoomID
-from tests.bot.service.http_api.test_server import FAR_PEER, from_afar_on_every_address, post
+from tests.bot.service.http_api.listener import FAR_PEER, from_afar_on_every_address, post
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
     Indexer,

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 
 from bot.service.appservice import AppserviceServer
-from tests.bot.service.http_api.test_server import raw_request
+from tests.bot.service.http_api.listener import raw_request
 
 TOKEN = "hs-secret"
 

@@ -17,7 +17,7 @@ import pytest
 from bot.demo.synapse import free_port
 from bot.service import limits
 from bot.service.limits import quiet_accept_errors
-from tests.bot.service.http_api.test_server import bare_api
+from tests.bot.service.http_api.listener import bare_api
 
 
 def test_raise_nofile_lifts_the_soft_limit_to_the_hard_one() -> None:

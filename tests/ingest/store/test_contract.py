@@ -1,114 +1,28 @@
-"""One contract for both store adapters: embedded qdrant-edge and Qdrant through qdrant-client.
+"""One contract for both store adapters: embedded qdrant-edge and Qdrant through qdrant-client
+(a store's generations: test_contract_generations.py).
 
 The server adapter runs against qdrant-client's local mode with a path (not ":memory:"), so that
-closing and reopening the store is a real persistence check for it too.
+closing and reopening the store is a real persistence check for it too (the fixtures: conftest.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import socket
-import stat
-import subprocess
-import sys
-import textwrap
-import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from qdrant_client import QdrantClient
 
-from ingest.config import IndexConfig, StoreConfig
-from ingest.errors import CompatibilityError, StoreError, StoreUnavailable
-from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name, open_store
-from ingest.store.server import ServerStore
+from ingest.errors import CompatibilityError
+from ingest.store import Collection, PointFilter, PointRecord, generation_name
 from ingest.types import SparseVector
-
-COLLECTION = "muninn_test"
-DIM = 4
-GEN = generation_name(COLLECTION, {"embedder": "test", "dimension": DIM})
-OTHER_GEN = generation_name(COLLECTION, {"embedder": "other", "dimension": DIM})
-
-TERM0 = SparseVector((0,), (1.0,))  # every test document shares term 0 unless told otherwise
-
-Opener = Callable[[], Store]
-
-
-def make_opener(kind: str, root: Path) -> Opener:
-    """Opens (and after a close, reopens) the same backing store under `root`."""
-    if kind == "edge":
-        cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
-        return lambda: open_store(cfg, root)
-
-    def server() -> Store:
-        # to_thread tests call from worker threads; local mode's sqlite must allow that.
-        client = QdrantClient(path=str(root / "local"), force_disable_check_same_thread=True)
-        return ServerStore(client, COLLECTION, "qdrant local mode")
-
-    return server
-
-
-@pytest.fixture(params=["edge", "server"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    return make_opener(request.param, tmp_path)
-
-
-@pytest.fixture
-def store(opener: Opener) -> Iterator[Store]:
-    s = opener()
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def coll(store: Store) -> Collection:
-    return store.open(GEN, dense_dim=DIM, create=True)
-
-
-def pid(name: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
-
-
-def point(
-    name: str,
-    *,
-    room: str = "!r1",
-    senders: tuple[str, ...] = ("@alice:x",),
-    span: tuple[int, int] = (1000, 2000),
-    events: tuple[str, ...] | None = None,
-    thread: str | None = None,
-    dense: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0),
-    sparse: SparseVector = TERM0,
-    text: str = "",
-) -> PointRecord:
-    events = events if events is not None else (f"${name}1",)
-    payload: dict[str, Any] = {
-        "room_id": room,
-        "room_alias": None,
-        "thread_root": thread,
-        "event_ids": list(events),
-        "first_event_id": events[0],
-        "last_event_id": events[-1],
-        "first_ts": span[0],
-        "last_ts": span[1],
-        "senders": list(senders),
-        "messages": [
-            {"event_id": e, "sender": senders[0], "ts": span[0], "body": text} for e in events
-        ],
-        "text": text or name,
-        "content_hash": f"h-{name}",
-        "versions": {"chunker": 1, "scrub": 1},
-    }
-    return PointRecord(id=pid(name), dense=dense, sparse=sparse, payload=payload)
-
-
-def names(points: Any) -> set[str]:
-    by_id = {pid(n): n for n in "ABCDEFGHXYZ"}
-    return {by_id[p.id] for p in points}
-
+from tests.ingest.store.storekit import (
+    DIM,
+    GEN,
+    make_opener,
+    names,
+    pid,
+    point,
+)
 
 # ---------------------------------------------------------------- points
 
@@ -334,120 +248,6 @@ def test_meta_and_chat_payload_must_be_json(coll: Collection) -> None:
         coll.put_meta("nan", {"x": float("nan")})
 
 
-# ---------------------------------------------------------------- generations
-
-
-def test_store_open_create_lists_generation(store: Store) -> None:
-    """open(create=True) makes a generation that generations() lists; nothing is active yet."""
-    assert store.generations() == []
-    store.open(GEN, dense_dim=DIM, create=True)
-    assert store.generations() == [GEN]
-    assert store.active() is None
-
-
-def test_store_open_missing_without_create_raises(store: Store) -> None:
-    """open(create=False) of an unknown generation is an error, and creates nothing."""
-    with pytest.raises(StoreError):
-        store.open(GEN, dense_dim=DIM, create=False)
-    assert store.generations() == []
-
-
-def test_store_open_foreign_name_raises(store: Store) -> None:
-    """A generation must be named after the store's collection, so stores never mix."""
-    with pytest.raises(StoreError):
-        store.open("other_collection-abc", dense_dim=DIM, create=True)
-
-
-def test_store_activate_switches_active(store: Store) -> None:
-    """activate() moves the pointer searches read from one generation to another."""
-    store.open(GEN, dense_dim=DIM, create=True)
-    store.open(OTHER_GEN, dense_dim=DIM, create=True)
-    store.activate(GEN)
-    assert store.active() == GEN
-    store.activate(OTHER_GEN)
-    assert store.active() == OTHER_GEN
-    assert store.generations() == sorted([GEN, OTHER_GEN])
-
-
-def test_store_activate_unknown_raises(store: Store) -> None:
-    """The pointer never names a generation that does not exist."""
-    with pytest.raises(StoreError):
-        store.activate(GEN)
-    assert store.active() is None
-
-
-def test_store_reopen_keeps_data_and_active(store: Store, opener: Opener) -> None:
-    """Closing and reopening the store keeps points, meta and the active pointer."""
-    coll = store.open(GEN, dense_dim=DIM, create=True)
-    coll.upsert([point("A"), point("B", dense=(0.0, 1.0, 0.0, 0.0))])
-    coll.put_meta("cursor/!r1", {"event_id": "$b1"})
-    coll.flush()
-    store.activate(GEN)
-    store.close()
-    again = opener()
-    try:
-        assert again.active() == GEN
-        reopened = again.open(GEN, dense_dim=DIM, create=False)
-        assert reopened.count() == 2
-        assert reopened.get_meta("cursor/!r1") == {"event_id": "$b1"}
-        assert names(reopened.dense_search([0.0, 1.0, 0.0, 0.0], None, 1)) == {"B"}
-    finally:
-        again.close()
-
-
-def test_store_reopen_other_dimension_raises(store: Store, opener: Opener) -> None:
-    """A generation keeps its dense dimension; opening it with another one is refused."""
-    store.open(GEN, dense_dim=DIM, create=True)
-    with pytest.raises(CompatibilityError):
-        store.open(GEN, dense_dim=DIM + 1, create=True)
-    store.close()
-    again = opener()
-    try:
-        with pytest.raises(CompatibilityError):
-            again.open(GEN, dense_dim=DIM + 1, create=True)
-    finally:
-        again.close()
-
-
-def test_store_drop_removes_generation_and_data(store: Store) -> None:
-    """drop() deletes a generation with its points and meta; recreating it starts empty."""
-    coll = store.open(GEN, dense_dim=DIM, create=True)
-    coll.upsert([point("A")])
-    coll.put_meta("cursor/!r1", {"n": 1})
-    store.open(OTHER_GEN, dense_dim=DIM, create=True)
-    store.activate(OTHER_GEN)
-    store.drop(GEN)
-    assert store.generations() == [OTHER_GEN]
-    assert store.active() == OTHER_GEN
-    fresh = store.open(GEN, dense_dim=DIM, create=True)
-    assert fresh.count() == 0
-    assert fresh.get_meta("cursor/!r1") is None
-
-
-def test_store_drop_active_clears_active(store: Store) -> None:
-    """Dropping the active generation leaves no pointer rather than a dangling one."""
-    store.open(GEN, dense_dim=DIM, create=True)
-    store.activate(GEN)
-    store.drop(GEN)
-    assert store.active() is None
-    assert store.generations() == []
-
-
-def test_store_closed_refuses_use(store: Store) -> None:
-    """After close() the store raises StoreError instead of touching a released engine."""
-    store.close()
-    with pytest.raises(StoreError):
-        store.open(GEN, dense_dim=DIM, create=True)
-    store.close()
-
-
-async def test_collection_works_from_worker_threads(coll: Collection) -> None:
-    """The interface is synchronous and safe to call through asyncio.to_thread concurrently."""
-    await asyncio.to_thread(coll.upsert, [point(n) for n in "ABCD"])
-    counts = await asyncio.gather(*(asyncio.to_thread(coll.count) for _ in range(8)))
-    assert counts == [4] * 8
-
-
 # ---------------------------------------------------------------- pure helpers
 
 
@@ -479,119 +279,3 @@ def test_point_record_rejects_malformed(kwargs: dict[str, Any], message: str) ->
     }
     with pytest.raises(ValueError, match=message):
         PointRecord(**{**fields, **kwargs})
-
-
-# ---------------------------------------------------------------- adapter-specific faults
-
-
-def _edge_cfg() -> IndexConfig:
-    return IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
-
-
-def test_edge_store_second_open_is_unavailable(tmp_path: Path) -> None:
-    """A store path already open (same process here) is refused with StoreUnavailable."""
-    first = open_store(_edge_cfg(), tmp_path)
-    try:
-        with pytest.raises(StoreUnavailable, match="held by another process"):
-            open_store(_edge_cfg(), tmp_path)
-    finally:
-        first.close()
-    open_store(_edge_cfg(), tmp_path).close()
-
-
-def test_edge_store_directory_is_the_owners_only(tmp_path: Path) -> None:
-    """Under a permissive umask the store directory (every room's text) is still created 0700;
-    an operator's mode on an existing store is left alone."""
-    old = os.umask(0o002)
-    try:
-        open_store(_edge_cfg(), tmp_path / "fresh").close()
-        mine = tmp_path / "theirs" / "qdrant"
-        mine.mkdir(parents=True, mode=0o750)
-        open_store(_edge_cfg(), tmp_path / "theirs").close()
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE((tmp_path / "fresh" / "qdrant").stat().st_mode) == 0o700
-    assert stat.S_IMODE(mine.stat().st_mode) == 0o750
-
-
-def _run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    root = Path(__file__).resolve().parents[3]
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-    )
-
-
-def test_edge_store_other_process_is_refused(tmp_path: Path) -> None:
-    """A second process opening a held store path gets StoreUnavailable naming the holder."""
-    held = open_store(_edge_cfg(), tmp_path)
-    try:
-        code = f"""
-            from pathlib import Path
-            from ingest.config import IndexConfig, StoreConfig
-            from ingest.errors import StoreUnavailable
-            from ingest.store import open_store
-            cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection={COLLECTION!r})
-            try:
-                open_store(cfg, Path({str(tmp_path)!r}))
-            except StoreUnavailable as e:
-                print("refused:", e)
-        """
-        out = _run_python(code, tmp_path)
-    finally:
-        held.close()
-    assert "refused:" in out.stdout, out.stderr
-    assert "held by another process" in out.stdout
-
-
-def test_edge_killed_writer_keeps_acknowledged_writes(tmp_path: Path) -> None:
-    """A process killed (SIGKILL) after upsert and put_meta, without flush or close, loses none."""
-    code = f"""
-        import os, uuid
-        from pathlib import Path
-        from ingest.config import IndexConfig, StoreConfig
-        from ingest.store import PointRecord, open_store
-        from ingest.types import SparseVector
-        cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection={COLLECTION!r})
-        store = open_store(cfg, Path({str(tmp_path)!r}))
-        coll = store.open({GEN!r}, dense_dim={DIM}, create=True)
-        coll.upsert([PointRecord({pid("A")!r}, [1.0, 0, 0, 0], SparseVector((1,), (1.0,)),
-                                 {{"room_id": "!r1"}})])
-        coll.put_meta("cursor/!r1", {{"event_id": "$a"}})
-        store.activate({GEN!r})
-        os.kill(os.getpid(), 9)
-    """
-    out = _run_python(code, tmp_path)
-    assert out.returncode == -9, out.stderr
-    store = open_store(_edge_cfg(), tmp_path)
-    try:
-        assert store.active() == GEN
-        coll = store.open(GEN, dense_dim=DIM, create=False)
-        assert [p.id for p in coll.retrieve([pid("A")])] == [pid("A")]
-        assert coll.get_meta("cursor/!r1") == {"event_id": "$a"}
-    finally:
-        store.close()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def test_server_store_unreachable_raises_unavailable_naming_url() -> None:
-    """A server that refuses connections gives StoreUnavailable whose message names the URL."""
-    url = f"http://127.0.0.1:{_closed_port()}"
-    store = open_store(IndexConfig(store=StoreConfig(url=url), collection=COLLECTION), Path("."))
-    try:
-        with pytest.raises(StoreUnavailable, match=url):
-            store.generations()
-        with pytest.raises(StoreUnavailable, match=url):
-            store.open(GEN, dense_dim=DIM, create=True)
-    finally:
-        store.close()

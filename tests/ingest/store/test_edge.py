@@ -13,7 +13,7 @@ import qdrant_edge as qe
 from ingest.config import IndexConfig, StoreConfig
 from ingest.store import PointFilter, edge_shard, open_store
 from ingest.store.contract import INTEGER_FIELDS, KEYWORD_FIELDS
-from tests.ingest.store.test_contract import COLLECTION, DIM, GEN, names, pid, point
+from tests.ingest.store.storekit import COLLECTION, DIM, GEN, names, pid, point
 
 CFG = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
 

@@ -1,8 +1,9 @@
 """`bot.service.http_api`: /healthz, /metrics and `POST /_muninn/search` of a running `muninn run`,
-and `muninn search` falling back to it while the service holds the embedded store.
+who may ask them, and from where (`muninn search` falling back to it: test_client.py).
 
-One appservice-mode service for the module (real Synapse, store and MiniLM); the store-fault
-test runs its own client-mode service, so that it can break the store without harming others.
+One appservice-mode service for the module (real Synapse, store and MiniLM: the `api` fixture of
+conftest.py); the store-fault test runs its own client-mode service, so that it can break the
+store without harming others.
 """
 
 from __future__ import annotations
@@ -10,138 +11,40 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import stat
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import pytest_asyncio
-from aiohttp import web
 
-from bot.chat.replies.budget import plural
-from bot.config import MetricsConfig, parse_config
-from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer, free_port
 from bot.service.http_api import (
     PURGE_PATH,
     SEARCH_PATH,
     STATUS_PATH,
     TOKEN_FILE,
-    HttpApi,
-    PurgeRequest,
-    SearchRequest,
     is_loopback,
     read_token,
-    token_path,
 )
-from bot.service.metrics import ServiceMetrics
 from bot.service.run import Service
-from ingest.config import IndexConfig, StoreConfig
-from ingest.errors import QueryError
 from ingest.index.records import TOMBSTONE_PREFIX
 from ingest.matrix.transport import ConnectFailed
-from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
-from ingest.store import open_store
 from ingest.types import RoomID
 from tests.bot.operations.test_search import check_contract
+from tests.bot.service.http_api.listener import (
+    FAR_PEER,
+    Api,
+    bare_api,
+    from_afar_on_every_address,
+    get,
+    post,
+    raw_request,
+)
 from tests.bot.service.test_metrics import parse_exposition, value
-from tests.botkit import service_config, service_doc
+from tests.botkit import service_config
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Run, muninn, shared_embedder, write_config
+from tests.indexing import muninn, shared_embedder
 from tests.transport import Scripted
-
-
-@dataclass
-class Api:
-    service: Service
-    synapse: SynapseServer
-    config: Path  # the same config as a file, for the CLI
-    base: str
-    room: str
-    alias: str
-    otters: list[str]  # event ids of the seeded messages
-
-    @property
-    def token(self) -> str:
-        """What the service wrote for `muninn search` (re-read: a restart writes a new one)."""
-        assert self.service.api is not None and self.service.api.token_file is not None
-        return self.service.api.token_file.read_text().strip()
-
-    async def post(
-        self,
-        body: Any,
-        *,
-        headers: dict[str, str] | None = None,
-        raw: bytes | None = None,
-        token: str | None = "",
-        path: str = SEARCH_PATH,
-    ) -> tuple[int, Any]:
-        """POST as `muninn search` does (with the service's token); `token=None` sends none."""
-        sent = dict(headers or {})
-        if token is not None:
-            sent.setdefault("Authorization", f"Bearer {token or self.token}")
-        return await post(self.base + path, body, headers=sent, raw=raw)
-
-
-async def post(
-    url: str, body: Any, *, headers: dict[str, str] | None = None, raw: bytes | None = None
-) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as session:
-        kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body}
-        async with session.post(url, headers=headers, **kwargs) as resp:
-            text = await resp.text()
-    try:
-        return resp.status, json.loads(text)
-    except ValueError:
-        return resp.status, text  # aiohttp's own plain 404
-
-
-def config_doc(synapse: SynapseServer, folder: Path, **metrics: Any) -> dict[str, Any]:
-    return service_doc(synapse, folder, index={"collection": "muninn_api"}, metrics=metrics)
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def api(
-    synapse: SynapseServer, hs: Homeserver, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Api]:
-    folder = tmp_path_factory.mktemp("http-api")
-    port = free_port()
-    doc = config_doc(synapse, folder, port=port)
-    config = write_config(folder / "config.yaml", doc)
-    owner = await hs.register(displayname="Otto")
-    local = unique_localpart("otters")
-    room = await owner.create_room(alias_localpart=local, name="otters", preset="public_chat")
-    await hs.bot().join(room)
-    otters = [
-        await owner.send_text(room, text)
-        for text in (
-            "the otters at the aquarium hold hands while they sleep",
-            "feeding time for the otters is at noon",
-            "unrelated: the printer on floor two is jammed again",
-        )
-    ]
-    service = Service(parse_config(doc, folder), embedder=shared_embedder(), full_at_start=False)
-    await service.start()
-    try:
-        await hs.ping_appservice()
-        await asyncio.wait_for(service.scheduler.settle([RoomID(room)]), 30)
-        alias = f"#{local}:{synapse.server_name}"
-        yield Api(service, synapse, config, f"http://127.0.0.1:{port}", room, alias, otters)
-    finally:
-        await service.stop()
-
-
-async def get(url: str, token: str | None = None) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as resp:
-        body = await resp.text()
-        return resp.status, body
-
 
 # ---------------------------------------------------------------- /healthz
 
@@ -288,78 +191,6 @@ async def test_http_api_search_refuses_a_foreign_host(api: Api) -> None:
     assert status == 403 and "Host" in doc["error"]
 
 
-# ---------------------------------------------------------------- the CLI's fallback
-
-
-async def test_cli_search_falls_back_to_the_running_service(api: Api) -> None:
-    """While `muninn run` holds the store, `muninn search --json` gives the same document."""
-    run = await muninn(api.config, "search", "otters", "feeding", "--room", api.alias, "--json")
-    assert run.rc == 0, run.err
-    doc = run.doc()
-    status, direct = await api.post(
-        {"texts": ["otters", "feeding"], "room_ids": [api.room], "limit": 5}
-    )
-    assert status == 200
-    assert doc == direct
-    assert {e for h in doc["hits"] for e in h["event_ids"]} >= {api.otters[0], api.otters[1]}
-    human = await muninn(api.config, "search", "otters", "--limit", "1")
-    assert human.rc == 0, human.err
-    assert "matrix.to" in human.out and "retrievers: dense, lexical" in human.err
-    bad = await muninn(api.config, "search", "q", "--room", "#nowhere-at-all:muninn.test")
-    assert bad.rc == 1 and "muninn: room: " in bad.err
-
-
-async def test_cli_status_asks_the_running_service(api: Api) -> None:
-    """`muninn status` runs beside `muninn run` (regression: "held by another process"): the
-    store's half comes from the service's listener, the same facts the service holds."""
-    run = await muninn(api.config, "status", "--json")
-    assert run.rc == 0, run.err
-    doc = run.doc()
-    assert doc["generation"] == await asyncio.to_thread(api.service.store.active)
-    room = next(r for r in doc["rooms"] if r["room_id"] == api.room)
-    assert room["indexed"] and room["points"] >= 1 and room["cursor"]
-    assert doc["points"] >= room["points"]
-    human = await muninn(api.config, "status")
-    assert human.rc == 0, human.err
-    assert f"{api.alias}: indexed, {plural(room['points'], 'point')}" in human.out
-
-
-async def _held_without_a_port(synapse: SynapseServer, tmp_path: Path, *args: str) -> Run:
-    """`muninn <args>` while another process holds the store and no listener is configured."""
-    config = write_config(tmp_path / "config.yaml", config_doc(synapse, tmp_path))
-    holder = open_store(
-        IndexConfig(store=StoreConfig(path=tmp_path / "qdrant"), collection="muninn_api"),
-        tmp_path,
-    )
-    try:
-        return await muninn(config, *args)
-    finally:
-        holder.close()
-
-
-async def test_cli_search_held_without_a_port_says_how_to_enable_it(
-    synapse: SynapseServer, tmp_path: Path
-) -> None:
-    """Without metrics.port the held-store error names the cause and how to fix it."""
-    run = await _held_without_a_port(synapse, tmp_path, "search", "otters", "--json")
-    assert run.rc == 1 and run.out == ""
-    assert f"held by another process (pid {os.getpid()})" in run.err
-    assert "metrics: {port:" in run.err
-    assert "Traceback" not in run.err
-
-
-async def test_cli_status_held_without_a_port_says_how_to_enable_it(
-    synapse: SynapseServer, tmp_path: Path
-) -> None:
-    """`muninn status` beside a service with no listener names the cause and the fix."""
-    run = await _held_without_a_port(synapse, tmp_path, "status")
-    assert run.rc == 1 and "held by another process" in run.err
-    assert "For `muninn status` while `muninn run` holds the store" in run.err
-    assert "metrics: {port:" in run.err and "Traceback" not in run.err
-    # the port the deploy guide, the example config and compose use (issue 36: 9464 here)
-    assert "metrics: {port: 9108}" in run.err and "deploy/README.md" in run.err
-
-
 # ---------------------------------------------------------------- who may search and purge
 
 
@@ -384,115 +215,6 @@ async def test_http_api_search_and_purge_need_the_service_token(api: Api, path: 
     assert (await get(api.base + "/healthz"))[0] == 200
 
 
-def bare_api(
-    port: int,
-    *,
-    search: Any = None,
-    token_file: Path | None = None,
-    host: str = "127.0.0.1",
-    purge: Any = None,
-) -> HttpApi:
-    """A listener with no service behind it: its read path (unless `search`) and its writer
-    fail the test if reached."""
-    return HttpApi(
-        MetricsConfig(host=host, port=port),
-        ServiceMetrics(),
-        checks={},
-        search=search or _never_search,
-        resolve_room=_same_room,
-        purge=purge,
-        token_file=token_file,
-    )
-
-
-async def test_http_api_token_file_is_private_fresh_and_retired(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Under a permissive umask the token file is still 0600; a restart writes a new token
-    (the old one is refused), and a stop removes the file."""
-
-    async def found(query: SearchQuery) -> Any:
-        return SearchResult()
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}{SEARCH_PATH}"
-    token_file = tmp_path / TOKEN_FILE
-    old = os.umask(0o002)
-    try:
-        tokens: list[str] = []
-        for _ in range(2):
-            server = bare_api(port, search=found, token_file=token_file)
-            await server.start()
-            try:
-                assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-                tokens.append(read_token(token_file))
-                # The first run's token: accepted by that run, refused after the restart.
-                auth = {"Authorization": f"Bearer {tokens[0]}"}
-                status, _ = await post(url, {"texts": ["x"]}, headers=auth)
-                assert status == (200 if len(tokens) == 1 else 403)
-            finally:
-                await server.stop()
-            assert not token_file.exists()
-    finally:
-        os.umask(old)
-    assert tokens[0] != tokens[1]
-    assert os.listdir(tmp_path) == []  # no temporary file left behind
-
-
-async def test_http_api_without_a_token_file_serves_no_search() -> None:
-    """A service with no place for a token (a Qdrant server store) serves /metrics only."""
-
-    port = free_port()
-    server = bare_api(port)
-    await server.start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        assert (await get(base + "/metrics"))[0] == 200
-        assert (await post(base + SEARCH_PATH, {"texts": ["x"]}))[0] == 404
-    finally:
-        await server.stop()
-
-
-def test_http_api_token_path_is_in_the_store_directory(
-    synapse: SynapseServer, tmp_path: Path
-) -> None:
-    """The token lives in the embedded store's 0700 directory; a server store has none."""
-    cfg = parse_config(config_doc(synapse, tmp_path), tmp_path)
-    assert token_path(cfg) == tmp_path / "qdrant" / TOKEN_FILE
-    doc = config_doc(synapse, tmp_path)
-    doc["index"]["store"] = {"url": "http://127.0.0.1:6333"}
-    assert token_path(parse_config(doc, tmp_path)) is None
-
-
-async def test_cli_search_without_the_token_names_the_file(api: Api) -> None:
-    """A caller who cannot read the token file (another user) is told which file and why."""
-    assert api.service.api is not None and api.service.api.token_file is not None
-    token_file = api.service.api.token_file
-    hidden = token_file.with_name("hidden")
-    token_file.rename(hidden)
-    try:
-        run = await muninn(api.config, "search", "otters", "--json")
-    finally:
-        hidden.rename(token_file)
-    assert run.rc == 1 and run.out == ""
-    assert f"cannot read the service's listener token {token_file}" in run.err
-    assert "service's own user" in run.err and "Traceback" not in run.err
-
-
-async def raw_request(port: int, head: bytes, body: bytes = b"{}") -> bytes:
-    """One HTTP/1.1 request as raw bytes (headers no client library would send); the answer."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(
-            head + b"\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body
-        )
-        await writer.drain()
-        return await reader.read()
-    finally:
-        writer.close()
-
-
 async def test_http_api_token_that_is_not_utf8_is_refused_not_a_crash(tmp_path: Path) -> None:
     """Hostile bytes in the Authorization header get a 403, not a 500 from an encoding error."""
 
@@ -505,36 +227,6 @@ async def test_http_api_token_that_is_not_utf8_is_refused_not_a_crash(tmp_path: 
     finally:
         await server.stop()
     assert answer.startswith(b"HTTP/1.1 403 "), answer[:100]
-
-
-FAR_PEER = "203.0.113.7"  # TEST-NET-3: the listener sees a peer that is not loopback
-
-
-@web.middleware
-async def from_afar(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Every request as if it came from FAR_PEER (the peer address is all the rule reads)."""
-    return await handler(request.clone(remote=FAR_PEER))
-
-
-async def _never_search(query: SearchQuery) -> Any:
-    raise AssertionError("reached the read path")
-
-
-async def _never_purge(request: PurgeRequest) -> Any:
-    raise AssertionError("reached the writer")
-
-
-async def _same_room(room: str) -> str:
-    return room
-
-
-def from_afar_on_every_address(tmp_path: Path) -> tuple[HttpApi, int]:
-    """A listener bound to every address whose every request seems to come from FAR_PEER; its
-    search and purge fail the test if such a peer ever reaches them."""
-    port = free_port()
-    server = bare_api(port, host="0.0.0.0", purge=_never_purge, token_file=tmp_path / TOKEN_FILE)
-    server.app.middlewares.append(from_afar)
-    return server, port
 
 
 async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
@@ -576,31 +268,6 @@ async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
 def test_http_api_is_loopback(host: str | None, loopback: bool) -> None:
     """Loopback means localhost or a loopback address, IPv4-mapped included."""
     assert is_loopback(host) is loopback
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({"room_id": "!r", "from_ts": -1, "to_ts": 2}, "from_ts"),
-        ({"room_id": "!r", "from_ts": 1, "to_ts": 2**53}, "to_ts"),
-        ({"room_id": "!r", "from_ts": 2**63, "to_ts": 2**64}, "from_ts"),
-    ],
-)
-def test_http_api_purge_times_are_bounded(body: dict[str, Any], field: str) -> None:
-    """A purge range outside [0, 2^53) ms is refused naming the field: a larger int would be
-    stored as a float whose tombstone key never matches again."""
-    with pytest.raises(QueryError) as e:
-        PurgeRequest.parse(body)
-    assert e.value.field == field and "2^53" in str(e.value)
-
-
-def test_http_api_search_request_parse_defaults() -> None:
-    """Only texts is required; limit defaults to 5; a bad type raises naming the field."""
-    req = SearchRequest.parse({"texts": ["a", "b"]})
-    assert (req.texts, req.room_ids, req.limit) == (["a", "b"], None, 5)
-    with pytest.raises(QueryError) as e:
-        SearchRequest.parse({"texts": ["a"], "after": 1.5})
-    assert e.value.field == "after"
 
 
 async def test_http_api_search_with_the_homeserver_down_fails_at_once_naming_it(
