@@ -1,29 +1,22 @@
-"""ingest.matrix: the reader against the real Synapse in both modes; faults via aioresponses."""
+"""ingest.matrix: the reader against the real Synapse in both modes (built from the config:
+test_reader_config.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
-from bot.operations.common import CLI_RETRY
-from ingest.config import parse_config
 from ingest.errors import (
-    ConfigError,
     MatrixAuthError,
     MatrixForbidden,
-    MatrixUnavailable,
 )
-from ingest.matrix import MatrixReader, Page, ReaderMode, Retry, room_state_from
+from ingest.matrix import MatrixReader, Page, ReaderMode, Retry
 from ingest.types import RoomID, UserID
 from tests.homeserver import Homeserver, MatrixUser
 
@@ -375,158 +368,3 @@ async def test_reader_bad_token_raises_auth_error_naming_it(
             await reader.whoami()
     assert err.value.errcode == "M_UNKNOWN_TOKEN"
     assert "syt_not_a_real_token" not in str(err.value)
-
-
-# ---------------------------------------------------------------- from_config and policy
-
-
-def test_retry_refuses_an_empty_bound() -> None:
-    """Fewer than one attempt, or a negative delay, is refused when the policy is made."""
-    with pytest.raises(ValueError, match="attempts"):
-        Retry(attempts=0)
-    with pytest.raises(ValueError, match="negative"):
-        Retry(backoff=-1)
-
-
-def test_reader_from_config_client_mode() -> None:
-    """Client mode takes the homeserver URL, user id and access token from the config."""
-    cfg = parse_config(
-        {
-            "homeserver": {"url": "http://hs.test:8008/", "server_name": "hs.test"},
-            "reader": {"user_id": "@r:hs.test", "access_token": "syt_abc"},
-        }
-    )
-    reader = MatrixReader.from_config(cfg)
-    assert (reader.homeserver, reader.user_id, reader.mode) == (
-        "http://hs.test:8008",
-        "@r:hs.test",
-        ReaderMode.CLIENT,
-    )
-    assert reader.token_name == "reader.access_token"
-
-
-def test_reader_from_config_appservice_mode_reads_registration(tmp_path: Path) -> None:
-    """Appservice mode reads as_token and sender_localpart from the registration file."""
-    (tmp_path / "registration.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "as_token": "as-secret-123",
-                "hs_token": "hs-secret-456",
-                "sender_localpart": "muninn",
-            }
-        )
-    )
-    raw = {
-        "homeserver": {"url": "http://hs.test", "server_name": "hs.test"},
-        "appservice": {"registration": "registration.yaml"},
-    }
-    reader = MatrixReader.from_config(parse_config(raw, base_dir=tmp_path))
-    assert (reader.user_id, reader.mode) == ("@muninn:hs.test", ReaderMode.APPSERVICE)
-    assert reader.token_name == f"as_token in {tmp_path / 'registration.yaml'}"
-
-
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        (None, "appservice.registration: no file at"),
-        ({"hs_token": "hs-secret-456", "sender_localpart": "muninn"}, "as_token: is missing"),
-        (
-            {"as_token": "CHANGE_ME", "hs_token": "hs-secret-456", "sender_localpart": "muninn"},
-            "as_token: is missing or a placeholder ('CHANGE_ME')",
-        ),
-        ({"as_token": "as-secret-123", "sender_localpart": "muninn"}, "hs_token: is missing"),
-        (
-            {"as_token": "as-secret-123", "hs_token": "hs-secret-456"},
-            "sender_localpart: is missing",
-        ),
-    ],
-)
-def test_reader_from_config_bad_registration_is_a_config_error(
-    tmp_path: Path, content: dict[str, Any] | None, problem: str
-) -> None:
-    """The reader refuses a registration as the start check does: missing, or a token or sender
-    missing or a placeholder, names the problem (one parser, `load_registration`)."""
-    if content is not None:
-        (tmp_path / "registration.yaml").write_text(yaml.safe_dump(content))
-    raw = {
-        "homeserver": {"url": "http://hs.test", "server_name": "hs.test"},
-        "appservice": {"registration": "registration.yaml"},
-    }
-    with pytest.raises(ConfigError) as err:
-        MatrixReader.from_config(parse_config(raw, base_dir=tmp_path))
-    assert problem in str(err.value)
-
-
-def test_room_state_from_reads_legacy_top_level_prev_content() -> None:
-    """is_direct in a top-level prev_content (older servers) also sets direct_flag."""
-    join = {
-        "type": "m.room.member",
-        "state_key": "@a:hs.test",
-        "content": {"membership": "join"},
-        "prev_content": {"membership": "invite", "is_direct": True},
-    }
-    state = room_state_from(RoomID("!r"), [join], UserID("@a:hs.test"))
-    assert (state.direct_flag, state.joined, state.room_version) == (True, True, None)
-
-
-def test_room_state_from_names_who_joined_and_is_gone() -> None:
-    """Who left or was kicked or banned after joining is a past member (scope sees a puppet
-    that spoke and left by it); an invite, or a ban of someone who never joined, names no
-    sender and is no past member; citations name only who is there."""
-
-    def member(user: str, membership: str, before: str | None = None) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "type": "m.room.member",
-            "state_key": user,
-            "content": {"membership": membership},
-        }
-        if before is not None:
-            event["unsigned"] = {"prev_content": {"membership": before}}
-        return event
-
-    events = [
-        member("@a:hs.test", "join"),
-        member("@discord_1:hs.test", "leave", before="join"),
-        member("@b:hs.test", "ban", before="join"),
-        member("@discord_2:hs.test", "ban"),  # banned before it ever came
-        member("@c:hs.test", "invite"),
-        member("@d:hs.test", "leave", before="invite"),  # declined
-    ]
-    state = room_state_from(RoomID("!r"), events, UserID("@a:hs.test"))
-    assert state.members == ("@a:hs.test",)
-    assert state.past_members == ("@b:hs.test", "@discord_1:hs.test")
-
-
-@pytest.mark.parametrize(
-    ("given", "full"),
-    [
-        ("#dev", "#dev:example.org"),
-        ("#dev:example.org", "#dev:example.org"),
-        ("#dev:other.org", "#dev:other.org"),
-    ],
-)
-def test_reader_full_alias_puts_a_short_alias_on_its_homeserver(given: str, full: str) -> None:
-    """The one alias rule: `#dev` is `#dev:<server_name>`; a server part is kept."""
-    reader = MatrixReader("http://127.0.0.1:1", "token", "@muninn:example.org")
-    assert reader.full_alias(given) == full
-
-
-async def test_reader_https_to_a_plain_http_port_fails_naming_the_cause(
-    synapse: SynapseServer, hs: Homeserver
-) -> None:
-    """`https://` to Synapse's plain-HTTP port fails within the connect bound (TCP and TLS
-    handshake), after the CLI's two tries, saying "TLS to a port that speaks plain HTTP?" and
-    the URL to use (regression: every try hung ~60 s, then said "ssl:default [None]")."""
-    user = await hs.register()
-    tls = synapse.base_url.replace("http://", "https://")
-    reader = MatrixReader(tls, user.access_token, user.user_id, retry=CLI_RETRY)
-    reader.connect_timeout = 0.5  # the product's is CONNECT_TIMEOUT; the rule is the same
-    try:
-        with pytest.raises(MatrixUnavailable) as caught:
-            await asyncio.wait_for(reader.whoami(), 30)
-    finally:
-        await reader.close()
-    message = str(caught.value)
-    assert "failed 2 time(s)" in message and "no connection within 0.5 s" in message
-    assert "TLS to a port that speaks plain HTTP?" in message
-    assert f"homeserver.url: {synapse.base_url}" in message
