@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ingest.index.records import COMPAT_KEY
-from ingest.search.notices import REBUILDING, for_chat, other_embedder
+from ingest.search.notices import REBUILDING
 from tests.bot.fastkit import SERVER, FastBot
 
 ALICE = f"@alice:{SERVER}"
@@ -37,17 +37,3 @@ async def test_fast_a_rebuild_is_a_short_notice_in_chat_not_the_operators_warnin
     for text in (content["body"], content["formatted_body"]):
         assert REBUILDING in text
         assert "embedder" not in text and "768-d" not in text and "another-model" not in text
-
-
-def test_for_chat_words_each_warning_for_a_room_once() -> None:
-    """Every operator warning the read path gives has a room's wording, shown once."""
-    mine = {"provider": "local", "model": "minilm", "dimension": 384}
-    warnings = [
-        other_embedder(OTHER, mine),
-        other_embedder(OTHER, mine),
-        "embedder unavailable (Ollama at http://10.0.0.5:11434 refused): lexical results only",
-        "the index is empty: run `muninn refresh` first",
-    ]
-    shown = for_chat(warnings)
-    assert shown[0] == REBUILDING and len(shown) == 3
-    assert not any("http" in s or "muninn refresh" in s or "768" in s for s in shown)

@@ -1,4 +1,5 @@
-"""`muninn demo`: the first run on embedded defaults, end to end, and its guard rails."""
+"""`muninn demo`: the first run on embedded defaults, end to end, and its guard rails (the
+community it seeds: test_community.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from bot.config import load_config
 from bot.demo import run as demo_run
 from bot.demo.community import load
 from bot.demo.run import _login_help
-from ingest.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_TIMEOUT = 240.0
@@ -228,33 +228,6 @@ def test_demo_claim_refuses_a_dir_another_demo_is_running_in(tmp_path: Path) -> 
         assert (tmp_path / "d" / "synapse").is_dir()
     finally:
         os.close(lock)
-
-
-def test_demo_community_script_references_resolve() -> None:
-    """The shipped community loads: every sender, room and message key the script uses exists."""
-    community = load()
-    assert {r.key for r in community.rooms} >= {"general", "ops", "workshop", "members"}
-    assert any(r.dm for r in community.rooms) and any(r.bridged for r in community.rooms)
-    assert {s.kind for s in community.script} == {"say", "edit", "redact"}
-
-
-@pytest.mark.parametrize(
-    ("edit", "problem"),
-    [
-        ("script:\n  - {as: zoe, in: general, say: hi}\n", "unknown person 'zoe'"),
-        ("script:\n  - {as: alice, in: nowhere, say: hi}\n", "unknown room 'nowhere'"),
-        ("script:\n  - {as: alice, in: general, redact: nokey}\n", "no message has the key"),
-        ("script:\n  - {as: alice, in: general, edit: k}\n", "edit needs text"),
-    ],
-)
-def test_demo_community_broken_script_is_a_config_error(edit: str, problem: str) -> None:
-    """A script naming what does not exist is refused with the reason."""
-    base = (
-        "name: t\nowner: alice\npeople: {alice: Alice}\n"
-        "rooms:\n  - alias: general\n    messages: [[alice, 1, hello, k]]\n"
-    )
-    with pytest.raises(ConfigError, match=re.escape(problem)):
-        load(base + edit)
 
 
 def test_demo_prints_the_agent_hosts_mcp_configuration_beside_the_search_command(
