@@ -1,6 +1,6 @@
 """`muninn run` in appservice mode against the real Synapse: invites and DMs, the appservice
 edge, latency. The command policy (DMs, the pinboard, replies) is the fast tier's:
-tests/bot/test_fast_*.py.
+tests/bot/chat/test_admission.py, test_pins.py, test_replying.py.
 
 One service for the whole module (the `env` fixture of tests/bot/conftest.py: its store in a
 module temp dir, the session's MiniLM).
