@@ -1,19 +1,13 @@
-"""What the store's tests share: the test collection and its generations, a store opened by
-either adapter, points with chosen vectors and payloads.
+"""What the store's tests share: the test collection and its generations, points with chosen
+vectors and payloads.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from qdrant_client import QdrantClient
-
-from ingest.config import IndexConfig, StoreConfig
-from ingest.store import PointRecord, Store, generation_name, open_store
-from ingest.store.server import ServerStore
+from ingest.store import PointRecord, generation_name
 from ingest.types import SparseVector
 
 COLLECTION = "muninn_test"
@@ -22,22 +16,6 @@ GEN = generation_name(COLLECTION, {"embedder": "test", "dimension": DIM})
 OTHER_GEN = generation_name(COLLECTION, {"embedder": "other", "dimension": DIM})
 
 TERM0 = SparseVector((0,), (1.0,))  # every test document shares term 0 unless told otherwise
-
-Opener = Callable[[], Store]
-
-
-def make_opener(kind: str, root: Path) -> Opener:
-    """Opens (and after a close, reopens) the same backing store under `root`."""
-    if kind == "edge":
-        cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
-        return lambda: open_store(cfg, root)
-
-    def server() -> Store:
-        # to_thread tests call from worker threads; local mode's sqlite must allow that.
-        client = QdrantClient(path=str(root / "local"), force_disable_check_same_thread=True)
-        return ServerStore(client, COLLECTION, "qdrant local mode")
-
-    return server
 
 
 def pid(name: str) -> str:

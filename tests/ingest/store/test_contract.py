@@ -1,28 +1,60 @@
 """One contract for both store adapters: embedded qdrant-edge and Qdrant through qdrant-client
-(a store's generations: test_contract_generations.py).
+(each adapter's own faults: test_edge_faults.py, test_server.py).
 
 The server adapter runs against qdrant-client's local mode with a path (not ":memory:"), so that
-closing and reopening the store is a real persistence check for it too (the fixtures: conftest.py).
+closing and reopening the store is a real persistence check for it too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import QdrantClient
 
-from ingest.errors import CompatibilityError
-from ingest.store import Collection, PointFilter, PointRecord, generation_name
+from ingest.config import IndexConfig, StoreConfig
+from ingest.errors import CompatibilityError, StoreError
+from ingest.store import Collection, PointFilter, PointRecord, Store, generation_name, open_store
+from ingest.store.server import ServerStore
 from ingest.types import SparseVector
-from tests.ingest.store.storekit import (
-    DIM,
-    GEN,
-    make_opener,
-    names,
-    pid,
-    point,
-)
+from tests.ingest.store.storekit import COLLECTION, DIM, GEN, OTHER_GEN, names, pid, point
+
+Opener = Callable[[], Store]
+
+
+def make_opener(kind: str, root: Path) -> Opener:
+    """Opens (and after a close, reopens) the same backing store under `root`."""
+    if kind == "edge":
+        cfg = IndexConfig(store=StoreConfig(path=Path("qdrant")), collection=COLLECTION)
+        return lambda: open_store(cfg, root)
+
+    def server() -> Store:
+        # to_thread tests call from worker threads; local mode's sqlite must allow that.
+        client = QdrantClient(path=str(root / "local"), force_disable_check_same_thread=True)
+        return ServerStore(client, COLLECTION, "qdrant local mode")
+
+    return server
+
+
+@pytest.fixture(params=["edge", "server"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
+    return make_opener(request.param, tmp_path)
+
+
+@pytest.fixture
+def store(opener: Opener) -> Iterator[Store]:
+    s = opener()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def coll(store: Store) -> Collection:
+    return store.open(GEN, dense_dim=DIM, create=True)
+
 
 # ---------------------------------------------------------------- points
 
@@ -246,6 +278,120 @@ def test_meta_and_chat_payload_must_be_json(coll: Collection) -> None:
         coll.put_meta("bad", {"x": object()})
     with pytest.raises(ValueError):
         coll.put_meta("nan", {"x": float("nan")})
+
+
+# ---------------------------------------------------------------- generations
+
+
+def test_store_open_create_lists_generation(store: Store) -> None:
+    """open(create=True) makes a generation that generations() lists; nothing is active yet."""
+    assert store.generations() == []
+    store.open(GEN, dense_dim=DIM, create=True)
+    assert store.generations() == [GEN]
+    assert store.active() is None
+
+
+def test_store_open_missing_without_create_raises(store: Store) -> None:
+    """open(create=False) of an unknown generation is an error, and creates nothing."""
+    with pytest.raises(StoreError):
+        store.open(GEN, dense_dim=DIM, create=False)
+    assert store.generations() == []
+
+
+def test_store_open_foreign_name_raises(store: Store) -> None:
+    """A generation must be named after the store's collection, so stores never mix."""
+    with pytest.raises(StoreError):
+        store.open("other_collection-abc", dense_dim=DIM, create=True)
+
+
+def test_store_activate_switches_active(store: Store) -> None:
+    """activate() moves the pointer searches read from one generation to another."""
+    store.open(GEN, dense_dim=DIM, create=True)
+    store.open(OTHER_GEN, dense_dim=DIM, create=True)
+    store.activate(GEN)
+    assert store.active() == GEN
+    store.activate(OTHER_GEN)
+    assert store.active() == OTHER_GEN
+    assert store.generations() == sorted([GEN, OTHER_GEN])
+
+
+def test_store_activate_unknown_raises(store: Store) -> None:
+    """The pointer never names a generation that does not exist."""
+    with pytest.raises(StoreError):
+        store.activate(GEN)
+    assert store.active() is None
+
+
+def test_store_reopen_keeps_data_and_active(store: Store, opener: Opener) -> None:
+    """Closing and reopening the store keeps points, meta and the active pointer."""
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    coll.upsert([point("A"), point("B", dense=(0.0, 1.0, 0.0, 0.0))])
+    coll.put_meta("cursor/!r1", {"event_id": "$b1"})
+    coll.flush()
+    store.activate(GEN)
+    store.close()
+    again = opener()
+    try:
+        assert again.active() == GEN
+        reopened = again.open(GEN, dense_dim=DIM, create=False)
+        assert reopened.count() == 2
+        assert reopened.get_meta("cursor/!r1") == {"event_id": "$b1"}
+        assert names(reopened.dense_search([0.0, 1.0, 0.0, 0.0], None, 1)) == {"B"}
+    finally:
+        again.close()
+
+
+def test_store_reopen_other_dimension_raises(store: Store, opener: Opener) -> None:
+    """A generation keeps its dense dimension; opening it with another one is refused."""
+    store.open(GEN, dense_dim=DIM, create=True)
+    with pytest.raises(CompatibilityError):
+        store.open(GEN, dense_dim=DIM + 1, create=True)
+    store.close()
+    again = opener()
+    try:
+        with pytest.raises(CompatibilityError):
+            again.open(GEN, dense_dim=DIM + 1, create=True)
+    finally:
+        again.close()
+
+
+def test_store_drop_removes_generation_and_data(store: Store) -> None:
+    """drop() deletes a generation with its points and meta; recreating it starts empty."""
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    coll.upsert([point("A")])
+    coll.put_meta("cursor/!r1", {"n": 1})
+    store.open(OTHER_GEN, dense_dim=DIM, create=True)
+    store.activate(OTHER_GEN)
+    store.drop(GEN)
+    assert store.generations() == [OTHER_GEN]
+    assert store.active() == OTHER_GEN
+    fresh = store.open(GEN, dense_dim=DIM, create=True)
+    assert fresh.count() == 0
+    assert fresh.get_meta("cursor/!r1") is None
+
+
+def test_store_drop_active_clears_active(store: Store) -> None:
+    """Dropping the active generation leaves no pointer rather than a dangling one."""
+    store.open(GEN, dense_dim=DIM, create=True)
+    store.activate(GEN)
+    store.drop(GEN)
+    assert store.active() is None
+    assert store.generations() == []
+
+
+def test_store_closed_refuses_use(store: Store) -> None:
+    """After close() the store raises StoreError instead of touching a released engine."""
+    store.close()
+    with pytest.raises(StoreError):
+        store.open(GEN, dense_dim=DIM, create=True)
+    store.close()
+
+
+async def test_collection_works_from_worker_threads(coll: Collection) -> None:
+    """The interface is synchronous and safe to call through asyncio.to_thread concurrently."""
+    await asyncio.to_thread(coll.upsert, [point(n) for n in "ABCD"])
+    counts = await asyncio.gather(*(asyncio.to_thread(coll.count) for _ in range(8)))
+    assert counts == [4] * 8
 
 
 # ---------------------------------------------------------------- pure helpers

@@ -16,12 +16,7 @@ import pytest
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import StoreUnavailable
 from ingest.store import open_store
-from tests.ingest.store.storekit import (
-    COLLECTION,
-    DIM,
-    GEN,
-    pid,
-)
+from tests.ingest.store.storekit import COLLECTION, DIM, GEN, pid
 
 
 def _edge_cfg() -> IndexConfig:

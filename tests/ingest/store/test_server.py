@@ -10,11 +10,7 @@ import pytest
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import StoreUnavailable
 from ingest.store import open_store
-from tests.ingest.store.storekit import (
-    COLLECTION,
-    DIM,
-    GEN,
-)
+from tests.ingest.store.storekit import COLLECTION, DIM, GEN
 
 
 def _closed_port() -> int:
