@@ -4,7 +4,8 @@ JSON lines (`--log-format json`) carry `ts`, `level`, `logger`, `message` and an
 fields a call site gives, so a log shipper can index refusals by room and reason. Where a call
 site gives none, the fields are read off the message's own arguments (`fields_of`): the first
 room id (`room_id`), event id (`event_id`), and a number logged as `… ms` (`ms`). No secret is
-ever passed to a log call (tests/bot/test_metrics.py greps the service's debug log for the tokens).
+ever passed to a log call (tests/bot/service/test_metrics.py greps the service's debug log for
+the tokens).
 """
 
 from __future__ import annotations

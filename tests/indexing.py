@@ -85,7 +85,8 @@ def _base(server_name: str, user_id: str, token: str, store: Path, **extra: Any)
         "reader": {"user_id": user_id, "access_token": token},
         "index": {"store": {"path": str(store)}, "collection": "muninn_test"},
         # The model `shared_embedder` is, so a CLI run over an index the tests built in process
-        # reads it as it is (the default pair: tests/ingest/test_embed_pair.py, test_rooms.py).
+        # reads it as it is (the default pair: tests/ingest/embed/test_pair.py,
+        # tests/ingest/search/test_small_rooms.py).
         "embedder": {"model": "minilm"},
     }
     for section, values in extra.items():

@@ -5,7 +5,7 @@
 `Searcher` here, so that what one honours the others do too: the purge file beside the store
 (`index.purges`, read by every reply and hit, copied into a store rebuilt from nothing) and
 the bot's command prefix, whose commands are never indexed (rule 9).
-`tests/bot/test_wiring.py` checks that nothing in `bot/` builds either elsewhere.
+`tests/bot/service/test_wiring.py` checks that nothing in `bot/` builds either elsewhere.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ original characters each match covers.
 
 Every body passes here, including hostile ones: each pattern is linear (no two quantifiers can
 share the same text), and a rule runs only when a literal its matches need is in the text, so a
-1 MB message costs a fraction of a second (`tests/ingest/test_scrub.py` keeps that bound).
+1 MB message costs a fraction of a second (`tests/ingest/rules/test_scrub_cost.py` keeps that
+bound).
 """
 
 from __future__ import annotations

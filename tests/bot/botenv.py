@@ -1,6 +1,6 @@
-"""The bot's end-to-end environment shared by tests/bot/test_bot_{search,command_room,service}.py:
-one `muninn run` service a module (the `env` fixture in tests/bot/conftest.py) and the helpers
-those tests share."""
+"""The bot's end-to-end environment shared by tests/bot/chat/test_searching.py,
+test_command_room.py, service/test_run.py and their neighbours: one `muninn run` service a module
+(the `env` fixture in tests/bot/conftest.py) and the helpers those tests share."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the command room. Everything in a `RoomLogs` is a value of the read path's own (
 but one: who reads the reply in each room (`Visibility`, the bot's
 `bot.chat.visibility.Audience`: rule 14 stays the bot's), asked once a room for the stamps the
 read path judges (`Visibility.seen`). So one `!search` calls back into the bot once a room, not
-once a message (tests/bot/test_search_calls.py counts it).
+once a message (tests/bot/chat/test_search_calls.py counts it).
 
 The two ordering rules of a search are `RoomRead`'s order (`read_room`): the writer's marks
 before the log read (rule 15), the audience after it (rule 14).

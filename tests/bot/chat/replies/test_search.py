@@ -1,0 +1,84 @@
+"""The `!search` reply: quoted text escaped and scrubbed, the command room's JSON in budget."""
+
+from __future__ import annotations
+
+from bot.chat.replies import REPLY_BUDGET, ReplyTo, SearchView, content_size, search_reply
+from ingest.search.hits import Hit, SearchResult
+from ingest.search.logs.roomlog import ScanInfo
+
+
+def _hit(body: str) -> Hit:
+    message = {"event_id": "$e", "sender": "@eve:x", "ts": 1_700_000_000_000, "body": body}
+    return Hit("p", "!r", "#r:x", None, "$e", "$e", ("$e",), (message,), 0.5, "https://l", "$e")
+
+
+def test_search_reply_escapes_and_neutralises() -> None:
+    """Quoted HTML is escaped, @room broken, no mentions; a thread command gets a thread reply."""
+    result = SearchResult(hits=[_hit("<script>x</script> @room ping")], retrievers=["lexical"])
+    view = SearchView(
+        result, ("ping",), scans=[ScanInfo(10, 50, None)], names={"!r": {"@eve:x": "<Eve>"}}
+    )
+    content = search_reply(ReplyTo("!r", "$cmd", thread_root="$root"), view)
+    assert (
+        "<script>" not in content["formatted_body"]
+        and "&lt;script&gt;" in content["formatted_body"]
+    )
+    assert "&lt;Eve&gt;" in content["formatted_body"]
+    assert "@room" not in content["body"]
+    assert content["m.mentions"] == {}
+    assert content["m.relates_to"] == {
+        "rel_type": "m.thread",
+        "event_id": "$root",
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": "$cmd"},
+    }
+    assert "scanned the whole room (10 events)" in content["body"]
+
+
+def test_search_reply_scrubs_the_echoed_query() -> None:
+    """The reply repeats the query to the room: a token pasted into it is not repeated."""
+    secret = "syt_c2VjcmV0_abcdefghijklmnopqrst_1a2b3c"
+    for view in (
+        SearchView(SearchResult(), (f"why is {secret} refused",)),
+        SearchView(SearchResult(), ("x",), pattern=f"{secret}.*"),
+    ):
+        content = search_reply(ReplyTo("!r", "$cmd"), view)
+        shown = content["body"] + content["formatted_body"]
+        assert secret not in shown and "[redacted:" in shown
+
+
+def _big_hit(n: int, size: int) -> Hit:
+    messages = tuple(
+        {"event_id": f"$e{n}.{m}", "sender": "@eve:x", "ts": 1_700_000_000_000, "body": body}
+        for m in range(3)
+        for body in [f"kiwi {n}.{m} " + "<&>" * (size // 3)]
+    )
+    ids = tuple(str(m["event_id"]) for m in messages)
+    link = f"https://matrix.to/#/!r/{ids[0]}"
+    return Hit(f"p{n}", "!r", "#r:x", None, ids[0], ids[-1], ids, messages, 0.5, link, ids[0])
+
+
+def test_search_reply_in_the_command_room_fits_the_budget() -> None:
+    """Regression: `org.muninn.results` carried every body of every hit (118 KB at limit 50),
+    over Synapse's 64 KiB event limit. Bodies are cut first, then hits left out, and both the
+    text and the JSON say what was cut."""
+    result = SearchResult(hits=[_big_hit(n, 8000) for n in range(50)], retrievers=["lexical"])
+    content = search_reply(ReplyTo("!r", "$cmd"), SearchView(result, ("kiwi",), results_json=True))
+    assert content_size(content) <= REPLY_BUDGET
+    results = content["org.muninn.results"]
+    shown = len(results["hits"])
+    assert 10 <= shown < 50
+    assert results["truncated"] == {"items_left_out": 50 - shown, "texts_shortened": shown * 3}
+    assert all(m["body"].endswith("…") for h in results["hits"] for m in h["messages"])
+    assert f"… {50 - shown} more not shown" in content["body"]
+    assert content["body"].count("https://matrix.to/#/!r/") == shown
+
+
+def test_search_reply_under_the_budget_is_left_whole() -> None:
+    """A reply that fits is not touched: no cut, no `truncated`."""
+    result = SearchResult(hits=[_big_hit(n, 300) for n in range(5)], retrievers=["lexical"])
+    content = search_reply(ReplyTo("!r", "$cmd"), SearchView(result, ("kiwi",), results_json=True))
+    assert "truncated" not in content["org.muninn.results"]
+    assert [m["body"] for m in content["org.muninn.results"]["hits"][0]["messages"]] == [
+        m["body"] for m in result.hits[0].messages
+    ]

@@ -1,0 +1,40 @@
+"""The listener's documents (`bot.service.http_api.wire`): a purge's times bounded, a search
+request's defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.service.http_api import (
+    PurgeRequest,
+    SearchRequest,
+)
+from ingest.errors import QueryError
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"room_id": "!r", "from_ts": -1, "to_ts": 2}, "from_ts"),
+        ({"room_id": "!r", "from_ts": 1, "to_ts": 2**53}, "to_ts"),
+        ({"room_id": "!r", "from_ts": 2**63, "to_ts": 2**64}, "from_ts"),
+    ],
+)
+def test_http_api_purge_times_are_bounded(body: dict[str, Any], field: str) -> None:
+    """A purge range outside [0, 2^53) ms is refused naming the field: a larger int would be
+    stored as a float whose tombstone key never matches again."""
+    with pytest.raises(QueryError) as e:
+        PurgeRequest.parse(body)
+    assert e.value.field == field and "2^53" in str(e.value)
+
+
+def test_http_api_search_request_parse_defaults() -> None:
+    """Only texts is required; limit defaults to 5; a bad type raises naming the field."""
+    req = SearchRequest.parse({"texts": ["a", "b"]})
+    assert (req.texts, req.room_ids, req.limit) == (["a", "b"], None, 5)
+    with pytest.raises(QueryError) as e:
+        SearchRequest.parse({"texts": ["a"], "after": 1.5})
+    assert e.value.field == "after"
