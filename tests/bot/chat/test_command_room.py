@@ -165,7 +165,7 @@ def test_asker_allowed_matches_the_whole_user_id(user_id: str, allowed: bool) ->
 def test_example_configs_escape_the_allow_list() -> None:
     """Regression: the shipped examples said `@persona-.*:example.org`, whose `.` matches any
     character; every example the operator copies escapes it."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     for name in ("config.example.yaml", "deploy/config.compose.yaml"):
         askers = yaml.safe_load((root / name).read_text())["bot"]["command_room_askers"]
         policy = CommandRoomPolicy.of(askers, BOT)

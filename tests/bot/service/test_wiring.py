@@ -20,7 +20,7 @@ from tests.inprocess import muninn_here
 
 ROOM = "!archive:x"
 SERVER = "x"
-BOT_DIR = Path(__file__).resolve().parents[2] / "bot"
+BOT_DIR = Path(__file__).resolve().parents[3] / "bot"
 # The parts the wiring builds: nothing else in `bot/` may call these.
 WIRED = {"Writer", "Searcher", "PurgeLog"}
 

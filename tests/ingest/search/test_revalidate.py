@@ -24,15 +24,18 @@ from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
+from ingest.search.logs.request import LogQuery, RoomLogs, RoomView
+from ingest.search.logs.roomlog import RoomLog
 from ingest.search.query import SearchQuery
 from ingest.search.revalidate import LiveCheck
-from ingest.search.tails import LogRead, Tail, current, read_tail, tail_since
+from ingest.search.tails import Tail, current, read_tail, tail_since
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import CountingReader, Indexer, reader_config, shared_embedder, utc_ms
 
 MODES = {"tail": 2, "room log": 2, "each event": 0}  # LiveCheck(tail_pages=…)
 LOG_BOUND = 2048  # the bot's default `transcript_limit`
+BOT = "@muninn:muninn.test"  # the command's bot: none of the room's messages are its own
 
 
 @dataclass
@@ -88,21 +91,25 @@ async def search(room: Room, mode: str, text: str, limit: int = 5) -> SearchResu
     check = searcher(room, mode)
     logs = None
     if mode == "room log":  # the writer's marks, then the log read after the change: the bot
-        logs = await log_reads(room, check, LOG_BOUND)
+        logs = await log_reads(room, check, LOG_BOUND, text, limit)
     room.reader.paths.clear()
     room.reader.queries.clear()
-    result = await check.search(query, logs)
+    result = await check.search(query, room_logs=logs)
     fetched = [p for p in room.reader.paths if "/event/" in p]
     assert (fetched == []) == (mode != "each event"), room.reader.paths  # the way asked for
     assert (_tail_tokens(room.reader) == []) == (mode != "tail"), room.reader.paths
     return result
 
 
-async def log_reads(room: Room, check: Searcher, bound: int) -> dict[str, LogRead]:
+async def log_reads(
+    room: Room, check: Searcher, bound: int, text: str, limit: int = 10
+) -> RoomLogs:
     """As the bot reads for a command: the writer's marks first, then the room's log."""
     marks = await check.marks()
     events = await room.reader.latest(room.room_id, bound)
-    return {room.room_id: LogRead(events, marks.get(room.room_id))}
+    log = RoomLog(RoomID(room.room_id), events, bound)
+    asked = LogQuery(texts=(text,), limit=limit)
+    return RoomLogs(asked, [RoomView(log, None)], BOT, "!", marks=marks)
 
 
 def shown(result: SearchResult) -> str:
@@ -241,11 +248,12 @@ async def test_a_room_log_that_misses_the_writers_mark_reads_the_tail_instead(
         assert record.pop("last_event_id") in room.messages  # the writer records its mark
         col.put_meta(key, record)
     check = searcher(room, "room log")
-    logs = await log_reads(room, check, bound)
+    logs = await log_reads(room, check, bound, "heron flew over the mill")
     room.reader.paths.clear()
     room.reader.queries.clear()
     result = await check.search(
-        SearchQuery.build(["heron flew over the mill"], room_ids=[room.room_id]), logs
+        SearchQuery.build(["heron flew over the mill"], room_ids=[room.room_id]),
+        room_logs=logs,
     )
     assert "mill" not in shown(result) and result.dropped_stale == 1
     assert _tail_tokens(room.reader), room.reader.paths
@@ -260,12 +268,13 @@ async def test_a_writer_pass_between_the_log_read_and_the_search_reads_no_tail(
     read."""
     await seeder.redact(room.room_id, room.messages[2])
     check = searcher(room, "room log")
-    logs = await log_reads(room, check, LOG_BOUND)
+    logs = await log_reads(room, check, LOG_BOUND, "heron")
     await seeder.send_text(room.room_id, "said after the log was read")
     await room.indexer.refresh()  # the cursor's mark moves past the log's newest event
     room.reader.paths.clear()
     room.reader.queries.clear()
-    result = await check.search(SearchQuery.build(["heron"], room_ids=[room.room_id]), logs)
+    query = SearchQuery.build(["heron"], room_ids=[room.room_id])
+    result = await check.search(query, room_logs=logs)
     assert _tail_tokens(room.reader) == [], room.reader.paths
     assert "mill" not in shown(result) and sum(h.close for h in result.hits) == 4
 
