@@ -22,13 +22,41 @@ import numpy.typing as npt
 
 from ingest.types import EmbedderIdentity
 
-__all__ = ["REMEMBERED", "QueryVectors"]
+__all__ = ["QUERY_PADDING", "REMEMBERED", "QueryVectors", "batches"]
 
 # Vectors remembered an embedder: 512 of 384 float32s are 0.75 MiB (a model's vectors are
 # float32, so a remembered one is the very one computed and an answer does not change with it).
 REMEMBERED = 512
 
 Run = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+# Questions of a batch pad to its longest: one of 40 tokens among seven of 8 triples the work,
+# and a question's run has little fixed cost to save (8 questions of one length in a batch:
+# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §12).
+# So a batch of questions holds at most this many times its own tokens once padded.
+QUERY_PADDING = 1.25
+
+
+def batches(
+    counts: Sequence[int], batch_size: int, max_tokens: int, slack: float | None = None
+) -> list[list[int]]:
+    """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
+    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone);
+    with `slack`, also at most `slack` times the batch's own tokens once padded."""
+    out: list[list[int]] = []
+    batch: list[int] = []
+    own = 0  # the batch's tokens before padding
+    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
+        padded = (len(batch) + 1) * counts[i]
+        wasteful = slack is not None and padded > slack * (own + counts[i])
+        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful):
+            out.append(batch)
+            batch, own = [], 0
+        batch.append(i)
+        own += counts[i]
+    if batch:
+        out.append(batch)
+    return out
 
 
 class QueryVectors:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from ingest import lexical
 from ingest.embed import Embedder, EmbedError, EmbedUnavailable
-from ingest.embed.queries import QueryVectors
+from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.search.query import plain_text, prefixes
@@ -211,8 +211,17 @@ class Nearest:
         return dict(zip(bodies, await self.vectors.embed(bodies), strict=True))
 
     async def _documents(self, bodies: list[str]) -> list[list[float]]:
+        """The bodies' document vectors, in groups of like length: a page's messages run from
+        "ok" to a paragraph, and one batch pads every one to the longest (IRC pages: twice the
+        time, bench/RESULTS.md §14). Characters stand in for tokens: the ratio is what counts."""
         assert self.embedder is not None  # `choose` embeds nothing without one
-        return await self.embedder.embed_documents(bodies)
+        vectors: list[list[float]] = [[] for _ in bodies]
+        lengths = [len(b) + 1 for b in bodies]
+        for group in batches(lengths, len(lengths), len(lengths) * max(lengths), QUERY_PADDING):
+            done = await self.embedder.embed_documents([bodies[i] for i in group])
+            for i, vector in zip(group, done, strict=True):
+                vectors[i] = vector
+        return vectors
 
     def _identity(self) -> EmbedderIdentity:
         assert self.embedder is not None

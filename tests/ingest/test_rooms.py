@@ -242,8 +242,8 @@ async def test_people_asking_at_once_have_a_windows_messages_embedded_once(
     window_e5: Room,
 ) -> None:
     """A burst: five people's searches reaching the same window by meaning at the same moment
-    embed its messages in one pass (not one a person), and each quotes the message it quotes
-    alone (rule 22b); asked again, nothing is embedded."""
+    embed its messages in one pass, each message once, not once a person; and each quotes the
+    message it quotes alone (rule 22b). Asked again, nothing is embedded."""
     questions = [
         "why is the basement so cold",
         "who is baking something sweet for the end of the week",
@@ -253,8 +253,23 @@ async def test_people_asking_at_once_have_a_windows_messages_embedded_once(
     searcher = Searcher(window_e5.store, model, server_name=SERVER)
     queries = [SearchQuery.build([q], limit=1, close_only=True) for q in asked]
     together = await asyncio.gather(*(searcher.search(q) for q in queries))
-    assert len(model.calls) == 1 and len(model.calls[0]) == 5
+    embedded = [body for call in model.calls for body in call]
+    assert searcher.nearest.vectors.runs == 1 and len(embedded) == len(set(embedded)) == 5
     alone = [await window_e5.searcher.search(q) for q in queries]
     assert [r.matched for r in together] == [r.matched for r in alone]
     await asyncio.gather(*(searcher.search(q) for q in queries))
-    assert len(model.calls) == 1
+    assert len([body for call in model.calls for body in call]) == 5
+
+
+async def test_a_pages_messages_are_not_padded_to_the_longest(window_e5: Room) -> None:
+    """The messages a window matched by meaning compares are embedded in groups of like
+    length: a short message never waits on a paragraph's padding (each call at most 1.25x its
+    own characters once padded to its longest), and every message still gets its vector."""
+    model = _Documents(shared_e5())
+    searcher = Searcher(window_e5.store, model, server_name=SERVER)
+    query = SearchQuery.build(["why is the basement so cold"], limit=1, close_only=True)
+    result = await searcher.search(query)
+    assert result.matched == (await window_e5.searcher.search(query)).matched
+    assert sum(len(call) for call in model.calls) == 5
+    lengths = [[len(body) + 1 for body in call] for call in model.calls]
+    assert all(len(ls) * max(ls) <= 1.25 * sum(ls) for ls in lengths), lengths
