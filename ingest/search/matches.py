@@ -150,7 +150,7 @@ def page_hits(results: Sequence[Result], server_name: str) -> list[Hit]:
 
 
 # Message vectors remembered (by embedder identity and body): a room is asked alike often.
-# float32 rows, 4,096 pair vectors are 12 MiB (as lists of floats they were ~100 MiB).
+# float32 rows, 4,096 pair vectors are 12 MiB (as lists of floats they were ~96 MiB).
 MEMO = 4096
 
 
