@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import onnxruntime as ort
 
-from ingest.embed.queries import QueryVectors
+from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.types import EmbedderIdentity
 
 __all__ = [
@@ -39,12 +39,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("muninn.embed")
-
-# Questions of a batch pad to its longest: one of 40 tokens among seven of 8 triples the work,
-# and a question's run has little fixed cost to save (8 questions of one length in a batch:
-# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §12).
-# So a batch of questions holds at most this many times its own tokens once padded.
-QUERY_PADDING = 1.25
 
 
 def sha256(path: Path) -> str:
@@ -87,28 +81,6 @@ def trim_heap() -> None:
         trim = None
     if trim is not None:
         trim(0)
-
-
-def batches(
-    counts: Sequence[int], batch_size: int, max_tokens: int, slack: float | None = None
-) -> list[list[int]]:
-    """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
-    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone);
-    with `slack`, also at most `slack` times the batch's own tokens once padded."""
-    out: list[list[int]] = []
-    batch: list[int] = []
-    own = 0  # the batch's tokens before padding
-    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
-        padded = (len(batch) + 1) * counts[i]
-        wasteful = slack is not None and padded > slack * (own + counts[i])
-        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful):
-            out.append(batch)
-            batch, own = [], 0
-        batch.append(i)
-        own += counts[i]
-    if batch:
-        out.append(batch)
-    return out
 
 
 M = TypeVar("M")

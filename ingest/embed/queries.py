@@ -3,9 +3,11 @@ batch, and a question asked again (`!more`, a repeat) not embedded again.
 
 Calls that arrive in the same turn of the event loop, or while a run is in progress, wait for
 the next run and share it: a burst of commands is many short texts, which is what a batch is for
-(eight short questions cost little more than one), and a quiet service waits for nothing. The
-vectors are remembered by (embedder identity, text) in a bounded LRU, so a repeated question
-costs a dict read. Only query vectors are kept, in this process's memory, never on disk.
+(eight short questions cost little more than one), and a quiet service waits for nothing. A text
+already in the run in progress waits for that run, not the next. The vectors are remembered by
+(embedder identity, text) in a bounded LRU of float32 rows, so a repeated question costs a dict
+read. Only vectors of what is asked (questions; the messages `Nearest` compares with them) are
+kept, in this process's memory, never on disk.
 """
 
 from __future__ import annotations
@@ -20,13 +22,41 @@ import numpy.typing as npt
 
 from ingest.types import EmbedderIdentity
 
-__all__ = ["REMEMBERED", "QueryVectors"]
+__all__ = ["QUERY_PADDING", "REMEMBERED", "QueryVectors", "batches"]
 
 # Vectors remembered an embedder: 512 of 384 float32s are 0.75 MiB (a model's vectors are
 # float32, so a remembered one is the very one computed and an answer does not change with it).
 REMEMBERED = 512
 
 Run = Callable[[list[str]], Awaitable[list[list[float]]]]
+
+# Questions of a batch pad to its longest: one of 40 tokens among seven of 8 triples the work,
+# and a question's run has little fixed cost to save (8 questions of one length in a batch:
+# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §12).
+# So a batch of questions holds at most this many times its own tokens once padded.
+QUERY_PADDING = 1.25
+
+
+def batches(
+    counts: Sequence[int], batch_size: int, max_tokens: int, slack: float | None = None
+) -> list[list[int]]:
+    """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
+    and at most `max_tokens` once padded to the batch's longest (a longer text goes alone);
+    with `slack`, also at most `slack` times the batch's own tokens once padded."""
+    out: list[list[int]] = []
+    batch: list[int] = []
+    own = 0  # the batch's tokens before padding
+    for i in sorted(range(len(counts)), key=lambda i: counts[i]):
+        padded = (len(batch) + 1) * counts[i]
+        wasteful = slack is not None and padded > slack * (own + counts[i])
+        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful):
+            out.append(batch)
+            batch, own = [], 0
+        batch.append(i)
+        own += counts[i]
+    if batch:
+        out.append(batch)
+    return out
 
 
 class QueryVectors:
@@ -43,6 +73,7 @@ class QueryVectors:
             OrderedDict()
         )
         self._next: dict[str, asyncio.Future[list[float]]] = {}  # the next run's texts
+        self._running: dict[str, asyncio.Future[list[float]]] = {}  # the run in progress's
         self._runner: asyncio.Task[None] | None = None
         self.runs = 0  # calls of `run` (what the batching and the memory save is visible)
 
@@ -74,8 +105,10 @@ class QueryVectors:
         """The future of `text`'s vector in the next run (started unless one is on its way)."""
         loop = asyncio.get_running_loop()
         if self._runner is not None and self._runner.get_loop() is not loop:
-            self._runner, self._next = None, {}  # a loop that has ended (tests run several)
-        future = self._next.get(text)
+            # a loop that has ended (tests run several)
+            self._runner, self._next, self._running = None, {}, {}
+        # A burst asks the same text twice while its run is under way: join it, not the next.
+        future = self._running.get(text) or self._next.get(text)
         if future is None:
             future = self._next[text] = loop.create_future()
             future.add_done_callback(_retrieved)
@@ -90,6 +123,7 @@ class QueryVectors:
         try:
             while self._next:
                 batch, self._next = self._next, {}
+                self._running = batch
                 texts = list(batch)
                 self.runs += 1
                 try:
@@ -108,7 +142,7 @@ class QueryVectors:
             # Only when cancelled (close): no waiter is left waiting for a run that will not come.
             for future in [*batch.values(), *self._next.values()]:
                 future.cancel()
-            self._next = {}
+            self._next, self._running = {}, {}
             self._runner = None
 
     async def close(self) -> None:

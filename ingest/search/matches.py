@@ -14,16 +14,17 @@ message matching by words newest first, across the whole pool.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ingest.embed import Embedder, EmbedError, EmbedUnavailable
+from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.search.query import plain_text, prefixes
 from ingest.search.rank import content_terms
+from ingest.types import EmbedderIdentity
 
 __all__ = [
     "Nearest",
@@ -148,7 +149,9 @@ def page_hits(results: Sequence[Result], server_name: str) -> list[Hit]:
     return [with_matched(h, matched[k], server_name) for k, h in order.items()]
 
 
-MEMO = 4096  # message vectors remembered (by embedder and body): a room is asked alike often
+# Message vectors remembered (by embedder identity and body): a room is asked alike often.
+# float32 rows, 4,096 pair vectors are 12 MiB (as lists of floats they were ~96 MiB).
+MEMO = 4096
 
 
 class Nearest:
@@ -159,7 +162,10 @@ class Nearest:
 
     def __init__(self, embedder: Embedder | None) -> None:
         self.embedder = embedder
-        self._memo: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        # The messages of the commands choosing at once embedded in one pass, a message that
+        # one of them is embedding not embedded again (a burst's pages overlap), remembered:
+        # in a burst of 200 `!search` these took 70 % of the models' time (RESULTS §14).
+        self.vectors = QueryVectors(self._documents, self._identity, MEMO)
 
     async def choose(
         self,
@@ -202,18 +208,24 @@ class Nearest:
         return out
 
     async def _vectors(self, bodies: Sequence[str]) -> dict[str, list[float]]:
+        return dict(zip(bodies, await self.vectors.embed(bodies), strict=True))
+
+    async def _documents(self, bodies: list[str]) -> list[list[float]]:
+        """The bodies' document vectors, in groups of like length: a page's messages run from
+        "ok" to a paragraph, and one batch pads every one to the longest (IRC pages: twice the
+        time, bench/RESULTS.md §14). Characters stand in for tokens: the ratio is what counts."""
+        assert self.embedder is not None  # `choose` embeds nothing without one
+        vectors: list[list[float]] = [[] for _ in bodies]
+        lengths = [len(b) + 1 for b in bodies]
+        for group in batches(lengths, len(lengths), len(lengths) * max(lengths), QUERY_PADDING):
+            done = await self.embedder.embed_documents([bodies[i] for i in group])
+            for i, vector in zip(group, done, strict=True):
+                vectors[i] = vector
+        return vectors
+
+    def _identity(self) -> EmbedderIdentity:
         assert self.embedder is not None
-        model = f"{self.embedder.identity.provider}/{self.embedder.identity.model}"
-        out = {b: v for b in bodies if (v := self._memo.get((model, b))) is not None}
-        missing = [b for b in bodies if b not in out]
-        if missing:
-            out.update(zip(missing, await self.embedder.embed_documents(missing), strict=True))
-        for body, vector in out.items():  # no await since `out` was read: nothing interleaves
-            self._memo[(model, body)] = vector
-            self._memo.move_to_end((model, body))
-        while len(self._memo) > MEMO:
-            self._memo.popitem(last=False)
-        return out
+        return self.embedder.identity
 
 
 def _shares(hit: Hit, words: frozenset[str] | set[str]) -> bool:

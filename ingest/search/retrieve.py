@@ -15,6 +15,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ingest.embed import Embedder
 from ingest.embed.pair import PART_SCALE, is_pair, parts
@@ -93,6 +94,9 @@ class Retriever:
     lexical_floor: float = LEXICAL_FLOOR
     # the sparse vector of one text (`Searcher.lexical_query`, which a subclass may change)
     sparse_of: Callable[[str], SparseVector] = lexical_query
+    # The embedder the last collection read was built with: a generation's never changes (a
+    # new embedder builds a new generation), and its read was a thread hop on every query.
+    _built_with: tuple[AsyncCollection, Any] | None = field(default=None, repr=False)
 
     def fusing(self, found: Lists) -> bool:
         """Whether dense lists are fused (then the lexical floor and the ranker apply)."""
@@ -206,13 +210,21 @@ class Retriever:
             log.warning("embedder failed, answering from lexical only: %s", e)
             warnings.append(f"embedder failed ({e}): lexical results only")
             return None
-        compat = await col.get_meta(COMPAT_KEY) or {}
-        built_with = compat.get("embedder")
+        built_with = await self._embedder_of(col)
         mine = dict(self.embedder.identity.as_record())
         if built_with is not None and built_with != mine:
             warnings.append(other_embedder(built_with, mine))
             return None
         return vectors
+
+    async def _embedder_of(self, col: AsyncCollection) -> Any:
+        """The embedder identity `col`'s generation records (None: not recorded yet)."""
+        if self._built_with is not None and self._built_with[0] is col:
+            return self._built_with[1]
+        built_with = (await col.get_meta(COMPAT_KEY) or {}).get("embedder")
+        if built_with is not None:
+            self._built_with = (col, built_with)
+        return built_with
 
 
 def _above_floor(found: Sequence[StoredPoint], floor: float) -> list[StoredPoint]:

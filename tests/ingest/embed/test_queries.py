@@ -61,6 +61,28 @@ async def test_a_question_asked_again_is_not_embedded_again() -> None:
     assert again == [first[1], first[0]]
 
 
+async def test_a_question_asked_while_it_is_being_embedded_joins_that_pass() -> None:
+    """A burst asks the same question again while its pass is under way: the later command
+    waits for that pass and gets the same vector, no second pass of the model."""
+    started, release = asyncio.Event(), asyncio.Event()
+    calls: list[list[str]] = []
+
+    async def run(texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        started.set()
+        await release.wait()
+        return [[float(len(t)), 1.0] for t in texts]
+
+    vectors = QueryVectors(run, lambda: ID)
+    first = asyncio.create_task(vectors.embed(["q", "r"]))
+    await started.wait()
+    later = asyncio.create_task(vectors.embed(["r"]))
+    await asyncio.sleep(0)
+    release.set()
+    assert await first == [[1.0, 1.0], [1.0, 1.0]] and await later == [[1.0, 1.0]]
+    assert calls == [["q", "r"]] and vectors.runs == 1
+
+
 async def test_remembered_questions_are_bounded_oldest_out() -> None:
     """Only the most recently asked `remembered` questions are kept: the oldest is embedded
     again when asked again, a recent one is not."""

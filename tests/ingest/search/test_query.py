@@ -391,6 +391,25 @@ async def test_searcher_refuses_dense_from_another_embedder(store: Store) -> Non
     assert names(result.hits) == ["a", "c"]
 
 
+async def test_searcher_reads_the_embedder_of_each_generation_it_switches_to(
+    store: Store,
+) -> None:
+    """The embedder a generation was built with is kept once read (rule 22d): its own queries
+    keep their dense list, and a switch to a generation another embedder built is refused."""
+    mine = TableEmbedder({"alpha": [0.9, 0.1, 0, 0]})
+    col = fill(store, corpus())
+    col.put_meta(COMPAT_KEY, {"embedder": dict(mine.identity.as_record())})
+    searcher = Searcher(store, mine, server_name=SERVER)
+    for _ in range(2):
+        result = await searcher.search(SearchQuery.build(["alpha"]))
+        assert result.retrievers == ["dense", "lexical"] and result.warnings == []
+    other = fill(store, corpus(), generation=GEN + "-2")
+    other.put_meta(COMPAT_KEY, {"embedder": {"provider": "local", "model": "m", "dimension": DIM}})
+    result = await searcher.search(SearchQuery.build(["alpha"]))
+    assert result.retrievers == ["lexical"]
+    assert any("another embedder" in w for w in result.warnings)
+
+
 async def test_searcher_drops_hits_inside_a_tombstone(store: Store) -> None:
     """A window with a message inside a not yet applied purge is dropped and counted."""
     col = fill(store, corpus())

@@ -4,14 +4,15 @@ searchable across them with multilingual-e5-small (issue 23). Rooms: tests/fixtu
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
 
-from ingest.embed import Embedder
+from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from tests.indexing import shared_e5, shared_embedder, shared_pair
@@ -235,3 +236,52 @@ async def test_a_window_matched_by_meaning_quotes_the_message_that_answers(
     assert answer in quoted["body"] and len(hit.messages) == 5
     assert hit.matched == (hit.best_event_id,) and result.matched == [hit.best_event_id]
     assert hit.permalink.endswith(quote(hit.best_event_id, safe="") + "?via=rooms.test")
+
+
+class _Documents(DelegatingEmbedder):
+    """A real model, noting each batch of messages it embeds as documents."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.calls: list[list[str]] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return await self.inner.embed_documents(texts)
+
+
+async def test_people_asking_at_once_have_a_windows_messages_embedded_once(
+    window_e5: Room,
+) -> None:
+    """A burst: five people's searches reaching the same window by meaning at the same moment
+    embed its messages in one pass, each message once, not once a person; and each quotes the
+    message it quotes alone (rule 22b). Asked again, nothing is embedded."""
+    questions = [
+        "why is the basement so cold",
+        "who is baking something sweet for the end of the week",
+    ]
+    asked = [*questions, *questions, questions[0]]
+    model = _Documents(shared_e5())
+    searcher = Searcher(window_e5.store, model, server_name=SERVER)
+    queries = [SearchQuery.build([q], limit=1, close_only=True) for q in asked]
+    together = await asyncio.gather(*(searcher.search(q) for q in queries))
+    embedded = [body for call in model.calls for body in call]
+    assert searcher.nearest.vectors.runs == 1 and len(embedded) == len(set(embedded)) == 5
+    alone = [await window_e5.searcher.search(q) for q in queries]
+    assert [r.matched for r in together] == [r.matched for r in alone]
+    await asyncio.gather(*(searcher.search(q) for q in queries))
+    assert len([body for call in model.calls for body in call]) == 5
+
+
+async def test_a_pages_messages_are_not_padded_to_the_longest(window_e5: Room) -> None:
+    """The messages a window matched by meaning compares are embedded in groups of like
+    length: a short message never waits on a paragraph's padding (each call at most 1.25x its
+    own characters once padded to its longest), and every message still gets its vector."""
+    model = _Documents(shared_e5())
+    searcher = Searcher(window_e5.store, model, server_name=SERVER)
+    query = SearchQuery.build(["why is the basement so cold"], limit=1, close_only=True)
+    result = await searcher.search(query)
+    assert result.matched == (await window_e5.searcher.search(query)).matched
+    assert sum(len(call) for call in model.calls) == 5
+    lengths = [[len(body) + 1 for body in call] for call in model.calls]
+    assert all(len(ls) * max(ls) <= 1.25 * sum(ls) for ls in lengths), lengths
