@@ -34,8 +34,10 @@ the real service (`bot.service.run.Service`, appservice mode, the real embedder)
 An ordinary user then sends `--searches` `!search` commands (two-word phrases of the room's
 own messages) one after another; the latency is from sending the command to the reply being
 visible to the asker (polled every 20 ms), and, server-side, the reply's `origin_server_ts`
-minus the command's. Synapse's own `POST /search` (`order_by: rank`, this room, limit 10) is
-timed on the same room with the same texts, in the same run.
+minus the command's. Then `Searcher.search` alone (with its revalidation) and Synapse's own
+`POST /search` (`order_by: rank`, this room, limit 10) are timed on the same room, in the same
+run, with as many other phrases: the service remembers a question's vectors (rule 22d), so the
+commands' own phrases would time a remembered vector, not the read path.
 """
 
 from __future__ import annotations
