@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from ingest.embed import Embedder
 from ingest.types import EmbedderIdentity
 
-__all__ = ["PART_SCALE", "PairEmbedder", "is_pair", "joined", "parts", "second_part"]
+__all__ = ["PART_SCALE", "PairEmbedder", "is_pair", "joined", "parts"]
 
 _SCALE = 1.0 / math.sqrt(2.0)
 # A part's score in the store (`parts`) times this is the model's own cosine.
@@ -47,12 +47,6 @@ def parts(vector: Sequence[float]) -> tuple[list[float], list[float]]:
     first = [x / _SCALE for x in vector[:half]]
     second = [x / _SCALE for x in vector[half:]]
     return first + zeros, zeros + second
-
-
-def second_part(vector: Sequence[float]) -> list[float]:
-    """The second model's own unit vector within a pair's vector (its half, unscaled): what
-    that model alone gives the text."""
-    return [x / _SCALE for x in vector[len(vector) // 2 :]]
 
 
 class PairEmbedder:

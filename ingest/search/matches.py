@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ingest.embed import Embedder, EmbedError, EmbedUnavailable
-from ingest.embed.pair import PairEmbedder, second_part
 from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, Hit, SearchResult
@@ -159,16 +158,10 @@ class Nearest:
     """The message of a window nearest a question in meaning, by the configured embedder's own
     vectors: the question's (the read path's query vector) against each message's, embedded as
     documents at query time (measured in bench/RESULTS.md: a page's few windows cost less than
-    a vector a message kept in every point). A pair quotes by its second model alone
-    (multilingual-e5, `quoting`)."""
+    a vector a message kept in every point)."""
 
     def __init__(self, embedder: Embedder | None) -> None:
         self.embedder = embedder
-        # In windows sharing no word with the question (the only ones embedded here), e5 alone
-        # picked an answering message more often than the pair's mean of both cosines, on
-        # every conversation of locomo-dev and molweni-dev, and it is one model's time, not
-        # two (bench/RESULTS.md §14). The question's e5 half is in its pair vector already.
-        self.quoting = embedder.second if isinstance(embedder, PairEmbedder) else embedder
         # The messages of the commands choosing at once embedded in one pass, a message that
         # one of them is embedding not embedded again (a burst's pages overlap), remembered:
         # in a burst of 200 `!search` these took 70 % of the models' time (RESULTS §14).
@@ -193,8 +186,6 @@ class Nearest:
             return [
                 h if h.matched else with_matched(h, (h.best_event_id,), server_name) for h in hits
             ]
-        if self.quoting is not self.embedder:
-            queries = [second_part(q) for q in queries]
         bodies = list(dict.fromkeys(str(m["body"]) for h in todo for m in h.messages))
         try:
             vectors = await self._vectors(bodies)
@@ -223,18 +214,18 @@ class Nearest:
         """The bodies' document vectors, in groups of like length: a page's messages run from
         "ok" to a paragraph, and one batch pads every one to the longest (IRC pages: twice the
         time, bench/RESULTS.md §14). Characters stand in for tokens: the ratio is what counts."""
-        assert self.quoting is not None  # `choose` embeds nothing without an embedder
+        assert self.embedder is not None  # `choose` embeds nothing without one
         vectors: list[list[float]] = [[] for _ in bodies]
         lengths = [len(b) + 1 for b in bodies]
         for group in batches(lengths, len(lengths), len(lengths) * max(lengths), QUERY_PADDING):
-            done = await self.quoting.embed_documents([bodies[i] for i in group])
+            done = await self.embedder.embed_documents([bodies[i] for i in group])
             for i, vector in zip(group, done, strict=True):
                 vectors[i] = vector
         return vectors
 
     def _identity(self) -> EmbedderIdentity:
-        assert self.quoting is not None
-        return self.quoting.identity
+        assert self.embedder is not None
+        return self.embedder.identity
 
 
 def _shares(hit: Hit, words: frozenset[str] | set[str]) -> bool:

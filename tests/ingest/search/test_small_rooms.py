@@ -13,7 +13,6 @@ import pytest
 import pytest_asyncio
 
 from ingest.embed import DelegatingEmbedder, Embedder
-from ingest.embed.pair import PairEmbedder
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from tests.indexing import shared_e5, shared_embedder, shared_pair
@@ -75,7 +74,6 @@ workshop_pair = room_fixture("workshop", shared_pair)
 multilingual = room_fixture("multilingual", shared_e5)
 multilingual_pair = room_fixture("multilingual", shared_pair)
 window_e5 = room_fixture("window", shared_e5)
-window_pair = room_fixture("window", shared_pair)
 
 
 async def test_floor_shows_the_answer_in_a_ten_message_room(small: Room) -> None:
@@ -287,17 +285,3 @@ async def test_a_pages_messages_are_not_padded_to_the_longest(window_e5: Room) -
     assert sum(len(call) for call in model.calls) == 5
     lengths = [[len(body) + 1 for body in call] for call in model.calls]
     assert all(len(ls) * max(ls) <= 1.25 * sum(ls) for ls in lengths), lengths
-
-
-async def test_a_pair_quotes_by_its_multilingual_model_alone(window_pair: Room) -> None:
-    """With the default pair, a window matched by meaning quotes its message nearest the
-    question by e5 alone (rule 22b): MiniLM embeds none of its messages (in a burst those were
-    most of the models' time, and e5 alone chose the answering message more often than both
-    models' mean: bench/RESULTS.md §14), and an English question quotes the German answer."""
-    minilm, e5 = _Documents(shared_embedder()), _Documents(shared_e5())
-    searcher = Searcher(window_pair.store, PairEmbedder(minilm, e5), server_name=SERVER)
-    query = SearchQuery.build(["why is the basement so cold"], limit=1, close_only=True)
-    [hit] = (await searcher.search(query)).hits
-    quoted = next(m for m in hit.messages if m["event_id"] == hit.best_event_id)
-    assert "Heizung im Keller" in str(quoted["body"])
-    assert minilm.calls == [] and sum(len(call) for call in e5.calls) == len(hit.messages) == 5
