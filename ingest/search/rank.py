@@ -146,6 +146,18 @@ def stemmed(token: str, stem: int | None) -> str:
     return token[:stem]
 
 
+@functools.lru_cache(maxsize=8192)
+def _passage_terms(body: str, stem: int | None, size: float) -> tuple[frozenset[str], ...]:
+    """The stemmed tokens of each of a message's `passages`. Remembered: the candidates of one
+    question are largely the last one's, and tokenising them again was a third of the second
+    stage's time (bench/RESULTS.md §14). Held in this process's memory only, and only ever
+    read for a body a candidate holds now."""
+    return tuple(
+        frozenset(stemmed(t, stem) for t in lexical.tokens(piece))
+        for piece in passages(body, size)
+    )
+
+
 def content_terms(text: str) -> list[str]:
     """The query's lexical tokens minus stop words, de-duplicated, in order."""
     return [t for t in dict.fromkeys(lexical.tokens(text)) if t not in STOP_WORDS]
@@ -195,11 +207,7 @@ def features(
     }
     terms = list(dict.fromkeys(stemmed(t, stem) for t in words))
     msg_tokens = {
-        pid: [
-            {stemmed(t, stem) for t in lexical.tokens(piece)}
-            for b in bodies[pid]
-            for piece in passages(b, length_cap)
-        ]
+        pid: [piece for b in bodies[pid] for piece in _passage_terms(b, stem, length_cap)]
         for pid in pool
     }
     win_tokens = {pid: set().union(*msgs) for pid, msgs in msg_tokens.items()}

@@ -151,7 +151,9 @@ class Retriever:
                 named += [("dense", text, first), ("dense2", text, second)]
             else:
                 named.append(("dense", text, vector))
-        read = await asyncio.gather(*(col.dense_search(v, flt, depth) for _, _, v in named))
+        # One hop: the engine holds the GIL throughout, so two lists in two threads ran one
+        # after the other anyway, a hop each.
+        read = await col.dense_searches([v for _, _, v in named], flt, depth)
         scale = PART_SCALE if pair else 1.0
         for (name, text, _), scored in zip(named, read, strict=True):
             listed = _scored(scored, found.points)

@@ -66,6 +66,15 @@ class AsyncCollection:
     ) -> list[StoredPoint]:
         return await asyncio.to_thread(self.sync.dense_search, vector, flt, limit)
 
+    async def dense_searches(
+        self,
+        vectors: Sequence[Sequence[float]],
+        flt: PointFilter | None,
+        limit: int,
+    ) -> list[list[StoredPoint]]:
+        """Several dense lists in one hop (`Collection.dense_searches`)."""
+        return await asyncio.to_thread(self.sync.dense_searches, vectors, flt, limit)
+
     async def sparse_search(
         self, vector: SparseVector, flt: PointFilter | None, limit: int
     ) -> list[StoredPoint]:

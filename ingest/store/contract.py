@@ -209,6 +209,15 @@ class Collection(Protocol):
     def dense_search(
         self, vector: Sequence[float], flt: PointFilter | None, limit: int
     ) -> list[StoredPoint]: ...
+    def dense_searches(
+        self,
+        vectors: Sequence[Sequence[float]],
+        flt: PointFilter | None,
+        limit: int,
+    ) -> list[list[StoredPoint]]:
+        """`dense_search` of each vector, in one call."""
+        ...
+
     def sparse_search(
         self, vector: SparseVector, flt: PointFilter | None, limit: int
     ) -> list[StoredPoint]: ...

@@ -197,6 +197,32 @@ def test_dense_search_ranks_nearest_first(coll: Collection) -> None:
     assert hits[0].payload["room_id"] == "!r1"
 
 
+def test_dense_searches_are_each_vectors_own_list(coll: Collection) -> None:
+    """A pair's two lists read in one call are each vector's own, payloads and all; a query
+    vector of another dimension is refused as a single search's is."""
+    coll.upsert(
+        [
+            point("A", dense=(0.0, 1.0, 0.0, 0.0)),
+            point("B", dense=(1.0, 0.1, 0.0, 0.0)),
+            point("C", dense=(1.0, 1.0, 0.0, 0.0), room="!r2"),
+        ]
+    )
+    vectors = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]
+    first, second = coll.dense_searches(vectors, None, 2)
+    assert [h.id for h in first] == [pid("B"), pid("C")]
+    assert [h.id for h in second] == [pid("A"), pid("C")]
+    assert [(h.id, h.score, h.payload) for h in second] == [
+        (h.id, h.score, h.payload) for h in coll.dense_search(vectors[1], None, 2)
+    ]
+    only_r2 = PointFilter(room_ids=("!r2",))
+    assert [[h.id for h in hits] for hits in coll.dense_searches(vectors, only_r2, 5)] == [
+        [pid("C")],
+        [pid("C")],
+    ]
+    with pytest.raises(CompatibilityError):
+        coll.dense_searches([[1.0, 0.0, 0.0]], None, 2)
+
+
 def test_sparse_search_rare_term_outweighs_common(coll: Collection) -> None:
     """IDF is applied: one rare shared term beats a thrice-repeated term every document has."""
     common, rare = 1, 7
