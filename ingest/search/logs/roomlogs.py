@@ -138,11 +138,11 @@ def log_finds(
     found: list[Found] = []
     for view, everything in zip(logs.views, said, strict=True):
         room = view.log.room_id
-        messages = [
-            m
-            for m in everything
-            if cut.sees(room, m.ts) and keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
-        ]
+        messages = [m for m in everything if cut.sees(room, m.ts)]
+        if logs.filter:  # a command without operators keeps every message: no payload built
+            messages = [
+                m for m in messages if keep_messages(logs.filter, [_as_payload(m)], m.thread_root)
+            ]
         threads: dict[str, str | None] = {m.event_id: m.thread_root for m in messages}
         folded = fold_search(
             messages, logs.asked, bound=max(1, len(messages)), pattern=logs.pattern, limit=fetch
