@@ -149,7 +149,7 @@ def stemmed(token: str, stem: int | None) -> str:
 @functools.lru_cache(maxsize=8192)
 def _passage_terms(body: str, stem: int | None, size: float) -> tuple[frozenset[str], ...]:
     """The stemmed tokens of each of a message's `passages`. Remembered: the candidates of one
-    question are largely the last one's, and tokenising them again was a third of the second
+    question are largely the last one's, and tokenising them again was about half of the second
     stage's time (bench/RESULTS.md §14). Held in this process's memory only, and only ever
     read for a body a candidate holds now."""
     return tuple(
