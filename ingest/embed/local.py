@@ -207,7 +207,7 @@ class LocalEmbedder:
             if query:
                 # A question is on the read path: its count and its run in one thread hop
                 # (two hops a model cost the pair's question ~2 ms of its ~14, RESULTS §14).
-                return await asyncio.to_thread(self._embed_now, list(texts), QUERY_PADDING)
+                return await asyncio.to_thread(self._embed_now, list(texts))
             counts = await asyncio.to_thread(self._counts, list(texts), query)
             vectors: list[list[float]] = [[] for _ in texts]
             # A hop a batch: a cancelled import stops between batches.
@@ -219,11 +219,11 @@ class LocalEmbedder:
         finally:
             self._arm()
 
-    def _embed_now(self, texts: list[str], slack: float) -> list[list[float]]:
+    def _embed_now(self, texts: list[str]) -> list[list[float]]:
         """Questions' vectors, batched as `_embed`'s, all in the calling thread. Blocking."""
         vectors: list[list[float]] = [[] for _ in texts]
         counts = self._counts(texts, True)
-        for chunk in batches(counts, self._batch_size, self.max_batch_tokens, slack):
+        for chunk in batches(counts, self._batch_size, self.max_batch_tokens, QUERY_PADDING):
             batch = self._run([texts[i] for i in chunk], True)
             for i, vector in zip(chunk, batch, strict=True):
                 vectors[i] = vector

@@ -189,22 +189,20 @@ class CollectionBase(ABC):
         self, vector: Sequence[float], flt: PointFilter | None, limit: int
     ) -> list[StoredPoint]:
         """Nearest chat points by cosine similarity, best first."""
-        return self._scored(DENSE, [float(x) for x in self._checked(vector)], flt, limit)
+        return self.dense_searches([vector], flt, limit)[0]
 
     def dense_searches(
         self, vectors: Sequence[Sequence[float]], flt: PointFilter | None, limit: int
     ) -> list[list[StoredPoint]]:
         """`dense_search` of each vector, in one call (a pair's two lists: one thread hop,
         the engine holding the GIL for each anyway)."""
-        dense = [[float(x) for x in self._checked(v)] for v in vectors]
-        return [self._scored(DENSE, v, flt, limit) for v in dense]
-
-    def _checked(self, vector: Sequence[float]) -> Sequence[float]:
-        if len(vector) != self._dense_dim:
-            raise CompatibilityError(
-                f"{self._name}: query is {len(vector)}-d, the generation holds {self._dense_dim}-d"
-            )
-        return vector
+        for vector in vectors:
+            if len(vector) != self._dense_dim:
+                raise CompatibilityError(
+                    f"{self._name}: query is {len(vector)}-d, the generation holds "
+                    f"{self._dense_dim}-d"
+                )
+        return [self._scored(DENSE, [float(x) for x in v], flt, limit) for v in vectors]
 
     def sparse_search(
         self, vector: SparseVector, flt: PointFilter | None, limit: int
