@@ -208,10 +208,10 @@ def levers() -> dict[str, Fit]:
     out["v5 without length: ranker + floor labels"] = ranked(
         Ranker(PRODUCT, mask(*PRODUCT_OFF, "length")), FLOOR_COST
     )
-    out["v5, the close matches first, then the rest"] = ranked(
+    out["a person's pages: the close matches, then the weaker ones (issue 32, 4 Dec)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST, "first"
     )
-    out["v5, a person's view (close, else the nearest)"] = ranked(
+    out["replaced: a person's view, the close matches, else the nearest"] = ranked(
         Ranker(PRODUCT), FLOOR_COST, "people"
     )
     out["v5: MiniLM's rank read in every language"] = ranked(

@@ -256,9 +256,9 @@ class Ranker:
     ) -> list[str]:
         """The pool in the ranker's order, judged by the match model at `floor` as the
         product's views list it (`ingest.search.rank.Judgment`): `agents` every one, marked
-        (`--json`, the default), `first` the close ones then the rest (a lever that lost),
-        `people` the close ones, else all (chat: said to be only the nearest), `cut` the close
-        ones alone (ranker v4's floor)."""
+        (`--json`, the default), `first` the close ones then the rest (a person's pages:
+        chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
+        `cut` the close ones alone (ranker v4's floor)."""
         pool, x = pool_features(
             data, qi, self.stage1, self.stem, self.length_cap, self.english_only
         )

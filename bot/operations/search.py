@@ -169,7 +169,8 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
         file=sys.stderr,
     )
     if result.next_offset is not None:
-        print(f"more: --offset {result.next_offset}", file=sys.stderr)
+        weaker = " (weaker matches)" if result.weaker_next else ""
+        print(f"more{weaker}: --offset {result.next_offset}", file=sys.stderr)
     return 0
 
 
@@ -179,6 +180,8 @@ def result_text(result: SearchResult, server_name: str) -> str:
     if not result.hits:
         return "no hits\n"
     out = ["nothing matched closely; the nearest:\n"] if result.nothing_close else []
+    if result.weaker and not result.nothing_close:  # the close ones were on earlier pages
+        out = ["weaker matches (none of these matched closely):\n"]
     for hit, message in in_order(result):
         body = " ".join(str(message["body"]).split())
         excerpt = body if len(body) <= 100 else body[:99] + "…"

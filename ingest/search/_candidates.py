@@ -49,6 +49,8 @@ class Candidates:
     # The candidates the second stage judged close matches (None: no judgment, all are).
     close: frozenset[str] | None = None
     nothing_close: bool = False  # candidates there are, but none matches closely
+    # A person's pool: the close matches, then the weaker ones, paged apart (`person_page`).
+    close_first: bool = False
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
     dense: list[list[float]] | None = field(default=None, repr=False)  # the texts' vectors
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)

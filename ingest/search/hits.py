@@ -112,9 +112,12 @@ class SearchResult:
     # Hits there are, but the second stage judged none of the query's candidates close: the
     # reply says they are only the nearest.
     nothing_close: bool = False
+    # A person's page of weaker matches: the close ones were on earlier pages (rule 22c).
+    weaker: bool = False
     next_offset: int | None = None  # the `offset` of the next page; None on the last
     sort: str = "relevance"
     remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
+    weaker_next: bool = False  # the next page is of weaker matches (not in the JSON)
     matched: list[str] = field(default_factory=list)  # the page's messages, in reading order
 
     def as_json(self) -> dict[str, Any]:
@@ -125,6 +128,7 @@ class SearchResult:
             "dropped_stale": self.dropped_stale,
             "below_floor": self.below_floor,
             "nothing_close": self.nothing_close,
+            "weaker": self.weaker,
             "next_offset": self.next_offset,
             "sort": self.sort,
             "matched_event_ids": list(self.matched),

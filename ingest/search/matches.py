@@ -13,9 +13,11 @@ message matching by words newest first, across the whole pool.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from ingest.embed import Embedder, EmbedError, EmbedUnavailable
 from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
@@ -26,6 +28,8 @@ from ingest.search.query import plain_text, prefixes
 from ingest.search.rank import content_terms
 from ingest.types import EmbedderIdentity
 
+T = TypeVar("T")
+
 __all__ = [
     "Nearest",
     "Result",
@@ -35,6 +39,7 @@ __all__ = [
     "literal_matches",
     "newest_first",
     "page_hits",
+    "person_page",
     "settled",
     "with_matched",
 ]
@@ -126,6 +131,20 @@ def settled(results: Sequence[Result], chosen: Sequence[Hit]) -> list[Result]:
         quoted = _message(now, now.best_event_id) if now is not hit else message
         out.append((now, quoted or message))
     return out
+
+
+def person_page(
+    items: Sequence[T], limit: int, close: Callable[[T], bool]
+) -> tuple[list[T], bool]:
+    """A person's page of `items` (hits or listed messages, the close matches first, then the
+    weaker ones: `rank.Judgment.close_first`): the first `limit`, stopping where the close
+    matches end, so no page passes a weaker match off among close ones (rule 22c). Returns
+    the page and whether it is of weaker matches (it starts with one)."""
+    page = list(items[:limit])
+    weaker = bool(page) and not close(page[0])
+    if not weaker:
+        page = list(itertools.takewhile(close, page))
+    return page, weaker
 
 
 def in_order(result: SearchResult) -> list[Result]:

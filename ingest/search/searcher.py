@@ -38,7 +38,7 @@ from ingest.search.hits import (
 )
 from ingest.search.logs.request import RoomLogs
 from ingest.search.logs.roomlogs import Cut, Found, fused_page, log_finds
-from ingest.search.matches import Nearest, expand, newest_first
+from ingest.search.matches import Nearest, expand, newest_first, person_page
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.search.retrieve import (
@@ -171,17 +171,22 @@ class Searcher:
         # A candidate left unchecked is a next page (checked when it is asked for: a page
         # that then finds it stale says it is the last).
         more = len(result.hits) == wanted and bool(pool.first(1, skip=live | stale))
+        page = result.hits[query.offset :]
+        if pool.close_first:  # a person's page: the close matches, or the weaker ones
+            page, result.weaker = person_page(page, query.limit, lambda h: h.close)
+            after = result.hits[query.offset + len(page) :]
+            more = more or bool(after)
+            following = after or pool.first(1, skip=live | stale)
+            result.weaker_next = more and bool(following) and not following[0].close
         # A person's view quotes a window matched by meaning by its message nearest the
         # question (embedded now: a window sharing words quotes the one sharing most); an
         # agent's list keeps the window and its best message by words, at no embedding cost
         # (the page's messages embedded cost the read path 8x its p50, RESULTS §3).
         vectors = pool.dense if query.close_only else None
-        shown = await self.nearest.choose(
-            result.hits[query.offset :], vectors, self.server_name, pool.texts
-        )
+        shown = await self.nearest.choose(page, vectors, self.server_name, pool.texts)
         result.hits = newest_first(shown) if query.sort == "recent" else shown
         result.matched = [str(m["event_id"]) for _, m in expand(result.hits, query.sort)]
-        result.next_offset = wanted if more else None
+        result.next_offset = query.offset + len(page) if more else None
         result.sort = query.sort
         return result
 
@@ -281,11 +286,16 @@ class Searcher:
             judged = await self.second.rerank(
                 fused, found.lists, found.points, query.texts, found.dense
             )
-            # A person's view, and any list ordered by time, is of the close matches (or the
-            # nearest, said to be); an agent's is every candidate in the ranker's order, marked:
+            # A person pages through the close matches, then the weaker ones, never on one
+            # page (or, none close, the nearest, said to be); a list ordered by time is of the
+            # close matches; an agent's is every candidate in the ranker's order, marked:
             # putting the close ones first cost molweni-dev 0.010 of R@2000 (RESULTS §1b).
-            people = query.close_only or query.sort == "recent"
-            pool.ranked = judged.shown() if people else judged.ranked
+            if query.sort == "recent":
+                pool.ranked = judged.shown()
+            elif query.close_only:
+                pool.ranked, pool.close_first = judged.close_first(), True
+            else:
+                pool.ranked = judged.ranked
             pool.close = judged.close
             pool.below_floor = judged.refused + len(judged.ranked) - len(pool.ranked)
             pool.nothing_close = bool(judged.ranked) and not judged.close

@@ -17,6 +17,7 @@ TOP_KEYS = {
     "dropped_stale",
     "below_floor",
     "nothing_close",
+    "weaker",  # issue 32: a person's page of weaker matches (always false in an agent's list)
     "next_offset",
     "sort",
     "matched_event_ids",  # issue 33: the page's matching messages in reading order
@@ -52,6 +53,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
     assert type(doc["dropped_stale"]) is int
     assert type(doc["below_floor"]) is int
     assert type(doc["nothing_close"]) is bool
+    assert type(doc["weaker"]) is bool
     assert doc["next_offset"] is None or type(doc["next_offset"]) is int
     assert doc["sort"] in ("relevance", "recent")
     listed = [e for hit in doc["hits"] for e in hit["matched_event_ids"]]

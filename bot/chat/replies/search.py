@@ -104,7 +104,11 @@ def _footer(view: SearchView) -> str:
         changed = plural(result.dropped_stale, "message")
         parts.append(f"{changed} edited or removed since indexing left out")
     if result.next_offset is not None:
-        count = f"{view.more} more" if view.more else "more"
+        if result.weaker_next:  # the close matches end here; the next page says so too
+            weaker = "weaker match", "weaker matches"
+            count = plural(view.more, *weaker) if view.more else weaker[1]
+        else:
+            count = f"{view.more} more" if view.more else "more"
         parts.append(f"{count}: {view.prefix}more")
     elif view.first > 1:  # the last page of a `!more`
         parts.append("no more results")
@@ -139,6 +143,10 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     head = head or f"No results for {label}"
     if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 22c
         head = f"Nothing matched {label} closely; the nearest:"
+    elif count and result.weaker:  # the close matches were on earlier pages (rule 22c)
+        span = f"{view.first}–{view.first + count - 1}" if count > 1 else f"{view.first}"
+        matches = "Weaker matches" if count > 1 else "Weaker match"
+        head = f"{matches} {span} for {label}: none of these matched closely"
     items = [
         Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
     ]

@@ -238,6 +238,7 @@ def result_from_json(doc: Mapping[str, Any]) -> SearchResult:
         dropped_stale=int(doc["dropped_stale"]),
         below_floor=int(doc.get("below_floor", 0)),
         nothing_close=bool(doc.get("nothing_close", False)),
+        weaker=bool(doc.get("weaker", False)),
         next_offset=doc.get("next_offset"),
         sort=str(doc.get("sort", "relevance")),
         matched=list(doc.get("matched_event_ids") or ()),

@@ -20,7 +20,14 @@ from ingest.search.fusion import rrf
 from ingest.search.hits import CitedMessage, Hit, SearchResult, best_message, window_of
 from ingest.search.logs.request import EVERYONE, LogQuery, RoomLogs, RoomView, ShownIds
 from ingest.search.logs.transcript import TranscriptHit, fold_search
-from ingest.search.matches import Result, expand, page_hits, settled, with_matched
+from ingest.search.matches import (
+    Result,
+    expand,
+    page_hits,
+    person_page,
+    settled,
+    with_matched,
+)
 from ingest.search.permalink import permalink
 from ingest.search.query import MAX_OFFSET
 from ingest.types import Message, RoomID, StoredPoint
@@ -223,22 +230,30 @@ async def fused_page(
         window = pool.first(fetch, skip=stale)
         hits, order = fuse(window, found, asked, cut, server_name)
         ranked = [replace(hits[k], score=v) for k, v in order]
+        if pool.close_first:  # a person's: the close matches (the log's finds), then weaker
+            ranked = [h for h in ranked if h.close] + [h for h in ranked if not h.close]
         return window, listed(ranked, asked.sort, logs.shown)
+
+    def page_of(results: Sequence[Result]) -> tuple[list[Result], bool]:
+        if pool.close_first:
+            return person_page(results, asked.limit, lambda r: r[0].close)
+        return list(results[: asked.limit]), False
 
     def shown(stale: Set[str]) -> list[Hit]:
         window, results = listing(stale)
-        top_keys = {hit.point_id for hit, _ in results[: asked.limit]}
+        top_keys = {hit.point_id for hit, _ in page_of(results)[0]}
         return [h for h in window if h.point_id in top_keys]
 
     _, stale = await pool.confirmed(confirm, shown)
     _, results = listing(stale)
-    top = results[: asked.limit]
+    top, weaker = page_of(results)
     meant = list({h.point_id: h for h, _ in top if not h.matched}.values())
     page = settled(top, await choose(pool, meant) if meant else [])
     if asked.sort == "recent":
         page.sort(key=lambda r: (-int(r[1]["ts"]), str(r[1]["event_id"])))
     depth = logs.depth
     more = len(results) > len(top) and depth + len(top) < MAX_OFFSET
+    following = results[len(top) :]
     return SearchResult(
         hits=page_hits(page, server_name),
         warnings=list(pool.warnings),
@@ -246,6 +261,8 @@ async def fused_page(
         dropped_stale=len(stale),
         below_floor=pool.below_floor,
         nothing_close=pool.nothing_close and not found,
+        weaker=weaker,
+        weaker_next=more and bool(following) and not following[0][0].close,
         next_offset=depth + len(top) if more else None,
         sort=asked.sort,
         remaining=len(results) - len(top) if more else 0,

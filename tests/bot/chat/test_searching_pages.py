@@ -156,7 +156,7 @@ async def test_bot_results_are_messages_paged_exactly_and_agree_everywhere(
 
     pages: list[set[str]] = []
     _, reply = await ask(alice, room, "!search kestrelbox report", env.bot_id)
-    while True:
+    while not body_of(reply).startswith("Weaker match"):
         body = body_of(reply)
         pages.append(_shown(body, room, reports))
         assert not _shown(body, room, other)  # nothing unrelated
@@ -167,9 +167,16 @@ async def test_bot_results_are_messages_paged_exactly_and_agree_everywhere(
             break
         assert len(pages) < 10
         _, reply = await ask(alice, room, "!more", env.bot_id)
-    assert "no more results" in body_of(reply)
     assert [len(p) for p in pages] == [5, 5, 5, 5, 4]
     assert set().union(*pages) == set(reports)  # every one, once each
+    # The close matches end there; the weaker candidates follow on their own pages, said to
+    # be weaker (rule 22c): here the quillfen talk, numbered on from the reports.
+    body = body_of(reply)
+    assert body.startswith("Weaker match 25") and "none of these matched closely" in body
+    assert (
+        not _shown(body, room, reports) and '<ol start="25">' in reply["content"]["formatted_body"]
+    )
+    assert "no more results" in body
     for _ in range(2):
         _, after = await ask(alice, room, "!more", env.bot_id)
         assert "No more results for “kestrelbox report”" in body_of(after)

@@ -10,11 +10,13 @@ index give such windows: the asking window first, a window sharing a word second
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from ingest.index.chunker import chunk, window_payload
 from ingest.search import models, rank
-from ingest.search.hits import window_span
+from ingest.search.hits import CitedMessage, Hit, window_span
+from ingest.search.matches import person_page
 from ingest.types import EventID, Message, RoomID, UserID
 
 QUESTION = "What is Jon's favorite style of dance?"
@@ -165,6 +167,40 @@ def test_close_matches_are_what_a_person_is_shown() -> None:
     assert judged.close == {"milk"}
     assert [pid for pid, _ in judged.shown()] == ["milk"]
     assert len(judged.ranked) == len(ROOM)
+    paged = [pid for pid, _ in judged.close_first()]
+    assert paged[0] == "milk" and sorted(paged) == sorted(ROOM)
+    assert paged[1:] == [pid for pid, _ in judged.ranked if pid != "milk"]
+
+
+def _page_hit(pid: str, close: bool) -> Hit:
+    m = CitedMessage(event_id=f"${pid}", sender="@a:x", ts=1, body=pid)
+    return Hit(
+        pid,
+        "!r",
+        None,
+        None,
+        m["event_id"],
+        m["event_id"],
+        (m["event_id"],),
+        (m,),
+        0.5,
+        "https://l",
+        m["event_id"],
+        close=close,
+    )
+
+
+def test_a_persons_page_never_mixes_close_and_weaker_matches() -> None:
+    """A person pages through the close matches, then the weaker ones: a page stops where the
+    close matches end, and the next one, of weaker matches, says so (rule 22c)."""
+    hits = [_page_hit("a", True), _page_hit("b", True), _page_hit("c", False)]
+    hits += [_page_hit("d", False)]
+    close = attrgetter("close")
+    assert person_page(hits, 5, close) == (hits[:2], False)
+    assert person_page(hits, 1, close) == (hits[:1], False)
+    assert person_page(hits[2:], 5, close) == (hits[2:], True)
+    assert person_page(hits[2:], 1, close) == (hits[2:3], True)
+    assert person_page([], 5, close) == ([], False)
 
 
 def test_a_long_message_outweighs_no_topic_by_its_length() -> None:

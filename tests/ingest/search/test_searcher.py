@@ -95,14 +95,20 @@ async def test_search_made_up_words_find_nothing(indexed: Indexed) -> None:
 
 async def test_search_real_question_finds_its_message_first_and_no_noise(indexed: Indexed) -> None:
     """A question in other words finds its message first; windows sharing nothing with it (the
-    travel room's Chinese and Japanese lines) are not shown to a person (`close_only`) and come
-    after the close matches, marked, in an agent's list (rule 22c)."""
+    travel room's Chinese and Japanese lines) are not on a person's page (`close_only`): they
+    are the next pages', said to be weaker; in an agent's list they come after the close
+    matches, marked (rule 22c)."""
     question = "which printer keeps jamming"
     result = await indexed.searcher.search(SearchQuery.build([question], close_only=True))
     keys = indexed.keys(result.hits)
     assert keys[0] == "printer"
     assert not {"beijing", "tokyo", "shanghai", "osaka"} & set(keys)
-    assert result.below_floor > 0 and not result.nothing_close
+    assert not result.nothing_close and not result.weaker and result.weaker_next
+    later = await indexed.searcher.search(
+        SearchQuery.build([question], close_only=True, offset=result.next_offset, limit=50)
+    )
+    assert later.weaker and later.hits and not any(h.close for h in later.hits)
+    assert not set(indexed.keys(later.hits)) & set(keys)
     everything = await indexed.searcher.search(SearchQuery.build([question], limit=50))
     listed = indexed.keys(everything.hits)
     assert [k for k, h in zip(listed, everything.hits, strict=True) if h.close] == keys

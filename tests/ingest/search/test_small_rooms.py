@@ -42,6 +42,25 @@ IN_OTHER_WORDS = (
     ("workshop", "is there water coming through the ceiling anywhere", "roof leaks"),
     ("workshop", "what is wrong with the engraving machine", "laser cutter"),
 )
+# The workshop asked in other words, as a newcomer would (4 Dec): with the default pair all of
+# these are in the first 3. Two more were not and are left out: "are we out of bandages"
+# (plasters 4th) and "we have a rodent problem" (mice 11th; bench/RESULTS.md §1d).
+WORKSHOP_ASKED = (
+    ("has anybody found my measuring tool", "calipers"),
+    ("when do new people get shown around", "induction"),
+    ("where is a replacement for the broken saw", "bandsaw blade"),
+    ("what gifts did we receive", "sewing machines"),
+    ("how do I get the entrance open", "front door lock"),
+    ("where can I leave my car", "parking"),
+    ("why is it cold after the electricity went out", "heating timer"),
+    ("which machine makes a weird sound", "grinding noise"),
+    ("when are the bins emptied", "rubbish collection"),
+    ("is there a problem with the toilet", "toilet upstairs"),
+    ("what is broken on the oscilloscope", "oscilloscope probe"),
+    ("is the computer usable", "shared laptop"),
+    ("why is the pottery oven slow", "kiln"),
+    ("what needs fixing on the staircase", "stairs carpet"),
+)
 ENGLISH_ABOUT_OTHERS = (
     ("why is the basement so cold", "Heizung im Keller"),
     ("what happened to the washing machine", "lavadora"),
@@ -119,6 +138,46 @@ async def test_floor_never_hides_an_answer_in_other_words_with_the_pair(
     were hidden."""
     shown = await (small_pair if room == "small" else workshop_pair).top(question, 5)
     assert found(shown, answer)
+
+
+async def test_the_default_pair_answers_a_newcomers_questions_in_other_words(
+    workshop_pair: Room,
+) -> None:
+    """Fourteen questions about the workshop room asked in other words than their answers, each
+    answered in the first 3 with the default pair (a broader check than `IN_OTHER_WORDS`: 14
+    of 16 asked, 15 of 18 with those; the misses are in bench/RESULTS.md §1d)."""
+    missed = [q for q, a in WORKSHOP_ASKED if not found(await workshop_pair.top(q, 3), a)]
+    assert missed == []
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("where can I leave my car", "parking"),
+        ("is there water coming through the ceiling anywhere", "roof leaks"),
+        ("are we out of bandages", "plasters"),
+    ],
+)
+async def test_a_person_reaches_an_answer_behind_a_match_sharing_one_word(
+    workshop_pair: Room, question: str, answer: str
+) -> None:
+    """A message sharing one word with the question ("leave", "water", "band…") is the only
+    close match and the answer in other words is not: a person's first page shows the close
+    match alone and says weaker matches follow; the next page (`!more`, `--offset`) holds
+    the answer, said to be weaker, none of them close (rule 22c). Before, the answer was
+    counted among "weaker matches left out" and no page reached it."""
+    first = await workshop_pair.searcher.search(
+        SearchQuery.build([question], limit=5, close_only=True)
+    )
+    assert first.hits and all(h.close for h in first.hits) and not first.weaker
+    assert not found([str(m["body"]) for h in first.hits for m in h.messages], answer)
+    assert first.weaker_next and first.next_offset == len(first.hits)
+    assert first.below_floor == 0
+    later = await workshop_pair.searcher.search(
+        SearchQuery.build([question], limit=5, close_only=True, offset=first.next_offset)
+    )
+    assert later.weaker and not any(h.close for h in later.hits)
+    assert found([str(m["body"]) for h in later.hits for m in h.messages], answer)
 
 
 @pytest.mark.parametrize("words", MADE_UP)

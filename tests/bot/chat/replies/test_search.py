@@ -82,3 +82,16 @@ def test_search_reply_under_the_budget_is_left_whole() -> None:
     assert [m["body"] for m in content["org.muninn.results"]["hits"][0]["messages"]] == [
         m["body"] for m in result.hits[0].messages
     ]
+
+
+def test_a_page_of_weaker_matches_says_so_and_the_one_before_it_too() -> None:
+    """A person's page ending where the close matches end says the next page is of weaker
+    matches; that page's head says none of its results matched closely (rule 22c)."""
+    close = SearchResult(hits=[_hit("parking is behind the bakery")], next_offset=1)
+    close.weaker_next, close.remaining = True, 7
+    body = search_reply(ReplyTo("!r", "$cmd"), SearchView(close, ("car",), more=7))["body"]
+    assert body.startswith("1 result for “car”") and "7 weaker matches: !more" in body
+    weaker = SearchResult(hits=[_hit("leave the soldering irons off")], weaker=True)
+    body = search_reply(ReplyTo("!r", "$cmd"), SearchView(weaker, ("car",), first=2))["body"]
+    assert body.startswith("Weaker match 2 for “car”: none of these matched closely")
+    assert "no more results" in body
