@@ -313,15 +313,13 @@ class Judgment:
     def shown(self) -> list[tuple[str, float]]:
         """What a time-ordered list holds: the close matches in order; when none is close,
         every candidate (the reply says they are only the nearest)."""
-        close = [item for item in self.ranked if item[0] in self.close]
-        return close or self.ranked
+        return [item for item in self.ranked if item[0] in self.close] or self.ranked
 
     def close_first(self) -> list[tuple[str, float]]:
         """What a person pages through: the close matches in order, then the weaker ones in
         order (a page never holds both: `matches.person_page`), so an answer in other words
         behind a match sharing one word is a `!more` away, not left out."""
-        close = [item for item in self.ranked if item[0] in self.close]
-        return close + [item for item in self.ranked if item[0] not in self.close]
+        return sorted(self.ranked, key=lambda item: item[0] not in self.close)  # stable
 
 
 def rerank(

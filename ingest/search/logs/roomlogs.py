@@ -231,7 +231,7 @@ async def fused_page(
         hits, order = fuse(window, found, asked, cut, server_name)
         ranked = [replace(hits[k], score=v) for k, v in order]
         if pool.close_first:  # a person's: the close matches (the log's finds), then weaker
-            ranked = [h for h in ranked if h.close] + [h for h in ranked if not h.close]
+            ranked.sort(key=lambda h: not h.close)  # stable: each part in the fused order
         return window, listed(ranked, asked.sort, logs.shown)
 
     def page_of(results: Sequence[Result]) -> tuple[list[Result], bool]:
