@@ -86,13 +86,13 @@ async def wait_membership(user: MatrixUser, room_id: str, member: str, want: str
 
 def before_recheck(
     replier: Replier, act: Callable[[], Awaitable[None]]
-) -> Callable[[Incoming, Audience | None], Awaitable[bool]]:
-    """`replier.audience_holds`, running `act` first: something happens (a join) between a
+) -> Callable[[Incoming, Audience | None], Awaitable[str | None]]:
+    """`replier.withheld`, running `act` first: something happens (a join) between a
     reply's build and its audience re-check (rule 14)."""
-    holds = replier.audience_holds
+    withheld = replier.withheld
 
-    async def acted_then_holds(msg: Incoming, cut: Audience | None) -> bool:
+    async def acted_then_holds(msg: Incoming, cut: Audience | None) -> str | None:
         await act()
-        return await holds(msg, cut)
+        return await withheld(msg, cut)
 
     return acted_then_holds

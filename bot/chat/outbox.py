@@ -9,6 +9,12 @@ at most `MAX_WAIT` seconds after it was held, and never once the command is olde
 `MAX_COMMAND_AGE_MS` (the age past which a command is ignored). At most `MAX_WAITING` replies
 wait; a reply given up is logged and counted (`muninn_replies_given_up_total`). On stop,
 `drain` tries each waiting reply once more within the stop budget, then gives up the rest.
+
+A reply that quotes the log carries its audience check (`Pending.instead`, rule 14), run just
+before every repeat: who reads the room may change during the outage, and a reply checked once
+before its first try would reach a member who joined since (issue 46). One that no longer
+holds is replaced, under the same transaction id, by the short "ask again" notice the check
+returns, repeated like any reply.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.chat.incoming import MAX_COMMAND_AGE_MS
 from bot.chat.replies.budget import ReplyContent
@@ -44,6 +50,8 @@ class Pending:
     content: ReplyContent
     txn_id: str
     command_ts: int  # ms, the command's origin_server_ts
+    # Checked just before each repeat: None, the reply still holds; else what replaces it.
+    instead: Callable[[], Awaitable[ReplyContent | None]] | None = None
 
 
 class Outbox:
@@ -106,6 +114,9 @@ class Outbox:
                 self._give_up(p, "the command is too old to answer now")
                 return
             try:
+                if p.instead is not None and (notice := await p.instead()) is not None:
+                    log.warning("withheld the reply in %s (%s): rule 14", p.room_id, p.txn_id)
+                    p = replace(p, content=notice, instead=None)
                 await self._send(p.room_id, p.content, p.txn_id)
             except MatrixUnavailable as e:
                 if self._draining.is_set():

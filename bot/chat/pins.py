@@ -287,8 +287,9 @@ class PinActions:
             note = shorten(scrub(command.note), NOTE_WIDTH)
             plain += f" — {safe_plain(note)}"
             html += f" — {safe_html(note)}"
-        if await replier.audience_holds(msg, audience if seen else None):
-            await replier.send(msg, notice(msg.reply_to, plain, html))
+        await replier.send_quoting(
+            msg, notice(msg.reply_to, plain, html), audience if seen else None
+        )
 
     async def _unpin(
         self,
@@ -330,5 +331,4 @@ class PinActions:
         info = await self.rooms.get(room_id)
         view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None
-        if await replier.audience_holds(msg, cut):
-            await replier.send(msg, pins_reply(msg.reply_to, view, filtered))
+        await replier.send_quoting(msg, pins_reply(msg.reply_to, view, filtered), cut)

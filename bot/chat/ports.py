@@ -35,7 +35,12 @@ class Aliases(Protocol):
 
 class Sender(Protocol):
     async def send_message(
-        self, room_id: RoomID | str, content: ReplyContent, txn_id: str
+        self,
+        room_id: RoomID | str,
+        content: ReplyContent,
+        txn_id: str,
+        *,
+        attempts: int | None = None,
     ) -> EventID: ...
 
 

@@ -1,6 +1,7 @@
 """How a command's reply goes out: "already answered" and the asker's rate, who reads the room
-(rule 14) and its re-check just before the send, the send itself (a refused reply is followed
-by a notice; one that met an outage waits in the `Outbox`).
+(rule 14) and its re-check just before every send of a reply that quotes the log
+(`send_quoting`: the first `PUT` and each repeat after an outage), the send itself (a refused
+reply is followed by a notice; one that met an outage waits in the `Outbox`).
 
 A part of the command handler (`bot.chat.handlers`) that the commands share (`bot.chat.pins`,
 `bot.chat.searching`); the order of the checks is the handler's.
@@ -66,20 +67,47 @@ class Replier:
         self._command_room_now = command_room_now
         self._limits = RateLimit(rate_per_minute)
         self.outbox = Outbox(  # replies that met an outage, sent again under their txn id
-            sender.send_message,
+            # one PUT a repeat: the outbox is the retry loop, and a quoting reply's audience is
+            # checked before each repeat, not before a queue of the request layer's own
+            lambda room_id, content, txn: sender.send_message(room_id, content, txn, attempts=1),
             on_given_up=lambda pending, why: metrics.replies_given_up.inc(),
         )
         self.answered = 0  # replies sent, for tests and status
         self.latencies_ms: deque[float] = deque(maxlen=256)  # event received → reply sent
 
-    async def send(self, msg: Incoming, content: ReplyContent) -> None:
+    async def send_quoting(
+        self, msg: Incoming, content: ReplyContent, cut: Audience | None
+    ) -> bool:
+        """Send a reply that quotes the log read under `cut`: the audience is checked just
+        before the `PUT`, and again before every repeat if an outage holds it (rule 14). The
+        `PUT` is tried once, not behind the request layer's retries, so no queue stands
+        between the check and the homeserver but the request itself. A reply that no longer
+        holds is replaced by a short "ask again" notice. False: withheld."""
+
+        async def instead() -> ReplyContent | None:
+            why = await self.withheld(msg, cut)
+            return None if why is None else self._text(msg, why, "error")
+
+        notice = await instead()
+        await self.send(msg, notice or content, instead=None if notice else instead)
+        return notice is None
+
+    async def send(
+        self,
+        msg: Incoming,
+        content: ReplyContent,
+        *,
+        instead: Callable[[], Awaitable[ReplyContent | None]] | None = None,
+    ) -> None:
         """Send a reply; one the homeserver refuses (413 M_TOO_LARGE, 400 M_BAD_JSON…) is
-        followed by a short notice saying so, never by silence."""
+        followed by a short notice saying so, never by silence. `instead`: the audience check
+        a quoting reply passed just now, run again before each repeat (`send_quoting`)."""
         txn = txn_id_for(msg.room_id, msg.event_id)
         try:
-            await self._sender.send_message(msg.room_id, content, txn)
+            once = None if instead is None else 1
+            await self._sender.send_message(msg.room_id, content, txn, attempts=once)
         except MatrixUnavailable:  # an outage: the same txn id again later (`bot.chat.outbox`)
-            self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts))
+            self.outbox.hold(Pending(msg.room_id, content, txn, msg.ts, instead))
             return
         except (MatrixAuthError, MatrixForbidden):
             raise  # not this reply's fault: a second send would fail the same way
@@ -98,12 +126,15 @@ class Replier:
     async def say(self, msg: Incoming, text: str, kind: Literal["error", "help", "info"]) -> None:
         """A short text reply; in the command room it carries `{kind: text}` as the results,
         so a Persona always finds `org.muninn.results`."""
+        await self.send(msg, self._text(msg, text, kind))
+
+    def _text(
+        self, msg: Incoming, text: str, kind: Literal["error", "help", "info"]
+    ) -> ReplyContent:
         text = scrub(text)  # a usage error quotes the command, which may hold a pasted token
-        in_command_room = msg.room_id == self.command_room
-        results_kind = kind if in_command_room else None
+        results_kind = kind if msg.room_id == self.command_room else None
         # `!help` is Muninn's own text: no invisible word joiner in `from:@user` (rule 16).
-        reply = text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
-        await self.send(msg, reply)
+        return text_reply(msg.reply_to, text, results_kind=results_kind, own=kind == "help")
 
     def _limited(self, msg: Incoming) -> Literal["ok", "warn", "drop"]:
         verdict = self._limits.check(msg.sender)
@@ -137,28 +168,28 @@ class Replier:
             ),
         )
 
-    async def audience_holds(self, msg: Incoming, cut: Audience | None) -> bool:
-        """Just before a reply quoting under `cut` is sent: no member or visibility event since
-        the audience was read changed who reads it, else the reply is withheld with a notice
-        (rule 14; a join during a search must not read what came before it)."""
+    async def withheld(self, msg: Incoming, cut: Audience | None) -> str | None:
+        """Just before a reply quoting under `cut` is sent: None when no member or visibility
+        event since the audience was read changed who reads it, else the notice that replaces
+        the reply (rule 14; a join during a search must not read what came before it). Raises
+        `MatrixUnavailable` when the room cannot be read: nothing is sent unchecked."""
         if msg.room_id == self.command_room:
-            return await self._command_room_holds(msg)
+            return await self._command_room_withheld(msg)
         if cut is None or not cut.basis:
-            return True  # the command room (`ANYONE`): no audience was read
+            return None  # the command room (`ANYONE`): no audience was read
         if await audience_unchanged(self._states, msg.room_id, cut):
-            return True
+            return None
         self._audiences.drop(msg.room_id)
         if await self.audience(RoomID(msg.room_id)) == cut:
-            return True  # a rename, or a change that moves no cut
-        await self.say(msg, AUDIENCE_CHANGED, "error")
-        return False
+            return None  # a rename, or a change that moves no cut
+        return AUDIENCE_CHANGED
 
-    async def _command_room_holds(self, msg: Incoming) -> bool:
+    async def _command_room_withheld(self, msg: Incoming) -> str | None:
         """The command room is still served (rule 14): an asker may invite someone while a
         command runs, and whoever joins would read the reply's other rooms."""
         verdict = await self._command_room_now(RoomID(msg.room_id))
         if verdict.eligible:
-            return True
+            return None
         log.error(
             "withholding the reply to %s: the command room %s is no longer served: %s (%s)",
             msg.event_id,
@@ -166,8 +197,7 @@ class Replier:
             verdict.reason,
             verdict.detail,
         )
-        await self.say(msg, COMMAND_ROOM_CHANGED, "error")
-        return False
+        return COMMAND_ROOM_CHANGED
 
 
 SMALL_LOG = 64  # events read to check "already answered" for replies that need no log

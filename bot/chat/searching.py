@@ -2,7 +2,7 @@
 
 The search's own order: the writer's marks before the logs are read (they reach back to them),
 the audience after the room's log (its read drops a stale one: `read_room`), the re-check just
-before the send (`Replier.audience_holds`). A next page is kept per asker, room and thread
+before every send (`Replier.send_quoting`). A next page is kept per asker, room and thread
 (`Pages`). `fused_search` turns a parsed `!search` into the read path's request
 (`Searcher.search`): the index's query, and the rooms' logs the command read as
 `ingest.search.logs.request.RoomLogs`, each with who reads the reply there (`Audience`); the
@@ -151,8 +151,7 @@ class SearchActions:
             first=(page.depth if page else 0) + 1,
             server_name=self.server_name,
         )
-        if await replier.audience_holds(msg, cut):
-            await replier.send(msg, search_reply(msg.reply_to, view))
+        await replier.send_quoting(msg, search_reply(msg.reply_to, view), cut)
 
     async def _mention_names(
         self, command: SearchCommand, rooms: list[RoomID] | None

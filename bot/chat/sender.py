@@ -36,13 +36,20 @@ class BotClient(MatrixReader):
     """`MatrixReader` plus `send_notice`, raw state reads and `/sync` (client mode)."""
 
     async def send_message(
-        self, room_id: RoomID | str, content: ReplyContent, txn_id: str
+        self,
+        room_id: RoomID | str,
+        content: ReplyContent,
+        txn_id: str,
+        *,
+        attempts: int | None = None,
     ) -> EventID:
-        """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id."""
+        """PUT an `m.room.message` (the caller builds an `m.notice`); returns its event id.
+        `attempts`: tries of this PUT (None: the request layer's); a reply whose audience is
+        checked before each try sends once and is repeated by the caller (rule 14)."""
         if content.get("msgtype") != MessageType.NOTICE.value:
             raise ValueError("the bot only ever sends m.notice")
         path = endpoint(Path.v3.rooms[room_id].send[EventType.ROOM_MESSAGE.t][txn_id])
-        resp = await self._request("PUT", path, body=dict(content))
+        resp = await self._request("PUT", path, body=dict(content), attempts=attempts)
         return EventID(str(resp["event_id"]))
 
     async def state_events(self, room_id: RoomID | str) -> list[ClientEvent]:

@@ -161,19 +161,26 @@ class MatrixHTTP:
         await self.transport.close()
 
     async def _request(
-        self, method: str, path: str, *, query: Query | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        attempts: int | None = None,
     ) -> Any:
         """One API call with retries; returns the decoded JSON body of a 200.
 
         `path` is already quoted (build it with `endpoint`). 429 waits `retry_after_ms`; 5xx and
-        connection errors back off exponentially; both count against `retry.attempts`.
+        connection errors back off exponentially; both count against `retry.attempts`, or
+        `attempts` for this call (1: the caller repeats it itself, after checks of its own).
         """
         params = {k: str(v) for k, v in (query or {}).items()}
         if self.mode is ReaderMode.APPSERVICE:
             params["user_id"] = self.user_id
         last = _Retryable("no attempt made")
-        attempts = self.retry.attempts
-        for attempt in range(1, self.retry.attempts + 1):
+        attempts = self.retry.attempts if attempts is None else max(1, attempts)
+        for attempt in range(1, attempts + 1):
             outcome = await self._attempt(method, path, params, body)
             if not isinstance(outcome, _Retryable):
                 return outcome

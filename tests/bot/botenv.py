@@ -5,6 +5,7 @@ test_command_room.py, service/test_run.py and their neighbours: one `muninn run`
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,12 +15,12 @@ import pytest
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service.run import Service
-from ingest.matrix import Request
+from ingest.matrix import Request, Response
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
 from tests.botkit import ask, before_recheck, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
-from tests.transport import Recorder
+from tests.transport import Recorder, answer
 
 TRANSCRIPT_LIMIT = 50
 BASE_TS = int(time.time() * 1000) - 3 * 86_400_000  # three days ago
@@ -118,8 +119,39 @@ def join_at_recheck(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list
             await act()
 
     replier = env.service.handler.replier
-    monkeypatch.setattr(replier, "audience_holds", before_recheck(replier, hook))
+    monkeypatch.setattr(replier, "withheld", before_recheck(replier, hook))
     return ran
+
+
+def refuse_replies_while(env: Env, monkeypatch: pytest.MonkeyPatch, act: Any) -> list[bool]:
+    """The homeserver refuses the service's reply `PUT`s (503) from the first one until `act`
+    (started at that first refusal) has run, and once more after it: an outage during which
+    the room changes, then the homeserver is back. The outbox repeats at once (10 ms). The
+    list says whether `act` ran."""
+    done: list[bool] = []
+    running: list[asyncio.Task[None]] = []
+
+    async def run() -> None:
+        await act()
+        done.append(True)
+
+    def outage(request: Request) -> Response | None:
+        if request.method != "PUT" or not REPLY_PUT.match(request.path):
+            return None
+        if not running:
+            running.append(asyncio.create_task(run()))
+        if len(done) > 1:
+            return None
+        if done:
+            done.append(True)  # one refusal after the change: the repeat is the one checked
+        return answer(503, {"errcode": "M_UNKNOWN", "error": "down for the test"})
+
+    monkeypatch.setattr(env.service.handler.outbox, "_first", 0.01)
+    monkeypatch.setattr(env.requests, "fault", outage)
+    return done
+
+
+REPLY_PUT = re.compile(r"^/_matrix/client/v3/rooms/.+/send/m\.room\.message/muninn\..+$")
 
 
 async def seen_by(user: MatrixUser, room: str) -> str:

@@ -302,7 +302,12 @@ class RecordingSender:
         self.refuse: Callable[[Mapping[str, Any]], MatrixError | None] | None = None
 
     async def send_message(
-        self, room_id: RoomID | str, content: Mapping[str, Any], txn_id: str
+        self,
+        room_id: RoomID | str,
+        content: Mapping[str, Any],
+        txn_id: str,
+        *,
+        attempts: int | None = None,
     ) -> EventID:
         refused = self.refuse(content) if self.refuse is not None else None
         if refused is not None:
@@ -348,7 +353,7 @@ class FastBot:
     def before_recheck(self, act: Callable[[], Awaitable[None]]) -> None:
         """`act` runs between a reply's build and its audience re-check."""
         replier = self.handler.replier
-        replier.audience_holds = before_recheck(replier, act)  # type: ignore[method-assign]
+        replier.withheld = before_recheck(replier, act)  # type: ignore[method-assign]
 
     async def ask(
         self, room_id: RoomID, sender: str, body: str, **relation: str | None

@@ -11,7 +11,14 @@ import pytest
 
 from bot.chat import replying, visibility
 from bot.chat.replying import AUDIENCE_CHANGED
-from tests.bot.botenv import Env, body_of, join_at_recheck, link, seen_by
+from tests.bot.botenv import (
+    Env,
+    body_of,
+    join_at_recheck,
+    link,
+    refuse_replies_while,
+    seen_by,
+)
 from tests.botkit import ask, wait_reply
 from tests.homeserver import MatrixUser
 
@@ -114,6 +121,25 @@ async def test_bot_audience_a_join_while_a_reply_is_built_withholds_it(
     assert "4471" not in await seen_by(bob, room)
     _, reply = await ask(alice, room, command, env.bot_id)  # asked again: bob's cut applies
     assert "4471" not in body_of(reply) and "4471" not in await seen_by(bob, room)
+
+
+@pytest.mark.parametrize("command", ["!search okapi gate code", "!pins"])
+async def test_bot_audience_a_join_during_an_outage_withholds_the_held_reply(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Regression (issue 46, high): the homeserver refuses the service's sends while bob
+    joins a `joined` room, then is back. The reply the outbox held is checked again before its
+    repeat and replaced by the notice; bob never reads what was said before his join (the
+    repeat posted it unchecked, with the check run once before the first try)."""
+    room = await env.room(alice)
+    await alice.set_history_visibility(room, "joined")
+    said = await alice.send_text(room, "the okapi gate code is 4471, members only")
+    await wait_reply(alice, room, await alice.send_reply(room, said, "!pin"), env.bot_id)
+    joined = refuse_replies_while(env, monkeypatch, lambda: bob.join(room))
+    _, reply = await ask(alice, room, command, env.bot_id)
+    assert joined, "the outage ended before bob joined"
+    assert body_of(reply) == AUDIENCE_CHANGED
+    assert "4471" not in await seen_by(bob, room)
 
 
 async def test_bot_audience_a_rename_while_a_reply_is_built_changes_nothing(

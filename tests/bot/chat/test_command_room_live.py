@@ -28,6 +28,7 @@ from tests.bot.botenv import (
     join_at_recheck,
     link,
     pin_then_board,
+    refuse_replies_while,
     seen_by,
 )
 from tests.botkit import ask, replies, wait_reply
@@ -319,6 +320,29 @@ async def test_bot_command_room_withholds_a_reply_an_outsider_joined_to_read(
     assert ran, "the reply was sent without a re-check"
     assert body_of(reply) == COMMAND_ROOM_CHANGED
     assert "4471" not in str(reply["content"]) and "4471" not in await seen_by(bob, commands)
+
+
+async def test_bot_command_room_withholds_a_held_reply_an_outsider_joined_to_read(
+    env: Env, alice: MatrixUser, bob: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 46, high): the homeserver refuses the service's sends while an
+    outsider is invited to the command room and joins. The held reply is checked again before
+    its repeat: withheld, and the outsider reads nothing of the private room it quoted."""
+    private = await env.room(alice)
+    await alice.set_history_visibility(private, "joined")
+    await alice.send_text(private, "the okapi strongroom code is 5582, staff only")
+    await env.settle(private)
+    commands = await env.new_command_room(env.persona, monkeypatch)
+
+    async def outsider_joins() -> None:
+        await env.persona.invite(commands, bob.user_id)
+        await bob.join(commands)
+
+    joined = refuse_replies_while(env, monkeypatch, outsider_joins)
+    _, reply = await ask(env.persona, commands, "!search okapi strongroom code", env.bot_id)
+    assert joined, "the outage ended before the outsider joined"
+    assert body_of(reply) == COMMAND_ROOM_CHANGED
+    assert "5582" not in str(reply["content"]) and "5582" not in await seen_by(bob, commands)
 
 
 async def _command_room_verdict(env: Env, room_id: str) -> CommandRoomVerdict:

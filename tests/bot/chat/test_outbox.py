@@ -165,3 +165,27 @@ async def test_outbox_is_bounded_and_does_not_repeat_a_refused_reply() -> None:
     once.hold(Pending(ROOM, REPLY, "muninn.big", command_ts=now))
     await once.join()
     assert refused == ["muninn.big"] and "refused" in given_up[-1]
+
+
+async def test_outbox_checks_a_held_reply_before_each_repeat() -> None:
+    """Regression (issue 46, high): a reply that quotes the log is checked (rule 14) before
+    every repeat, not once before its first try: the check holds at the first repeat, the
+    audience changes, and the second repeat sends the check's notice instead, under the same
+    transaction id."""
+    script = Scripted(DOWN, answer(200, {"event_id": "$notice"}))
+    bot = client(script)
+    notice = {"msgtype": "m.notice", "body": "ask again"}
+    checks: list[bool] = []
+
+    async def instead() -> dict[str, str] | None:
+        checks.append(True)
+        return None if len(checks) == 1 else notice
+
+    outbox = Outbox(bot.send_message, first_delay=0.01, max_delay=0.02)
+    now = int(time.time() * 1000)
+    outbox.hold(Pending(ROOM, REPLY, "muninn.d", command_ts=now, instead=instead))
+    await outbox.join()
+    bodies = [r.body for r in script.requests if r.method == "PUT"]
+    assert len(checks) == 2 and sent_txns(script.requests) == ["muninn.d"] * 2
+    assert bodies == [REPLY, notice]
+    await bot.close()
