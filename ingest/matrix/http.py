@@ -53,6 +53,7 @@ __all__ = [
     "ReaderMode",
     "Retry",
     "endpoint",
+    "refused_token_fix",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ class MatrixHTTP:
         user_id: whom the token acts as (in appservice mode, the bot user).
         mode: `client` or `appservice`.
         token_name: how errors name the token, e.g. `as_token in registration.yaml`.
+        token_fix: what an operator does when the homeserver refuses the token (said after
+            the error); by default the mode's usual cause and fix.
         retry: the retry bound for 429, 5xx and connection errors.
         timeout: seconds for one HTTP attempt, connect to last byte.
         transport: what sends each attempt (`ingest.matrix.transport`); by default one
@@ -138,6 +141,7 @@ class MatrixHTTP:
         mode: ReaderMode | str = ReaderMode.CLIENT,
         *,
         token_name: str | None = None,
+        token_fix: str | None = None,
         retry: Retry | None = None,
         timeout: float = 60.0,
         transport: Transport | None = None,
@@ -155,6 +159,7 @@ class MatrixHTTP:
             else "as_token in the appservice registration"
         )
         self.token_name = token_name or default_name
+        self.token_fix = token_fix or refused_token_fix(self.mode, self.user_id)
         self.transport: Transport = transport or AiohttpTransport()
 
     async def close(self) -> None:
@@ -261,7 +266,7 @@ class MatrixHTTP:
         if status == 401 or (status == 403 and errcode in _TOKEN_ERRCODES):
             return MatrixAuthError(
                 f"the homeserver {self.homeserver} refused {self.token_name} "
-                f"(acting as {self.user_id}): {where}",
+                f"(acting as {self.user_id}): {where}. {self.token_fix}",
                 status=status,
                 errcode=errcode,
             )
@@ -273,6 +278,24 @@ class MatrixHTTP:
         if not isinstance(payload, dict):
             raise MatrixError(f"GET {path}: expected a JSON object, got {type(payload).__name__}")
         return payload
+
+
+def refused_token_fix(mode: ReaderMode, user_id: str, registration: str | None = None) -> str:
+    """What an operator does about a token the homeserver refuses (401, `M_UNKNOWN_TOKEN`):
+    in client mode the reader's token was logged out or mistyped; in appservice mode Synapse
+    holds another registration than Muninn's, which `muninn generate-registration --force`
+    leaves until Synapse restarts (it reads `app_service_config_files` only at start)."""
+    if mode is ReaderMode.CLIENT:
+        return (
+            f"Log in as {user_id} again (or mint a token for it) and put the new access token "
+            "in reader.access_token (or reader.access_token_file)"
+        )
+    where = registration or "Muninn's registration file"
+    return (
+        "The homeserver still has an older registration than Muninn's (as after `muninn "
+        f"generate-registration --force`): restart Synapse so that it reads {where}, or point "
+        f"app_service_config_files in its homeserver.yaml at {where} and restart it"
+    )
 
 
 def _scheme_hint(homeserver: str) -> str:

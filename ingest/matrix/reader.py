@@ -24,7 +24,7 @@ from mautrix.types import EventType
 from ingest.config import Config, registration_path
 from ingest.errors import ConfigError, MatrixError, MatrixNotFound
 from ingest.event import ClientEvent, events_in
-from ingest.matrix.http import Path, ReaderMode, Retry, endpoint
+from ingest.matrix.http import Path, ReaderMode, Retry, endpoint, refused_token_fix
 from ingest.matrix.membership import direct_in, membership, prev_membership, walk_back
 from ingest.matrix.registration import load_registration
 from ingest.matrix.state import room_state_from
@@ -78,6 +78,7 @@ class MatrixReader(TimelineReader):
             user_id,
             ReaderMode.APPSERVICE,
             token_name=f"as_token in {path}",
+            token_fix=refused_token_fix(ReaderMode.APPSERVICE, user_id, str(path)),
             retry=retry,
             transport=transport,
         )
