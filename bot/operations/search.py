@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from bot.operations.common import (
 from bot.service import wiring
 from bot.service.http_api.wire import filter_fields
 from ingest.embed import Embedder
-from ingest.errors import MatrixUnavailable, StoreUnavailable
+from ingest.errors import MatrixUnavailable, MuninnError, StoreUnavailable
 from ingest.index.export import exported_rooms
 from ingest.index.records import (
     CURSOR_PREFIX,
@@ -34,6 +35,7 @@ from ingest.rules.stamps import utc_minute
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.search.matches import in_order
+from ingest.search.notices import EMPTY_INDEX
 from ingest.search.permalink import permalink
 from ingest.search.query import SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
@@ -158,6 +160,8 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
     """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines (a person's view:
     the close matches, or the nearest said to be, rule 22c)."""
     result = await find(cfg, close_only=not as_json, **query)
+    if EMPTY_INDEX in result.warnings:
+        raise NothingIndexed(_store_named(cfg))
     if as_json:
         print_json(result.as_json())
         return 0
@@ -193,6 +197,26 @@ def result_text(result: SearchResult, server_name: str) -> str:
     return "".join(out)
 
 
+class NothingIndexed(MuninnError):
+    """`muninn search` of a store no pass has written: nothing to search, and how to index."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(
+            f"nothing is indexed yet: the store {store} holds no index. `muninn refresh` "
+            "indexes the rooms the reader has joined (a running `muninn run` does at its "
+            "first pass), `muninn import FILE` a room export; `muninn status` shows what the "
+            "store holds"
+        )
+
+
+def _store_named(cfg: ServiceConfig) -> str:
+    """The store as the operator configured it: its directory, or the Qdrant server's URL."""
+    store = cfg.index.store
+    if store.url is not None:
+        return store.url
+    return str(cfg.base_dir / (store.path or "data/qdrant"))
+
+
 def fail_fast(reader: MatrixReader) -> None:
     """The CLI's search asks the homeserver only to revalidate: fail soon, naming it."""
     reader.retry = REVALIDATE_RETRY
@@ -220,7 +244,13 @@ async def reach_the_homeserver(
     """Before the model loads (seconds), one request: hits of rooms read from the homeserver
     are confirmed against it, so when it cannot answer the search fails at once, naming it
     (issue 36: ~7 s, naming room ids). A search of imported rooms only needs no homeserver."""
-    rooms, _ = await AsyncStore(store).run(built_from)
+    rooms, exported = await AsyncStore(store).run(built_from)
+    if not rooms and not exported:
+        # Nothing is indexed yet (`search` says so), but a token the homeserver refuses is
+        # the cause to name first: a refresh would fail on it too (issue 44).
+        with contextlib.suppress(MatrixUnavailable):
+            await reader.whoami()
+        return
     if room_ids is not None:
         rooms &= set(room_ids)
     if not rooms:
