@@ -39,21 +39,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import arguments, embedder_option, emit, offline_config, vm
 from bench.e5native import NATIVE, embedder_for
 from bench.irc import irc_events
 from bench.synapse import SynapseBench
 from ingest.config import ChunkerConfig, Config, default_local_model
-from ingest.embed import DelegatingEmbedder, Embedder, minilm
+from ingest.embed import DelegatingEmbedder, Embedder, WindowVectors, lines_of, minilm
 from ingest.embed.minilm import MAX_BATCH_TOKENS
 from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
 from ingest.store import open_store
 from ingest.types import EmbedderIdentity
+
+T = TypeVar("T")
 
 
 class HashingEmbedder:
@@ -76,6 +78,12 @@ class HashingEmbedder:
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return [_hash_vector(t) for t in texts]
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        return [
+            WindowVectors(_hash_vector(t), [_hash_vector(line) for line in lines_of(t)])
+            for t in texts
+        ]
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return [_hash_vector(t) for t in texts]
@@ -108,6 +116,12 @@ class _Recording(DelegatingEmbedder):
         self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._timed(texts, self.inner.embed_documents(texts))
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        return await self._timed(texts, self.inner.embed_windows(texts))
+
+    async def _timed(self, texts: Sequence[str], run: Awaitable[T]) -> T:
         if self.keep:
             self.texts.extend(texts)
         self.count += len(texts)
@@ -118,7 +132,7 @@ class _Recording(DelegatingEmbedder):
             self.overhead += time.perf_counter() - counted  # the benchmark's, not the ingest's
         start = time.perf_counter()
         try:
-            return await self.inner.embed_documents(texts)
+            return await run
         finally:
             self.seconds += time.perf_counter() - start
             if self.rss_after_first is None:

@@ -26,6 +26,7 @@ from bench import arguments, save
 from bench.locomo import Scores
 from bench.replay import (
     CATEGORY_NAMES,
+    LINE_FEATURES,
     PRODUCT_OFF,
     Data,
     Model,
@@ -217,7 +218,13 @@ def levers() -> dict[str, Fit]:
     out["v5: MiniLM's rank read in every language"] = ranked(
         Ranker(PRODUCT, english_only=False), FLOOR_COST
     )
-    out["product: ranker v6 + floor labels (the agents' list)"] = ranked(
+    v6 = Ranker(PRODUCT, mask(*PRODUCT_OFF, *LINE_FEATURES), with_lines=False)
+    out["replaced: ranker v6 + floor labels (no window read by its best line)"] = ranked(
+        v6, FLOOR_COST
+    )
+    out["replaced: ranker v6, a person's pages"] = ranked(v6, FLOOR_COST, "first")
+    out["product, a person's pages: ranker v7"] = ranked(Ranker(PRODUCT), FLOOR_COST, "first")
+    out["product: ranker v7 + floor labels (the agents' list)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST
     )
     return out

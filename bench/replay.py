@@ -34,6 +34,8 @@ class Question:
     lexical: Found
     lexical_nostop: Found
     dense2: Found = ()  # a pair embedder's second model's list (`ingest.search.retrieve`)
+    # each listed window's best stored line (`quotes.line_score`: cosine, MiniLM's), issue 47
+    lines: tuple[tuple[str, float, bool], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def load(path: Path) -> Data:
                 _found(q["lexical"]),
                 _found(q["lexical_nostop"]),
                 _found(q.get("dense2", ())),
+                tuple((str(p), float(v), bool(k)) for p, (v, k) in q.get("lines", {}).items()),
             )
             for q in conv["questions"]
         )
@@ -146,7 +149,13 @@ def label(data: Data, q: Question, pid: str) -> float:
 
 @cache
 def _pool_features(
-    data_id: int, qi: int, s: Stage1, stem: int | None, length_cap: float, english_only: bool
+    data_id: int,
+    qi: int,
+    s: Stage1,
+    stem: int | None,
+    length_cap: float,
+    english_only: bool,
+    with_lines: bool,
 ) -> tuple[list[str], np.ndarray]:
     data = _DATA[data_id]
     q = data.questions[qi]
@@ -167,6 +176,7 @@ def _pool_features(
         dense2=d2,
         length_cap=length_cap,
         english_only=english_only,
+        lines={p: (v, k) for p, v, k in q.lines} if with_lines else None,
     )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
@@ -181,9 +191,10 @@ def pool_features(
     stem: int | None = rank.STEM,
     length_cap: float = rank.LENGTH_CAP,
     english_only: bool = True,
+    with_lines: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     _DATA[id(data)] = data
-    return _pool_features(id(data), qi, s, stem, length_cap, english_only)
+    return _pool_features(id(data), qi, s, stem, length_cap, english_only, with_lines)
 
 
 def fit_logistic(
@@ -222,6 +233,8 @@ def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
 # The features the product's ranker leaves out: the raw cosine (the match model's instead) and
 # the lexical score against the list's best (since RANKER_VERSION 3: its rank says it).
 PRODUCT_OFF = ("dense", "lexical", "dense2")
+# The features ranker v6 had not (issue 47): off in its replay.
+LINE_FEATURES = ("line_gap", "line_rr")
 
 
 @dataclass(frozen=True)
@@ -233,13 +246,20 @@ class Ranker:
     stem: int | None = rank.STEM
     length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
     english_only: bool = True  # False: ranker v5, MiniLM's rank read in every language
+    with_lines: bool = True  # False: ranker v6, no window scored by its best stored line
 
     def train(self, data: Data, qis: Sequence[int]) -> Model:
         """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
         xs, ys = [], []
         for qi in qis:
             pool, x = pool_features(
-                data, qi, self.stage1, self.stem, self.length_cap, self.english_only
+                data,
+                qi,
+                self.stage1,
+                self.stem,
+                self.length_cap,
+                self.english_only,
+                self.with_lines,
             )
             if not pool:
                 continue
@@ -260,7 +280,13 @@ class Ranker:
         chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
         `cut` the close ones alone (ranker v4's floor)."""
         pool, x = pool_features(
-            data, qi, self.stage1, self.stem, self.length_cap, self.english_only
+            data,
+            qi,
+            self.stage1,
+            self.stem,
+            self.length_cap,
+            self.english_only,
+            self.with_lines,
         )
         if not pool:
             return []

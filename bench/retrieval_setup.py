@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport
 from ingest.matrix import MatrixReader
 from ingest.rules import lexical
+from ingest.search.hits import CitedMessage
+from ingest.search.quotes import line_score
 from ingest.search.rank import content_terms
 from ingest.search.retrieve import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import PointFilter, Store, open_store
@@ -188,6 +190,22 @@ def _dense(
     return out
 
 
+def _lines(
+    points: Mapping[str, Any], pids: Iterable[str], vec: Sequence[float], text: str, pair: bool
+) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for pid in pids:
+        payload = points[pid].payload
+        cited = [
+            CitedMessage(event_id=m["event_id"], sender=m["sender"], ts=m["ts"], body=m["body"])
+            for m in payload["messages"]
+        ]
+        found = line_score(cited, payload.get("lines"), vec, text, pair=pair)
+        if found is not None:
+            out[pid] = [found[0], found[1]]
+    return out
+
+
 def _every_point(col: Any, flt: PointFilter) -> list[Any]:
     return list(col.scroll(flt))
 
@@ -210,12 +228,13 @@ async def collect(
         vectors = await embedder.embed_queries([q.text for q in conv.questions])
         windows: dict[str, Any] = {}
         flt = PointFilter(room_ids=(room.room_id,))
-        questions = [
-            {
-                "text": q.text,
-                "category": q.category,
-                "evidence": list(q.evidence),
-                **_dense(col, vec, flt, room, windows, is_pair(embedder.identity)),
+        points = await asyncio.to_thread(_every_point, col, flt)
+        by_id = {p.id: p for p in points}
+        pair = is_pair(embedder.identity)
+        questions = []
+        for q, vec in zip(conv.questions, vectors, strict=True):
+            listed = {
+                **_dense(col, vec, flt, room, windows, pair),
                 "lexical": _listed(
                     col.sparse_search(lexical.query_vector(q.text), flt, DEPTH), room, windows
                 ),
@@ -223,9 +242,17 @@ async def collect(
                     col.sparse_search(_nostop(q.text), flt, DEPTH), room, windows
                 ),
             }
-            for q, vec in zip(conv.questions, vectors, strict=True)
-        ]
-        points = await asyncio.to_thread(_every_point, col, flt)
+            pids = {str(row[0]) for rows in listed.values() for row in rows}
+            questions.append(
+                {
+                    "text": q.text,
+                    "category": q.category,
+                    "evidence": list(q.evidence),
+                    **listed,
+                    # each listed window's best stored line (`quotes.line_score`, issue 47)
+                    "lines": _lines(by_id, pids, vec, q.text, pair),
+                }
+            )
         _listed(points, room, windows)
         spans = {p.id: [p.payload["first_ts"], p.payload["last_ts"]] for p in points}
         out.append(

@@ -18,7 +18,7 @@ import yaml
 
 from bot.demo.client import unique_localpart
 from ingest.config import Config, EmbedderConfig, parse_config
-from ingest.embed import DelegatingEmbedder, Embedder, make_embedder
+from ingest.embed import DelegatingEmbedder, Embedder, WindowVectors, make_embedder
 from ingest.errors import EmbedUnavailable, StoreError
 from ingest.index.records import CURSOR_PREFIX
 from ingest.index.refresh import Writer
@@ -70,6 +70,10 @@ class RecordingEmbedder(DelegatingEmbedder):
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         self.documents.extend(texts)
         return await self.inner.embed_documents(texts)
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        self.documents.extend(texts)
+        return await self.inner.embed_windows(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         self.queries.extend(texts)
@@ -396,6 +400,12 @@ class FlakyEmbedder(RecordingEmbedder):
             self.fail -= 1
             raise EmbedUnavailable("injected: the embedder is down")
         return await super().embed_documents(texts)
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        if self.fail > 0:
+            self.fail -= 1
+            raise EmbedUnavailable("injected: the embedder is down")
+        return await super().embed_windows(texts)
 
 
 class RenamedEmbedder(FlakyEmbedder):

@@ -1,8 +1,8 @@
 """Fixture rooms (`tests/fixtures/rooms/*.yaml`) indexed in-process: no homeserver.
 
 A room file lists `[sender, body]` messages; they become one room's Matrix events an hour
-apart (so each message is its own window; `minutes_apart: 1` makes them one conversation),
-read by the writer through `ExportReader` (the path `muninn import` takes) into an embedded
+apart (so each message is its own window; `minutes_apart: 1` makes them one conversation), or
+`conversations` of them, a minute apart within one and an hour between them; read by the writer through `ExportReader` (the path `muninn import` takes) into an embedded
 store, with the embedder the test gives.
 """
 
@@ -41,6 +41,14 @@ def room_events(name: str, said: Sequence[tuple[str, str]] | None = None) -> lis
     else:
         doc = {"messages": said}
     apart = int(doc.get("minutes_apart", 0)) * 60_000 or HOUR_MS  # a minute: one window
+    stamps = [START_MS + (i + 1) * apart for i in range(len(doc.get("messages", [])))]
+    if "conversations" in doc:  # a minute apart within one, an hour between them
+        doc["messages"] = [m for conv in doc["conversations"] for m in conv]
+        stamps = [
+            START_MS + (c + 1) * HOUR_MS + j * 60_000
+            for c, conv in enumerate(doc["conversations"])
+            for j in range(len(conv))
+        ]
     create = {
         "type": "m.room.create",
         "state_key": "",
@@ -56,7 +64,7 @@ def room_events(name: str, said: Sequence[tuple[str, str]] | None = None) -> lis
             "sender": f"@{sender}:{SERVER}",
             "event_id": f"${name}-{i}",
             "room_id": ROOM_ID,
-            "origin_server_ts": START_MS + (i + 1) * apart,
+            "origin_server_ts": stamps[i],
             "content": {"msgtype": "m.text", "body": body},
         }
         for i, (sender, body) in enumerate(doc["messages"])

@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector
 
 from bot.chat.command_room import CommandRoomRefusal
 from bot.chat.metrics import LATENCY_BUCKETS, ChatMetrics
-from ingest.embed import DelegatingEmbedder, Embedder
+from ingest.embed import DelegatingEmbedder, Embedder, WindowVectors
 from ingest.errors import EmbedError, StoreError
 from ingest.index.reports import RefreshReport
 from ingest.store import Store
@@ -235,6 +235,10 @@ class CountingEmbedder(DelegatingEmbedder):
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         with _counted(self._errors, "documents", EmbedError):
             return await self.inner.embed_documents(texts)
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        with _counted(self._errors, "documents", EmbedError):
+            return await self.inner.embed_windows(texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         with _counted(self._errors, "queries", EmbedError):

@@ -8,71 +8,19 @@ never loads onnxruntime, and the local one never needs an Ollama client.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
-
 from ingest.config import EmbedderConfig
+from ingest.embed.base import DelegatingEmbedder, Embedder, WindowVectors, lines_of
 from ingest.errors import EmbedError, EmbedUnavailable
-from ingest.types import EmbedderIdentity
 
 __all__ = [
     "DelegatingEmbedder",
     "EmbedError",
     "EmbedUnavailable",
     "Embedder",
+    "WindowVectors",
+    "lines_of",
     "make_embedder",
 ]
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Dense vectors for documents and queries of one vector space (`identity`).
-
-    Documents and queries are separate calls because some models prefix them differently.
-    Each returned list has one vector a text, in order. Errors: `EmbedUnavailable` when the
-    embedder cannot be reached (callers degrade to lexical search), `EmbedError` otherwise.
-    """
-
-    @property
-    def identity(self) -> EmbedderIdentity: ...
-
-    async def probe(self) -> EmbedderIdentity:
-        """Reach the model once and return the full identity.
-
-        Call before recording `identity` anywhere: an Ollama model's dimension is only known
-        (and checked against the expected one) after the server has answered.
-        """
-        ...
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-    async def close(self) -> None: ...
-
-
-class DelegatingEmbedder:
-    """An `Embedder` passing every call to `inner`: a wrapper (counting errors, recording
-    texts, holding queries) overrides only the calls it changes."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self.inner.identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return await self.inner.probe()
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_documents(texts)
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self.inner.embed_queries(texts)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 def make_embedder(cfg: EmbedderConfig, *, expected_dimension: int | None = None) -> Embedder:

@@ -298,7 +298,9 @@ class E5Graph:
         return (s if s.startswith(" ") else " " + s).replace(" ", _META)
 
     def _ids(self, texts: Sequence[str], query: bool) -> list[list[int]]:
-        normalised = [self._normalised(t, query) for t in texts]
+        return self._encoded([self._normalised(t, query) for t in texts])
+
+    def _encoded(self, normalised: list[str]) -> list[list[int]]:
         ids: list[list[int]] = self._tokenizer.encode(normalised)
         unk = self._w.unk
         for k, row in enumerate(ids):
@@ -320,16 +322,9 @@ class E5Graph:
         """Tokens the model reads for each text (with its prefix and the two specials)."""
         return [len(ids) + 2 for ids in self._ids(texts, query)]
 
-    def encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
-        """Unit vectors [len(texts), 384], one a text, in order."""
+    def _run_rows(self, rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The encoder's token states [rows, length, 384] and the mask of padded rows."""
         w = self._w
-        room = w.max_positions - 2
-        rows: list[list[int]] = []  # a window: bos, at most `room` content tokens, eos
-        owner: list[int] = []
-        for i, ids in enumerate(self._ids(texts, query)):
-            for start in range(0, max(len(ids), 1), room):
-                rows.append([w.bos, *ids[start : start + room], w.eos])
-                owner.append(i)
         length = max(map(len, rows))
         ids_arr = np.full((len(rows), length), w.pad, dtype=np.int64)
         mask = np.zeros((len(rows), length), dtype=np.int32)
@@ -340,6 +335,19 @@ class E5Graph:
         table = _dequantise(np.asarray(self._word[unique]))
         emb = table[inverse.reshape(ids_arr.shape)] + self._positions[:length] + self._type
         (hidden,) = self._session.run(None, {"emb": emb.astype(np.float32), "mask": mask})
+        return np.asarray(hidden, dtype=np.float32), mask
+
+    def encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        """Unit vectors [len(texts), 384], one a text, in order."""
+        w = self._w
+        room = w.max_positions - 2
+        rows: list[list[int]] = []  # a window: bos, at most `room` content tokens, eos
+        owner: list[int] = []
+        for i, ids in enumerate(self._ids(texts, query)):
+            for start in range(0, max(len(ids), 1), room):
+                rows.append([w.bos, *ids[start : start + room], w.eos])
+                owner.append(i)
+        hidden, mask = self._run_rows(rows)
         weights = mask[..., None].astype(np.float32)
         tokens = weights.sum(axis=1)
         means = (hidden * weights).sum(axis=1) / tokens

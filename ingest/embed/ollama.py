@@ -15,6 +15,7 @@ import httpx
 import ollama
 import pydantic
 
+from ingest.embed.base import WindowVectors, lines_alone
 from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.types import EmbedderIdentity
 
@@ -97,6 +98,13 @@ class OllamaEmbedder:
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._embed(texts, self._profile.document_prefix)
+
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        """Ollama's API returns pooled vectors only, no token states, so a window's lines
+        cannot be pooled from its pass: each line is embedded as a document of its own, in
+        the same requests as the windows (`lines_alone`): a line reads alone, not in its
+        window, and a window costs a pass a line more."""
+        return await lines_alone(self.embed_documents, texts)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await self._embed(texts, self._profile.query_prefix)

@@ -17,7 +17,8 @@ import asyncio
 import math
 from collections.abc import Sequence
 
-from ingest.embed import Embedder
+from ingest.embed.base import Embedder, WindowVectors, lines_of
+from ingest.rules.language import each_reads_as_english
 from ingest.types import EmbedderIdentity
 
 __all__ = ["PART_SCALE", "PairEmbedder", "is_pair", "joined", "parts"]
@@ -71,6 +72,30 @@ class PairEmbedder:
         )
         return [joined(x, y) for x, y in zip(a, b, strict=True)]
 
+    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
+        """The first model's window and late-chunked lines (`embed_windows`, one pass) beside
+        the second's window vector, both at once. The second model's line vectors only where
+        a line of the window does not read as English (rule 22e: MiniLM reads other languages
+        as noise), each line embedded alone; in an English window the second half of every
+        line is the window's own vector, the same for each line: the first model's choose."""
+        english = [each_reads_as_english(lines_of(t)) for t in texts]
+        foreign = [t for t, e in zip(texts, english, strict=True) if not e]
+        a, b, c = await asyncio.gather(
+            self.first.embed_windows(texts),
+            self.second.embed_documents(texts),
+            self.second.embed_windows(foreign) if foreign else _none(),
+        )
+        alone = iter(c)
+        out: list[WindowVectors] = []
+        for x, window, e in zip(a, b, english, strict=True):
+            seconds = [window] * len(x.lines) if e else next(alone).lines
+            lines = [
+                joined(u, v) if u is not None and v is not None else None
+                for u, v in zip(x.lines, seconds, strict=True)
+            ]
+            out.append(WindowVectors(joined(x.window, window), lines))
+        return out
+
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         # Both at once, as documents are.
         a, b = await asyncio.gather(
@@ -80,6 +105,10 @@ class PairEmbedder:
 
     async def close(self) -> None:
         await asyncio.gather(self.first.close(), self.second.close())
+
+
+async def _none() -> list[WindowVectors]:
+    return []
 
 
 def _pair_identity(a: EmbedderIdentity, b: EmbedderIdentity) -> EmbedderIdentity:

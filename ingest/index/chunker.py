@@ -42,7 +42,8 @@ __all__ = [
 # 2: the embedded text has no minute on its lines (DENSE_LINE).
 # 3: a message's `m.mentions` user ids in its payload (`mentions:`, `ingest.search.filters`).
 # 4: the embedded text names the window's speakers first and says who said each line.
-CHUNKER_VERSION: int = 4
+# 5: each message's line vector from the window's one pass (`lines`, rule 22b).
+CHUNKER_VERSION: int = 5
 
 # mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
 Names = Mapping[UserID, str] | Mapping[str, str]

@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ingest.embed import Embedder
+from ingest.embed import Embedder, WindowVectors
+from ingest.embed.linecodec import LINES, encode_line
 from ingest.index.chunker import (
     DENSE_LINE,
     LineFormat,
@@ -61,6 +62,24 @@ def build_payload(
         json.dumps(whole, sort_keys=True, default=str), versions
     )
     return payload
+
+
+def line_payload(
+    payload: Mapping[str, Any], vectors: WindowVectors, dense: LineFormat = DENSE_LINE
+) -> dict[str, Any]:
+    """`{"lines": {event id: code}}`: each message's line vector from the window's pass
+    (`linecodec`), for a window of two or more messages (one message is its own quote); a
+    message whose line the model did not read (cut at the text's bound) has none. Written
+    after `content_hash`: vectors follow from the hashed text and versions."""
+    messages = payload.get("messages", [])
+    if len(messages) < 2:
+        return {}
+    first = 1 if dense.speakers else 0  # the speakers' line opens the text
+    lines: dict[str, str] = {}
+    for m, vector in zip(messages, vectors.lines[first:], strict=False):
+        if vector is not None:
+            lines[str(m["event_id"])] = encode_line(vector)
+    return {LINES: lines}
 
 
 class CollectionLookup:
@@ -119,11 +138,15 @@ async def commit_changes(
             # every whole line.
             pending.append((pid, payload, window_text(window, names)))
     if pending:
-        vectors = await embedder.embed_documents([p["text"] for _, p, _ in pending])
-        points = [
-            PointRecord(id=pid, dense=dense, sparse=lexical.document_vector(full), payload=p)
-            for (pid, p, full), dense in zip(pending, vectors, strict=True)
-        ]
+        vectors = await embedder.embed_windows([p["text"] for _, p, _ in pending])
+        points = []
+        for (pid, p, full), v in zip(pending, vectors, strict=True):
+            p.update(line_payload(p, v, dense))
+            points.append(
+                PointRecord(
+                    id=pid, dense=v.window, sparse=lexical.document_vector(full), payload=p
+                )
+            )
         await col.upsert(points)
         tally.windows_written += len(points)
         tally.windows_embedded += len(points)
@@ -137,4 +160,5 @@ __all__ = [
     "WriteTally",
     "build_payload",
     "commit_changes",
+    "line_payload",
 ]

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 import regex
 
-__all__ = ["FOREIGN_WORDS", "JUDGED", "reads_as_english"]
+__all__ = ["FOREIGN_WORDS", "JUDGED", "each_reads_as_english", "reads_as_english"]
 
 # Function words of German, French, Spanish, Portuguese, Italian and Dutch that are not English
 # words (`die`, `was`, `son`, `pour`, `met`, `van`, `op`, `non`, `no`, `e`, `im`, `yo`, `da`,
@@ -58,6 +59,12 @@ def reads_as_english(*texts: str) -> bool:
     """Whether `texts` (a window's messages), read together, show no more signs of another
     language than English function words."""
     return _english(" ".join(texts)[:JUDGED])
+
+
+def each_reads_as_english(texts: Iterable[str]) -> bool:
+    """Whether every one of `texts` (a window's lines) reads as English on its own: one German
+    line among English ones is still German to an English-only model (rule 22e, by message)."""
+    return all(_english(t[:JUDGED]) for t in texts)
 
 
 @functools.lru_cache(maxsize=4096)  # the candidates of a room's searches recur; ~4 MB at most

@@ -13,9 +13,10 @@ from typing import Any
 
 from ingest.index.records import Tombstone
 from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
-from ingest.search.hits import CitedMessage, Hit, StoredMessage, best_message, has_text, window_of
-from ingest.search.matches import literal_matches, newest_first
+from ingest.search.hits import CitedMessage, Hit, StoredMessage, has_text, window_of
+from ingest.search.matches import newest_first
 from ingest.search.permalink import permalink
+from ingest.search.quotes import best_of
 from ingest.search.tails import Tail
 from ingest.types import StoredPoint
 
@@ -53,6 +54,7 @@ class Candidates:
     close_first: bool = False
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
     dense: list[list[float]] | None = field(default=None, repr=False)  # the texts' vectors
+    pair: bool = False  # those vectors are a pair embedder's (`ingest.search.quotes`)
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
 
     def first(self, n: int, skip: Set[str] = frozenset()) -> list[Hit]:
@@ -66,7 +68,13 @@ class Candidates:
             if pid not in self._built:
                 close = self.close is None or pid in self.close
                 self._built[pid] = build_hit(
-                    self.points[pid], score, self.texts, self.server_name, self.filter, close
+                    self.points[pid],
+                    score,
+                    self.texts,
+                    self.server_name,
+                    self.filter,
+                    close,
+                    Asked(self.dense, self.pair),
                 )
             hit = self._built[pid]
             if hit is not None:  # None: the filter kept none of its messages
@@ -100,6 +108,14 @@ class Candidates:
             self.ranked = [(h.point_id, h.score) for h in newest_first(worded)]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The question's vectors, for the quote a window matched by meaning gives."""
+
+    dense: Sequence[Sequence[float]] | None = None
+    pair: bool = False
+
+
 def build_hit(
     point: StoredPoint,
     score: float,
@@ -107,8 +123,10 @@ def build_hit(
     server_name: str,
     flt: MessageFilter | None = None,
     close: bool = True,
+    asked: Asked = Asked(),
 ) -> Hit | None:
-    """The hit of a stored window: its messages with text that `flt` keeps (None: none)."""
+    """The hit of a stored window: its messages with text that `flt` keeps (None: none),
+    its best message chosen by `quotes.best_of`."""
     p = window_of(point)
     said: Sequence[StoredMessage] = [m for m in p.get("messages", []) if has_text(m)]
     if flt:
@@ -124,8 +142,8 @@ def build_hit(
         )
         for m in said
     )
-    matched = literal_matches(messages, texts)  # none: it matched by meaning (`Nearest`)
-    best = matched[0] if matched else best_message(messages, texts)
+    lines = p.get("lines")
+    matched, best = best_of(messages, lines, texts, asked.dense, pair=asked.pair)
     return Hit(
         point_id=point.id,
         room_id=str(p["room_id"]),

@@ -49,6 +49,7 @@ class WindowPayload(TypedDict, total=False):
     content_hash: str
     versions: dict[str, object]
 
+    lines: dict[str, str]  # event id -> its line vector (`ingest.embed.linecodec`)
 
 def window_of(point: StoredPoint) -> WindowPayload:
     """A stored point's payload as the window record the writer stored it as (the store

@@ -4,8 +4,9 @@ The read path ranks windows (context finds meaning); a person reads messages. Ea
 which of its messages matched (`Hit.matched`), best first:
 - by the query's words: a message holding every content word of one of the texts (a `word*`
   as a word start), the transcript's finds and a `/regex/`'s too;
-- by meaning, where no message of the window holds the words: the one message nearest the
-  question, its vector taken at query time (`Nearest`, remembered per text for a while).
+- by meaning, where no message of the window holds the words: the one message whose line,
+  stored by the writer from the window's one pass, is nearest the question
+  (`ingest.search.quotes`, chosen as the hit is built: no model runs at query time).
 A page is then a list of matching messages (`expand`), numbered and paged one message at a time:
 relevance keeps the windows' rank and each window's matches in turn; `sort:recent` lists every
 message matching by words newest first, across the whole pool.
@@ -14,24 +15,19 @@ message matching by words newest first, across the whole pool.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ingest.embed import Embedder, EmbedError, EmbedUnavailable
-from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.search.query import plain_text, prefixes
 from ingest.search.rank import content_terms
-from ingest.types import EmbedderIdentity
 
 T = TypeVar("T")
 
 __all__ = [
-    "Nearest",
     "Result",
     "Terms",
     "expand",
@@ -40,7 +36,6 @@ __all__ = [
     "newest_first",
     "page_hits",
     "person_page",
-    "settled",
     "with_matched",
 ]
 
@@ -110,7 +105,7 @@ def _message(hit: Hit, event_id: str) -> CitedMessage | None:
 def expand(hits: Sequence[Hit], sort: str = "relevance") -> list[Result]:
     """The hits as the list of messages they matched: in rank order, each window's matches in
     turn; with `recent`, newest first. A window matched by meaning gives its chosen message
-    (its best: `Nearest` picks it)."""
+    (its best: `ingest.search.quotes` picks it)."""
     out: list[Result] = []
     for hit in hits:
         for event_id in hit.matched or (hit.best_event_id,):
@@ -118,18 +113,6 @@ def expand(hits: Sequence[Hit], sort: str = "relevance") -> list[Result]:
                 out.append((hit, m))
     if sort == "recent":
         out.sort(key=lambda r: (-int(r[1]["ts"]), str(r[1]["event_id"])))
-    return out
-
-
-def settled(results: Sequence[Result], chosen: Sequence[Hit]) -> list[Result]:
-    """`results` with each window matched by meaning replaced by its `chosen` self, quoting
-    the message `Nearest` chose."""
-    by_key = {h.point_id: h for h in chosen}
-    out: list[Result] = []
-    for hit, message in results:
-        now = by_key.get(hit.point_id, hit) if not hit.matched else hit
-        quoted = _message(now, now.best_event_id) if now is not hit else message
-        out.append((now, quoted or message))
     return out
 
 
@@ -166,93 +149,3 @@ def page_hits(results: Sequence[Result], server_name: str) -> list[Hit]:
         order.setdefault(key, hit)
         matched.setdefault(key, []).append(str(m["event_id"]))
     return [with_matched(h, matched[k], server_name) for k, h in order.items()]
-
-
-# Message vectors remembered (by embedder identity and body): a room is asked alike often.
-# float32 rows, 4,096 pair vectors are 12 MiB (as lists of floats they were ~96 MiB).
-MEMO = 4096
-
-
-class Nearest:
-    """The message of a window nearest a question in meaning, by the configured embedder's own
-    vectors: the question's (the read path's query vector) against each message's, embedded as
-    documents at query time (measured in bench/RESULTS.md: a page's few windows cost less than
-    a vector a message kept in every point)."""
-
-    def __init__(self, embedder: Embedder | None) -> None:
-        self.embedder = embedder
-        # The messages of the commands choosing at once embedded in one pass, a message that
-        # one of them is embedding not embedded again (a burst's pages overlap), remembered:
-        # in a burst of 200 `!search` these took 70 % of the models' time (RESULTS §14).
-        self.vectors = QueryVectors(self._documents, self._identity, MEMO)
-
-    async def choose(
-        self,
-        hits: Sequence[Hit],
-        queries: Sequence[Sequence[float]] | None,
-        server_name: str,
-        texts: Sequence[str] = (),
-    ) -> list[Hit]:
-        """`hits` with each one matched by meaning (no `matched` yet) citing its nearest
-        message; unchanged without query vectors or when the embedder fails (the hit keeps the
-        message sharing most words with the question)."""
-        # A window sharing some of the question's words quotes the message sharing most
-        # (`best_message`): embedding a page's messages at query time cost ~7x the search's
-        # p50 on IRC (bench/RESULTS.md §3). Only a window in other words is embedded.
-        words = {w for t in texts for w in Terms.of(t).words}  # once a page, not once a hit
-        todo = [h for h in hits if not h.matched and len(h.messages) > 1 and not _shares(h, words)]
-        if not todo or not queries or self.embedder is None:
-            return [
-                h if h.matched else with_matched(h, (h.best_event_id,), server_name) for h in hits
-            ]
-        bodies = list(dict.fromkeys(str(m["body"]) for h in todo for m in h.messages))
-        try:
-            vectors = await self._vectors(bodies)
-        except (EmbedError, EmbedUnavailable):
-            vectors = {}
-        out: list[Hit] = []
-        for h in hits:
-            if h.matched or h not in todo:
-                out.append(h if h.matched else with_matched(h, [h.best_event_id], server_name))
-                continue
-            best = h.best_event_id
-            scored = [
-                (max(_cosine(q, vectors[str(m["body"])]) for q in queries), str(m["event_id"]))
-                for m in h.messages
-                if str(m["body"]) in vectors
-            ]
-            if len(scored) == len(h.messages) and scored:
-                best = max(scored, key=lambda s: s[0])[1]
-            out.append(with_matched(h, (best,), server_name))
-        return out
-
-    async def _vectors(self, bodies: Sequence[str]) -> dict[str, list[float]]:
-        return dict(zip(bodies, await self.vectors.embed(bodies), strict=True))
-
-    async def _documents(self, bodies: list[str]) -> list[list[float]]:
-        """The bodies' document vectors, in groups of like length: a page's messages run from
-        "ok" to a paragraph, and one batch pads every one to the longest (IRC pages: twice the
-        time, bench/RESULTS.md §14). Characters stand in for tokens: the ratio is what counts."""
-        assert self.embedder is not None  # `choose` embeds nothing without one
-        vectors: list[list[float]] = [[] for _ in bodies]
-        lengths = [len(b) + 1 for b in bodies]
-        for group in batches(lengths, len(lengths), len(lengths) * max(lengths), QUERY_PADDING):
-            done = await self.embedder.embed_documents([bodies[i] for i in group])
-            for i, vector in zip(group, done, strict=True):
-                vectors[i] = vector
-        return vectors
-
-    def _identity(self) -> EmbedderIdentity:
-        assert self.embedder is not None
-        return self.embedder.identity
-
-
-def _shares(hit: Hit, words: frozenset[str] | set[str]) -> bool:
-    """Whether any message of the hit holds one of the query's content `words`."""
-    return any(words.intersection(lexical.tokens(str(m["body"]))) for m in hit.messages)
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    norm = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
-    return dot / norm if norm else 0.0

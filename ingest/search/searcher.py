@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from ingest.embed import Embedder
+from ingest.embed.pair import is_pair
 from ingest.errors import StoreError
 from ingest.index.records import CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
 from ingest.search._candidates import Candidates
@@ -38,7 +39,7 @@ from ingest.search.hits import (
 )
 from ingest.search.logs.request import RoomLogs
 from ingest.search.logs.roomlogs import Cut, Found, fused_page, log_finds
-from ingest.search.matches import Nearest, expand, newest_first, person_page
+from ingest.search.matches import expand, newest_first, person_page, with_matched
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.search.retrieve import (
@@ -121,8 +122,6 @@ class Searcher:
         # embedder, `ingest.search.models.for_embedder`) are not close matches (rule 22c).
         self.ranker = ranker
         self.second = SecondStage(embedder, relevance_floor)
-        # A window matched by meaning quotes its message nearest the question (rule 22b).
-        self.nearest = Nearest(embedder)
         self._collection: AsyncCollection | None = None
         self._generation: str | None = None
 
@@ -178,12 +177,11 @@ class Searcher:
             more = more or bool(after)
             following = after or pool.first(1, skip=live | stale)
             result.weaker_next = more and bool(following) and not following[0].close
-        # A person's view quotes a window matched by meaning by its message nearest the
-        # question (embedded now: a window sharing words quotes the one sharing most); an
-        # agent's list keeps the window and its best message by words, at no embedding cost
-        # (the page's messages embedded cost the read path 8x its p50, RESULTS §3).
-        vectors = pool.dense if query.close_only else None
-        shown = await self.nearest.choose(page, vectors, self.server_name, pool.texts)
+        # A window matched by meaning quotes the message its stored lines chose when its hit
+        # was built (`Candidates.first`, `ingest.search.quotes`): no model runs here.
+        shown = [
+            h if h.matched else with_matched(h, (h.best_event_id,), self.server_name) for h in page
+        ]
         result.hits = newest_first(shown) if query.sort == "recent" else shown
         result.matched = [str(m["event_id"]) for _, m in expand(result.hits, query.sort)]
         result.next_offset = query.offset + len(page) if more else None
@@ -228,12 +226,8 @@ class Searcher:
             # messages, run in a thread so appservice transactions and other rooms do not wait.
             found, cut = await asyncio.to_thread(log_finds, room_logs, stones, points, fetch)
         return await fused_page(
-            pool, found, cut, room_logs, self._confirm, self._choose, self.server_name, fetch
+            pool, found, cut, room_logs, self._confirm, self.server_name, fetch
         )
-
-    async def _choose(self, pool: Candidates, hits: Sequence[Hit]) -> list[Hit]:
-        """`hits`, each matched by meaning quoting its message nearest the question."""
-        return await self.nearest.choose(hits, pool.dense, self.server_name, pool.texts)
 
     async def _rank(
         self, query: SearchQuery, logs: Mapping[str, LogRead] | None = None
@@ -272,6 +266,7 @@ class Searcher:
         deep = replace(query, offset=MAX_OFFSET) if query.sort == "recent" else query
         found = await self.first.lists(col, deep)
         pool.dense = found.dense
+        pool.pair = self.embedder is not None and is_pair(self.embedder.identity)
         pool.warnings.extend(found.warnings)
         pool.retrievers = found.retrievers
         pool.stones = await self.tombstones()

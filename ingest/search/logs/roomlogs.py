@@ -10,7 +10,7 @@ is `ingest.search.logs.request`'s, the transcript retriever `ingest.search.logs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 from ingest.index.records import Tombstone
@@ -25,7 +25,6 @@ from ingest.search.matches import (
     expand,
     page_hits,
     person_page,
-    settled,
     with_matched,
 )
 from ingest.search.permalink import permalink
@@ -95,7 +94,9 @@ def _trim(hit: Hit, asked: LogQuery, cut: Cut, server_name: str) -> Hit | None:
     matched = tuple(e for e in hit.matched if e in ids)
     if hit.matched and not matched:
         return None  # what matched is what the room may not see; the rest did not match
-    best = matched[0] if matched else best_message(kept, asked.texts)
+    # A window matched by meaning keeps the quote its lines chose, if the room may read it.
+    kept_best = hit.best_event_id if hit.best_event_id in ids else None
+    best = matched[0] if matched else kept_best or best_message(kept, asked.texts)
     return replace(
         hit,
         messages=kept,
@@ -190,9 +191,6 @@ def fuse(
     return hits, rrf({("index", "*"): index_order, ("transcript", "*"): transcript_order})
 
 
-Choose = Callable[[Candidates, Sequence[Hit]], Awaitable[list[Hit]]]
-
-
 def listed(hits: Sequence[Hit], sort: str, shown: ShownIds | Set[str]) -> list[Result]:
     """The ranked hits as the messages a page lists (`ingest.search.matches.expand`), none an
     earlier page showed: a message matched by words once shown is passed over, a window matched
@@ -214,15 +212,14 @@ async def fused_page(
     cut: Cut,
     logs: RoomLogs,
     confirm: Confirm,
-    choose: Choose,
     server_name: str,
     fetch: int,
 ) -> SearchResult:
     """The page: `asked.limit` matching messages (`listed`) of the index's first `fetch`
     candidates fused unchecked with the transcript finds; only the windows of the messages the
     page lists are revalidated (`Candidates.confirmed`), and a stale one gives its place to
-    the next until every one shown has passed. A window matched by meaning then quotes its
-    message nearest the question (`choose`)."""
+    the next until every one shown has passed. A window matched by meaning quotes the message
+    its hit chose from the stored lines (`ingest.search.quotes`): no model runs here."""
     asked = logs.asked
 
     def listing(stale: Set[str]) -> tuple[list[Hit], list[Result]]:
@@ -247,8 +244,7 @@ async def fused_page(
     _, stale = await pool.confirmed(confirm, shown)
     _, results = listing(stale)
     top, weaker = page_of(results)
-    meant = list({h.point_id: h for h, _ in top if not h.matched}.values())
-    page = settled(top, await choose(pool, meant) if meant else [])
+    page = list(top)
     if asked.sort == "recent":
         page.sort(key=lambda r: (-int(r[1]["ts"]), str(r[1]["event_id"])))
     depth = logs.depth

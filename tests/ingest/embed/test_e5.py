@@ -76,13 +76,18 @@ def package_engine() -> Any:
     return E5(model_path=str(e5.model_path()))
 
 
+def _said(doc: dict[str, Any]) -> list[list[str]]:
+    """A room file's messages (`conversations` of them, or one list)."""
+    return doc.get("messages") or [m for conv in doc["conversations"] for m in conv]
+
+
 def fixture_texts() -> list[str]:
     """~200 texts in seven languages (Latin, Cyrillic, CJK): every fixture room's messages,
     and runs of five consecutive ones as the chunker's windows join them."""
     bodies = [
         str(body)
         for path in sorted(ROOMS.glob("*.yaml"))
-        for _, body in yaml.safe_load(path.read_text("utf-8"))["messages"]
+        for _, body in _said(yaml.safe_load(path.read_text("utf-8")))
     ]
     windows = ["\n".join(bodies[i : i + 5]) for i in range(0, len(bodies) - 4, 2)]
     # Characters the vocabulary lacks (a run of them is one unknown token a character, as the

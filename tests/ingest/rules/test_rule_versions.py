@@ -31,7 +31,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.rules.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
-    "chunker": (4, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
+    "chunker": (5, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
     "lexical": (2, "2ad2734b5c0a2d3e6c3a4cced6a1f4d9464df17a55cd42a24f5729f57f29cab4"),
     "scrub": (4, "bd425b5c7ca2ac79e09b67f49f4aeddb3e1a9aeaca08cc6791fd64658664455c"),
 }

@@ -1,0 +1,110 @@
+"""`ingest.search.quotes`: which message a window matched by meaning quotes (rule 22b).
+
+The writer stored each message's line vector, pooled from the window's one pass of the model
+(late chunking, `ingest.embed.linecodec`): the line read in its window's context. The message
+quoted is the one whose line is nearest a question's vector, compared here with no model run
+(a page's messages embedded at query time were 48 of a command's 121 ms of CPU, RESULTS §14).
+Which model's judgment counts follows the messages' language (rule 22e at the message level):
+where a message of the window, or the question, does not read as English, a pair's lines are
+compared by e5's half alone (each such window's lines embedded alone by e5: its late-chunked
+lines do not tell one line from another), as MiniLM reads other languages as noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ingest.embed.linecodec import decode_line
+from ingest.rules.language import each_reads_as_english, reads_as_english
+from ingest.search.hits import CitedMessage, best_message
+from ingest.search.matches import literal_matches
+
+__all__ = ["best_of", "line_score", "nearest_line"]
+
+
+def best_of(
+    messages: Sequence[CitedMessage],
+    lines: object,
+    texts: Sequence[str],
+    queries: Sequence[Sequence[float]] | None,
+    *,
+    pair: bool = False,
+) -> tuple[tuple[str, ...], str]:
+    """The messages of a window holding the query's words (best first) and its best message,
+    the one owner of it for every view (chat, the command room, the CLI, JSON, MCP): the
+    first holding the words, else the one whose stored line is nearest the question
+    (`nearest_line`), else the one sharing most of the question's words."""
+    matched = literal_matches(messages, texts)
+    if matched:
+        return matched, matched[0]
+    nearest = nearest_line(messages, lines, queries, texts, pair=pair)
+    return (), nearest or best_message(messages, texts)
+
+
+def nearest_line(
+    messages: Sequence[CitedMessage],
+    lines: object,
+    queries: Sequence[Sequence[float]] | None,
+    texts: Sequence[str] = (),
+    *,
+    pair: bool = False,
+) -> str | None:
+    """The event id of the message whose stored line is nearest one of `queries` (the
+    question's vectors), or None: no vectors, or a message without its line (a window the
+    writer stored before lines, or one message long)."""
+    if not queries or not isinstance(lines, Mapping) or len(messages) < 2:
+        return None
+    vectors = []
+    for m in messages:
+        code = lines.get(str(m["event_id"]))
+        vector = decode_line(code) if isinstance(code, str) else None
+        if vector is None:
+            return None
+        vectors.append(vector)
+    stored = np.stack(vectors)
+    asked = np.asarray(queries, dtype=np.float32)
+    if stored.shape[1] != asked.shape[1]:
+        return None  # a generation's lines of another embedder: no judgment
+    if pair and not (
+        each_reads_as_english(str(m["body"]) for m in messages) and reads_as_english(*texts)
+    ):
+        half = stored.shape[1] // 2
+        stored, asked = stored[:, half:], asked[:, half:]  # e5's half alone
+        if np.allclose(stored, stored[0], atol=1e-3):
+            return None  # an English window's e5 half is its window's: no line told apart
+    scores = (stored @ asked.T).max(axis=1)
+    return str(messages[int(np.argmax(scores))]["event_id"])
+
+
+def line_score(
+    messages: Sequence[CitedMessage],
+    lines: object,
+    query: Sequence[float],
+    text: str,
+    *,
+    pair: bool = False,
+) -> tuple[float, bool] | None:
+    """A window's best message for one question, by meaning: the highest cosine of a stored
+    line with the question's vector (`query`), and whether it is the pair's first model's
+    (True: English, MiniLM's half; False: e5's half, where a line or the question does not
+    read as English, or the whole vector of a single model). None: the window has no lines (a
+    window of one message, whose line is the window: its dense score stands)."""
+    if not isinstance(lines, Mapping) or len(messages) < 2:
+        return None
+    stored = [decode_line(c) for c in lines.values() if isinstance(c, str)]
+    vectors = [v for v in stored if v is not None and len(v) == len(query)]
+    if not vectors:
+        return None
+    matrix, asked = np.stack(vectors), np.asarray(query, dtype=np.float32)
+    if not pair:
+        return float((matrix @ asked).max()), False
+    half = len(asked) // 2
+    english = each_reads_as_english(str(m["body"]) for m in messages) and reads_as_english(text)
+    part = slice(None, half) if english else slice(half, None)
+    # A part's dot with the joined vectors is its model's cosine scaled by 1/2 (each side
+    # 1/sqrt(2)); the query half taken at unit length leaves one 1/sqrt(2) (`PART_SCALE`).
+    q = asked[part] / max(float(np.linalg.norm(asked[part])), 1e-12)
+    return float((matrix[:, part] @ q).max()) * math.sqrt(2.0), english
