@@ -43,6 +43,7 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
     imported: list[dict[str, Any]] = [
         {
             "room_id": room_id,
+            "room_alias": facts.room_aliases.get(room_id),
             "source": source,
             "points": facts.room_points.get(room_id, 0),
             "joined": None if joined is None else room_id in joined,
@@ -61,11 +62,13 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         "rooms": rooms,
         "command_room": command,
         "imported": imported,
+        # Issue 44: built by `muninn import` alone; the homeserver's rooms are not in it.
+        "archive": facts.archive,
     }
     if as_json:
         print_json(doc)
     else:
-        print("\n".join(status_lines(doc)))
+        print("\n".join(status_lines(doc, command_room=cfg.bot.command_room)))
     if unreachable is not None:
         print(f"muninn: homeserver {unreachable}", file=sys.stderr)
         return 1
@@ -115,7 +118,7 @@ def _stored_room(facts: StoreFacts, room_id: str) -> dict[str, Any]:
     now = int(time.time() * 1000)
     return {
         "room_id": room_id,
-        "room_alias": None,
+        "room_alias": facts.room_aliases.get(room_id),  # the homeserver's, when it answers
         "name": None,
         "verdict": "unknown",
         "detail": "",
@@ -128,8 +131,12 @@ def _stored_room(facts: StoreFacts, room_id: str) -> dict[str, Any]:
     }
 
 
-def status_lines(doc: Mapping[str, Any]) -> list[str]:
-    """`muninn status` as text: the reader and index, each room, the command room, imports."""
+def status_lines(doc: Mapping[str, Any], *, command_room: str | None = None) -> list[str]:
+    """`muninn status` as text: the reader and index, each room, the command room, imports.
+
+    What needs the homeserver (verdicts, whether the command room is served, whether an
+    imported room is joined) is said to be unknown while it does not answer; an archive store
+    (`StoreFacts.archive`) names the joined rooms only by their number: none is in it."""
     error = doc["homeserver"]["error"]
     generation = doc["generation"]
     index = (
@@ -143,23 +150,54 @@ def status_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"DAMAGED: {doc['damage']}; the next refresh rebuilds it")
     if doc.get("rebuilding") is not None:
         lines.append(rebuilding_line(doc["rebuilding"]))
-    if error is not None and doc["rooms"]:
-        lines.append("rooms in the index (their verdicts need the homeserver):")
+    if doc.get("archive") and error is None:
+        lines.append(_archive_line(doc, command_room))
+    else:
+        lines += _rooms_lines(doc, command_room)
+    for i in doc["imported"]:
+        where = {
+            False: " (not joined: a homeserver pass over this store purges it)",
+            None: " (joined or not: unknown while the homeserver is unreachable)",
+        }.get(i["joined"], "")
+        counted = plural(i["points"], "point")
+        lines.append(f"imported {_named(i)}: {counted} from {i['source']}{where}")
+    return lines
+
+
+def _rooms_lines(doc: Mapping[str, Any], command_room: str | None) -> list[str]:
+    """Each room with what is known of it, then the command room's line."""
+    lines = []
+    unreachable = doc["homeserver"]["error"] is not None
+    if unreachable and doc["rooms"]:
+        lines.append("rooms in the index (their verdicts need the homeserver: unknown):")
     for r in doc["rooms"]:
         lines.append(f"  {r['room_alias'] or r['room_id']}: {_room_shown(r)}")
     command = doc["command_room"]
     if command is not None:
         served = "served" if command["serving"] else f"NOT served, {command['verdict']}:"
         lines.append(f"command room {command['room']}: {served} {command['detail']}".rstrip())
-    for i in doc["imported"]:
-        where = (
-            " (not joined: a homeserver pass over this store purges it)"
-            if i["joined"] is False
-            else ""
-        )
-        counted = plural(i["points"], "point")
-        lines.append(f"imported {i['room_id']}: {counted} from {i['source']}{where}")
+    elif unreachable and command_room is not None:
+        lines.append(f"command room {command_room}: served or not: unknown (needs the homeserver)")
     return lines
+
+
+def _archive_line(doc: Mapping[str, Any], command_room: str | None) -> str:
+    """An archive store, in place of the homeserver's rooms: none of them is in it."""
+    command_id = (doc["command_room"] or {}).get("room_id")
+    joined = sum(1 for r in doc["rooms"] if r["room_id"] != command_id)
+    also = " and the command room" if command_room is not None else ""
+    return (
+        "archive store: every room in it was indexed by `muninn import`, none by a homeserver "
+        f"pass; the reader's joined rooms ({joined}){also} are not in it (`muninn "
+        "refresh` or `muninn run` with this config would index them, and purge the imports "
+        "of rooms the reader has not joined)"
+    )
+
+
+def _named(room: Mapping[str, Any]) -> str:
+    """A room by the alias the store knows, with its id; by its id alone without one."""
+    alias = room.get("room_alias")
+    return f"{alias} ({room['room_id']})" if alias else str(room["room_id"])
 
 
 def rebuilding_line(rebuild: Mapping[str, Any]) -> str:

@@ -8,8 +8,9 @@ rooms are joined, their verdicts) the CLI asks the homeserver for itself.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.index.export import exported_rooms
@@ -20,7 +21,7 @@ from ingest.index.records import (
     REFUSED_PREFIX,
     RETRY_PREFIX,
 )
-from ingest.store import PointFilter, Store
+from ingest.store import Collection, PointFilter, Store
 from ingest.store.contract import DAMAGED
 from ingest.types import RoomID
 
@@ -47,6 +48,15 @@ class StoreFacts:
     # A generation being built beside the active one (rule 13): {generation, rooms_read,
     # rooms, points}; None when none is. Searches read the active one until it switches in.
     rebuilding: JSONDict | None = None
+    # room id → an alias its stored windows carry (what the store knows of a room's name with
+    # the homeserver down, or of an imported room; issue 44).
+    room_aliases: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def archive(self) -> bool:
+        """Every room here was built by `muninn import` and no homeserver pass wrote any: an
+        archive store (a `muninn refresh`/`run` over it would purge rooms the reader left)."""
+        return bool(self.imported) and not self.homeserver_rooms
 
     def room(self, room_id: str) -> tuple[JSONDict | None, JSONDict | None, JSONDict, int]:
         """A room's cursor, refusal marker, failing-pass record ({} when none) and points."""
@@ -75,6 +85,7 @@ class StoreFacts:
             "room_points": self.room_points,
             "damage": self.damage,
             "rebuilding": self.rebuilding,
+            "room_aliases": self.room_aliases,
         }
 
     @classmethod
@@ -90,6 +101,7 @@ class StoreFacts:
             room_points={k: int(v) for k, v in doc["room_points"].items()},
             damage=doc.get("damage"),
             rebuilding=doc.get("rebuilding"),
+            room_aliases=dict(doc.get("room_aliases") or {}),
         )
 
 
@@ -124,7 +136,22 @@ def read_facts(store: Store) -> StoreFacts:
         room_points={r: col.count(PointFilter(room_ids=(RoomID(r),))) for r in rooms},
         damage=col.damage,
         rebuilding=_rebuilding(store, active, len(cursors)),
+        room_aliases={r: a for r in rooms if (a := _stored_alias(col, RoomID(r))) is not None},
     )
+
+
+# Windows of a room read for its alias: the first that carries one names it.
+_ALIAS_READS = 16
+
+
+def _stored_alias(col: Collection, room_id: RoomID) -> str | None:
+    """The canonical alias the room's stored windows were written under, if any."""
+    windows = col.scroll(PointFilter(room_ids=(room_id,)), batch=_ALIAS_READS)
+    for point in itertools.islice(windows, _ALIAS_READS):
+        alias = point.payload.get("room_alias")
+        if isinstance(alias, str) and alias:
+            return alias
+    return None
 
 
 def _rebuilding(store: Store, active: str, rooms: int) -> JSONDict | None:

@@ -21,6 +21,7 @@ from tests.inprocess import muninn_here
 SERVER = "example.org"
 ROOM = f"!old:{SERVER}"
 ALICE = f"@alice:{SERVER}"
+OLD_ALIAS = f"#old-days:{SERVER}"
 DAY = 86_400_000
 T0 = 1_764_547_200_000  # 2025-12-01T00:00Z
 SAID = [
@@ -42,12 +43,19 @@ def _event(n: int, type_: str, content: dict[str, Any], **extra: Any) -> dict[st
     }
 
 
-def export_file(path: Path) -> Path:
-    """An old room's export: created, Alice joined, three messages a day apart."""
+def export_file(path: Path, alias: str | None = None) -> Path:
+    """An old room's export: created, Alice joined, three messages a day apart (`alias`: its
+    canonical alias, set before them)."""
+    named = {"alias": alias} if alias else None
     events = [
         _event(0, "m.room.create", {"creator": ALICE, "room_version": "10"}, state_key=""),
         _event(1, "m.room.member", {"membership": "join"}, state_key=ALICE),
         _event(2, "m.room.history_visibility", {"history_visibility": "shared"}, state_key=""),
+        *(
+            [{**_event(2, "m.room.canonical_alias", named, state_key=""), "event_id": "$a"}]
+            if named
+            else []
+        ),
         *(
             _event(3 + i, "m.room.message", {"msgtype": "m.text", "body": body})
             for i, body in enumerate(SAID)
@@ -96,6 +104,36 @@ async def test_cli_status_during_an_outage_shows_the_store_and_names_the_homeser
     assert doc["homeserver"]["url"] == url and "unreachable" in doc["homeserver"]["error"]
     assert doc["generation"].startswith("muninn_test-") and doc["points"] == 3
     assert doc["reader"] is None and doc["rebuilding"] is None
+
+
+def edit_config(config: Path, **sections: dict[str, Any]) -> None:
+    """Set these sections of a config file, each merged into what it holds."""
+    doc = yaml.safe_load(config.read_text(encoding="utf-8"))
+    for name, values in sections.items():
+        doc[name] = {**doc.get(name, {}), **values}
+    config.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+
+async def test_cli_status_during_an_outage_shows_what_the_store_knows_and_the_rest_unknown(
+    archive: Path, tmp_path: Path
+) -> None:
+    """Issue 44: with the homeserver down `muninn status` of an archive store names the
+    imported room by the alias its windows carry (regression: by id only), and says that
+    whether it is joined, and whether the command room is served, is unknown."""
+    edit_config(archive, bot={"command_room": f"#commands:{SERVER}"})
+    export = export_file(tmp_path / "old.jsonl", alias=OLD_ALIAS)
+    assert (await muninn_here(archive, "import", str(export))).rc == 0
+
+    text = await muninn_here(archive, "status")
+    assert text.rc == 1
+    assert f"imported {OLD_ALIAS} ({ROOM}): 3 points from {export}" in text.out
+    assert "(joined or not: unknown while the homeserver is unreachable)" in text.out
+    assert f"command room #commands:{SERVER}: served or not: unknown" in text.out
+    shown = json.loads((await muninn_here(archive, "status", "--json")).out)
+    assert [(i["room_id"], i["room_alias"], i["joined"]) for i in shown["imported"]] == [
+        (ROOM, OLD_ALIAS, None)
+    ]
+    assert shown["archive"] is True and shown["command_room"] is None and shown["rooms"] == []
 
 
 async def test_cli_status_of_an_empty_store_says_there_is_no_index_yet(archive: Path) -> None:

@@ -10,7 +10,9 @@ from typing import Any
 import yaml
 
 from bot.demo.client import unique_localpart
+from bot.demo.synapse import free_port
 from tests.bot.botenv import JOINED_HISTORY
+from tests.bot.cli.test_operator import OLD_ALIAS, ROOM, edit_config, export_file
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import Indexer, admit, muninn, reader_config
 from tests.inprocess import muninn_here
@@ -192,3 +194,58 @@ async def test_cli_status_names_why_the_command_room_is_not_served(
     await alice.leave(room)
     code, out, err = await _cli(config, "status", "--json")
     assert json.loads(out)["command_room"]["serving"] is True
+
+
+async def test_cli_status_with_the_homeserver_down_names_rooms_by_their_stored_alias(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Issue 44: with the homeserver down each indexed room is named by the alias its stored
+    windows carry (regression: by id only, the store holding the alias), its verdict unknown."""
+    reader = await hs.register()
+    room = await hs.fresh_room(alice)
+    alias = f"#{unique_localpart('heron')}:{hs.server_name}"
+    await alice.set_canonical_alias(room, alias)
+    await admit(alice, room, reader)
+    await alice.send_text(room, "the heron nests above the boathouse")
+    async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
+        await ix.refresh()
+    config = _write_config(tmp_path / "config.yaml", hs, reader)
+    edit_config(config, homeserver={"url": f"http://127.0.0.1:{free_port()}"})  # none there
+
+    code, out, _ = await _cli(config, "status")
+    assert code == 1
+    assert "rooms in the index (their verdicts need the homeserver: unknown):" in out
+    assert f"  {alias}: indexed, 1 point" in out.splitlines()
+    code, out, _ = await _cli(config, "status", "--json")
+    shown = json.loads(out)["rooms"]
+    assert [(r["room_id"], r["room_alias"], r["verdict"]) for r in shown] == [
+        (room, alias, "unknown")
+    ]
+
+
+async def test_cli_status_of_an_archive_store_shows_its_imports_not_the_homeservers_rooms(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Issue 44: a store built by `muninn import` alone holds none of the reader's joined
+    rooms: its text says it is an archive store and counts them, instead of listing each as
+    "not indexed yet" with the command room (`--json` still lists them, `archive: true`)."""
+    reader = await hs.register()
+    joined = await hs.fresh_room(alice)
+    await admit(alice, joined, reader)
+    command = await hs.fresh_room(reader, preset="private_chat", initial_state=[JOINED_HISTORY])
+    config = _write_config(tmp_path / "config.yaml", hs, reader, bot={"command_room": command})
+    export = export_file(tmp_path / "old.jsonl", alias=OLD_ALIAS)
+    imported = await _cli(config, "import", str(export))
+    assert imported[0] == 0, imported[2]
+
+    code, out, err = await _cli(config, "status")
+    assert code == 0, err
+    head, archive, old = out.strip().splitlines()
+    assert head.startswith(f"reader {reader.user_id}; generation muninn_test-")
+    assert archive.startswith("archive store: every room in it was indexed by `muninn import`")
+    assert "the reader's joined rooms (1) and the command room are not in it" in archive
+    assert old.startswith(f"imported {OLD_ALIAS} ({ROOM}): 3 points from {export}")
+    assert "(not joined: a homeserver pass over this store purges it)" in old
+    doc = json.loads((await _cli(config, "status", "--json"))[1])
+    assert doc["archive"] is True and {r["room_id"] for r in doc["rooms"]} == {joined, command}
+    assert doc["command_room"]["room_id"] == command
