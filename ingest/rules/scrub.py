@@ -9,9 +9,14 @@ rather than `token`), and no rule matches inside a marker, so scrubbing is idemp
 Bump `SCRUB_VERSION` whenever a rule changes what is redacted: the collection records it and a
 new version re-indexes, so text scrubbed by an older rule set does not linger.
 
-The rules read a normalised view of the body (`ingest.rules.scrub_view`: format characters dropped,
-NFKC, any space as a space, look-alike letters in a Latin word read as Latin) and replace the
-original characters each match covers.
+The rules read a normalised view of the body (`ingest.rules.scrub_view`: format characters and
+combining marks dropped, NFKC, any space as a space, look-alike and accented letters in a Latin
+word read as Latin) and replace the original characters each match covers. Beside the rules here:
+self-identifying tokens (`ingest.rules.scrub_tokens`), shapes of files and URLs
+(`ingest.rules.scrub_shapes`: PuTTY and headerless PEM bodies, signed URLs, `.npmrc`, YAML block
+scalars, kubeconfig, split JWTs), secrets written in prose after the key/value rules
+(`ingest.rules.scrub_prose`: "the wifi password is …" in six languages, rule 8b), and last,
+base64 that decodes to text holding any of these.
 
 Every body passes here, including hostile ones: each pattern is linear (no two quantifiers can
 share the same text), and a rule runs only when a literal its matches need is in the text, so a
@@ -27,19 +32,23 @@ import bisect
 import re
 from collections.abc import Callable
 
+from ingest.rules.scrub_prose import PROSE_RULES
+from ingest.rules.scrub_shapes import SHAPE_RULES, base64_rule
 from ingest.rules.scrub_tokens import NOT_MARKED as _NOT_MARKED
 from ingest.rules.scrub_tokens import TOKEN_RULES
 from ingest.rules.scrub_tokens import Rule as _Rule
-from ingest.rules.scrub_view import View
+from ingest.rules.scrub_view import View, fold
 
 __all__ = ["SCRUB_VERSION", "scrub", "scrub_findings"]
 
 # 3: command lines (`mysql -pX`, `curl -u u:p`, `docker login -p`, `sshpass -p`), Azure keys,
 # Telegram, GitLab and DigitalOcean tokens, a bare `Basic`, `pw:`, the word in other languages.
 # 4: matched on a normalised view (`ingest.rules.scrub_view`): invisible, full-width, look-alike
-# and
-# non-ASCII space characters no longer carry a secret past the rules.
-SCRUB_VERSION = 4
+# and non-ASCII space characters no longer carry a secret past the rules.
+# 5: prose secrets (`ingest.rules.scrub_prose`), the shapes of `ingest.rules.scrub_shapes`, age
+# keys, any-case PEM headers, encoded separators (`&#61;`, `%3D`), base64 of a secret, and
+# combining marks and accents in a key (issue 46).
+SCRUB_VERSION = 5
 
 _MARK = "[redacted:"
 
@@ -53,11 +62,12 @@ def _marker(kind: str) -> str:
 # A password key may be glued to a prefix (`PGPASSWORD`, `dbpassword`); the others need a
 # separator before them (`DB_PASS`, `MYSQL_PWD`), so `bypass` and `compass` are not keys.
 # The word for password in other languages (typed as people type it, some without accents).
-_PASSWORD_WORDS = (
+# Folded as the view reads them (`contraseña` as `contrasena`).
+_PASSWORD_WORDS = tuple(dict.fromkeys(fold(w) for w in (
     "passwort", "kennwort", "mot de passe", "contraseña", "contrasena", "senha", "wachtwoord",
     "пароль", "密码", "密碼", "パスワード", "hasło", "haslo", "lösenord", "passord", "salasana",
     "şifre", "heslo", "adgangskode",
-)  # fmt: skip
+)))  # fmt: skip
 _KEYWORDS = (
     r"[A-Za-z0-9]*?(?:password|passwd)|passphrase|pwd|pw|pass|secret|token"
     r"|api[ _\-]?key|apikey|access[_\-]?key|secret[_\-]?key|private[_\-]?key|client[_\-]?secret"
@@ -67,10 +77,13 @@ _KEYWORDS = (
 # Lower-case strings in every key `_KEYWORDS` matches.
 _KEY_NEEDLES = ("pass", "pw", "secret", "token", "key", *(w.split()[-1] for w in _PASSWORD_WORDS))
 _KEY = r"(?P<key>(?:[A-Za-z0-9]+[_.\-])*(?:" + _KEYWORDS + r"))"
+# `=` or `:` as an HTML entity or URL-encoded: `password&#61;…`, `password%3D…`.
+_ENCODED_COLON = r"&#0*58;|&#x0*3a;|&colon;|%3a"
+_ENCODED_SEPARATOR = r"&#0*61;|&#x0*3d;|&equals;|%3d|" + _ENCODED_COLON
 _KEY_VALUE = re.compile(
     r"(?<![A-Za-z0-9_.\-])"
     r"(?P<q>[\"']?)" + _KEY + r"(?P=q)"
-    r"[ \t]*(?P<sep>:=|=>|[:=\uff1a])[ \t]*" + _NOT_MARKED + r"(?:"
+    r"[ \t]*(?P<sep>:=|=>|[:=\uff1a]|" + _ENCODED_SEPARATOR + r")[ \t]*" + _NOT_MARKED + r"(?:"
     r"\"" + _NOT_MARKED + r"(?P<dq>[^\"\n]{4,})\""
     r"|'" + _NOT_MARKED + r"(?P<sq>[^'\n]{4,})'"
     r"|(?P<bare>[^\s\"'<>,;&)\]}]+))",
@@ -183,7 +196,9 @@ def _accept_key_value(m: re.Match[str]) -> str | None:
     if bare is None or _looks_secret(bare):
         return _key_kind(m.group("key"))
     kind = _key_kind(m.group("key"))
-    if m.group("sep") not in (":", "\uff1a") and _is_value(bare):  # also a full-width colon
+    sep = m.group("sep")
+    colon = sep in (":", "\uff1a") or re.fullmatch(_ENCODED_COLON, sep, re.IGNORECASE)
+    if not colon and _is_value(bare):  # also a full-width or encoded colon
         return kind
     word = bare.rstrip(".!")
     last_on_line = _END_OF_LINE.match(m.string, m.end() - len(bare) + len(word)) is not None
@@ -240,23 +255,24 @@ def _accept_bearer(m: re.Match[str]) -> str | None:
 
 def _secret_group(m: re.Match[str]) -> str | int:
     """The group holding the secret: a named part of the match, else all of it."""
-    for name in ("secret", "dq", "sq", "bare"):
+    for name in ("secret", "dq", "sq", "bq", "uq", "bare"):
         if name in m.re.groupindex and m.group(name) is not None:
             return name
     return 0
 
 
-_RULES: tuple[_Rule, ...] = (
+_PLAIN_RULES: tuple[_Rule, ...] = (
     # Multi-line, BEGIN … END, first: nothing inside it may be reported as another kind.
     _Rule(
         "private_key",
         re.compile(
+            # In any case (`-----begin rsa private key-----`).
             r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----"
             # A cut paste (no END) loses its header lines and base64 lines, not the prose after.
             # The END search stops at the next BEGIN, so many BEGINs cost linear time.
             r"(?:(?:(?!-----BEGIN ).)*?-----END (?P=label)-----"
             r"|(?:\s*(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]*={1,2}|[A-Za-z\-]+: [^\n]*))*)",
-            re.DOTALL,
+            re.DOTALL | re.IGNORECASE,
         ),
         needles=("-----begin ",),
     ),
@@ -289,6 +305,7 @@ _RULES: tuple[_Rule, ...] = (
         needles=("/api/webhooks/",),
     ),
     *TOKEN_RULES,
+    *SHAPE_RULES,
     _Rule("authorization", _AUTHORIZATION, _accept_authorization, ("authorization",)),
     _Rule(
         "bearer_token",
@@ -314,7 +331,10 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("password", _FLAG, _accept_flag, ("--",)),
     _Rule("secret", _KEY_VALUE, _accept_key_value, _KEY_NEEDLES),
     _Rule("secret", _NEXT_LINE, _accept_next_line, _KEY_NEEDLES),
+    *PROSE_RULES,
 )
+# Last: base64 whose text holds what the rules above find (`DB_PASSWORD=…`, a token).
+_RULES = (*_PLAIN_RULES, base64_rule(lambda text: _run(text, _PLAIN_RULES)[1]))
 
 
 def _after_command(command: re.Pattern[str], text: str) -> Callable[[int], bool]:
@@ -354,11 +374,11 @@ def _apply(rule: _Rule, text: str, view: View, found: list[tuple[str, str]]) -> 
     return "".join(out) + text[done:] if out else text
 
 
-def _run(text: str) -> tuple[str, list[tuple[str, str]]]:
+def _run(text: str, rules: tuple[_Rule, ...]) -> tuple[str, list[tuple[str, str]]]:
     found: list[tuple[str, str]] = []
     view = View.of(text)
     lower = view.text.lower()
-    for rule in _RULES:
+    for rule in rules:
         if rule.needles and not any(n in lower for n in rule.needles):
             continue
         before = len(found)
@@ -371,9 +391,9 @@ def _run(text: str) -> tuple[str, list[tuple[str, str]]]:
 
 def scrub(text: str) -> str:
     """`text` with every credential replaced by `[redacted:KIND]`; idempotent."""
-    return _run(text)[0]
+    return _run(text, _RULES)[0]
 
 
 def scrub_findings(text: str) -> list[tuple[str, str]]:
     """`(kind, secret text)` for each credential `scrub` would replace, in rule order."""
-    return _run(text)[1]
+    return _run(text, _RULES)[1]

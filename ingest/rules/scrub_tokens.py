@@ -55,6 +55,8 @@ GITLAB_PREFIXES = (
 
 # Most specific first: `ingest.rules.scrub` runs them after the webhooks, before key/value pairs.
 TOKEN_RULES: tuple[Rule, ...] = (
+    # age: `AGE-SECRET-KEY-1` and 58 bech32 characters.
+    token("age_secret_key", r"AGE-SECRET-KEY-1[02-9AC-HJ-NP-Za-hj-np-z]{50,}", "age-secret-key-1"),
     token("jwt", r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*", "eyj"),
     token("matrix_token", r"(?:syt|syr)_[A-Za-z0-9_\-]{20,}", "syt_", "syr_"),
     # MAS: <prefix>_<30 random>_<6 crc>; an identifier like `mat_settings_x` has no 20-run.

@@ -9,10 +9,13 @@ zero-width space, soft hyphen or word joiner inside a key or token (`pass\\u00ad
 match covers, so what is stored and quoted keeps its own text except the secret.
 
 The view, character by character: format characters (Unicode `Cf`: U+200B, U+00AD, U+2060,
-U+FEFF, bidi marks…) are dropped; every other character is NFKC-normalised (full-width and
-compatibility forms to their plain ones) and any space but a tab or line break becomes U+0020;
-then a word mixing Latin letters with Cyrillic or Greek look-alikes has those read as Latin
-(`пароль`, all Cyrillic, stays itself). ASCII text is its own view (no copy, no map).
+U+FEFF, bidi marks…) and combining marks (`Mn`: an accent typed over a letter, `pa\u0301ssword`)
+are dropped; every other character is NFKC-normalised (full-width and compatibility forms to
+their plain ones) and any space but a tab or line break becomes U+0020; then in a word holding
+an ASCII letter, Cyrillic or Greek look-alikes read as Latin and accented Latin letters as their
+base letter (NFKD without the marks: `pássword` as `password`, `contraseña` as `contrasena`);
+`пароль`, all Cyrillic, and a one-letter `é` stay themselves. ASCII text is its own view (no
+copy, no map). Word lists the rules compare with the view go through `fold` first.
 """
 
 from __future__ import annotations
@@ -22,16 +25,25 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-__all__ = ["View"]
+__all__ = ["View", "fold"]
 
 # Cyrillic and Greek letters drawn like Latin ones, read as those inside a mixed word.
 _FROM = "аеорсухіјѕԁӏһԛԝАВЕКМНОРСТХУІЈЅԜαουνκρχΑΒΕΗΙΚΜΝΟΡΤΥΧΖ"
 _TO = "aeopcyxijsdlhqwABEKMHOPCTXYIJSWaouvkpxABEHIKMNOPTYXZ"
-_LOOKALIKES = str.maketrans(_FROM, _TO)
-_LOOKALIKE = "[" + _FROM + "]"
-# A word holding a look-alike: only these cost a call (a page of Russian prose costs a few).
-# Tried only at a word's start, so a long word is scanned once, not once a letter.
-_WORD = re.compile(r"(?<![^\W\d_])[^\W\d_]*" + _LOOKALIKE + r"[^\W\d_]*")
+
+
+def _base_letter(char: str) -> str:
+    """An accented Latin letter's base letter (NFKD without its marks), else itself."""
+    base = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
+    return base if len(base) == 1 and base.isascii() and base.isalpha() else char
+
+
+# Latin-1 Supplement to Latin Extended-B: the accented letters Latin scripts type.
+_ACCENTED = "".join(c for c in map(chr, range(0xC0, 0x250)) if _base_letter(c) != c)
+_LATIN = str.maketrans(_FROM + _ACCENTED, _TO + "".join(map(_base_letter, _ACCENTED)))
+# A word holding a look-alike or an accented letter: only these cost a call (a page of Russian
+# prose costs a few). Tried only at a word's start, so a long word is scanned once.
+_WORD = re.compile(r"(?<![^\W\d_])[^\W\d_]*[" + _FROM + _ACCENTED + r"][^\W\d_]*")
 _ASCII_LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -47,11 +59,15 @@ class _Folds(dict[int, str]):
         char = chr(ordinal)
         if ordinal < 128:
             folded = char
-        elif unicodedata.category(char) == "Cf":
+        elif unicodedata.category(char) in ("Cf", "Mn"):
             folded = ""
         else:
             nfkc = unicodedata.normalize("NFKC", char)
-            folded = "".join(" " if c.isspace() and c not in "\t\n\r" else c for c in nfkc)
+            folded = "".join(
+                " " if c.isspace() and c not in "\t\n\r" else c
+                for c in nfkc
+                if not unicodedata.combining(c)  # `¨` reads as a space, not a space and a mark
+            )
         if len(folded) != 1:
             self.resizing.add(char)
         if len(self) < _MAX_FOLDS:
@@ -66,8 +82,13 @@ _FOLDS = _Folds()
 def _read_as_latin(m: re.Match[str]) -> str:
     word = m.group(0)
     if _ASCII_LETTER.search(word):
-        return word.translate(_LOOKALIKES)  # one character for one: positions stay
+        return word.translate(_LATIN)  # one character for one: positions stay
     return word
+
+
+def fold(text: str) -> str:
+    """`text` as the view reads it (for word lists compared with a view)."""
+    return View.of(text).text
 
 
 @dataclass(frozen=True)

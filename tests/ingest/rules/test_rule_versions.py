@@ -33,7 +33,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 GOLDEN: dict[str, tuple[int, str]] = {
     "chunker": (5, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
     "lexical": (2, "2ad2734b5c0a2d3e6c3a4cced6a1f4d9464df17a55cd42a24f5729f57f29cab4"),
-    "scrub": (4, "bd425b5c7ca2ac79e09b67f49f4aeddb3e1a9aeaca08cc6791fd64658664455c"),
+    "scrub": (5, "7db992d4354ed29e52510832f20cd0be93ce2f39f60fab75c3428ddcb3516be4"),
 }
 # golden: end
 
@@ -85,6 +85,11 @@ SCRUB_TEXTS = [
     "password:\u00a0hunter2x pass\u00adword=abc123x ｐａｓｓｗｏｒｄ＝ｘｙｚ１２３",
     "p\u0430ssword=q1w2e3r4",
     "AKIA\u200bIOSFODNN7EXAMPLE Bearer\u00a0t0k3n99abc naïve ﬁne пароль слишком простой",
+    # SCRUB_VERSION 5: prose secrets and the further shapes (issue 46).
+    "the wifi password is banana, das Passwort für den Server ist Tr0ub4dor, hunter2x is the pw",
+    "la contraseña es incorrecta; le mot de passe est soleil!42; a senha é fraca; card PIN: 4829",
+    "https://x.blob.core.windows.net/c?sv=1&sig=Zm9vYmFy%2BYmF6 and ?code=4/0AX4XfWhQz9Y8vL7",
+    "pa\u0301ssword&#61;hunter2xyz //r/:_authToken=0a1b2c3d-4e5f ZGJfcGFzc3dvcmQ9aHVudGVyMg==",
 ]
 
 # Lexical shapes of LEXICAL_VERSION 2, for the lexical fingerprint only.

@@ -34,6 +34,18 @@ HOSTILE = {
     "full-width": "ｐａｓｓ",
     "look-alike": "p\u0430ss ",
     "expanding": "ﬁ\u200b",
+    # Issue 46: prose secrets, the further shapes, base64 that is decoded and looked into.
+    "prose-after": "the password for the box is ",
+    "prose-talk": "the password is wrong again ",
+    "prose-before": "hunter2x is the ",
+    "prose-russian": "пароль это ",
+    "pem-tail": "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xt\n",
+    "putty": "Private-Lines: 1\n",
+    "url-query": "?sig=&key=&code=",
+    "yaml-block": "password: >-\n  ",
+    "jwt-split": "eyJhbGciOiJIUzI1 ",
+    "base64": "QUJDREVGR0hJSktMTU5PUFFS ",
+    "accents": "pa\u0301ssw\u00f6rd ",
 }
 
 
