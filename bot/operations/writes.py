@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-from mautrix.types import EventType
 
 from bot.chat.commands.dates import shown
 from bot.chat.replies.budget import plural
@@ -33,9 +32,10 @@ from ingest.index.records import (
     EXPORT_PREFIX,
 )
 from ingest.index.reports import RefreshReport, RoomReport
-from ingest.matrix import MatrixReader, content_of
+from ingest.matrix import MatrixReader
+from ingest.rules.events import normalize
 from ingest.store import AsyncStore, open_async
-from ingest.types import RoomID
+from ingest.types import Message, RoomID
 
 # `muninn import` of a room that scope refuses (a DM, a bridged room): nothing was indexed.
 EXIT_REFUSED = 3
@@ -103,22 +103,15 @@ async def purge(
 ) -> int:
     """Record a purge tombstone; `dry_run` only counts the messages the range covers, and on a
     terminal (`confirm`, no --json) the count is shown and the operator asked first: a purge
-    is permanent (issue 36 item 4)."""
+    is permanent (issue 36 item 4). A range that ends in the future ends now; a range with no
+    message the index holds or would hold writes nothing (issue 44)."""
     from bot.service.http_api import purge_document
 
-    if to_ts < from_ts:
-        raise QueryError("to", "is before --from")
+    to_ts = _until_now(from_ts, to_ts)
     reader = cli_reader(cfg)
     try:
         room_id = await resolve_room(reader, room)
-        try:
-            counted: int | None
-            counted, whole = await messages_in_range(reader, room_id, from_ts, to_ts)
-        except MatrixError as e:
-            if dry_run:
-                raise
-            counted, whole = None, False
-            print(f"muninn: cannot count the range's messages: {e}", file=sys.stderr)
+        counted, whole = await _counted(reader, room_id, from_ts, to_ts, cfg.bot.prefix, dry_run)
     finally:
         await reader.close()
     named = room if room == room_id else f"{room} ({room_id})"
@@ -128,6 +121,7 @@ async def purge(
         if counted is None
         else ("" if whole else "at least ") + plural(counted, "message")
     )
+    nothing = counted == 0 and whole
     if dry_run:
         if as_json:
             print_json(
@@ -141,7 +135,18 @@ async def purge(
                 }
             )
         else:
-            print(f"would purge {how_many} of {span}; dry run: nothing written")
+            what = (
+                f"nothing to purge in {span}" if nothing else f"would purge {how_many} of {span}"
+            )
+            print(f"{what}; dry run: nothing written")
+        return 0
+    if nothing:
+        if as_json:
+            print_json({"room_id": room_id, "from_ts": from_ts, "to_ts": to_ts, "key": None})
+        else:
+            print(
+                f"nothing to purge: no message of {span} is indexed or would be; nothing written"
+            )
         return 0
     if confirm and not as_json and sys.stdin.isatty():
         # The loop runs this command alone: blocking on the operator's answer holds nothing.
@@ -168,19 +173,50 @@ async def purge(
     return 0
 
 
-async def messages_in_range(
-    reader: MatrixReader, room_id: RoomID, from_ts: int, to_ts: int
-) -> tuple[int, bool]:
-    """The room's messages (not redacted) sent in [from_ts, to_ts], read back from the newest
-    up to `PURGE_COUNT_BOUND` events, and whether the read reached back past `from_ts`."""
-    events = await reader.latest(room_id, PURGE_COUNT_BOUND)
-    count = sum(
-        1
-        for e in events
-        if e.get("type") == EventType.ROOM_MESSAGE.t
-        and content_of(e)
-        and from_ts <= int(e.get("origin_server_ts", -1)) <= to_ts
+def _until_now(from_ts: int, to_ts: int) -> int:
+    """`--to`, or now when it is later: a tombstone reaching into the future would keep the
+    messages still to be sent in it out of the index for good (issue 44: `--to tomorrow`)."""
+    now = int(time.time() * 1000)
+    if to_ts < from_ts:
+        raise QueryError("to", "is before --from")
+    if from_ts > now:
+        raise QueryError("from", f"is later than now ({shown(now)}): nothing was sent in it yet")
+    if to_ts <= now:
+        return to_ts
+    print(
+        f"note: --to {shown(to_ts)} is in the future; the purge ends now, {shown(now)} (a purge "
+        "covers what was sent, never what is still to come)",
+        file=sys.stderr,
     )
+    return now
+
+
+async def _counted(
+    reader: MatrixReader, room_id: RoomID, from_ts: int, to_ts: int, prefix: str, dry_run: bool
+) -> tuple[int | None, bool]:
+    """`messages_in_range`; a purge (not a dry run) goes on without the count, saying so."""
+    try:
+        return await messages_in_range(reader, room_id, from_ts, to_ts, command_prefix=prefix)
+    except MatrixError as e:
+        if dry_run:
+            raise
+        print(f"muninn: cannot count the range's messages: {e}", file=sys.stderr)
+        return None, False
+
+
+async def messages_in_range(
+    reader: MatrixReader, room_id: RoomID, from_ts: int, to_ts: int, *, command_prefix: str
+) -> tuple[int, bool]:
+    """The messages sent in [from_ts, to_ts] that the index holds or would hold (rule 9's
+    `normalize`: not Muninn's own replies, notices, commands, edits or redacted ones), read
+    back from the newest up to `PURGE_COUNT_BOUND` events, and whether the read reached back
+    past `from_ts`."""
+    events = await reader.latest(room_id, PURGE_COUNT_BOUND)
+    own = frozenset({reader.user_id})
+    count = 0
+    for event in events:
+        said = normalize(event, own_user_ids=own, command_prefix=command_prefix, room_id=room_id)
+        count += isinstance(said, Message) and from_ts <= said.ts <= to_ts
     oldest = min((int(e.get("origin_server_ts", 0)) for e in events), default=0)
     return count, len(events) < PURGE_COUNT_BOUND or oldest < from_ts
 

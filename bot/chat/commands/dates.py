@@ -17,11 +17,14 @@ from bot.chat.commands.arguments import ArgumentError, echo
 
 __all__ = ["DATE_HELP", "TIME_HELP", "Period", "instant", "period", "shown"]
 
-DATE_HELP = "YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, today or yesterday (UTC)"
+DATE_HELP = (
+    "YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, now, today, yesterday or tomorrow (UTC)"
+)
 TIME_HELP = (
-    "T is a date as in chat (YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, 2w, today, "
-    "yesterday; UTC, a span meaning its first moment, 7d meaning 7 days ago), an ISO datetime "
-    "with seconds or a UTC offset (2026-11-01T16:34:05+01:00), or milliseconds since 1970"
+    "T is a date as in chat (YYYY-MM-DD, YYYY-MM, YYYY-MM-DDTHH:MM, 7d, 12h, 2w, now, today, "
+    "yesterday, tomorrow; UTC, a span meaning its first moment, 7d meaning 7 days ago), an "
+    "ISO datetime with seconds or a UTC offset (2026-11-01T16:34:05+01:00), or milliseconds "
+    "since 1970"
 )
 _MAX_MS = 2**53  # stored times are ints under 2^53 (larger ones become floats, never matching)
 _MAX_RELATIVE_DAYS = 36_500
@@ -35,6 +38,7 @@ _DATE_FORMATS = (
 )
 _RELATIVE = re.compile(r"(\d{1,6})([hdw])", re.IGNORECASE)
 _UNIT_MS = {"h": _HOUR_MS, "d": _DAY_MS, "w": 7 * _DAY_MS}
+_DAYS = {"yesterday": -1, "today": 0, "tomorrow": 1}  # UTC calendar days from today
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,10 @@ def period(value: str, now_ms: int) -> Period:
     """A DATE argument; relative forms count back from `now_ms`, calendar forms are UTC."""
     word = value.casefold()
     today = now_ms - now_ms % _DAY_MS
-    if word in ("today", "yesterday"):
-        start = today if word == "today" else today - _DAY_MS
+    if word == "now":
+        return Period(now_ms, now_ms + 1, instant=True)
+    if word in _DAYS:
+        start = today + _DAYS[word] * _DAY_MS
         return Period(start, start + _DAY_MS, instant=False)
     if relative := _RELATIVE.fullmatch(value):
         span = int(relative.group(1)) * _UNIT_MS[relative.group(2).lower()]

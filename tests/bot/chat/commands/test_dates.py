@@ -27,6 +27,8 @@ def ms(*parts: int) -> int:
         ("12h", NOW - 12 * 3_600_000),
         ("yesterday", ms(2026, 11, 19)),
         ("today", ms(2026, 11, 20)),
+        ("now", NOW),
+        ("tomorrow", ms(2026, 11, 21)),
         ("2026-11", ms(2026, 11, 1)),
         ("2026-11-01", ms(2026, 11, 1)),
         ("2026-11-01T16:34", ms(2026, 11, 1, 16, 34)),
@@ -35,14 +37,15 @@ def ms(*parts: int) -> int:
     ],
 )
 def test_instant_reads_the_chat_grammar_ms_and_iso(given: str, expected: int) -> None:
-    """The CLI takes what the chat takes (regression: `7d`, `yesterday` were refused), a span
-    meaning its first moment, plus milliseconds and full ISO datetimes."""
+    """The CLI takes what the chat takes (regression: `7d`, `yesterday` were refused; issue 44:
+    `now`, `tomorrow`), a span meaning its first moment, plus milliseconds and full ISO
+    datetimes."""
     assert instant(given, NOW) == expected
 
 
 def test_instant_and_the_chat_agree_on_every_chat_date() -> None:
     """One grammar: each chat DATE is a CLI time at the start of the chat's span."""
-    for given in ("7d", "2w", "yesterday", "2026-10", "2026-10-31", "2026-10-31T08:00"):
+    for given in ("7d", "2w", "now", "yesterday", "tomorrow", "2026-10", "2026-10-31T08:00"):
         assert instant(given, NOW) == period(given, NOW).start
 
 
