@@ -17,7 +17,7 @@ DAY = 86_400_000
 
 
 def ms(*parts: int) -> int:
-    return int(datetime(*parts, tzinfo=UTC).timestamp() * 1000)  # type: ignore[misc]
+    return int(datetime(*parts, tzinfo=UTC).timestamp() * 1000)  # type: ignore[arg-type, misc]
 
 
 @pytest.mark.parametrize(
