@@ -118,7 +118,8 @@ class SkipReason(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Message:
-    """One indexable text message (after reply-fallback stripping, before scrub)."""
+    """One indexable message (after reply-fallback stripping, before scrub): text as typed, or
+    a file, image, video or audio clip by its filename and caption (`ingest.rules.media`)."""
 
     event_id: EventID
     room_id: RoomID
@@ -148,6 +149,8 @@ class Edit:
     # Why the new content is no text Muninn indexes (a notice, media, a command): the edit
     # withdraws the old text (new_body is empty); the reason counts it when its target is unknown.
     withdrawn: SkipReason | None = None
+    # The new content's msgtype, which the edited message takes (m.text when withdrawn).
+    msgtype: str = MessageType.TEXT.value
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,36 @@ class MatrixUser(demo_client.MatrixUser):
         content = {"msgtype": "m.image", "body": body, "url": url, "info": info}
         return await self.send(room_id, "m.room.message", content, ts=ts)
 
+    async def send_media(
+        self,
+        room_id: str,
+        msgtype: str,
+        filename: str,
+        caption: str | None = None,
+        *,
+        ts: int | None = None,
+    ) -> str:
+        """An uploaded file, image, video or audio clip (`m.file`, …); with a caption in
+        MSC2530's shape: `filename`, and the caption as `body`."""
+        url = await self.upload(_PNG, "application/octet-stream", filename)
+        content = {"msgtype": msgtype, "body": caption or filename, "url": url}
+        if caption is not None:
+            content["filename"] = filename
+        return await self.send(room_id, "m.room.message", content, ts=ts)
+
+    async def edit_caption(self, room_id: str, target_id: str, caption: str) -> str:
+        """MSC2530's caption edit: the media's own content, its `body` the new caption."""
+        old = (await self.get_event(room_id, target_id))["content"]
+        name = old.get("filename") or old["body"]
+        new = {"msgtype": old["msgtype"], "body": caption, "filename": name, "url": old["url"]}
+        content = {
+            "msgtype": old["msgtype"],
+            "body": f"* {caption}",
+            "m.new_content": new,
+            "m.relates_to": {"rel_type": "m.replace", "event_id": target_id},
+        }
+        return await self.send(room_id, "m.room.message", content)
+
 
 class Homeserver(demo_homeserver.BaseHomeserver[MatrixUser]):
     """The test Synapse seen from outside; every user it hands out is a test `MatrixUser`."""

@@ -30,9 +30,10 @@ from ingest.index.records import (
 )
 from ingest.matrix import MatrixReader, Retry
 from ingest.matrix.rooms import RoomCache
+from ingest.rules.media import is_media
 from ingest.rules.scope import RoomScope
 from ingest.rules.stamps import utc_minute
-from ingest.search.filters import MessageFilter
+from ingest.search.filters import HAS_KINDS, MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.search.matches import in_order
 from ingest.search.notices import EMPTY_INDEX
@@ -68,6 +69,14 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
         help="-from: (@user:server, or @user / user on this homeserver)",
     )
     add("--has-link", action="store_true", help="has:link: only messages with a URL")
+    add(
+        "--has",
+        action="append",
+        default=[],
+        choices=HAS_KINDS,
+        metavar="KIND",
+        help=f"has:KIND ({', '.join(HAS_KINDS)}; repeatable: messages with any of them)",
+    )
     threads = parser.add_mutually_exclusive_group()
     threads.add_argument(
         "--in-thread", dest="in_thread", action="store_const", const=True, help="is:thread"
@@ -86,6 +95,7 @@ def search_filter_args(args: argparse.Namespace, server_name: str) -> dict[str, 
         exclude_words=args.exclude,
         exclude_senders=cli_users(args.exclude_sender, server_name, "--exclude-sender") or (),
         has_link=args.has_link,
+        has=args.has,
         in_thread=args.in_thread,
         mentions=cli_users(args.mentions, server_name, "--mentions") or (),
     )
@@ -180,7 +190,7 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
 
 def result_text(result: SearchResult, server_name: str) -> str:
     """`muninn search`'s text: a result is a message (rule 22b), each one the page matched with
-    its room, time, sender, excerpt and link."""
+    its room, time, sender, excerpt (a media message's: `📎 filename — caption`) and link."""
     if not result.hits:
         return "no hits\n"
     out = ["nothing matched closely; the nearest:\n"] if result.nothing_close else []
@@ -189,6 +199,8 @@ def result_text(result: SearchResult, server_name: str) -> str:
     for hit, message in in_order(result):
         body = " ".join(str(message["body"]).split())
         excerpt = body if len(body) <= 100 else body[:99] + "…"
+        if is_media(message.get("msgtype")):
+            excerpt = f"📎 {excerpt}"
         link = permalink(hit.room_id, str(message["event_id"]), server_name)
         out.append(
             f"{hit.room_alias or hit.room_id}  {utc_minute(message['ts'])}  {message['sender']}"

@@ -43,7 +43,9 @@ __all__ = [
 # 3: a message's `m.mentions` user ids in its payload (`mentions:`, `ingest.search.filters`).
 # 4: the embedded text names the window's speakers first and says who said each line.
 # 5: each message's line vector from the window's one pass (`lines`, rule 22b).
-CHUNKER_VERSION: int = 5
+# 6: each message's `msgtype` in its payload; files, images, video and audio are messages
+#    (their filename and caption: `ingest.rules.media`), so every room is read again.
+CHUNKER_VERSION: int = 6
 
 # mxid → display name. Either key type, so `dict(state.display_names)` passes as it is.
 Names = Mapping[UserID, str] | Mapping[str, str]
@@ -268,7 +270,13 @@ def window_payload(
 
 
 def _message_payload(m: Message) -> dict[str, Any]:
-    said: dict[str, Any] = {"event_id": m.event_id, "sender": m.sender, "ts": m.ts, "body": m.body}
+    said: dict[str, Any] = {
+        "event_id": m.event_id,
+        "sender": m.sender,
+        "ts": m.ts,
+        "body": m.body,  # media: its filename and caption (`ingest.rules.media`)
+        "msgtype": m.msgtype,  # `has:image` and the others read it (`ingest.search.filters`)
+    }
     if m.mentions is not None:  # `mentions:` reads it (`ingest.search.filters`); absent: the text
         said["mentions"] = list(m.mentions)
     return said

@@ -170,7 +170,13 @@ async def _reread(
     msg = _scrubbed(msg)
     if best is None:
         return msg
-    return replace(msg, body=scrub(best.new_body), edit_event_id=best.event_id, edit_ts=best.ts)
+    return replace(
+        msg,
+        body=scrub(best.new_body),
+        msgtype=best.msgtype,
+        edit_event_id=best.event_id,
+        edit_ts=best.ts,
+    )
 
 
 def _scrubbed(message: Message) -> Message:

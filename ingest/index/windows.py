@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mautrix.types import MessageType
+
 from ingest.index.chunker import chunk, point_id
 from ingest.types import Edit, EventID, Message, Redaction, RoomID
 
@@ -196,7 +198,11 @@ class WindowSet:
                     outcome = EditOutcome.NOT_NEWER
                     continue
                 new = dataclasses.replace(
-                    m, body=new_body, edit_event_id=edit.event_id, edit_ts=edit.ts
+                    m,
+                    body=new_body,
+                    msgtype=edit.msgtype,
+                    edit_event_id=edit.event_id,
+                    edit_ts=edit.ts,
                 )
                 self._replace(pid, self._threads[pid], (*messages[:i], new, *messages[i + 1 :]))
                 applied = True
@@ -282,6 +288,7 @@ def messages_from_payload(room_id: RoomID, payload: Mapping[str, object]) -> tup
                 ts=int(raw["ts"]),
                 body=str(raw["body"]),
                 thread_root=EventID(str(thread_root)) if thread_root else None,
+                msgtype=str(raw.get("msgtype") or MessageType.TEXT.value),
                 edit_event_id=raw.get("edit_event_id"),
                 edit_ts=raw.get("edit_ts"),
                 mentions=tuple(raw["mentions"]) if isinstance(raw.get("mentions"), list) else None,

@@ -21,22 +21,28 @@ any other type but `m.room.message` (reactions, receipts, …)   Skip(OTHER)
 `unsigned.redacted_because`, or `m.room.message` with `{}`     Skip(REDACTED)
 sender in `own_user_ids`                                       Skip(OWN)
 `m.replace` whose `m.new_content` has a string body, m.text    Edit (new body, fallback-free;
-or m.emote                                                     the `* …` body is never read)
-`m.replace`: new content is a notice / media / `!command` /    Edit with an empty body (the
-another msgtype                                                old text is withdrawn)
+or m.emote, or media                                           the `* …` body is never read)
+`m.replace`: new content is a notice / location / `!command`   Edit with an empty body (the
+/ another msgtype                                              old text is withdrawn)
 `m.replace`: no `m.new_content`, no string body, no target     Skip(INVALID_EDIT)
 msgtype `m.notice` or `m.server_notice`                        Skip(NOTICE)
-msgtype `m.image` `m.file` `m.audio` `m.video` `m.location`    Skip(MEDIA)
+msgtype `m.location` (and `m.sticker` as a msgtype)            Skip(MEDIA)
 msgtype missing or not a string; body missing / not a string   Skip(MALFORMED)
 any other msgtype (`m.key.verification.request`, custom)       Skip(OTHER)
-body starts with the command prefix and a letter (`!search`)   Skip(COMMAND)
+text body starts with the command prefix and a letter          Skip(COMMAND)
 body empty once the reply fallback is stripped                 Skip(OTHER)
 `m.text` / `m.emote` (thread reply: `thread_root` is set)      Message
+`m.file` `m.image` `m.video` `m.audio`                         Message: filename and caption
 =============================================================  =================================
 
 An edit whose new content is no longer indexable text (a notice, an image, a `!command`) still
 replaces: the message no longer says what it said, so its old words must stop being findable
 (rule 6). It becomes an edit to the empty body rather than a skip that would leave them indexed.
+
+A file, image, video or audio message is indexed by its filename and caption, never its content
+(`ingest.rules.media`: MSC2530's reading, `budget.xlsx — the numbers`); its `msgtype` stays on the
+`Message`. Media is never a command (the bot reads commands from `m.text` alone), and its
+`url`/`file` fields are never read. Every msgtype Muninn indexes is named here, `INDEXED_MSGTYPES`.
 
 An emote keeps its body as sent (no `* ` prefix): `Message.msgtype` says it is an emote, so the
 chunker can render `* alice waves` itself, and a `* ` in the body would look like an edit
@@ -53,6 +59,7 @@ from typing import Any
 from mautrix.types import EventType, MessageType, RelationType
 
 from ingest.event import SERVER_NOTICE, ClientEvent, Relation, content_of, relation_of
+from ingest.rules.media import MEDIA_MSGTYPES, is_media, media_parts, media_text
 from ingest.rules.stamps import event_ts
 from ingest.types import (
     Edit,
@@ -76,18 +83,12 @@ __all__ = [
     "typed_text",
 ]
 
-INDEXED_MSGTYPES = frozenset({MessageType.TEXT.value, MessageType.EMOTE.value})
+TEXT_MSGTYPES = frozenset({MessageType.TEXT.value, MessageType.EMOTE.value})
+# Every msgtype indexed: text as typed, media by filename and caption (`ingest.rules.media`).
+INDEXED_MSGTYPES = TEXT_MSGTYPES | MEDIA_MSGTYPES
 NOTICE_MSGTYPES = frozenset({MessageType.NOTICE.value, SERVER_NOTICE})
-MEDIA_MSGTYPES = frozenset(
-    {
-        MessageType.IMAGE.value,
-        MessageType.FILE.value,
-        MessageType.AUDIO.value,
-        MessageType.VIDEO.value,
-        MessageType.LOCATION.value,
-        MessageType.STICKER.value,
-    }
-)
+# Media with no filename or caption to index: skipped and counted as media.
+UNINDEXED_MEDIA = frozenset({MessageType.LOCATION.value, MessageType.STICKER.value})
 _THREAD, _REPLACE = RelationType.THREAD.value, RelationType.REPLACE.value
 
 _MX_REPLY = re.compile(r"^\s*<mx-reply>.*?</mx-reply>", re.IGNORECASE | re.DOTALL)
@@ -264,37 +265,50 @@ def _redaction(event: ClientEvent, env: _Envelope) -> Normalized:
 
 
 def _read_text(
-    msgtype: object, body: object, event_id: EventID, prefix: str, bad: SkipReason
+    content: Mapping[str, Any], msgtype: object, event_id: EventID, prefix: str, bad: SkipReason
 ) -> Skip | tuple[str, str]:
-    """`(msgtype, body)` of indexable text, or the skip; `bad` is the reason for wrong types."""
+    """`(msgtype, body)` of indexable text, or the skip; `bad` is the reason for wrong types.
+    A media body is its text already (`_media_text`); a text body still holds its fallback."""
     if isinstance(msgtype, str) and msgtype in NOTICE_MSGTYPES:
         return _skip(event_id, SkipReason.NOTICE, msgtype)
-    if isinstance(msgtype, str) and msgtype in MEDIA_MSGTYPES:
+    if isinstance(msgtype, str) and msgtype in UNINDEXED_MEDIA:
         return _skip(event_id, SkipReason.MEDIA, msgtype)
     if not isinstance(msgtype, str):
         return _skip(event_id, bad, "msgtype is missing or not a string")
     if msgtype not in INDEXED_MSGTYPES:
         return _skip(event_id, SkipReason.OTHER, f"msgtype {msgtype}")
+    body = content.get("body")
     if not isinstance(body, str):
         return _skip(event_id, bad, "body is missing or not a string")
+    if is_media(msgtype):
+        return msgtype, _media_text(content)
     if is_command(body, prefix):
         return _skip(event_id, SkipReason.COMMAND, "a bot command")
     return msgtype, body
 
 
+def _media_text(content: Mapping[str, Any]) -> str:
+    """A media message's filename and caption, the reply fallback out of what `body` held."""
+    parts = media_parts(content)
+    if parts is None:
+        return ""
+    filename, caption = parts
+    if caption:
+        return media_text(filename, typed_text(caption, content))
+    return media_text(typed_text(filename, content), "")
+
+
 def _message(content: Mapping[str, Any], rel: Relation, env: _Envelope, prefix: str) -> Normalized:
-    text = _read_text(
-        content.get("msgtype"), content.get("body"), env.event_id, prefix, SkipReason.MALFORMED
-    )
+    text = _read_text(content, content.get("msgtype"), env.event_id, prefix, SkipReason.MALFORMED)
     if isinstance(text, Skip):
         return text
     msgtype, raw = text
     root = thread_root(content)
     if rel.get("rel_type") == _THREAD and root is None:
         return _skip(env.event_id, SkipReason.MALFORMED, "m.thread without an event_id")
-    body = typed_text(raw, content)
+    body = raw if is_media(msgtype) else typed_text(raw, content)
     # A command sent as a reply (`!pin` answering a message) starts with the quote.
-    if is_command(body, prefix):
+    if not is_media(msgtype) and is_command(body, prefix):
         return _skip(env.event_id, SkipReason.COMMAND, "a bot command (in a reply)")
     if not body.strip():
         return _skip(env.event_id, SkipReason.OTHER, "empty body")
@@ -344,12 +358,12 @@ def _edit(
         return _skip(env.event_id, SkipReason.INVALID_EDIT, "m.replace without m.new_content")
     # The top-level `* …` body is a fallback for old clients and is never read.
     msgtype = new.get("msgtype", content.get("msgtype"))
-    text = _read_text(msgtype, new.get("body"), env.event_id, prefix, SkipReason.INVALID_EDIT)
+    text = _read_text(new, msgtype, env.event_id, prefix, SkipReason.INVALID_EDIT)
     if isinstance(text, Skip) and text.reason is SkipReason.INVALID_EDIT:
         return text
     withdrawn = text.reason if isinstance(text, Skip) else None
-    body = "" if isinstance(text, Skip) else text[1]
-    if _edit_has_fallback(new):
+    kind, body = (MessageType.TEXT.value, "") if isinstance(text, Skip) else text
+    if not is_media(kind) and _edit_has_fallback(new):
         body = strip_reply_fallback(body)
         if is_command(body, prefix):
             body, withdrawn = "", SkipReason.COMMAND
@@ -361,4 +375,5 @@ def _edit(
         new_body=body,
         event_type=etype,
         withdrawn=withdrawn,
+        msgtype=kind,
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.index.records import Tombstone
-from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages
+from ingest.search.filters import NO_FILTER, MessageFilter, keep_messages, msgtype_of
 from ingest.search.hits import CitedMessage, Hit, StoredMessage, has_text, window_of
 from ingest.search.matches import newest_first
 from ingest.search.permalink import permalink
@@ -139,6 +139,7 @@ def build_hit(
             sender=str(m["sender"]),
             ts=m["ts"],  # as stored: the writer's int (ms)
             body=str(m["body"]),
+            msgtype=msgtype_of(m),
         )
         for m in said
     )

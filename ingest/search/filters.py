@@ -1,5 +1,5 @@
-"""`ingest.search.filters`: what a search keeps beyond its words — exclusions, links, threads,
-mentions.
+"""`ingest.search.filters`: what a search keeps beyond its words — exclusions, links, media,
+threads, mentions.
 
 One record (`MessageFilter`) and one predicate (`keep_messages`) for every path: the index's
 windows (`ingest.search`, through `Candidates.first`) and the transcript finds of the room
@@ -13,6 +13,8 @@ cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 1
 | `-word`, `-"two words"` | hits none of whose messages hold the word or phrase (caseless) |
 | `-from:@user` | the messages of every other sender |
 | `has:link` | messages whose text carries a URL (`http(s)://`, `www.`) |
+| `has:file`, `has:image`, | files, images, videos, audio clips (their msgtype); several |
+| `has:video`, `has:audio` | `has:` keep a message that has any of them |
 | `is:thread` / `-is:thread` | messages inside (outside) a thread |
 | `mentions:@user` | messages mentioning the user: `m.mentions` where the sender's client |
 | | set it, else the mxid or a display name of the user in the text |
@@ -20,16 +22,19 @@ cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 1
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import NotRequired, TypedDict, TypeVar
 
 import regex
+from mautrix.types import MessageType
 
 from ingest.errors import QueryError
 from ingest.rules.lexical import caseless
+from ingest.rules.media import MEDIA_KINDS
 
 __all__ = [
+    "HAS_KINDS",
     "MAX_EXCLUSIONS",
     "NO_FILTER",
     "MessageFilter",
@@ -37,6 +42,7 @@ __all__ = [
     "has_link",
     "keep_messages",
     "mentioned",
+    "msgtype_of",
 ]
 
 MAX_EXCLUSIONS = 8  # -word, -"phrase" and -from: together, per search
@@ -47,11 +53,14 @@ class Said(TypedDict):
 
     body: str
     sender: str
+    msgtype: NotRequired[str]  # absent: m.text (a payload written before CHUNKER_VERSION 6)
     mentions: NotRequired[list[str]]  # `m.mentions.user_ids`; absent: the event had none
 
 
 M = TypeVar("M", bound=Said)
 MAX_MENTIONS = 4
+# What `has:` takes: a link in the text, or the media kinds (`ingest.rules.media.MEDIA_KINDS`).
+HAS_KINDS = ("link", *MEDIA_KINDS)
 
 _URL = regex.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"']+")
 
@@ -61,8 +70,19 @@ def _fold(text: str) -> str:
 
 
 def has_link(body: str) -> bool:
-    """Whether a message's text carries a URL (media stays out of the index: its text is all)."""
+    """Whether a message's text carries a URL (a media message's: its filename or caption)."""
     return _URL.search(body) is not None
+
+
+def msgtype_of(message: Mapping[str, object]) -> str:
+    """A message's msgtype as a payload or a hit holds it: `m.text` where it is absent."""
+    return str(message.get("msgtype") or MessageType.TEXT.value)
+
+
+def _has(kind: str, message: Said) -> bool:
+    if kind == "link":
+        return has_link(str(message.get("body", "")))
+    return msgtype_of(message) == MEDIA_KINDS[kind]
 
 
 def mentioned(
@@ -90,12 +110,14 @@ class MessageFilter:
 
     exclude_words: tuple[str, ...] = ()  # words or phrases, as given
     exclude_senders: tuple[str, ...] = ()  # full mxids
-    has_link: bool = False
+    has_link: bool = False  # `has:link`; `build` keeps it and "link" in `has` the same
     in_thread: bool | None = None  # True: only in threads; False: only outside; None: both
     mentions: tuple[str, ...] = ()  # full mxids; a message must mention each
     # user id → display names the caller knows (the bot: the room's members), for `mentions:`
     # in text whose client set no `m.mentions`.
     mention_names: Mapping[str, tuple[str, ...]] | None = None
+    # `has:KIND` (`HAS_KINDS`): a message is kept when it has any of them; empty: no such filter.
+    has: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -106,8 +128,10 @@ class MessageFilter:
         has_link: bool = False,
         in_thread: bool | None = None,
         mentions: Sequence[str] = (),
+        has: Collection[str] = (),
     ) -> MessageFilter:
-        """Validated, naming the bad field as `SearchQuery.build` does."""
+        """Validated, naming the bad field as `SearchQuery.build` does. `has_link=True` is
+        `has=["link"]`: either way both fields say it."""
         for field, values in (("exclude", exclude_words), ("exclude_senders", exclude_senders)):
             if isinstance(values, str):
                 raise QueryError(field, "must be a list of strings, not one string")
@@ -117,34 +141,38 @@ class MessageFilter:
             raise QueryError("exclude", f"at most {MAX_EXCLUSIONS} exclusions per search")
         if len(mentions) > MAX_MENTIONS:
             raise QueryError("mentions", f"at most {MAX_MENTIONS} users per search")
+        kinds = _kinds(has) | ({"link"} if has_link else set())
         return cls(
-            tuple(exclude_words), tuple(exclude_senders), has_link, in_thread, tuple(mentions)
+            tuple(exclude_words),
+            tuple(exclude_senders),
+            "link" in kinds,
+            in_thread,
+            tuple(mentions),
+            has=frozenset(kinds),
         )
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """What `has:` asks for, `has_link` included."""
+        return (self.has | {"link"}) if self.has_link else self.has
 
     def __bool__(self) -> bool:
         return bool(
             self.exclude_words
             or self.exclude_senders
-            or self.has_link
+            or self.kinds
             or self.in_thread is not None
             or self.mentions
         )
 
     def with_names(self, names: Mapping[str, tuple[str, ...]]) -> MessageFilter:
-        return MessageFilter(
-            self.exclude_words,
-            self.exclude_senders,
-            self.has_link,
-            self.in_thread,
-            self.mentions,
-            names,
-        )
+        return replace(self, mention_names=names)
 
     def _keeps(self, message: Said, thread_root: str | None) -> bool:
         body, sender = str(message.get("body", "")), str(message.get("sender", ""))
         if sender in self.exclude_senders:
             return False
-        if self.has_link and not has_link(body):
+        if (kinds := self.kinds) and not any(_has(k, message) for k in kinds):
             return False
         if self.in_thread is not None and (thread_root is not None) != self.in_thread:
             return False
@@ -155,6 +183,18 @@ class MessageFilter:
 
 
 NO_FILTER = MessageFilter()  # keeps everything: the records' default
+
+
+def _kinds(has: Collection[str]) -> set[str]:
+    if isinstance(has, str):
+        raise QueryError("has", "must be a list of strings, not one string")
+    kinds = set()
+    for kind in has:
+        word = kind.casefold() if isinstance(kind, str) else kind
+        if word not in HAS_KINDS:
+            raise QueryError("has", f"takes {', '.join(HAS_KINDS)}, not {kind!r}")
+        kinds.add(str(word))
+    return kinds
 
 
 def _holds_excluded(flt: MessageFilter, body: str) -> bool:

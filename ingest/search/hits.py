@@ -14,7 +14,7 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 from ingest.index.records import Tombstone
 from ingest.rules import lexical
 from ingest.search import rank
-from ingest.search.filters import Said
+from ingest.search.filters import Said, msgtype_of
 from ingest.types import StoredPoint
 
 
@@ -25,6 +25,7 @@ class StoredMessage(TypedDict):
     sender: str
     ts: int
     body: str  # scrubbed, with the latest valid edit applied
+    msgtype: NotRequired[str]  # absent in a payload written before CHUNKER_VERSION 6: m.text
     mentions: NotRequired[list[str]]  # `m.mentions.user_ids`; absent: the event had none
     edit_event_id: NotRequired[str]  # the edit applied to it, if any
     edit_ts: NotRequired[int]
@@ -48,8 +49,8 @@ class WindowPayload(TypedDict, total=False):
     text: str
     content_hash: str
     versions: dict[str, object]
-
     lines: dict[str, str]  # event id -> its line vector (`ingest.embed.linecodec`)
+
 
 def window_of(point: StoredPoint) -> WindowPayload:
     """A stored point's payload as the window record the writer stored it as (the store
@@ -63,7 +64,8 @@ class CitedMessage(TypedDict):
     event_id: str
     sender: str
     ts: int
-    body: str
+    body: str  # a file, image, video or audio clip: its filename and caption
+    msgtype: NotRequired[str]  # `m.text`, `m.emote`, `m.file`, `m.image`, …; absent: m.text
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class Hit:
             "first_event_id": self.first_event_id,
             "last_event_id": self.last_event_id,
             "event_ids": list(self.event_ids),
-            "messages": [dict(m) for m in self.messages],
+            "messages": [{**m, "msgtype": msgtype_of(m)} for m in self.messages],
             "score": self.score,
             "permalink": self.permalink,
             "best_event_id": self.best_event_id,

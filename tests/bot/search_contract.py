@@ -36,7 +36,7 @@ HIT_KEYS = {
     "close",
     "matched_event_ids",  # issue 33: the hit's messages that matched, best first
 }
-MESSAGE_KEYS = {"event_id", "sender", "ts", "body"}
+MESSAGE_KEYS = {"event_id", "sender", "ts", "body", "msgtype"}  # issue 49: msgtype
 
 
 async def search_json(config: Path, *args: str) -> dict[str, Any]:
@@ -79,6 +79,7 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
             assert isinstance(m["sender"], str) and m["sender"].startswith("@")
             assert type(m["ts"]) is int and m["ts"] > 10**12  # milliseconds, not seconds
             assert isinstance(m["body"], str)
+            assert m["msgtype"] in ("m.text", "m.emote", "m.file", "m.image", "m.video", "m.audio")
         assert hit["permalink"] == (
             f"{MATRIX_TO}{quote(hit['room_id'], safe='!')}/"
             f"{quote(hit['best_event_id'], safe='!')}?via={server_name}"

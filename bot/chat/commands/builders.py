@@ -17,7 +17,7 @@ from bot.chat.commands.records import (
 from bot.chat.commands.spec import Context
 from bot.chat.commands.tokens import Kind, key_value, tokenize
 from ingest.errors import QueryError
-from ingest.search.filters import MessageFilter
+from ingest.search.filters import HAS_KINDS, MessageFilter
 from ingest.search.query import DEFAULT_LIMIT, MAX_TEXT_BYTES, MAX_TEXTS, SORTS, prefix_problem
 
 __all__ = ["build_pin", "build_pins", "build_search", "build_unpin"]
@@ -36,7 +36,7 @@ class _SearchDraft:
     limit: int = DEFAULT_LIMIT
     excluded: list[str] = field(default_factory=list)  # -word, -"two words"
     excluded_senders: list[str] = field(default_factory=list)  # -from:
-    has_link: bool = False
+    has: set[str] = field(default_factory=set)  # has:link, has:image, …
     in_thread: bool | None = None
     mentions: list[str] = field(default_factory=list)
     sort: str = "relevance"
@@ -46,7 +46,7 @@ class _SearchDraft:
             return MessageFilter.build(
                 exclude_words=self.excluded,
                 exclude_senders=self.excluded_senders,
-                has_link=self.has_link,
+                has=self.has,
                 in_thread=self.in_thread,
                 mentions=self.mentions,
             )
@@ -84,12 +84,14 @@ def _excluded(draft: _SearchDraft, text: str, ctx: Context) -> bool:
 
 
 def _search_flag(draft: _SearchDraft, key: str, value: str, ctx: Context) -> None:
-    """has:link, is:thread, mentions:@user, sort:recent."""
+    """has:link (or has:file, has:image, has:video, has:audio), is:thread, mentions:@user,
+    sort:recent."""
     word = value.casefold()
     if key == "has":
-        if word != "link":
-            raise ctx.error(f"has: takes link, not {arguments.echo(value)}")
-        draft.has_link = True
+        if word not in HAS_KINDS:
+            kinds = f"{', '.join(HAS_KINDS[:-1])} or {HAS_KINDS[-1]}"
+            raise ctx.error(f"has: takes {kinds}, not {arguments.echo(value)}")
+        draft.has.add(word)
     elif key == "is":
         if word != "thread":
             raise ctx.error(f"is: takes thread, not {arguments.echo(value)}")

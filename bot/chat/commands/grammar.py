@@ -67,6 +67,10 @@ SEARCH = CommandSpec(
         ArgSpec("[limit:N]", f"N messages a page (default {DEFAULT_LIMIT}, max {MAX_LIMIT})"),
         ArgSpec("[-word]", 'leave out messages with the word; -"two words", -from:@user'),
         ArgSpec("[has:link]", "only messages with a link"),
+        ArgSpec(
+            "[has:image]",
+            "only images; has:file, has:video, has:audio alike (several: any of them)",
+        ),
         ArgSpec("[is:thread]", "only messages in threads (-is:thread: outside them)"),
         ArgSpec("[mentions:@user]", "only messages that mention the user"),
         ArgSpec("[sort:recent]", "every message with the words, newest first"),
@@ -80,6 +84,7 @@ SEARCH = CommandSpec(
         "backup* -test",
         "deploy from:@alice after:7d sort:recent",
         "has:link mentions:@bob release",
+        "budget has:file",
         "outage is:thread | incident",
     ),
     more=(

@@ -59,7 +59,7 @@ class SearchCommand:
     after_ms: int | None = None
     rooms: tuple[str, ...] = ()  # aliases or room ids; only ever non-empty in the command room
     limit: int = DEFAULT_LIMIT
-    filter: MessageFilter = NO_FILTER  # -word, -from:, has:link, is:thread, mentions:
+    filter: MessageFilter = NO_FILTER  # -word, -from:, has:KIND, is:thread, mentions:
     sort: str = "relevance"  # or "recent" (`sort:recent`)
 
 

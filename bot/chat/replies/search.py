@@ -1,5 +1,6 @@
 """The reply to `!search`: each matching message a numbered result, with its sender, time,
-room and link (a result is a message: docs/ARCHITECTURE.md §3 rule 22b)."""
+room and link (a result is a message: docs/ARCHITECTURE.md §3 rule 22b); a file, image, video
+or audio clip shows as `📎 filename — caption` (`ingest.rules.media`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from bot.chat.replies.budget import (
 )
 from bot.chat.replies.names import sender_label
 from bot.chat.replies.understood import understood
+from ingest.rules.media import is_media
 from ingest.rules.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.logs.roomlog import ScanInfo
@@ -31,7 +33,9 @@ from ingest.search.notices import for_chat
 from ingest.search.permalink import permalink
 from ingest.types import UserID
 
-__all__ = ["SearchView", "search_reply"]
+__all__ = ["MEDIA_MARK", "SearchView", "search_reply"]
+
+MEDIA_MARK = "📎 "  # before a media result's filename and caption
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tu
     names = view.names.get(hit.room_id, {})
     name = sender_label(UserID(sender), names)
     cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
+    clip = MEDIA_MARK if is_media(best.get("msgtype")) else ""
     stamp = when(best["ts"])
     room = view.room_labels.get(hit.room_id) or hit.room_alias or hit.room_id
     room_plain = f"{safe_plain(room)} · " if view.show_rooms else ""
@@ -79,10 +84,10 @@ def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tu
         if event_id == hit.best_event_id
         else permalink(hit.room_id, event_id, view.server_name)
     )
-    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {cut.plain}\n   {link}"
+    plain = f"{index}. {room_plain}{stamp} · {safe_plain(name)}: {clip}{cut.plain}\n   {link}"
     html = (
         f'<li>{room_html}<a href="{escape(link)}">{stamp}</a> · '
-        f"<b>{safe_html(name)}</b>: {cut.html}</li>"
+        f"<b>{safe_html(name)}</b>: {clip}{cut.html}</li>"
     )
     return plain, html
 

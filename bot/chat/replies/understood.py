@@ -10,9 +10,18 @@ from datetime import UTC, datetime
 
 from bot.chat.commands.records import SearchCommand
 from ingest.rules.scrub import scrub
+from ingest.search.filters import HAS_KINDS
 from ingest.search.query import prefixes
 
 __all__ = ["day_or_time", "understood"]
+
+_KIND_WORDS = {
+    "link": "messages with a link",
+    "file": "files",
+    "image": "images",
+    "video": "videos",
+    "audio": "audio clips",
+}
 
 
 def day_or_time(ms: int) -> str:
@@ -46,8 +55,8 @@ def _filters(command: SearchCommand) -> list[str]:
         said.append(f"leaving out messages with {_quoted(flt.exclude_words)}")
     if flt.exclude_senders:
         said.append(f"leaving out {', '.join(flt.exclude_senders)}")
-    if flt.has_link:
-        said.append("only messages with a link")
+    if kinds := [_KIND_WORDS[k] for k in HAS_KINDS if k in flt.kinds]:
+        said.append(f"only {' or '.join(kinds)}")
     if flt.in_thread is not None:
         said.append("only in threads" if flt.in_thread else "only outside threads")
     if flt.mentions:

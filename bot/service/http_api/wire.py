@@ -72,7 +72,8 @@ class SearchRequest:
         "after",
         "before",
         "limit",
-        *("exclude", "exclude_senders", "has_link", "in_thread", "mentions", "sort", "offset"),
+        *("exclude", "exclude_senders", "has_link", "has", "in_thread", "mentions"),
+        *("sort", "offset"),
         "close_only",
     )
 
@@ -95,6 +96,7 @@ class SearchRequest:
             exclude_words=_strings(body, "exclude") or (),
             exclude_senders=_strings(body, "exclude_senders") or (),
             has_link=bool(body.get("has_link")),
+            has=_strings(body, "has") or (),
             in_thread=body.get("in_thread"),
             mentions=_strings(body, "mentions") or (),
         )
@@ -133,6 +135,7 @@ def filter_fields(flt: MessageFilter, sort: str, offset: int) -> dict[str, Any]:
         "exclude": list(flt.exclude_words),
         "exclude_senders": list(flt.exclude_senders),
         "has_link": flt.has_link,
+        "has": sorted(flt.kinds),
         "in_thread": flt.in_thread,
         "mentions": list(flt.mentions),
         "sort": sort,

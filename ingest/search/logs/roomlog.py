@@ -176,10 +176,11 @@ class RoomLog:
         for item in items:
             if isinstance(item, Message):
                 edit = latest_edit.get(item.event_id)
-                body = edit.new_body if edit is not None else item.body
+                if edit is not None:  # as the writer applies it (`WindowSet.apply_edit`)
+                    item = replace(item, body=edit.new_body, msgtype=edit.msgtype)
                 # The transcript sees messages the writer has not scrubbed yet: a secret must
                 # never reach a reply either (rule 8).
-                clean = _scrubbed(body)
+                clean = _scrubbed(item.body)
                 out.append(item if clean == item.body else replace(item, body=clean))
         return out
 
@@ -228,12 +229,16 @@ def current_body(event: ClientEvent, bot_user_id: str, prefix: str) -> str | Non
         or relation_of(content).get("rel_type") == RelationType.REPLACE.value
     ):
         return None
+    own = frozenset({bot_user_id})
     bundled = bundled_edit(event)
     if bundled is None:
-        return _scrubbed(typed_text(body, content))
+        # A message's text as the writer reads it (a file's: its filename and caption), else
+        # (a notice, a command) what was typed.
+        item = normalize(event, own_user_ids=own, command_prefix=prefix)
+        return _scrubbed(item.body if isinstance(item, Message) else typed_text(body, content))
     edit_event = as_event(bundled)
     edit = (
-        normalize(edit_event, own_user_ids=frozenset({bot_user_id}), command_prefix=prefix)
+        normalize(edit_event, own_user_ids=own, command_prefix=prefix)
         if edit_event is not None
         else None
     )

@@ -113,7 +113,11 @@ def _log_hit(
     room_id: RoomID, alias: str | None, found: TranscriptHit, thread: str | None, server: str
 ) -> Hit:
     message = CitedMessage(
-        event_id=found.event_id, sender=found.sender, ts=found.ts, body=found.body
+        event_id=found.event_id,
+        sender=found.sender,
+        ts=found.ts,
+        body=found.body,
+        msgtype=found.msgtype,
     )
     return Hit(
         point_id=f"event:{found.event_id}",
@@ -161,7 +165,7 @@ def log_finds(
 
 def _as_payload(message: Message) -> Said:
     """A log message as the index's payload holds it, for `keep_messages`."""
-    said: Said = {"body": message.body, "sender": message.sender}
+    said: Said = {"body": message.body, "sender": message.sender, "msgtype": message.msgtype}
     if message.mentions is not None:
         said["mentions"] = list(message.mentions)
     return said

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 import regex
+from mautrix.types import MessageType
 
 from ingest.errors import MuninnError
 from ingest.rules.lexical import caseless
@@ -78,6 +79,8 @@ class TextEvent(Protocol):
     def ts(self) -> int: ...
     @property
     def body(self) -> str: ...
+    @property
+    def msgtype(self) -> str: ...
 
 
 class TranscriptQuery(Protocol):
@@ -116,6 +119,7 @@ class TranscriptHit:
     tier: Tier
     text: str | None  # the query text that matched best; None for a /regex/ hit
     span: tuple[int, int] | None  # the /regex/ match in `body`, for excerpts
+    msgtype: str = MessageType.TEXT.value  # the message's: `has:image` and a reply read it
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,7 @@ def fold(
                     found.tier,
                     text,
                     found.span,
+                    event.msgtype,
                 )
             )
     hits.sort(key=lambda h: (-h.score, -h.ts, h.event_id))

@@ -37,13 +37,24 @@ def test_parse_search_operators_fill_the_typed_filter() -> None:
     assert run("!search deploy is:thread").filter.in_thread is True
 
 
+def test_parse_search_has_media_kinds() -> None:
+    """`has:file`, `has:image`, `has:video`, `has:audio` beside `has:link`, in any case, into
+    the filter's one `has` field; `has_link` still says a link was asked for."""
+    flt = run("!search budget has:image HAS:File has:link").filter
+    assert flt.has == frozenset({"image", "file", "link"}) and flt.has_link
+    only = run("!search hinge has:video has:audio").filter
+    assert only.has == frozenset({"video", "audio"}) and not only.has_link
+    said = " ".join(understood(run("!search hinge has:image has:audio")))
+    assert "only images or audio clips" in said
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
         ("!search -backup", "a -word or -from: only leaves messages out"),
         ("!search -from:@bob", "a -word or -from: only leaves messages out"),
         ("!search ba*", "at least 3 characters before the"),
-        ("!search x has:image", "has: takes link"),
+        ("!search x has:photo", "has: takes link, file, image, video or audio"),
         ("!search x is:dm", "is: takes thread"),
         ("!search x sort:oldest", "sort: takes relevance or recent"),
         ("!search x -limit:3", "cannot be negated"),
@@ -68,7 +79,8 @@ def test_more_parses_and_help_search_shows_examples() -> None:
     assert parse("!more", now_ms=NOW, in_command_room=False) == MoreCommand()
     text = next(s for s in COMMANDS if s.name == "search").help("!", False)
     assert "e.g. !search backup* -test" in text and "!more" in text
-    for operator in ("-word", "has:link", "is:thread", "mentions:@user", "sort:recent", "word*"):
+    operators = ("-word", "has:link", "has:image", "has:file", "is:thread", "mentions:@user")
+    for operator in (*operators, "sort:recent", "word*"):
         assert operator in text
 
 
@@ -126,11 +138,15 @@ def test_http_search_request_carries_the_operators_and_names_bad_fields() -> Non
         has_link=True,
         in_thread=False,
         mentions=["@c:hs"],
+        has=["image", "audio"],
     )
     request = SearchRequest.parse({"texts": ["x"], **filter_fields(flt, "recent", 5)})
     assert (request.filter, request.sort, request.offset) == (flt, "recent", 5)
+    assert request.filter.has == frozenset({"link", "image", "audio"})
     for body, field in (
         ({"texts": ["x"], "has_link": "yes"}, "has_link"),
+        ({"texts": ["x"], "has": ["photo"]}, "has"),
+        ({"texts": ["x"], "has": "image"}, "has"),
         ({"texts": ["x"], "offset": "2"}, "offset"),
         ({"texts": ["x"], "exclude": "test"}, "exclude"),
         ({"texts": ["x"], "sort": 3}, "sort"),

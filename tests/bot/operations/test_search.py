@@ -87,7 +87,13 @@ async def test_cli_search_json_follows_the_contract(cli: CliCorpus, hs: Homeserv
     sent = cli.corpus.sent["budget-ops"]
     assert by_key["budget-ops"]["room_alias"] == cli.corpus.aliases["ops"]
     assert by_key["budget-ops"]["messages"] == [
-        {"event_id": sent.event_id, "sender": sent.sender, "ts": sent.ts, "body": sent.body}
+        {
+            "event_id": sent.event_id,
+            "sender": sent.sender,
+            "ts": sent.ts,
+            "body": sent.body,
+            "msgtype": "m.text",
+        }
     ]
 
 

@@ -382,6 +382,7 @@ def test_window_payload_fields() -> None:
         "sender": ALICE,
         "ts": T0 + 1000,
         "body": "a\nb",
+        "msgtype": "m.text",
     }
     assert p["text"] == window_text(w, {ALICE: "Alice"}, fmt=DENSE_LINE)  # no minute
     assert p["content_hash"] == content_hash(p["text"], VERSIONS)

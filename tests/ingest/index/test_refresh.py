@@ -32,27 +32,35 @@ MYSQL_PASSWORD = "Zebra-Sql-4471"
 TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"
 
 # ---------------------------------------------------------------- rule 5: encrypted and media
+# (media by filename and caption: tests/bot/operations/test_search_media.py)
 
 
 async def test_refresh_skips_encrypted_and_media_and_counts_them(
     hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path
 ) -> None:
-    """m.room.encrypted and media events are counted in report.skipped and stored nowhere."""
+    """m.room.encrypted events and locations are counted in report.skipped and stored nowhere;
+    an image is indexed by its filename alone, its content's `mxc://` address nowhere."""
     reader = await reader_in(hs, alice, room)
     await alice.send_text(room, "plain words before")
     for _ in range(2):
         await alice.send_encrypted(room)
     await alice.send_image(room, "holiday-snapshot-qx71.png")
+    where = {"msgtype": "m.location", "body": "the qz82 shed", "geo_uri": "geo:51.5,0.1"}
+    await alice.send(room, "m.room.message", where)
     await alice.send_text(room, "plain words after")
     async with Indexer(reader_config(hs, reader, tmp_path)) as ix:
         report = room_report(await ix.refresh(), room)
         assert report.skipped["encrypted"] == 2
         assert report.skipped["media"] == 1
-        assert sorted((await ix.bodies()).values()) == ["plain words after", "plain words before"]
+        assert sorted((await ix.bodies()).values()) == [
+            "holiday-snapshot-qx71.png",
+            "plain words after",
+            "plain words before",
+        ]
         dump = await ix.dump()
-        for needle in ("megolm", "AwgAEnAC", "FAKEDEVICE", "holiday-snapshot-qx71", "mxc://"):
+        for needle in ("megolm", "AwgAEnAC", "FAKEDEVICE", "qz82", "geo:", "mxc://"):
             assert needle not in dump
-        assert not any("AwgAEnAC" in d or "qx71" in d for d in ix.embedder.documents)
+        assert not any("AwgAEnAC" in d or "qz82" in d or "mxc" in d for d in ix.embedder.documents)
 
 
 # ---------------------------------------------------------------- rule 6: edits
@@ -79,12 +87,12 @@ async def test_refresh_edit_replaces_original_and_old_word_is_gone(
 
 @pytest.mark.parametrize(
     ("msgtype", "new_body"),
-    [("m.notice", "moved to the wiki"), ("m.text", "!pins #later"), ("m.image", "map.png")],
+    [("m.notice", "moved to the wiki"), ("m.text", "!pins #later"), ("m.location", "the shed")],
 )
 async def test_refresh_edit_into_what_is_not_indexed_removes_the_old_words(
     hs: Homeserver, alice: MatrixUser, room: str, tmp_path: Path, msgtype: str, new_body: str
 ) -> None:
-    """A message edited into a notice, a command or an image no longer says its old words:
+    """A message edited into a notice, a command or a location no longer says its old words:
     they are in no point, and the new content is not indexed either."""
     reader = await reader_in(hs, alice, room)
     original = await alice.send_text(room, "the vault code is stored at wombatgate")

@@ -1,5 +1,5 @@
 """ingest.rules.events: one raw event → Message | Edit | Redaction | Skip (docs/ARCHITECTURE.md §3
-rules 5–9; malformed events: test_events_malformed.py)."""
+rules 5–9; malformed events: test_events_malformed.py; media: test_media.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ from tests.ingest.rules.eventkit import OWN, ROOM, load, norm
         ("encrypted", SkipReason.ENCRYPTED),
         ("member", SkipReason.STATE),
         ("sticker", SkipReason.MEDIA),
-        ("image", SkipReason.MEDIA),
-        ("file", SkipReason.MEDIA),
         ("location", SkipReason.MEDIA),
         ("reaction", SkipReason.OTHER),
         ("redacted", SkipReason.REDACTED),
@@ -36,20 +34,6 @@ def test_normalize_skips_fixture(fixture: str, reason: SkipReason) -> None:
     event = load(fixture)
     result = norm(event)
     assert result == Skip(event["event_id"], reason, result.detail)
-
-
-@pytest.mark.parametrize(
-    ("audio_or_video"),
-    [
-        {"msgtype": "m.audio", "body": "Bee Gees - Stayin' Alive"},
-        {"msgtype": "m.video", "body": "x"},
-    ],
-)
-def test_normalize_skips_audio_and_video(audio_or_video: dict[str, Any]) -> None:
-    """m.audio and m.video are media."""
-    event = load("text")
-    event["content"] = audio_or_video
-    assert norm(event).reason is SkipReason.MEDIA
 
 
 def test_normalize_text_message() -> None:
@@ -219,7 +203,7 @@ def test_normalize_edit_ignores_missing_fallback_body() -> None:
     "new_content",
     [
         {"msgtype": "m.notice", "body": "progress 50%"},
-        {"msgtype": "m.image", "body": "cat.png", "url": "mxc://x/y"},
+        {"msgtype": "m.location", "body": "the shed", "geo_uri": "geo:51.5,0.1"},
         {"msgtype": "m.text", "body": "!pin #later"},
         {"msgtype": "org.example.custom", "body": "custom"},
     ],
@@ -227,7 +211,7 @@ def test_normalize_edit_ignores_missing_fallback_body() -> None:
 def test_normalize_edit_into_what_is_not_indexed_withdraws_the_old_text(
     new_content: dict[str, Any],
 ) -> None:
-    """An edit into a notice, media, a command or another msgtype replaces the text with
+    """An edit into a notice, a location, a command or another msgtype replaces the text with
     nothing: the original's words must stop being findable, and the new content is not text
     Muninn indexes."""
     event = load("edit")

@@ -31,7 +31,7 @@ from ingest.types import EventID, Message, RoomID, UserID
 
 # golden: begin (rewritten by `python -m tests.ingest.rules.test_rule_versions`)
 GOLDEN: dict[str, tuple[int, str]] = {
-    "chunker": (5, "d72a4fda80189e7f5b3746ed423f858e40360d357d68454b36f909113ba7584a"),
+    "chunker": (6, "7386ac97bfc8e3b7fdca8dc116d1533de6a2bfdeabd3c879950bc73e8811ffe9"),
     "lexical": (2, "2ad2734b5c0a2d3e6c3a4cced6a1f4d9464df17a55cd42a24f5729f57f29cab4"),
     "scrub": (5, "7db992d4354ed29e52510832f20cd0be93ce2f39f60fab75c3428ddcb3516be4"),
 }

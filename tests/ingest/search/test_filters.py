@@ -43,6 +43,23 @@ def test_sender_link_and_thread_filters_keep_the_messages_that_pass() -> None:
     assert not has_link("example dot org")
 
 
+def test_has_media_keeps_messages_of_any_kind_asked() -> None:
+    """`has:image` keeps images only (a message's msgtype; absent: text); several kinds keep a
+    message having any of them, `has:link` included; an unknown kind names the field."""
+    image, file = _m("h.jpg — the hinge", msgtype="m.image"), _m("b.xlsx", msgtype="m.file")
+    link, text = _m("see https://x.org"), _m("the hinge again")
+    window = [image, file, link, text]
+    assert keep_messages(MessageFilter.build(has=["image"]), window, None) == (image,)
+    assert keep_messages(MessageFilter.build(has=["file"], has_link=True), window, None) == (
+        file,
+        link,
+    )
+    assert keep_messages(MessageFilter.build(has=["video", "audio"]), window, None) == ()
+    assert MessageFilter.build(has=["link"]) == MessageFilter.build(has_link=True)
+    with pytest.raises(QueryError, match="has: takes link, file, image, video, audio"):
+        MessageFilter.build(has=["photo"])
+
+
 def test_mentions_reads_m_mentions_else_the_text() -> None:
     """`m.mentions` decides where the client set it (even empty); else mxid or display name."""
     assert mentioned("@bob:hs", "hi", ["@bob:hs"])

@@ -7,9 +7,31 @@ from ingest.search.hits import Hit, SearchResult
 from ingest.search.logs.roomlog import ScanInfo
 
 
-def _hit(body: str) -> Hit:
-    message = {"event_id": "$e", "sender": "@eve:x", "ts": 1_700_000_000_000, "body": body}
+def _hit(body: str, msgtype: str = "m.text") -> Hit:
+    message = {
+        "event_id": "$e",
+        "sender": "@eve:x",
+        "ts": 1_700_000_000_000,
+        "body": body,
+        "msgtype": msgtype,
+    }
     return Hit("p", "!r", "#r:x", None, "$e", "$e", ("$e",), (message,), 0.5, "https://l", "$e")
+
+
+def test_search_reply_shows_a_media_hit_as_its_filename_and_caption() -> None:
+    """A file, image, video or audio result reads `📎 filename — caption`; text has no clip,
+    and the command room's JSON keeps each message's msgtype."""
+    body = "quarterly-budget-2026.xlsx — the budget spreadsheet"
+    for msgtype in ("m.file", "m.image", "m.video", "m.audio"):
+        result = SearchResult(hits=[_hit(body, msgtype)], retrievers=["lexical"])
+        view = SearchView(result, ("numbers",), results_json=True)
+        content = search_reply(ReplyTo("!r", "$cmd"), view)
+        assert f"📎 {body}" in content["body"]
+        assert f"📎 <bdi>{body}</bdi>" in content["formatted_body"]
+        [message] = content["org.muninn.results"]["hits"][0]["messages"]
+        assert message["msgtype"] == msgtype
+    text = search_reply(ReplyTo("!r", "$cmd"), SearchView(SearchResult(hits=[_hit(body)]), ()))
+    assert "📎" not in text["body"]
 
 
 def test_search_reply_escapes_and_neutralises() -> None:
