@@ -25,9 +25,11 @@ from ingest.search.logs.roomlog import current_body
 from ingest.search.permalink import MATRIX_TO, permalink
 from ingest.types import Message, RoomID
 
-__all__ = ["MAX_AROUND", "EventRef", "around", "event_ref"]
+__all__ = ["MAX_AROUND", "Around", "EventRef", "around", "event_ref"]
 
 MAX_AROUND = 25  # messages either side of the event a `context` call may ask for
+# The homeserver's `/context` read: the events before (newest first), the event, those after.
+Around = tuple[Sequence[ClientEvent], ClientEvent, Sequence[ClientEvent]]
 _ID = re.compile(r"[!#$][^\s/?#]{1,254}", re.ASCII)
 
 
@@ -61,7 +63,7 @@ def event_ref(text: str) -> EventRef:
 def around(
     room_id: RoomID,
     event_id: str,
-    read: tuple[Sequence[ClientEvent], ClientEvent, Sequence[ClientEvent]],
+    read: Around,
     *,
     before: int,
     after: int,

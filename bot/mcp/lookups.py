@@ -4,9 +4,13 @@
 `search` is `muninn search` (`bot.operations.search.find`: the store, or the running service's
 listener while `muninn run` holds it; every hit revalidated); `pins` is `muninn pins`
 (`bot.operations.pins.board`); `rooms` reads the scope verdicts and the store's facts as
-`muninn status` does; `context` reads the homeserver's `/context` and shows it through
-`bot.mcp.context.around`. `mcp.rooms` narrows every tool to the rooms it lists. One call runs at
-a time: the embedded store allows one holder, and this process is one.
+`muninn status` does (with the homeserver down, the store's rooms, their homeserver's fields
+marked unknown); `context` reads the homeserver's `/context` and shows it through
+`bot.mcp.context.around`. `mcp.rooms` narrows every tool to the rooms it lists. Users are taken
+as the CLI's `--sender` takes them (`bot.operations.common.cli_users`), and a room no tool could
+answer for is refused by name, never searched into 0 hits. Beside a running `muninn run`, the
+listener is asked with the read token only (`bot.mcp.service`). One call runs at a time, and
+each opens the embedded store for itself and closes it before it answers.
 """
 
 from __future__ import annotations
@@ -20,21 +24,22 @@ from typing import Any
 from bot.chat.commands.arguments import ArgumentError
 from bot.chat.commands.dates import instant
 from bot.config import ServiceConfig
-from bot.mcp.context import around, event_ref
-from bot.operations.common import cli_reader, resolve_room
+from bot.mcp import service
+from bot.mcp.context import Around, EventRef, around, event_ref
+from bot.operations.common import cli_reader, cli_users, resolve_room
 from bot.operations.pins import _recorded_purges, board
 from bot.operations.search import fail_fast, find
 from bot.operations.status import store_facts
-from bot.service.http_api.wire import MAX_IDS
 from ingest.embed import Embedder
-from ingest.errors import QueryError
+from ingest.errors import MatrixUnavailable, QueryError
+from ingest.index.facts import StoreFacts
 from ingest.matrix import MatrixReader
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope, puppet_in_events
 from ingest.search.filters import MessageFilter
-from ingest.types import RoomID
+from ingest.types import RoomID, RoomState
 
-__all__ = ["Lookups", "listed"]
+__all__ = ["Lookups", "listed", "named"]
 
 # The read path's field names, as the tools call them (a refusal names the tool's argument).
 _ARGUMENT = {"texts": "query", "offset": "cursor", "exclude_senders": "exclude_sender"}
@@ -59,20 +64,36 @@ def moment(argument: str, text: str | None) -> int | None:
         raise QueryError(argument, e.problem) from None
 
 
-def listed(value: str | Sequence[str] | None, argument: str) -> list[str]:
-    """One text or several, as a list (a tool takes either); at most the listener's bound."""
-    out = [value] if isinstance(value, str) else list(value or ())
-    if len(out) > MAX_IDS:
-        raise QueryError(argument, f"at most {MAX_IDS} entries, got {len(out)}")
-    return out
+def listed(value: str | Sequence[str] | None) -> list[str]:
+    """One text or several, as a list (a tool takes either; its schema bounds both)."""
+    return [value] if isinstance(value, str) else list(value or ())
 
 
 class Lookups:
     def __init__(self, cfg: ServiceConfig, embedder: Embedder) -> None:
-        self.cfg = cfg
+        self.cfg = service.without_listener(cfg)  # what the CLI's read paths are given
+        self.service = cfg  # the running service's listener, asked with the read token
         self.embedder = embedder
         self.scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
         self._one = asyncio.Lock()
+
+    def users(self, value: str | Sequence[str] | None, argument: str) -> list[str]:
+        """User ids as `muninn search --sender` takes them: `@bob:server`, or `@bob` / `bob`
+        on this homeserver; one that cannot be a user id is an error naming `argument`."""
+        return cli_users(listed(value), self.cfg.homeserver.server_name, argument) or []
+
+    def unreachable(self, reads: str) -> MatrixUnavailable:
+        """The homeserver is down: what a tool that `reads` from it answers (no CLI flag)."""
+        return MatrixUnavailable(
+            f"the homeserver {self.cfg.homeserver.url} is unreachable (`muninn status` says "
+            f"why): {reads}"
+        )
+
+    async def _facts(self) -> StoreFacts:
+        """The store's facts, from the store, or from the running service that holds it."""
+        return await service.store_or_service(
+            self.service, lambda: store_facts(self.cfg), lambda: service.status(self.service)
+        )
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[MatrixReader]:
@@ -104,6 +125,30 @@ class Lookups:
             raise QueryError("room", f"{room} is not served here (mcp.rooms)")
         return room_id
 
+    async def _known(self, reader: MatrixReader, rooms: Sequence[tuple[str, RoomID]]) -> None:
+        """Each (given, id) is a room the reader has joined or the index holds (an imported
+        one): any other is refused by name, never searched into 0 hits."""
+        if not rooms:
+            return
+        try:
+            joined: set[RoomID] | None = set(await reader.joined_rooms())
+        except MatrixUnavailable:
+            joined = None  # the index may still hold it: imported rooms need no homeserver
+        missing = [(given, r) for given, r in rooms if joined is None or r not in joined]
+        if not missing:
+            return
+        facts = await self._facts()
+        for given, room_id in missing:
+            if room_id in facts.cursors:
+                continue
+            if joined is None:
+                raise self.unreachable(f"whether the reader is in {given} is not known")
+            raise QueryError(
+                "room",
+                f"{given} is no room the reader has joined or the index holds "
+                "(`rooms` lists those that can be searched)",
+            )
+
     async def search(
         self,
         texts: list[str],
@@ -117,63 +162,99 @@ class Lookups:
     ) -> dict[str, Any]:
         """`search`: `muninn search --json`'s document; `when` is (after, before)."""
         after, before = moment("after", when[0]), moment("before", when[1])
-        async with self._reader() as reader:
-            served = await self._served(reader)
-            rooms = [await self._room(reader, r, served) for r in room]
-            if not rooms and served is not None:
-                if not served:
-                    raise QueryError("room", "none of the rooms in mcp.rooms resolves")
-                rooms = served
-            try:
-                result = await find(
-                    self.cfg,
-                    texts=texts,
-                    rooms=rooms or None,
-                    senders=sender or None,
-                    after=after,
-                    before=before,
-                    limit=limit,
-                    flt=flt,
-                    sort=sort,
-                    offset=cursor or 0,
-                    embedder=self.embedder,
+        shape: dict[str, Any] = {
+            "senders": sender or None,
+            "after": after,
+            "before": before,
+            "limit": limit,
+            "flt": flt,
+            "sort": sort,
+            "offset": cursor or 0,
+        }
+        try:
+            async with self._reader() as reader:
+                served = await self._served(reader)
+                rooms = [await self._room(reader, r, served) for r in room]
+                await self._known(reader, list(zip(room, rooms, strict=True)))
+                if not rooms and served is not None:
+                    if not served:
+                        raise QueryError("room", "none of the rooms in mcp.rooms resolves")
+                    rooms = served
+                result = await service.store_or_service(
+                    self.service,
+                    lambda: find(
+                        self.cfg, texts=texts, rooms=rooms or None, embedder=self.embedder, **shape
+                    ),
+                    lambda: service.search(self.service, texts, rooms or None, **shape),
                 )
-            except QueryError as e:
-                raise named(e) from None
+        except QueryError as e:
+            raise named(e) from None
+        except MatrixUnavailable:
+            raise self.unreachable(
+                "hits are confirmed against it before they are shown, so none is; rooms indexed "
+                "by `muninn import` are searched without it (name them in `room`)"
+            ) from None
         return result.as_json()
 
     async def pins(self, room: str) -> dict[str, Any]:
-        async with self._reader() as reader:
-            room_id = await self._room(reader, room, await self._served(reader))
-            return (await board(self.cfg, room_id)).as_json()
+        try:
+            async with self._reader() as reader:
+                room_id = await self._room(reader, room, await self._served(reader))
+                return (await board(self.cfg, room_id)).as_json()
+        except MatrixUnavailable:
+            raise self.unreachable("the board is read from the room as it is now") from None
 
     async def rooms(self) -> dict[str, Any]:
+        """The searchable rooms; with the homeserver down, the index's, marked so."""
+        now = int(time.time() * 1000)
+        facts: StoreFacts | None = None
+        try:
+            async with self._reader() as reader:  # the one-call lock: the store is one holder
+                facts = await self._facts()
+                return {"rooms": await self._joined(reader, facts, now), "warnings": []}
+        except MatrixUnavailable:
+            if facts is None:
+                raise
+            return self._indexed(facts, now)
+
+    async def _joined(
+        self, reader: MatrixReader, facts: StoreFacts, now: int
+    ) -> list[dict[str, Any]]:
+        """Joined rooms scope admits (and `mcp.rooms` lists), as the homeserver says now."""
         out: list[dict[str, Any]] = []
-        async with self._reader() as reader:
-            facts = await store_facts(self.cfg)
-            now = int(time.time() * 1000)
-            served = await self._served(reader)
-            cache = RoomCache(reader, self.scope)
-            for room_id in sorted(await reader.joined_rooms()):
-                if served is not None and room_id not in served:
-                    continue
-                info = await cache.get(room_id)
-                cursor, refused, _failing, points = facts.room(room_id)
-                if not info.verdict.eligible or info.state is None or refused is not None:
-                    continue
-                updated = int(cursor["updated_ms"]) if cursor else None
-                out.append(
-                    {
-                        "room_id": room_id,
-                        "room_alias": info.state.canonical_alias,
-                        "name": info.state.name,
-                        "indexed": cursor is not None,
-                        "points": points,
-                        "indexed_ts": updated,
-                        "lag_seconds": (now - updated) / 1000 if updated is not None else None,
-                    }
-                )
-        return {"rooms": out}
+        served = await self._served(reader)
+        cache = RoomCache(reader, self.scope)
+        for room_id in sorted(await reader.joined_rooms()):
+            if served is not None and room_id not in served:
+                continue
+            info = await cache.get(room_id)
+            cursor, refused, _failing, points = facts.room(room_id)
+            if not info.verdict.eligible or info.state is None or refused is not None:
+                continue
+            state = info.state
+            out.append(_record(room_id, state.canonical_alias, state.name, cursor, points, now))
+        return out
+
+    def _indexed(self, facts: StoreFacts, now: int) -> dict[str, Any]:
+        """The homeserver is down: the rooms the index holds and has not refused (and
+        `mcp.rooms` lists by id: an alias cannot be resolved now, so its room is left out),
+        each with the fields only the homeserver knows marked unknown."""
+        listed_ids = self.cfg.mcp.rooms and {r for r in self.cfg.mcp.rooms if r.startswith("!")}
+        out = []
+        for room_id in sorted(set(facts.cursors) - set(facts.refused)):
+            if listed_ids is not None and room_id not in listed_ids:
+                continue
+            cursor, _refused, _failing, points = facts.room(room_id)
+            record = _record(RoomID(room_id), None, None, cursor, points, now)
+            out.append({**record, "unknown": list(HOMESERVER_FIELDS)})
+        warning = str(
+            self.unreachable(
+                "these are the rooms the index holds, not checked against it now (whether the "
+                "reader is still in each and scope admits it); their "
+                f"{' and '.join(HOMESERVER_FIELDS)} are unknown"
+            )
+        )
+        return {"rooms": out, "warnings": [warning]}
 
     async def context(
         self, event: str, room: str | None, before: int, after: int
@@ -182,19 +263,14 @@ class Lookups:
         given = room or ref.room
         if given is None:
             raise QueryError("room", "a bare event id needs its room (or give the permalink)")
-        async with self._reader() as reader:
-            room_id = await self._room(reader, given, await self._served(reader))
-            info = await RoomCache(reader, self.scope).get(room_id)
-            if not info.verdict.eligible or info.state is None:
-                raise QueryError("room", f"{given} is refused ({info.verdict.reason})")
-            # The homeserver splits the limit either side; other events than messages count.
-            read = await reader.context(room_id, ref.event_id, 4 * max(before, after, 1))
-            if read is None:
-                raise QueryError("event", f"no event {ref.event_id} in {given}")
-            if (puppet := puppet_in_events([*read[0], read[1], *read[2]], self.scope)) is not None:
-                raise QueryError("room", f"{given} is refused (bridged: {puppet} is a puppet)")
-            reader_id = str(await reader.whoami())
-            stones = await _recorded_purges(self.cfg)
+        try:
+            async with self._reader() as reader:
+                room_id, state, read, reader_id = await self._around(
+                    reader, ref, given, before, after
+                )
+                stones = await _recorded_purges(self.cfg)
+        except MatrixUnavailable:
+            raise self.unreachable("the messages are read from it as they are now") from None
         messages = around(
             room_id,
             ref.event_id,
@@ -208,7 +284,49 @@ class Lookups:
         )
         return {
             "room_id": room_id,
-            "room_alias": info.state.canonical_alias,
+            "room_alias": state.canonical_alias,
             "event_id": ref.event_id,
             "messages": messages,
         }
+
+    async def _around(
+        self, reader: MatrixReader, ref: EventRef, given: str, before: int, after: int
+    ) -> tuple[RoomID, RoomState, Around, str]:
+        """The room, its state, the homeserver's `/context` read and the reader's id."""
+        room_id = await self._room(reader, given, await self._served(reader))
+        info = await RoomCache(reader, self.scope).get(room_id)
+        if not info.verdict.eligible or info.state is None:
+            raise QueryError("room", f"{given} is refused ({info.verdict.reason})")
+        # The homeserver splits the limit either side; other events than messages count.
+        read = await reader.context(room_id, ref.event_id, 4 * max(before, after, 1))
+        if read is None:
+            raise QueryError("event", f"no event {ref.event_id} in {given}")
+        if (puppet := puppet_in_events([*read[0], read[1], *read[2]], self.scope)) is not None:
+            raise QueryError("room", f"{given} is refused (bridged: {puppet} is a puppet)")
+        return room_id, info.state, read, str(await reader.whoami())
+
+
+# A room's fields only the homeserver knows: `unknown` lists them while it cannot be asked.
+HOMESERVER_FIELDS = ("room_alias", "name")
+
+
+def _record(
+    room_id: RoomID,
+    alias: str | None,
+    name: str | None,
+    cursor: dict[str, Any] | None,
+    points: int,
+    now: int,
+) -> dict[str, Any]:
+    """A `rooms` entry: the room, and how fresh its index is."""
+    updated = int(cursor["updated_ms"]) if cursor else None
+    return {
+        "room_id": room_id,
+        "room_alias": alias,
+        "name": name,
+        "indexed": cursor is not None,
+        "points": points,
+        "indexed_ts": updated,
+        "lag_seconds": (now - updated) / 1000 if updated is not None else None,
+        "unknown": [],
+    }

@@ -110,8 +110,10 @@ class RoomRecord(TypedDict, total=False):
     points: int
     indexed_ts: int | None  # when the index last read the room, ms
     lag_seconds: float | None
+    unknown: list[str]  # fields only the homeserver knows, while it cannot be asked
 
 
 class RoomList(TypedDict, total=False):
     __pydantic_config__ = _OPEN  # type: ignore[misc]
     rooms: list[RoomRecord]
+    warnings: list[str]  # e.g. the homeserver is down: the rooms are the index's

@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from bot.chat.commands.dates import shown
@@ -35,9 +37,9 @@ from bot.service.limits import quiet_accept_errors, raise_nofile
 from bot.service.metrics import CountingEmbedder, ServiceMetrics
 from bot.service.scheduler import RefreshScheduler
 from bot.service.sync import SyncLoop
-from ingest.config import registration_path
+from ingest.config import IndexConfig, registration_path
 from ingest.embed import Embedder, make_embedder
-from ingest.errors import MatrixError, QueryError
+from ingest.errors import MatrixError, QueryError, StoreUnavailable
 from ingest.index.facts import read_facts
 from ingest.index.records import Tombstone
 from ingest.index.refresh import Writer
@@ -53,6 +55,30 @@ log = logging.getLogger("muninn.service")
 
 QUEUE_BATCHES = 1024
 OUTBOX_DRAIN_SECONDS = 5.0  # of the stop: replies the homeserver has not taken yet
+STORE_WAIT = 5.0  # seconds `start` waits for an embedded store another process holds
+STORE_POLL = 0.005  # seconds between tries: a reader's hold ends within milliseconds of its answer
+HELD = "held by another process"  # how the embedded store says so (`ingest.store.edge`)
+
+
+async def open_store_waiting(cfg: IndexConfig, base_dir: Path, wait: float = STORE_WAIT) -> Store:
+    """The store, waited for while another process holds the embedded one (issue 46). A
+    `muninn search`, `status`, `pins` or an agent's `muninn mcp` holds it for the span of one
+    call; back to back, an agent's searches held it 92 % of the time (~85 ms of each ~93 ms),
+    so a restart beside them failed at once. Tried every few ms, it starts in the next gap
+    between two calls (or once a CLI command is done); a holder that keeps it longer (a
+    `muninn refresh`, another `muninn run`) still fails the start after `wait`, naming it."""
+    deadline = time.monotonic() + wait
+    waiting = False
+    while True:
+        try:
+            return (await open_async(cfg, base_dir)).sync
+        except StoreUnavailable as e:
+            if HELD not in str(e) or time.monotonic() >= deadline:
+                raise
+            if not waiting:
+                log.info("%s: waiting up to %.0f s for it", e, wait)
+                waiting = True
+        await asyncio.sleep(STORE_POLL)
 
 
 class Service:
@@ -138,7 +164,7 @@ class Service:
         cfg = self.cfg
         bot_user_id = str(await self.client.whoami())
         if self._store is None:
-            self._store = (await open_async(cfg.index, cfg.base_dir)).sync
+            self._store = await open_store_waiting(cfg.index, cfg.base_dir)
         self._parts = await build(
             cfg,
             self.client,

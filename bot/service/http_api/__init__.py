@@ -29,7 +29,9 @@ or reader name, no generation); a request carrying the token below also gets the
 endpoints answer every room with no asker's visibility and write permanent tombstones, so they
 also require `Authorization: Bearer <token>`, the token the service writes at start into
 `<store path>/LISTENER_TOKEN` (mode 0600, in the 0700 store directory): only the service's own
-user (and root) can read it, whatever local user or process reaches the port. A missing token
+user (and root) can read it, whatever local user or process reaches the port. Beside it,
+`LISTENER_READ_TOKEN` may search and ask the status (and read the detail), never purge: a
+purge with it is 403. `muninn mcp` reads only that one (issue 46). A missing token
 is 401, a wrong one 403 (compared in constant time). With a Qdrant server store there is no
 store path and no reason for the endpoints (`muninn search`/`purge` open the server store
 themselves): they are not served.
@@ -44,7 +46,14 @@ documents, decoded and encoded the same on both sides), `token` (the listener to
 
 from bot.service.http_api.client import post_purge, post_search, post_status, service_url
 from bot.service.http_api.server import HealthCheck, HttpApi, is_loopback, store_check
-from bot.service.http_api.token import TOKEN_FILE, read_token, token_path, write_token
+from bot.service.http_api.token import (
+    READ_TOKEN_FILE,
+    TOKEN_FILE,
+    read_token,
+    read_token_path,
+    token_path,
+    write_token,
+)
 from bot.service.http_api.wire import (
     MAX_IDS,
     MAX_TS,
@@ -61,6 +70,7 @@ __all__ = [
     "MAX_IDS",
     "MAX_TS",
     "PURGE_PATH",
+    "READ_TOKEN_FILE",
     "SEARCH_PATH",
     "STATUS_PATH",
     "TOKEN_FILE",
@@ -74,6 +84,7 @@ __all__ = [
     "post_status",
     "purge_document",
     "read_token",
+    "read_token_path",
     "result_from_json",
     "service_url",
     "store_check",

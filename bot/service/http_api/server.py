@@ -1,5 +1,6 @@
 """The service's loopback listener (see `bot.service.http_api`): `/metrics`, `/healthz`, and the
-token-guarded `POST /_muninn/search` and `/_muninn/purge`.
+token-guarded `POST /_muninn/search`, `/_muninn/status` (the token or the read token) and
+`/_muninn/purge` (the token only).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.config import MetricsConfig
-from bot.service.http_api.token import write_token
+from bot.service.http_api.token import READ_TOKEN_FILE, write_token
 from bot.service.http_api.wire import (
     PURGE_PATH,
     SEARCH_PATH,
@@ -135,7 +136,10 @@ class HttpApi:
         self._purge = purge
         self._status = status
         self.token_file = token_file
+        # Beside it, a token that may only read (search, status): what `muninn mcp` holds.
+        self.read_token_file = token_file.with_name(READ_TOKEN_FILE) if token_file else None
         self._token = b""
+        self._read_token = b""
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.add_routes(
             [web.get("/metrics", self._metrics), web.get("/healthz", self._healthz)]
@@ -146,7 +150,7 @@ class HttpApi:
             )
             if purge is not None:
                 self.app.add_routes(
-                    [web.post(PURGE_PATH, self._guarded("purge", self._purge_handler))]
+                    [web.post(PURGE_PATH, self._guarded("purge", self._purge_handler, True))]
                 )
             if status is not None:
                 self.app.add_routes(
@@ -164,10 +168,10 @@ class HttpApi:
                 SEARCH_PATH,
                 PURGE_PATH,
             )
-        if self.token_file is not None:
-            # On the loop: one small file and its fsync, once, before the listener answers.
-            token = write_token(self.token_file)
-            self._token = token.encode()
+        if self.token_file is not None and self.read_token_file is not None:
+            # On the loop: two small files and their fsyncs, once, before the listener answers.
+            self._token = write_token(self.token_file).encode()
+            self._read_token = write_token(self.read_token_file).encode()
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
         self.site = await serve_capped(self._runner, self.host, self.port)
@@ -185,14 +189,22 @@ class HttpApi:
         if self.token_file is not None and self._token:
             self.token_file.unlink(missing_ok=True)  # nothing answers it any more
             self._token = b""
+        if self.read_token_file is not None and self._read_token:
+            self.read_token_file.unlink(missing_ok=True)
+            self._read_token = b""
 
     def _holds_token(self, request: web.Request) -> bool:
-        """The request carries the listener token: it may read per-room detail (room ids, the
-        homeserver, the reader) that the open `/metrics` and `/healthz` keep back."""
-        given = _bearer(request)
-        return bool(given and self._token) and hmac.compare_digest(
-            given.encode("utf-8", "surrogateescape"), self._token
-        )
+        """The request carries a listener token (either): it may read per-room detail (room
+        ids, the homeserver, the reader) that the open `/metrics` and `/healthz` keep back."""
+        return self._scope(request) is not None
+
+    def _scope(self, request: web.Request) -> str | None:
+        """The scope of the token sent: `write` for the listener token, `read` for the read
+        token, else None (each compared in constant time)."""
+        given = _bearer(request).encode("utf-8", "surrogateescape")
+        write = bool(given and self._token) and hmac.compare_digest(given, self._token)
+        read = bool(given and self._read_token) and hmac.compare_digest(given, self._read_token)
+        return "write" if write else "read" if read else None
 
     async def _metrics(self, request: web.Request) -> web.Response:
         body = self.metrics.render(detail=self._holds_token(request))
@@ -224,7 +236,7 @@ class HttpApi:
             return {"ok": False, "detail": str(e) or type(e).__name__}
         return {"ok": True, "detail": detail}
 
-    def _refusal(self, request: web.Request) -> web.Response | None:
+    def _refusal(self, request: web.Request, writes: bool) -> web.Response | None:
         if not is_loopback(request.remote):
             log.warning("%s from a non-loopback peer %s refused", request.path, request.remote)
             what = "purge" if request.path == PURGE_PATH else "search"
@@ -237,19 +249,25 @@ class HttpApi:
                 {"error": f"send Authorization: Bearer <the token in {self.token_file}>"},
                 status=401,
             )
-        if not self._holds_token(request):
+        scope = self._scope(request)
+        if scope is None:
             log.warning("%s with a wrong token refused", request.path)
             return web.json_response({"error": f"not the token in {self.token_file}"}, status=403)
+        if writes and scope != "write":
+            log.warning("%s with the read-only token refused", request.path)
+            error = f"the read token may not {request.path.rsplit('/', 1)[-1]}: only the one in"
+            return web.json_response({"error": f"{error} {self.token_file}"}, status=403)
         if request.content_type != "application/json":
             return web.json_response({"error": "send Content-Type: application/json"}, status=415)
         return None
 
-    def _guarded(self, what: str, answer: Handler) -> Handler:
-        """`answer` behind `_refusal`'s guards: a bad request (`QueryError`) is a 400 naming
-        its field, any other failure of the service a 503 (logged)."""
+    def _guarded(self, what: str, answer: Handler, writes: bool = False) -> Handler:
+        """`answer` behind `_refusal`'s guards (`writes`: the read token is refused): a bad
+        request (`QueryError`) is a 400 naming its field, any other failure of the service a
+        503 (logged)."""
 
         async def handler(request: web.Request) -> web.Response:
-            refused = self._refusal(request)
+            refused = self._refusal(request, writes)
             if refused is not None:
                 return refused
             try:

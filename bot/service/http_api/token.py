@@ -1,7 +1,9 @@
-"""The listener token: written by the service at each start, read by `muninn search`/`purge`.
+"""The listener tokens: written by the service at each start, read by `muninn search`/`purge`.
 
-It lives in the embedded store's 0700 directory, 0600, so only the service's own user (and
-root) may search or purge through the running service.
+They live in the embedded store's 0700 directory, 0600, so only the service's own user (and
+root) may search or purge through the running service. `LISTENER_TOKEN` may do everything the
+listener serves; `LISTENER_READ_TOKEN` (issue 46) only what reads: search, status and the
+detail of `/metrics` and `/healthz`, never a purge. `muninn mcp` holds only the read one.
 """
 
 from __future__ import annotations
@@ -14,9 +16,17 @@ from ingest.config import Config
 from ingest.errors import StoreUnavailable
 from ingest.store import embedded_path
 
-__all__ = ["TOKEN_FILE", "read_token", "token_path", "write_token"]
+__all__ = [
+    "READ_TOKEN_FILE",
+    "TOKEN_FILE",
+    "read_token",
+    "read_token_path",
+    "token_path",
+    "write_token",
+]
 
 TOKEN_FILE = "LISTENER_TOKEN"
+READ_TOKEN_FILE = "LISTENER_READ_TOKEN"
 
 
 def token_path(cfg: Config) -> Path | None:
@@ -24,6 +34,12 @@ def token_path(cfg: Config) -> Path | None:
     None with a server store (no search or purge endpoint then)."""
     store = embedded_path(cfg.index, cfg.base_dir)
     return store / TOKEN_FILE if store is not None else None
+
+
+def read_token_path(cfg: Config) -> Path | None:
+    """Where the service keeps its read-only listener token, beside the other."""
+    path = token_path(cfg)
+    return path.with_name(READ_TOKEN_FILE) if path is not None else None
 
 
 def write_token(path: Path) -> str:
