@@ -25,10 +25,11 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from bot.chat.replies.budget import plural
 from ingest.index.refresh import Progress as Shown
 from ingest.index.refresh import Tick
 
-__all__ = ["progress_display"]
+__all__ = ["Whereabouts", "progress_display"]
 
 
 class _Rate(ProgressColumn):
@@ -37,6 +38,18 @@ class _Rate(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
         return Text("" if speed is None else f"{speed:,.0f} events/s")
+
+
+class _Events(ProgressColumn):
+    """The events read so far, once a room is being read (before, the index is opened and the
+    model loaded: seconds of "0 events" named nothing, issue 44)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.completed:,.0f} events" if task.fields.get("reading") else "")
+
+
+# What the line says before the pass names its first room.
+OPENING = "opening the index and the embedder…"
 
 
 def _label(tick: Tick) -> str:
@@ -61,7 +74,7 @@ def progress_display(
     if known:
         columns += [BarColumn(), TaskProgressColumn()]
     columns += [
-        TextColumn("{task.completed:,.0f} events"),
+        _Events(),
         _Rate(),
         TimeRemainingColumn() if known else TimeElapsedColumn(),
     ]
@@ -69,7 +82,7 @@ def progress_display(
     # real one.
     logs = _logs_above(console, console.file)
     with Progress(*columns, console=console, transient=True) as bar, logs:
-        task = bar.add_task("", total=total_events)
+        task = bar.add_task(OPENING, total=total_events, reading=False)
         done = {"room": 0, "events": 0}  # events of the rooms already passed
 
         def show(tick: Tick) -> None:
@@ -79,9 +92,42 @@ def progress_display(
                 done["room"] = tick.room
             completed = done["events"] + tick.events
             # Drawn ~10 times a second, and at once when a room begins (a short room shows).
-            bar.update(task, description=_label(tick), completed=completed, refresh=new_room)
+            label = _label(tick)
+            bar.update(
+                task, description=label, completed=completed, refresh=new_room, reading=True
+            )
 
         yield show
+
+
+class Whereabouts:
+    """Where a pass stands, kept for when it is interrupted (issue 44: Ctrl-C said nothing of
+    how far it got), whether or not a line is drawn."""
+
+    def __init__(self) -> None:
+        self.last: Tick | None = None
+
+    def noting(self, show: Shown | None) -> Shown:
+        """The writer's `progress`: note each tick, and draw it where there is a line."""
+
+        def note(tick: Tick) -> None:
+            self.last = tick
+            if show is not None:
+                show(tick)
+
+        return note
+
+    def stopped(self) -> str:
+        """How far the pass got: the rooms done, the room it stopped in."""
+        tick = self.last
+        if tick is None:
+            return "stopped before the first room was read"
+        room = tick.room_alias or tick.room_id
+        done = plural(tick.room - 1, "room")
+        return (
+            f"stopped in room {tick.room} of {tick.rooms}, {room} "
+            f"({plural(tick.events, 'event')} read in it); {done} done before it"
+        )
 
 
 class _Above:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
-from bot.operations.progress import progress_display
+from bot.operations.progress import Whereabouts, progress_display
 from bot.service import wiring
 from ingest.embed import make_embedder
 from ingest.errors import MatrixError, QueryError, StoreUnavailable
@@ -31,6 +32,7 @@ from ingest.index.facts import read_facts
 from ingest.index.records import (
     EXPORT_PREFIX,
 )
+from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport, RoomReport
 from ingest.matrix import MatrixReader
 from ingest.rules.events import normalize
@@ -46,8 +48,7 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
         assert embedder is not None
         only = [await resolve_room(reader, r) for r in rooms] if rooms else None
         writer = wiring.writer(cfg, reader, store, embedder)
-        with progress_display() as progress:
-            report = await writer.refresh(only=only, progress=progress)
+        report = await _pass(writer, only)
     _print_report(report, as_json=as_json)
     if report.failed:
         # The other rooms are done; exit non-zero so that a cron job notices the rest.
@@ -58,6 +59,20 @@ async def refresh(cfg: ServiceConfig, *, rooms: Sequence[str] | None, as_json: b
         )
         return 1
     return 0
+
+
+async def _pass(
+    writer: Writer, only: Sequence[RoomID] | None, total_events: int | None = None
+) -> RefreshReport:
+    """One writer pass with its progress line; interrupted (Ctrl-C), it says how far it got
+    before `bot.cli.main` says that nothing is lost and how to go on."""
+    where = Whereabouts()
+    try:
+        with progress_display(total_events) as progress:
+            return await writer.refresh(only=only, progress=where.noting(progress))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print(f"muninn: {where.stopped()}", file=sys.stderr)
+        raise
 
 
 def _print_report(report: RefreshReport, *, as_json: bool) -> None:
@@ -80,10 +95,13 @@ def _room_line(r: RoomReport) -> str:
         purged = " (purged from the index)" if r.purged_room else ""
         return f"{name}: refused, {r.verdict}: {r.detail}{purged}"
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
+    # "now N points" is what `muninn status` counts; a window is written again as messages
+    # join it, so the writes are more (issue 44: `windows +153` beside `150 points`).
+    held = "" if r.points is None else f"now {plural(r.points, 'point')} "
+    writes = f"{plural(r.windows_written, 'window write')}, {plural(r.windows_deleted, 'delete')}"
     return (
         f"{name}: read {r.events_read}, indexed {r.indexed}, edits {r.edits_applied}, "
-        f"redactions {r.redactions_applied}, windows +{r.windows_written}/-{r.windows_deleted}, "
-        f"skipped: {skipped}"
+        f"redactions {r.redactions_applied}, {held}({writes}), skipped: {skipped}"
     )
 
 
@@ -282,8 +300,7 @@ async def import_export(cfg: ServiceConfig, *, path: Path, as_json: bool) -> int
     try:
         writer = wiring.writer(cfg, source, store.sync, embedder)
         # The file is counted: the line has a bar and the time left.
-        with progress_display(len(source.events)) as progress:
-            report = await writer.refresh(only=[source.room_id], progress=progress)
+        report = await _pass(writer, [source.room_id], len(source.events))
         if all(r.verdict == "eligible" for r in report.rooms):
             # What `muninn search` revalidates this room's hits against (not the homeserver,
             # where the reader may never have been in the room).

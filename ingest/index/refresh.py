@@ -63,13 +63,15 @@ log = logging.getLogger("muninn.refresh")
 
 @dataclass(frozen=True)
 class Tick:
-    """Where a pass stands, after each page: room `room` of `rooms`, `events` read in it."""
+    """Where a pass stands, as a room begins (`pages` 0) and after each of its pages: room
+    `room` of `rooms`, `events` read in it."""
 
     room_id: RoomID
     room_alias: str | None
     room: int  # from 1
     rooms: int
     events: int
+    pages: int = 0  # the room's pages written so far in this pass
 
 
 Progress = Callable[[Tick], None]
@@ -171,6 +173,8 @@ class Writer:
         targets = sorted(set(only) if only is not None else joined | indexed_rooms | failing)
         for k, room_id in enumerate(targets, start=1):
             at = _numbered(progress, k, len(targets))
+            if at is not None:  # named from its start: its state and first page take seconds
+                at(Tick(room_id, None, k, len(targets), 0))
             try:
                 room_report = await self._refresh_target(
                     col, room_id, joined, direct, indexed_rooms, at
@@ -253,6 +257,8 @@ class Writer:
         """Walk one eligible room from its cursor to the end of its timeline."""
         room_id = state.room_id
         report = RoomReport(room_id, room_alias=state.canonical_alias)
+        if progress is not None:
+            progress(Tick(room_id, state.canonical_alias, 1, 1, 0))
         names = dict(state.display_names)
         cursor = await col.get_meta(CURSOR_PREFIX + room_id)
         token: str | None = (cursor or {}).get("token")
@@ -272,8 +278,8 @@ class Writer:
             # Before the first upsert: a room holding points always has a cursor, so a room
             # that leaves scope after a crash in its first page is still found and purged.
             await self._save_cursor(col, room_id, token, tails, last)
-        pages = self.reader.walk(room_id, token, self.cfg.refresh.page_size)
-        async for page in bounded_walk(pages, report):
+        walk, pages = self.reader.walk(room_id, token, self.cfg.refresh.page_size), 0
+        async for page in bounded_walk(walk, report):
             report.events_read += len(page.events)
             puppet = puppet_in_events(page.events, self._scope)
             if puppet is not None:
@@ -301,8 +307,11 @@ class Writer:
                 # segment takes memory in proportion, so a backfill flushes as it goes
                 # (bench/RESULTS.md §10).
                 await col.flush()
+            pages += 1
             if progress is not None:
-                progress(Tick(room_id, state.canonical_alias, 1, 1, report.events_read))
+                progress(Tick(room_id, state.canonical_alias, 1, 1, report.events_read, pages))
+        # What `muninn status` counts for the room (windows written count rewrites too).
+        report.points = await col.count(PointFilter(room_ids=(room_id,)))
         return report
 
     async def _save_cursor(

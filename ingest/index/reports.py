@@ -30,6 +30,10 @@ class RoomReport:
     windows_written: int = 0
     windows_deleted: int = 0
     windows_embedded: int = 0
+    # The room's points once the pass is done (what `muninn status` counts); None when the
+    # pass did not read the room (refused, failed). `windows_written` counts every upsert,
+    # a window rewritten as its messages arrive each time.
+    points: int | None = None
     purged_room: bool = False
     error: str | None = None  # this pass failed the room; the next pass retries it
     failed_passes: int = 0  # full passes in a row that failed the room (at least 1 if failed)
@@ -49,6 +53,7 @@ class RoomReport:
             "windows_written": self.windows_written,
             "windows_deleted": self.windows_deleted,
             "windows_embedded": self.windows_embedded,
+            "points": self.points,
             "purged_room": self.purged_room,
             "error": self.error,
             "failed_passes": self.failed_passes,

@@ -151,7 +151,7 @@ async def test_cli_refresh_honours_room_and_prints_a_line_per_room(
     lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
     assert set(lines) == {first, second, excluded}
     assert lines[second].startswith("read ") and "indexed 1," in lines[second]
-    assert "windows +1/-0, skipped: " in lines[second]
+    assert "now 1 point (1 window write, 0 deletes), skipped: " in lines[second]
     assert lines[first].startswith("read 0, indexed 0,")  # nothing new since --room
     assert lines[excluded].startswith("refused, excluded: ")
 

@@ -120,6 +120,8 @@ _KILLED_REFRESH = textwrap.dedent(
         col.upsert, col.put_meta = upsert_between, put_meta_between
 
         def progress(tick):
+            if tick.pages == 0:
+                return  # the room begins: no page written yet
             pages[0] += 1
             page_writes.clear()
             print(f"page {tick.events}", flush=True)
