@@ -206,10 +206,9 @@ def prejoin_verdict(
     A state readable from outside (world_readable, or as of the reader's leave) may be stale,
     so it can only refuse; eligibility is decided after joining, from the current state.
     """
-    extra = (alias,) if alias else ()
     seen = state or RoomState(room_id)
-    as_member = replace(seen, joined=True, alt_aliases=seen.alt_aliases + extra)
-    verdict = scope.decide(as_member, direct)
+    as_member = replace(seen, joined=True, alt_aliases=seen.alt_aliases + _unlisted(alias, seen))
+    verdict = _roster_alias_named(scope.decide(as_member, direct), alias, seen)
     if not verdict.eligible:
         return verdict
     if recorded is not None:
@@ -222,5 +221,22 @@ def joined_verdict(
     scope: RoomScope, state: RoomState, alias: RoomAlias | None, direct: Set[RoomID]
 ) -> Verdict:
     """The verdict of a room the reader is in, counting the roster's alias for exclusion."""
-    extra = (alias,) if alias else ()
-    return scope.decide(replace(state, alt_aliases=state.alt_aliases + extra), direct)
+    named = replace(state, alt_aliases=state.alt_aliases + _unlisted(alias, state))
+    return _roster_alias_named(scope.decide(named, direct), alias, state)
+
+
+def _unlisted(alias: RoomAlias | None, state: RoomState) -> tuple[RoomAlias, ...]:
+    """The roster's alias, unless the room's state already lists it (canonical or alt)."""
+    if alias is None or alias == state.canonical_alias or alias in state.alt_aliases:
+        return ()
+    return (alias,)
+
+
+def _roster_alias_named(verdict: Verdict, alias: RoomAlias | None, state: RoomState) -> Verdict:
+    """Scope names an excluding alias canonical or alt; the roster's own alias, which the
+    state does not list (not readable before joining, or not published there), is known to be
+    neither: it is named as the roster's (issue 44: a canonical alias shown as "alt alias")."""
+    if alias is None or not _unlisted(alias, state) or verdict.reason is not Refusal.EXCLUDED:
+        return verdict
+    detail = verdict.detail.replace(f"alt alias {alias} ", f"alias {alias} (the roster's) ", 1)
+    return replace(verdict, detail=detail)

@@ -110,6 +110,28 @@ async def test_roster_plan_shows_the_diff_and_changes_nothing(kit: Kit, alice: M
     assert f"+ join       {wanted_alias}" in text
 
 
+async def test_roster_plan_names_an_excluding_alias_for_what_it_is(
+    kit: Kit, alice: MatrixUser
+) -> None:
+    """Issue 44: an alias the roster names is called the room's canonical alias where its
+    state says so, and the roster's where the state cannot be read before joining (regression:
+    "alt alias" for the canonical one)."""
+    outside, outside_alias = await alias_room(alice, "members")  # the reader is not in it
+    inside, inside_alias = await alias_room(alice, "members")
+    await kit.reader.join(inside)
+    short = (outside_alias.split(":")[0], inside_alias.split(":")[0])
+    cfg = kit.config(exclude_aliases=short)
+    code, actions = await kit.run(roster_plan, cfg, kit.roster(outside_alias, inside_alias))
+    assert code == 0
+    assert actions[outside]["reason"] == (
+        f"excluded: alias {outside_alias} (the roster's) matches excluded alias {short[0]}"
+    )
+    assert actions[inside]["reason"] == (
+        f"refused by scope, excluded: canonical alias {inside_alias} matches excluded alias "
+        f"{short[1]}"
+    )
+
+
 async def test_roster_apply_joins_eligible_refuses_dm_bridged_excluded_encrypted(
     kit: Kit, alice: MatrixUser
 ) -> None:
