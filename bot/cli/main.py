@@ -105,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         help="the read commands as MCP tools on stdio (search, context, pins, rooms), for agents",
     )
 
-    st = sub.add_parser("status", help="rooms and their verdicts, points, cursors, versions")
+    st = sub.add_parser(
+        "status", help="rooms, their verdicts and points (--json adds cursors and versions)"
+    )
     st.add_argument(
         "--json", action="store_true", help="print one JSON document (docs/ARCHITECTURE.md §4.1)"
     )

@@ -22,7 +22,9 @@ PAGES: dict[str, tuple[str, str]] = {
     "refresh": (
         "One writer pass: read every joined room (or only --room) from its cursor, index what "
         "is new, apply edits, redactions and purges; refused rooms are purged from the index. "
-        "With `muninn run` holding the embedded store, the service's own loop does this.",
+        "Each room's line says the points it holds now, as `muninn status` counts them. On a "
+        "terminal a line names the room being read; Ctrl-C says how far the pass got. With "
+        "`muninn run` holding the embedded store, the service's own loop does this.",
         "muninn refresh\nmuninn refresh --room '#dev' --json",
     ),
     "search": (
@@ -46,18 +48,23 @@ PAGES: dict[str, tuple[str, str]] = {
         '"args": ["--config", "/etc/muninn/config.yaml", "mcp"]}}}',
     ),
     "status": (
-        "The reader, the active generation, every joined room with its verdict, points, "
-        "cursor and failing passes, the rooms imported from exports, and whether the command "
-        "room is served. Runs beside `muninn run` (the store's half from its listener).",
+        "The reader, the active generation, every joined room with its verdict, points and "
+        "failing passes (--json adds each cursor and its lag, and the index's versions), the "
+        "rooms imported from exports, and whether the command room is served; an archive store "
+        "(built by `muninn import` alone) shows its imports only. With the homeserver down, "
+        "what the store knows (rooms by their stored alias) and the rest as unknown, exit 1. "
+        "Runs beside `muninn run` (the store's half from its listener).",
         "muninn status\nmuninn status --json | jq '.rooms[] | select(.error)'",
     ),
     "purge": (
         "Record a purge tombstone: the next refresh deletes the room's messages in [from, to] "
         "from the index for good, and replies hide them at once. Goes through the running "
-        "service when it holds the store. --dry-run counts the messages the range covers and "
-        "writes nothing; at a terminal the purge shows that count and asks first.",
+        "service when it holds the store. --dry-run counts the messages the range covers (as "
+        "the index holds them: not commands or Muninn's replies) and writes nothing; at a "
+        "terminal the purge shows that count and asks first. A range without one writes "
+        "nothing; a --to in the future ends now.",
         "muninn purge --room '#dev' --from 2026-11-01 --to 2026-11-02 --dry-run\n"
-        "muninn purge --room '#dev' --from yesterday --to today --yes",
+        "muninn purge --room '#dev' --from yesterday --to now --yes",
     ),
     "import": (
         "Index one room's export (Element's JSON export, or JSONL of raw events) by the same "
