@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,12 +48,17 @@ def exchanges(stdout: str) -> list[tuple[str, str]]:
     return pairs
 
 
-@pytest.mark.synapse
-def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
-    """`muninn demo --once` in an empty directory, with no config: it runs the whole script,
-    prints the verdicts and Muninn's replies (paraphrase hits, pin, board, the edit and the
-    redaction seen by the next search), the config it wrote for the CLI, and stops its
-    Synapse."""
+@dataclass(frozen=True)
+class DemoRun:
+    proc: subprocess.CompletedProcess[str]
+    data_dir: Path
+
+
+@pytest.fixture(scope="module")
+def demo_once(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """`muninn demo --once` run once for the module, as a new user runs it: in an empty
+    directory, with no config."""
+    tmp_path = tmp_path_factory.mktemp("demo")
     data_dir = tmp_path / "muninn-demo"
     env = {k: v for k, v in os.environ.items() if k != "MUNINN_CONFIG"}
     env["PYTHONPATH"] = str(ROOT)
@@ -66,9 +72,18 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
         timeout=DEMO_TIMEOUT,
         check=False,
     )
-    elapsed = time.monotonic() - started
+    print(f"muninn demo --once took {time.monotonic() - started:.1f} s")
+    return DemoRun(proc, data_dir)
+
+
+@pytest.mark.synapse
+def test_demo_once_from_a_fresh_dir_prints_every_reply(demo_once: DemoRun) -> None:
+    """`muninn demo --once` in an empty directory, with no config: it runs the whole script,
+    prints the verdicts and Muninn's replies (paraphrase hits, pin, board, the edit and the
+    redaction seen by the next search), the config it wrote for the CLI, and stops its
+    Synapse."""
+    proc, data_dir = demo_once.proc, demo_once.data_dir
     print(proc.stdout)
-    print(f"muninn demo --once took {elapsed:.1f} s")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     out = proc.stdout
@@ -122,6 +137,71 @@ def test_demo_once_from_a_fresh_dir_prints_every_reply(tmp_path: Path) -> None:
     # the homeserver's SQLite and the index live in the data directory
     assert (data_dir / "synapse" / "data" / "homeserver.db").is_file()
     assert (data_dir / "qdrant").is_dir()
+
+
+README = ROOT / "README.md"
+# The README's example: a fenced block under this heading, the demo's lines as it prints them.
+EXAMPLE = re.compile(
+    r"(## What a search looks like \(from `muninn demo --once`\)\n\n```text\n)(.*?)(\n```)", re.S
+)
+# What differs from run to run: room and event ids, and the times (the community is seeded
+# relative to now).
+PER_RUN = (
+    (
+        re.compile(r"https://matrix\.to/#/![^/\s]+/%24[^?\s]+"),
+        "https://matrix.to/#/!ROOM/%24EVENT",
+    ),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\b"), "YYYY-MM-DD HH:MM UTC"),
+)
+UPDATE = "MUNINN_UPDATE_README"  # =1: write the demo's lines into the README instead
+
+
+def printed_exchange(stdout: str, header: str, command: str) -> list[str]:
+    """The demo's lines from a room's header and a command to the end of Muninn's reply."""
+    lines = stdout.splitlines()
+    for n, line in enumerate(lines[:-1]):
+        if line == header and lines[n + 1] == command:
+            block = [header, command]
+            for following in lines[n + 2 :]:
+                person = PROMPT.match(following)
+                if not following.strip() or (person is not None and person[1] != "muninn"):
+                    break
+                block.append(following)
+            return block
+    raise AssertionError(f"the demo printed no {command!r} after {header!r}")
+
+
+def per_run_masked(lines: list[str]) -> list[str]:
+    masked = []
+    for line in lines:
+        for pattern, placeholder in PER_RUN:
+            line = pattern.sub(placeholder, line)
+        masked.append(line)
+    return masked
+
+
+@pytest.mark.synapse
+def test_readme_example_is_what_the_demo_prints(demo_once: DemoRun) -> None:
+    """Issue 44: the README's "What a search looks like" is the demo's own output, line for
+    line but for the ids and times each run makes anew (regression: it had drifted from what
+    the demo prints). A change to what the demo prints fails this test with the lines to put
+    in the README; `MUNINN_UPDATE_README=1` writes them there."""
+    assert demo_once.proc.returncode == 0, demo_once.proc.stderr
+    text = README.read_text(encoding="utf-8")
+    found = EXAMPLE.search(text)
+    assert found is not None, "README.md has no 'What a search looks like' block"
+    shown = found[2].splitlines()
+    printed = printed_exchange(demo_once.proc.stdout, shown[0], shown[1])
+    if per_run_masked(shown) == per_run_masked(printed):
+        return
+    if os.environ.get(UPDATE) == "1":
+        updated = text[: found.start(2)] + "\n".join(printed) + text[found.end(2) :]
+        README.write_text(updated, encoding="utf-8")
+        return
+    pytest.fail(
+        "README.md's example is not what `muninn demo --once` prints; put these lines in its "
+        f"block (or run this test with {UPDATE}=1):\n" + "\n".join(printed)
+    )
 
 
 def test_demo_login_help_names_the_server_only_while_it_runs(
