@@ -50,6 +50,7 @@ class Event:
     sender: str
     ts: int
     body: str
+    msgtype: str = "m.text"
 
 
 def _bodies(data: Path | None, n: int) -> list[str]:

@@ -53,6 +53,7 @@ from ingest.embed.minilm import MAX_BATCH_TOKENS
 from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
 from ingest.store import open_store
+from ingest.store.space import allocated_bytes
 from ingest.types import EmbedderIdentity
 
 T = TypeVar("T")
@@ -190,6 +191,7 @@ async def run_import(
         store.close()
         close_seconds = time.perf_counter() - closing
         rss_closed, hwm_closed = vm("VmRSS"), vm("VmHWM")
+        store_bytes = allocated_bytes(workdir / "qdrant")  # compacted, as the next process maps it
         idle = await _idle(cfg, idle_seconds) if idle_seconds else None
         # The same texts, embedded alone, in the same batch size: the embedder's own limit.
         raw_start = time.perf_counter()
@@ -225,6 +227,8 @@ async def run_import(
         "rss_after_close_mib": rss_closed,
         "peak_rss_after_close_mib": hwm_closed,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "store_mib": round(store_bytes / 2**20, 1),
+        "store_bytes_per_message": round(store_bytes / max(room.indexed, 1)),
         "max_bytes": max_bytes,
         "batch_size": batch,
         "max_batch_tokens": MAX_BATCH_TOKENS,

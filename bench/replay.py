@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ class Question:
     lexical: Found
     lexical_nostop: Found
     dense2: Found = ()  # a pair embedder's second model's list (`ingest.search.retrieve`)
-    # each listed window's best stored line (`quotes.line_score`: cosine, MiniLM's), issue 47
-    lines: tuple[tuple[str, float, bool], ...] = ()
+    # the messages each listed window lists, by the product (issue 47) and before it
+    quotes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    quotes_before: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ def load(path: Path) -> Data:
                 _found(q["lexical"]),
                 _found(q["lexical_nostop"]),
                 _found(q.get("dense2", ())),
-                tuple((str(p), float(v), bool(k)) for p, (v, k) in q.get("lines", {}).items()),
+                {p: tuple(ids) for p, ids in q.get("quotes", {}).items()},
+                {p: tuple(ids) for p, ids in q.get("quotes_before", {}).items()},
             )
             for q in conv["questions"]
         )
@@ -126,6 +128,24 @@ def hits(data: Data, q: Question, ranked: Sequence[str]) -> list[Hit]:
     return [Hit(tuple((dia, len(body)) for dia, _, body in w[p])) for p in ranked[:LIMIT]]
 
 
+def message_hits(
+    data: Data, q: Question, ranked: Sequence[str], before: bool = False
+) -> list[Hit]:
+    """The messages a person is listed, in order (rule 22b): each ranked window's matches by
+    the words, else the one message it quotes (the product's, or `before` issue 47's), each
+    a hit of its own; a window the cache has no quote for lists its first message."""
+    w = data.windows[q.conv]
+    quotes = q.quotes_before if before else q.quotes
+    out: list[Hit] = []
+    for p in ranked:
+        length = {dia: len(body) for dia, _, body in w[p]}
+        for dia in quotes.get(p, (w[p][0][0],)):
+            out.append(Hit(((dia, length.get(dia, 0)),)))
+            if len(out) >= LIMIT:
+                return out
+    return out
+
+
 def scores(data: Data, qs: Sequence[Question], ranked: Sequence[Sequence[str]]) -> Scores:
     s = Scores()
     for q, r in zip(qs, ranked, strict=True):
@@ -155,7 +175,6 @@ def _pool_features(
     stem: int | None,
     length_cap: float,
     english_only: bool,
-    with_lines: bool,
 ) -> tuple[list[str], np.ndarray]:
     data = _DATA[data_id]
     q = data.questions[qi]
@@ -176,7 +195,6 @@ def _pool_features(
         dense2=d2,
         length_cap=length_cap,
         english_only=english_only,
-        lines={p: (v, k) for p, v, k in q.lines} if with_lines else None,
     )
     return pool, np.asarray(rows, dtype=float).reshape(len(pool), len(rank.FEATURES))
 
@@ -191,10 +209,9 @@ def pool_features(
     stem: int | None = rank.STEM,
     length_cap: float = rank.LENGTH_CAP,
     english_only: bool = True,
-    with_lines: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     _DATA[id(data)] = data
-    return _pool_features(id(data), qi, s, stem, length_cap, english_only, with_lines)
+    return _pool_features(id(data), qi, s, stem, length_cap, english_only)
 
 
 def fit_logistic(
@@ -233,8 +250,6 @@ def coefficients(w: np.ndarray, mask: Sequence[bool]) -> dict[str, float]:
 # The features the product's ranker leaves out: the raw cosine (the match model's instead) and
 # the lexical score against the list's best (since RANKER_VERSION 3: its rank says it).
 PRODUCT_OFF = ("dense", "lexical", "dense2")
-# The features ranker v6 had not (issue 47): off in its replay.
-LINE_FEATURES = ("line_gap", "line_rr")
 
 
 @dataclass(frozen=True)
@@ -246,7 +261,6 @@ class Ranker:
     stem: int | None = rank.STEM
     length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
     english_only: bool = True  # False: ranker v5, MiniLM's rank read in every language
-    with_lines: bool = True  # False: ranker v6, no window scored by its best stored line
 
     def train(self, data: Data, qis: Sequence[int]) -> Model:
         """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
@@ -259,7 +273,6 @@ class Ranker:
                 self.stem,
                 self.length_cap,
                 self.english_only,
-                self.with_lines,
             )
             if not pool:
                 continue
@@ -286,7 +299,6 @@ class Ranker:
             self.stem,
             self.length_cap,
             self.english_only,
-            self.with_lines,
         )
         if not pool:
             return []

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.locomo import Conversation, load
 from bench.synapse import SeededRoom, SynapseBench, seed_conversation
 from bot.demo.client import MatrixUser
@@ -35,8 +37,9 @@ from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport
 from ingest.matrix import MatrixReader
 from ingest.rules import lexical
-from ingest.search.hits import CitedMessage
-from ingest.search.quotes import line_score
+from ingest.search.hits import CitedMessage, best_message
+from ingest.search.matches import Terms
+from ingest.search.quotes import best_of
 from ingest.search.rank import content_terms
 from ingest.search.retrieve import CANDIDATES as SEARCH_CANDIDATES
 from ingest.store import PointFilter, Store, open_store
@@ -190,20 +193,39 @@ def _dense(
     return out
 
 
-def _lines(
-    points: Mapping[str, Any], pids: Iterable[str], vec: Sequence[float], text: str, pair: bool
-) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
+def _quotes(
+    points: Mapping[str, Any],
+    pids: Iterable[str],
+    vec: Sequence[float],
+    text: str,
+    pair: bool,
+    bodies: Mapping[str, Sequence[float]],
+    room: SeededRoom,
+) -> dict[str, dict[str, list[str]]]:
+    now: dict[str, list[str]] = {}
+    before: dict[str, list[str]] = {}
+
+    def dia(event_id: str) -> str:
+        return str(room.dia_ids.get(event_id, event_id))
+
     for pid in pids:
         payload = points[pid].payload
         cited = [
             CitedMessage(event_id=m["event_id"], sender=m["sender"], ts=m["ts"], body=m["body"])
             for m in payload["messages"]
         ]
-        found = line_score(cited, payload.get("lines"), vec, text, pair=pair)
-        if found is not None:
-            out[pid] = [found[0], found[1]]
-    return out
+        matched, best = best_of(cited, payload.get("lines"), [text], [vec], pair=pair)
+        now[pid] = [dia(e) for e in (matched or (best,))]
+        if matched:
+            before[pid] = now[pid]
+            continue
+        words = Terms.of(text).words
+        if any(words.intersection(lexical.tokens(str(m["body"]))) for m in cited):
+            before[pid] = [dia(best_message(cited, [text]))]
+        else:
+            near = max(cited, key=lambda m: float(np.dot(vec, bodies[str(m["body"])])))
+            before[pid] = [dia(str(near["event_id"]))]
+    return {"quotes": now, "quotes_before": before}
 
 
 def _every_point(col: Any, flt: PointFilter) -> list[Any]:
@@ -231,6 +253,8 @@ async def collect(
         points = await asyncio.to_thread(_every_point, col, flt)
         by_id = {p.id: p for p in points}
         pair = is_pair(embedder.identity)
+        said = sorted({str(m["body"]) for p in points for m in p.payload["messages"]})
+        bodies = dict(zip(said, await embedder.embed_documents(said), strict=True))
         questions = []
         for q, vec in zip(conv.questions, vectors, strict=True):
             listed = {
@@ -249,8 +273,9 @@ async def collect(
                     "category": q.category,
                     "evidence": list(q.evidence),
                     **listed,
-                    # each listed window's best stored line (`quotes.line_score`, issue 47)
-                    "lines": _lines(by_id, pids, vec, q.text, pair),
+                    # the messages each listed window lists: the product's (`quotes.best_of`)
+                    # and before issue 47's (the words, else the body nearest at query time)
+                    **_quotes(by_id, pids, vec, q.text, pair, bodies, room),
                 }
             )
         _listed(points, room, windows)

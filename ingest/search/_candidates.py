@@ -53,6 +53,8 @@ class Candidates:
     # A person's pool: the close matches, then the weaker ones, paged apart (`person_page`).
     close_first: bool = False
     filter: MessageFilter = NO_FILTER  # `ingest.search.filters`: applied as hits are built
+    # `from:`: the windows holding these senders' messages, each quoting one of theirs
+    senders: frozenset[str] = frozenset()
     dense: list[list[float]] | None = field(default=None, repr=False)  # the texts' vectors
     pair: bool = False  # those vectors are a pair embedder's (`ingest.search.quotes`)
     _built: dict[str, Hit | None] = field(default_factory=dict, repr=False)
@@ -74,7 +76,7 @@ class Candidates:
                     self.server_name,
                     self.filter,
                     close,
-                    Asked(self.dense, self.pair),
+                    Asked(self.dense, self.pair, self.senders),
                 )
             hit = self._built[pid]
             if hit is not None:  # None: the filter kept none of its messages
@@ -114,6 +116,7 @@ class Asked:
 
     dense: Sequence[Sequence[float]] | None = None
     pair: bool = False
+    senders: frozenset[str] = frozenset()  # `from:`: only their messages are listed
 
 
 def build_hit(
@@ -144,7 +147,9 @@ def build_hit(
         for m in said
     )
     lines = p.get("lines")
-    matched, best = best_of(messages, lines, texts, asked.dense, pair=asked.pair)
+    # `from:bob`: bob's messages are what matched; the others are the context they are read in
+    theirs = [m for m in messages if m["sender"] in asked.senders] if asked.senders else messages
+    matched, best = best_of(theirs or messages, lines, texts, asked.dense, pair=asked.pair)
     return Hit(
         point_id=point.id,
         room_id=str(p["room_id"]),

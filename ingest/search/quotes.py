@@ -22,7 +22,7 @@ from ingest.rules.language import each_reads_as_english, reads_as_english
 from ingest.search.hits import CitedMessage, best_message
 from ingest.search.matches import literal_matches
 
-__all__ = ["best_of", "line_score", "nearest_line"]
+__all__ = ["best_of", "nearest_line", "second_by_lines"]
 
 
 def best_of(
@@ -79,32 +79,31 @@ def nearest_line(
     return str(messages[int(np.argmax(scores))]["event_id"])
 
 
-def line_score(
-    messages: Sequence[CitedMessage],
-    lines: object,
-    query: Sequence[float],
+def second_by_lines(
+    found: Sequence[tuple[str, float]],
+    windows: Mapping[str, tuple[Sequence[str], object]],
+    query: Sequence[float] | None,
     text: str,
-    *,
-    pair: bool = False,
-) -> tuple[float, bool] | None:
-    """A window's best message for one question, by meaning: the highest cosine of a stored
-    line with the question's vector (`query`), and whether it is the pair's first model's
-    (True: English, MiniLM's half; False: e5's half, where a line or the question does not
-    read as English, or the whole vector of a single model). None: the window has no lines (a
-    window of one message, whose line is the window: its dense score stands)."""
-    if not isinstance(lines, Mapping) or len(messages) < 2:
-        return None
-    stored = [decode_line(c) for c in lines.values() if isinstance(c, str)]
-    vectors = [v for v in stored if v is not None and len(v) == len(query)]
-    if not vectors:
-        return None
-    matrix, asked = np.stack(vectors), np.asarray(query, dtype=np.float32)
-    if not pair:
-        return float((matrix @ asked).max()), False
+) -> list[tuple[str, float]]:
+    """A pair's second (e5) list with each candidate window one of whose messages does not
+    read as English scored by its best line, where that is higher than the window's own: e5's
+    vector of each such line alone, which the writer stored (rule 22e by message). Five
+    people's English lines otherwise dilute one German line's meaning in the window's vector,
+    and only e5 reads it. `windows`: a candidate's message bodies and its payload's `lines`.
+    Unchanged for an English question about English windows (MiniLM's to judge)."""
+    if query is None or not found:
+        return list(found)
+    asked = np.asarray(query, dtype=np.float32)
     half = len(asked) // 2
-    english = each_reads_as_english(str(m["body"]) for m in messages) and reads_as_english(text)
-    part = slice(None, half) if english else slice(half, None)
-    # A part's dot with the joined vectors is its model's cosine scaled by 1/2 (each side
-    # 1/sqrt(2)); the query half taken at unit length leaves one 1/sqrt(2) (`PART_SCALE`).
-    q = asked[part] / max(float(np.linalg.norm(asked[part])), 1e-12)
-    return float((matrix[:, part] @ q).max()) * math.sqrt(2.0), english
+    q = asked[half:] / max(float(np.linalg.norm(asked[half:])), 1e-12)
+    score = dict(found)
+    floor = found[-1][1]  # a candidate past the list scores its last entry, as `rank` reads it
+    for pid, (bodies, lines) in windows.items():
+        if each_reads_as_english(bodies) or not isinstance(lines, Mapping):
+            continue
+        stored = [decode_line(c) for c in lines.values() if isinstance(c, str)]
+        halves = [v[half:] for v in stored if v is not None and len(v) == len(asked)]
+        if halves:  # a part's dot is its cosine over sqrt(2) (`pair.joined`)
+            best = float((np.stack(halves) @ q).max()) * math.sqrt(2.0)
+            score[pid] = max(score.get(pid, floor), best)
+    return sorted(score.items(), key=lambda item: -item[1])

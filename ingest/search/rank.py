@@ -70,11 +70,7 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 # after_question: the best_message of the candidate right before it in its timeline, when that
 # one ends on a question (0 otherwise); best_message_gap: best_message − the pool's best (as
 # dense_gap for the cosine: how much of the words the best candidate holds sets the bar);
-# dense2, dense2_gap: dense and dense_gap in the second model's list (a pair embedder, 0 else);
-# line_gap, line_rr: the window's best message by meaning (`quotes.line_score`: the nearest of
-# its stored lines, by the model its language reads; a window of one message, its dense score)
-# against the pool's best of that model, and its rank among them (issue 47: a message is the
-# unit; a window is found by its best line, not the mean of five people's).
+# dense2, dense2_gap: dense and dense_gap in the second model's list (a pair embedder, 0 else).
 FEATURES = (
     "dense",
     "dense_gap",
@@ -89,14 +85,12 @@ FEATURES = (
     "best_message_gap",
     "dense2",
     "dense2_gap",
-    "line_gap",
-    "line_rr",
 )
 # 4: dense2 and dense2_gap, the second model's cosine where the embedder is a pair.
 # 5: `length` capped at `LENGTH_CAP`; the match model labels close matches instead of cutting.
 # 6: a pair's `dense_rr` is e5's rank where the question or the window is not English.
-# 7: `line_gap`, `line_rr`: a window's best stored line (issue 47); a window is unread by MiniLM
-#    where any one of its messages is not English.
+# 7: a window is unread by MiniLM where any one of its messages is not English (issue 47; its
+#    best stored line as a feature lost on the folds, bench/RESULTS.md §15).
 RANKER_VERSION = 7
 # `length` counts a window's characters up to the chunker's window size (`chunker.max_bytes`'s
 # default): past it, one long message would outweigh every topic by its length alone (a
@@ -195,7 +189,6 @@ def features(
     dense2: Sequence[tuple[str, float]] = (),
     length_cap: float = LENGTH_CAP,
     english_only: bool = True,
-    lines: Mapping[str, tuple[float, bool]] | None = None,
 ) -> list[list[float]]:
     """One row of `FEATURES` per id of `pool`, for one query text.
 
@@ -206,8 +199,6 @@ def features(
     `dense2` is the second model's list of a pair embedder (empty: its features are 0).
     `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it). `english_only`:
     the first model of a pair reads English only (False: ranker v5, its rank read everywhere).
-    `lines`: each window's best stored line (`quotes.line_score`: cosine, and whether it is the
-    first model's); a window without one scores its dense cosine (None: no window has lines).
     """
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
@@ -250,8 +241,6 @@ def features(
     }
     best_top = max(best.values(), default=0.0)
     before = previous(pool, spans or {})
-    line_of = _best_lines(pool, lines or {}, d_rank, second, d_last, d2_last, unread, bool(dense2))
-    line_rr, line_top = _line_ranks(line_of)
     rows: list[list[float]] = []
     for pid in pool:
         d_r, d_s = d_rank.get(pid, (0, d_last))
@@ -276,49 +265,9 @@ def features(
                 best[pid] - best_top,
                 d2_s,
                 d2_s - d2_top,
-                line_of[pid][0] - line_top[line_of[pid][1]],
-                RR_K / (RR_K + line_rr[pid]),
             ]
         )
     return rows
-
-
-def _best_lines(
-    pool: Sequence[str],
-    lines: Mapping[str, tuple[float, bool]],
-    d_rank: Mapping[str, tuple[int, float]],
-    second: Mapping[str, float],
-    d_last: float,
-    d2_last: float,
-    unread: Collection[str],
-    pair: bool,
-) -> dict[str, tuple[float, bool]]:
-    """Each window's best line (cosine, first model's): stored, else its window's own dense
-    cosine by the model its language reads (a pair's second for an unread window)."""
-    out: dict[str, tuple[float, bool]] = {}
-    for pid in pool:
-        if pid in lines:
-            out[pid] = lines[pid]
-        elif pair and pid in unread:
-            out[pid] = (second.get(pid, d2_last), False)
-        else:
-            out[pid] = (d_rank.get(pid, (0, d_last))[1], pair)
-    return out
-
-
-def _line_ranks(
-    line_of: Mapping[str, tuple[float, bool]],
-) -> tuple[dict[str, int], dict[bool, float]]:
-    """Each window's rank among the pool's windows scored by the same model (1: the best), and
-    each model's best score: cosines of two models are not on one scale."""
-    ranks: dict[str, int] = {}
-    tops: dict[bool, float] = {}
-    for kind in (True, False):
-        scored = sorted((-s, pid) for pid, (s, k) in line_of.items() if k is kind)
-        for r, (neg, pid) in enumerate(scored, start=1):
-            ranks[pid] = r
-            tops.setdefault(kind, -neg)
-    return ranks, tops
 
 
 def previous(pool: Sequence[str], spans: Mapping[str, Span]) -> dict[str, str]:
@@ -387,17 +336,15 @@ def rerank(
     floor: float = FLOOR,
     wordless_floor: float | None = None,
     made_up: Collection[str] | None = None,
-    lines: Mapping[str, Mapping[str, tuple[float, bool]]] | None = None,
 ) -> Judgment:
     """The pool ordered by the ranker's probability, best first (ties keep the pool's fused
     order), each window judged close or not by the `match` model; nothing when every text of
     the query is nonsense.
 
     `per_text` maps each query text to its (dense, lexical, dense2) lists (dense2: the second
-    model's of a pair embedder, else empty); `lines` each text's windows' best stored lines.
-    A window answers the query as well as it answers its best text, and matches closely when
-    its match probability reaches the text's bar: `floor`, or `wordless_floor` (None:
-    `floor`) for a text no candidate shares a word with.
+    model's of a pair embedder, else empty). A window answers the query as well as it answers
+    its best text, and matches closely when its match probability reaches the text's bar:
+    `floor`, or `wordless_floor` (None: `floor`) for a text no candidate shares a word with.
 
     The bar labels, it does not cut (issue 32): a floor fitted on one kind of conversation cut
     a twelfth of the answers of another (molweni-dev, bench/RESULTS.md §1b), while what the
@@ -410,15 +357,7 @@ def rerank(
     nonsense = bool(per_text)
     for text, (dense, lexical_found, dense2) in per_text.items():
         rows = features(
-            text,
-            pool,
-            bodies,
-            dense,
-            lexical_found,
-            senders,
-            spans=spans,
-            dense2=dense2,
-            lines=(lines or {}).get(text),
+            text, pool, bodies, dense, lexical_found, senders, spans=spans, dense2=dense2
         )
         wordless = not any(row[FEATURES.index("best_message")] > 0 for row in rows)
         bar = floor if not wordless or wordless_floor is None else wordless_floor

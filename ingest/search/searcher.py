@@ -239,7 +239,12 @@ class Searcher:
         its mark is revalidated from it (`ingest.search.tails.tail_since`) instead of reading
         its tail: the points, read after the mark, hold at least everything up to it.
         """
-        pool = Candidates(texts=query.texts, server_name=self.server_name, filter=query.filter)
+        pool = Candidates(
+            texts=query.texts,
+            server_name=self.server_name,
+            filter=query.filter,
+            senders=frozenset(query.senders or ()),
+        )
         col = await self._active()
         if col is None:
             pool.warnings.append(EMPTY_INDEX)

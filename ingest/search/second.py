@@ -12,13 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ingest.embed import Embedder
-from ingest.embed.pair import is_pair
 from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.search import models, rank
 from ingest.search.fusion import text_key
-from ingest.search.hits import CitedMessage, StoredMessage, has_text, window_of, window_span
+from ingest.search.hits import has_text, window_of, window_span
 from ingest.search.models import RankModel
-from ingest.search.quotes import line_score
+from ingest.search.quotes import second_by_lines
 from ingest.types import EmbedderIdentity, StoredPoint
 
 __all__ = ["SecondStage"]
@@ -51,6 +50,8 @@ class SecondStage:
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
         spans = {pid: window_span(window_of(points[pid]), ms) for pid, ms in shown.items() if ms}
         per_text: dict[str, tuple[rank.Found, rank.Found, rank.Found]] = {}
+        vectors = dict(zip(texts, dense, strict=False))
+        windows = {pid: (bodies[pid], points[pid].payload.get("lines")) for pid in ids}
         for retriever, text in lists:
             if retriever == "dense":  # one entry a text, as the fusion counts it
                 per_text.setdefault(
@@ -58,14 +59,11 @@ class SecondStage:
                     (
                         lists[("dense", text)],
                         lists[("lexical", text)],
-                        lists.get(("dense2", text), ()),
+                        second_by_lines(
+                            lists.get(("dense2", text), ()), windows, vectors.get(text), text
+                        ),
                     ),
                 )
-        lines = {
-            text_key(text): found
-            for text, vector in zip(texts, dense, strict=True)
-            if (found := self._lines(ids, shown, points, vector, text))
-        }
         model = self._model()
         if self.relevance_floor is None:
             floor, wordless = model.floor, model.wordless_floor
@@ -82,27 +80,7 @@ class SecondStage:
             floor=floor,
             wordless_floor=wordless,
             made_up=None if made_up is None else {text_key(t) for t in made_up},
-            lines=lines,
         )
-
-    def _lines(
-        self,
-        ids: Sequence[str],
-        shown: Mapping[str, Sequence[StoredMessage]],
-        points: Mapping[str, StoredPoint],
-        vector: Sequence[float],
-        text: str,
-    ) -> dict[str, tuple[float, bool]]:
-        """Each candidate's best stored line for one text (`quotes.line_score`), where it has
-        lines: the message-level dense score the ranker reads (rank features `line_*`)."""
-        pair = self.embedder is not None and is_pair(self.embedder.identity)
-        out: dict[str, tuple[float, bool]] = {}
-        for pid in ids:
-            cited = [_cited(m) for m in shown[pid]]
-            found = line_score(cited, points[pid].payload.get("lines"), vector, text, pair=pair)
-            if found is not None:
-                out[pid] = found
-        return out
 
     def _model(self) -> RankModel:
         return models.for_embedder(self.embedder.identity.model if self.embedder else "")
@@ -124,7 +102,3 @@ class SecondStage:
                 return None
             self._nonsense = (self.embedder.identity, models.unit_mean(refs))
         return models.near(texts, vectors, self._nonsense[1], threshold)
-
-
-def _cited(m: StoredMessage) -> CitedMessage:
-    return CitedMessage(event_id=m["event_id"], sender=m["sender"], ts=m["ts"], body=m["body"])
