@@ -11,12 +11,13 @@ combining marks; the HTML form is isolated in `<bdi>` as well.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
 import regex
 
+from ingest.search.matches import word_spans
 from ingest.search.permalink import permalink
 
 __all__ = [
@@ -52,6 +53,9 @@ _LINE_BREAKS = regex.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 _BIDI_CONTROLS = regex.compile(r"[\u202a-\u202e\u2066-\u2069]+")
 MAX_MARKS = 4  # combining marks kept on one character: no script needs more, a flood has 100s
 _MARK_FLOOD = regex.compile(r"(\p{M}{" + str(MAX_MARKS) + r"})\p{M}+")
+# What `ingest.rules.scrub` puts where a secret was (`[redacted:password]`): not the sender's
+# words, so no search word is marked inside it.
+_SCRUB_MARKER = regex.compile(r"\[redacted:[^\]\s]*\]")
 
 
 def escape(text: str) -> str:
@@ -61,7 +65,8 @@ def escape(text: str) -> str:
 
 def help_html(lines: Sequence[str]) -> str:
     """`!help`'s HTML from its lines (`CommandSpec.help`, `grammar.help_text`): each usage in
-    `<code>`, a command's arguments and examples as a list (issue 36: one paragraph before).
+    `<code>`, a command's arguments and examples as a list (issue 36: one paragraph before),
+    the sentences after a blank line as paragraphs of prose, nothing of them code (issue 44).
     Muninn's own text: escaped, no word joiner (`from:@user` is copied as typed)."""
 
     def usage(line: str) -> str:
@@ -76,14 +81,15 @@ def help_html(lines: Sequence[str]) -> str:
         syntax, colon, what = line.partition(": ")
         return f"<code>{escape(syntax)}</code>: {escape(what)}" if colon else escape(line)
 
+    blank = lines.index("") if "" in lines else len(lines)
+    lines, prose = lines[:blank], [x for x in lines[blank + 1 :] if x]
     heads = [x for x in lines if not x.startswith("  ")]
     items = [x.strip() for x in lines if x.startswith("  ")]
     if len(heads) > 1:  # `!help`: one usage line a command
         return "<ul>" + "".join(f"<li>{usage(x)}</li>" for x in heads) + "</ul>"
     html = "".join(f"<p>{usage(x)}</p>" for x in heads)
-    return html + (
-        "<ul>" + "".join(f"<li>{item(x)}</li>" for x in items) + "</ul>" if items else ""
-    )
+    html += "<ul>" + "".join(f"<li>{item(x)}</li>" for x in items) + "</ul>" if items else ""
+    return html + "".join(f"<p>{escape(x)}</p>" for x in prose)
 
 
 def neutralise_mentions(text: str) -> str:
@@ -147,17 +153,16 @@ class Excerpt:
     html: str  # match marked <mark>like this</mark>
 
 
-def _term_spans(body: str, terms: Iterable[str]) -> list[tuple[int, int]]:
-    """Case-insensitive occurrences of every non-blank term, merged where they overlap."""
-    spans: list[tuple[int, int]] = []
-    for term in terms:
-        term = term.strip()
-        if term:
-            pattern = regex.compile(regex.escape(term), regex.IGNORECASE)
-            spans.extend(m.span() for m in pattern.finditer(body))
+def _term_spans(body: str, texts: Sequence[str]) -> list[tuple[int, int]]:
+    """The words of `texts` where `body` says them (`matches.word_spans`: whole words,
+    caseless, a `word*` at a word's start), merged where they overlap or only spaces part
+    them (`migration plan` is one mark); none inside a scrub marker, which is Muninn's."""
+    markers = [m.span() for m in _SCRUB_MARKER.finditer(body)]
     merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
+    for start, end in sorted(word_spans(body, [t for t in texts if t.strip()])):
+        if any(a <= start and end <= b for a, b in markers):
+            continue
+        if merged and (start <= merged[-1][1] or not body[merged[-1][1] : start].strip()):
             merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
         else:
             merged.append((start, end))
@@ -207,7 +212,7 @@ def _render(body: str, marks: Sequence[tuple[int, int]], window: tuple[int, int]
 
 def excerpt(
     body: str,
-    query_terms: Iterable[str],
+    query_terms: Sequence[str],
     width: int = 160,
     *,
     span: tuple[int, int] | None = None,
@@ -216,7 +221,8 @@ def excerpt(
 
     Args:
         body: the message text as sent.
-        query_terms: literal texts to mark, matched case-insensitively.
+        query_terms: the query's texts; each word is marked where the body says it
+            (whole words, caseless; a `word*` at a word's start), not inside other words.
         width: the excerpt's length in characters before ellipses.
         span: a match already found (e.g. a `/regex/` hit), in `body` coordinates; it is the
             focus and is marked along with the terms.

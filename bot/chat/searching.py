@@ -99,6 +99,12 @@ class SearchActions:
                 "A /regex/ searches a room's latest messages, not the index: name the room "
                 "with in:#room (up to 8)."
             )
+        if in_command_room and not command.rooms and not command.texts:
+            # Operators alone list a room's latest messages (its log), never the index's.
+            raise CommandError(
+                "A search without words lists a room's latest messages: name the room with "
+                "in:#room (up to 8), or add the words to find."
+            )
         cut: Audience | None = None  # who reads the reply here; the command room: no cut
         if in_command_room:
             rooms: list[RoomID] | None = await self.reads.resolve_rooms(command.rooms) or None
@@ -194,6 +200,7 @@ def _query(
         before_ts=before,
         limit=command.limit,
         filter=command.filter.with_names(names),
+        sort=command.sort,  # `sort:recent` reads the pool whole on every page, not 30 deep
         offset=min(depth, MAX_OFFSET),  # a later page: a deeper pool (`Searcher._depth`)
         close_only=True,  # a person reads it: close matches, or the nearest said to be
     )

@@ -19,7 +19,7 @@ import functools
 import hashlib
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import regex
 
@@ -33,6 +33,7 @@ __all__ = [
     "expand_prefix",
     "query_vector",
     "term_index",
+    "token_spans",
     "tokens",
 ]
 
@@ -86,6 +87,28 @@ def _tokens(text: str) -> list[str]:
             if _CONNECTOR.search(word):
                 out.extend(p for p in _CONNECTOR.split(word) if p)
     return out
+
+
+def token_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """Where each of `tokens(text)` stands in `text` itself: (start, end, token), so a reply
+    can mark a word as search reads it (whole, caseless) in the text as it was written; an
+    identifier, then each of its parts; a run without spaces, by its bigrams. The words are
+    found in `text` as written (NFKC and case folding change lengths), each read caseless."""
+    for match in _TOKEN.finditer(text):
+        start = match.start()
+        if (run := match.group("run")) is not None:
+            width = min(2, len(run))
+            for i in range(max(1, len(run) - 1)):
+                yield start + i, start + i + width, caseless(run[i : i + width])
+            continue
+        word = match.group("word")
+        yield start, match.end(), caseless(word)
+        if _CONNECTOR.search(word):
+            offset = 0
+            for part in _CONNECTOR.split(word):
+                if part:
+                    yield start + offset, start + offset + len(part), caseless(part)
+                offset += len(part) + 1
 
 
 def _bigrams(run: str) -> list[str]:

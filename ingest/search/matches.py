@@ -37,6 +37,7 @@ __all__ = [
     "page_hits",
     "person_page",
     "with_matched",
+    "word_spans",
 ]
 
 
@@ -59,6 +60,20 @@ class Terms:
             return False
         have = set(said)
         return self.words <= have and all(any(t.startswith(s) for t in said) for s in self.stems)
+
+
+def word_spans(body: str, texts: Sequence[str]) -> list[tuple[int, int]]:
+    """Where `body` says the words of `texts` as a match reads them (`Terms`): each word a
+    whole token, caseless, and each `word*` a token starting with it; what a reply marks
+    (never "**the**m" for `the`). In `body`'s own coordinates, in order, overlaps kept."""
+    terms = [Terms.of(t) for t in texts]
+    words = frozenset().union(*(t.words for t in terms))
+    stems = tuple(s for t in terms for s in t.stems)
+    return [
+        (start, end)
+        for start, end, token in lexical.token_spans(body)
+        if token in words or (stems and token.startswith(stems))
+    ]
 
 
 def literal_matches(messages: Sequence[CitedMessage], texts: Sequence[str]) -> tuple[str, ...]:

@@ -41,6 +41,11 @@ class _SearchDraft:
     mentions: list[str] = field(default_factory=list)
     sort: str = "relevance"
 
+    def lists_latest(self) -> bool:
+        """Operators that name what to list without words: `from:`, `in:`, `has:`,
+        `mentions:`, `is:thread` (a `-word`, `-from:` or a date alone only narrows)."""
+        return bool(self.sender or self.rooms or self.has or self.mentions or self.in_thread)
+
     def message_filter(self, ctx: Context) -> MessageFilter:
         try:
             return MessageFilter.build(
@@ -136,12 +141,18 @@ def _search_texts(draft: _SearchDraft, ctx: Context) -> tuple[str, ...]:
             raise ctx.error("give either a /regex/ or text, not both")
         return ()
     if len(texts) == 1 and not texts[0]:
+        if draft.lists_latest():  # `!search from:@bob`: bob's latest messages (rule 22a)
+            return ()
         if draft.excluded or draft.excluded_senders:
             raise ctx.error(
                 "nothing to search for: a -word or -from: only leaves messages out; "
                 "add the words to find"
             )
-        raise ctx.error("nothing to search for")
+        room = "in:#room, " if ctx.in_command_room else ""
+        raise ctx.error(
+            f"nothing to search for: give the words to find, or from:@user, {room}has:link, "
+            "mentions:@user or is:thread alone for the latest such messages"
+        )
     if not all(texts):
         raise ctx.error("empty text between |")
     if len(texts) > MAX_TEXTS:
@@ -190,7 +201,7 @@ def build_search(ctx: Context, args: str) -> SearchCommand:
         tuple(draft.rooms),
         draft.limit,
         draft.message_filter(ctx),
-        draft.sort,
+        draft.sort if texts or draft.regex is not None else "recent",  # the latest, newest first
     )
 
 

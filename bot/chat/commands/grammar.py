@@ -92,6 +92,8 @@ SEARCH = CommandSpec(
         "or, where no message has the words, the one nearest the question in meaning.",
         "A reply with more results says so: !more within 10 minutes shows the next page, "
         "every matching message once, until no more results.",
+        "Without words, from:, has:, mentions: or is:thread (in the command room with "
+        "in:#room) list the room's latest such messages, newest first.",
     ),
 )
 

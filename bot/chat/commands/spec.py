@@ -46,7 +46,7 @@ class CommandSpec(Generic[C]):
     build: Callable[[Context, str], C] = field(repr=False)
     aliases: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()  # argument strings, shown by `!help <command>`
-    more: tuple[str, ...] = ()  # sentences `!help <command>` ends with
+    more: tuple[str, ...] = ()  # sentences `!help <command>` ends with, after a blank line
 
     def usage(self, prefix: str = "!", in_command_room: bool = True) -> str:
         shown = [a.syntax for a in self.args if in_command_room or not a.command_room_only]
@@ -63,5 +63,6 @@ class CommandSpec(Generic[C]):
         if self.examples:
             shown = " · ".join(f"{prefix}{self.name} {e}" for e in self.examples)
             lines.append(f"  e.g. {shown}")
-        lines.extend(f"  {sentence}" for sentence in self.more)
+        if self.more:  # prose, after a blank line: no argument (`html.help_html`)
+            lines.extend(["", *self.more])
         return "\n".join(lines)

@@ -23,7 +23,7 @@ from bot.chat.replies.budget import (
     when,
 )
 from bot.chat.replies.names import sender_label
-from bot.chat.replies.understood import understood
+from bot.chat.replies.understood import filters_said, understood
 from ingest.rules.media import is_media
 from ingest.rules.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
@@ -96,7 +96,15 @@ def _query_label(view: SearchView) -> str:
     # The query is echoed back to the whole room: a pasted token is scrubbed like any body.
     if view.pattern is not None:
         return f"/{scrub(view.pattern)}/"
+    if not view.texts:  # operators alone: the latest messages they keep (rule 22a)
+        said = filters_said(view.command) if view.command is not None else []
+        return ", ".join(["the latest messages", *said])
     return " | ".join(f"“{scrub(t)}”" for t in view.texts)
+
+
+def _numbers(view: SearchView, count: int) -> str:
+    """This page's result numbers: `5–8`, or `5` for a page of one."""
+    return f"{view.first}–{view.first + count - 1}" if count > 1 else f"{view.first}"
 
 
 def _footer(view: SearchView) -> str:
@@ -141,17 +149,20 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
     label = _query_label(view)
     listed = in_order(result)
     count = len(listed)
-    order = ", sorted newest first" if result.sort == "recent" and count > 1 else ""
+    # Every page of a time-ordered list says so, a later page of one result too.
+    sorted_ = result.sort == "recent" and (count > 1 or view.first > 1)
+    order = ", sorted newest first" if sorted_ else ""
     head = f"{plural(count, 'result')} for {label}{order}" if count else ""
     if count and view.first > 1:
-        head = f"Results {view.first}–{view.first + count - 1} for {label}{order}"
+        results = "Results" if count > 1 else "Result"
+        head = f"{results} {_numbers(view, count)} for {label}{order}"
     head = head or f"No results for {label}"
     if count and result.nothing_close:  # docs/ARCHITECTURE.md §3 rule 22c
-        head = f"Nothing matched {label} closely; the nearest:"
+        head = f"Nothing matched {label} closely; the nearest{order}:"
     elif count and result.weaker:  # the close matches were on earlier pages (rule 22c)
-        span = f"{view.first}–{view.first + count - 1}" if count > 1 else f"{view.first}"
         matches = "Weaker matches" if count > 1 else "Weaker match"
-        head = f"{matches} {span} for {label}: none of these matched closely"
+        closely = "none of these matched closely"
+        head = f"{matches} {_numbers(view, count)} for {label}{order}: {closely}"
     items = [
         Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
     ]

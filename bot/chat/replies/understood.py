@@ -13,7 +13,7 @@ from ingest.rules.scrub import scrub
 from ingest.search.filters import HAS_KINDS
 from ingest.search.query import prefixes
 
-__all__ = ["day_or_time", "understood"]
+__all__ = ["day_or_time", "filters_said", "understood"]
 
 _KIND_WORDS = {
     "link": "messages with a link",
@@ -46,7 +46,8 @@ def _dates(command: SearchCommand) -> str | None:
     return None
 
 
-def _filters(command: SearchCommand) -> list[str]:
+def filters_said(command: SearchCommand) -> list[str]:
+    """The search's operators and dates as read, in words (`only from @bob:example.org`)."""
     flt = command.filter
     said: list[str] = []
     if command.sender:
@@ -72,13 +73,17 @@ def understood(command: SearchCommand) -> list[str]:
     said: list[str] = []
     if command.regex is not None:
         said.append("only the latest messages (a /regex/ reads no index)")
+    elif not command.texts:
+        said.append("only the latest messages (a search without words reads no index)")
     stems = [s for t in command.texts for s in prefixes(t)]
     if stems:
         said.append(f"words starting with {_quoted(tuple(stems))}")
-    said.extend(_filters(command))
+    said.extend(filters_said(command))
     lines = [f"Searched: {'; '.join(said)}."] if said else []
     tips = ["fewer or other words", "word* to match the words starting with it"]
-    if _filters(command):
+    if command.regex is None and not command.texts:
+        tips = ["words to find, which searches the whole history"]
+    if filters_said(command):
         tips.insert(0, "fewer filters or a wider time range")
     lines.append("Try " + ", or ".join(tips) + ".")
     return lines

@@ -23,6 +23,7 @@ from ingest.search.logs.transcript import TranscriptHit, fold_search
 from ingest.search.matches import (
     Result,
     expand,
+    literal_matches,
     page_hits,
     person_page,
     with_matched,
@@ -159,8 +160,23 @@ def log_finds(
         folded = fold_search(
             messages, logs.asked, bound=max(1, len(messages)), pattern=logs.pattern, limit=fetch
         )
-        found.extend((view, f, threads.get(f.event_id)) for f in folded.hits[:fetch])
+        finds = _worded(folded.hits, logs.asked) if logs.pattern is None else folded.hits
+        found.extend((view, f, threads.get(f.event_id)) for f in finds[:fetch])
     return found, cut
+
+
+def _worded(finds: Sequence[TranscriptHit], asked: LogQuery) -> Sequence[TranscriptHit]:
+    """`sort:recent`'s finds: those holding the query's words as the index's hits do
+    (`literal_matches`, rule 22a), not a text the fold found inside other words or spelt out
+    across a message (`kiln` in "the kids club … vinyl"); a relevance search keeps them all,
+    ranked by their tiers. Operators alone (no text) keep every message."""
+    if asked.sort != "recent" or not asked.texts:
+        return finds
+    said = [
+        CitedMessage(event_id=f.event_id, sender=f.sender, ts=f.ts, body=f.body) for f in finds
+    ]
+    holding = set(literal_matches(said, asked.texts))
+    return [f for f in finds if f.event_id in holding]
 
 
 def _as_payload(message: Message) -> Said:
@@ -199,7 +215,8 @@ def listed(hits: Sequence[Hit], sort: str, shown: ShownIds | Set[str]) -> list[R
     """The ranked hits as the messages a page lists (`ingest.search.matches.expand`), none an
     earlier page showed: a message matched by words once shown is passed over, a window matched
     by meaning once any of its messages was. `sort:recent` lists the messages holding the
-    query's words (or found in the log) when there are any."""
+    query's words (the log's finds hold them too: `_worded`) when there are any, newest first
+    across the whole pool, so each `!more` page goes on where the last one ended."""
     if sort == "recent" and any(h.matched for h in hits):
         hits = [h for h in hits if h.matched]
     out: list[Result] = []

@@ -7,7 +7,9 @@ Scores are a tier (Exact 1000, Prefix 800, WordPrefix 600, Substring 400, Subseq
 density term in [0, 100]; tiers are 200 apart, so density orders hits within a tier and never
 lifts one across. Several texts (`a | b`) score by the best text: the texts are alternatives, and
 the best tier keeps that guarantee, where fusing them by rank would let a Substring hit on two
-texts outrank an Exact hit on one. (Fusion with the index happens one level up, by RRF, in
+texts outrank an Exact hit on one. A search of operators alone (no text, no /regex/:
+`!search from:@bob`) matches every message the filters keep, tier Any (0): the latest first.
+(Fusion with the index happens one level up, by RRF, in
 `ingest.search.logs.roomlogs`.) Pure: the bot compiles a user's /regex/ within its bounds
 (`bot.chat.commands.patterns`) and turns a timeout into its refusal (`refused_timeouts` there).
 """
@@ -59,6 +61,7 @@ class Tier(enum.IntEnum):
     WORD_PREFIX = 600
     SUBSTRING = 400
     SUBSEQUENCE = 200
+    ANY = 0  # no text and no /regex/ asked: every message, the latest first
 
 
 class FoldTimeout(MuninnError):
@@ -234,6 +237,8 @@ class _Query:
                 raise FoldTimeout(_TOO_LONG)
             found = match_regex(body, self.pattern, timeout=remaining)
             return (found, None) if found else None
+        if not self.texts:  # operators alone: every message the filters keep
+            return Match(Tier.ANY, 0), None
         folded = _folded(body)
         scored = [(m, text) for text, f in self.texts if (m := match_literal(folded, f))]
         # max() keeps the first of equal scores: the earlier text wins a tie.

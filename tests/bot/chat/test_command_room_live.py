@@ -234,7 +234,7 @@ async def test_bot_search_with_the_store_down_still_hides_a_purged_message(
         _, reply = await ask(alice, room, "!search numbat den", env.bot_id)
     finally:
         down.close()
-    assert "naps in the den" in body_of(reply)
+    assert "naps in the **den**" in body_of(reply)
     assert "4410" not in str(reply["content"])
 
 

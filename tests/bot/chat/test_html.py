@@ -114,6 +114,20 @@ def test_excerpt_prefers_the_longest_term() -> None:
     assert "**migration plan**" in result.plain
 
 
+def test_excerpt_marks_whole_words_and_a_word_star_as_a_word_start() -> None:
+    """Issue 44, regression: `the` is marked as a word, never inside "them"; `quillb*` marks
+    the word it starts; an identifier's part is a word of its own; words of a text only
+    spaces part are one mark; nothing inside a scrub marker, which is Muninn's text."""
+    assert excerpt("give them the keys", ["the"]).plain == "give them **the** keys"
+    assert excerpt("The quillbacks, quill", ["quillb*"]).plain == "The **quillbacks**, quill"
+    assert excerpt("got ERR_CONNECTION_REFUSED", ["refused"]).plain == (
+        "got ERR_CONNECTION_**REFUSED**"
+    )
+    assert excerpt("the kiln plan", ["kiln plan"]).html == "<bdi>the <mark>kiln plan</mark></bdi>"
+    said = "kiln pw: [redacted:password], password later"
+    assert excerpt(said, ["password"]).plain == "kiln pw: [redacted:password], **password** later"
+
+
 def test_excerpt_uses_a_given_span() -> None:
     """A regex hit's span is marked even when no literal term matches."""
     result = excerpt("error code 4711 seen", [], span=(11, 15))

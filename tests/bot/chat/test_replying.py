@@ -85,6 +85,20 @@ async def test_fast_help_search_is_a_list_with_its_syntax_as_code(make_bot: Make
     assert listing.startswith("<ul><li><code>!search ") and listing.count("<li>") >= 5
 
 
+async def test_fast_help_search_writes_its_sentences_as_prose_not_code(make_bot: MakeBot) -> None:
+    """Issue 44, regression: `!help search`'s closing sentences are paragraphs of prose in
+    HTML (`<code>Each result is one message that matched</code>` before), after a blank line
+    in the text."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    content = await bot.reply(room, ALICE, "!help search")
+    html = content["formatted_body"]
+    assert "<p>Each result is one message that matched: by its words" in html
+    assert "<code>Each result" not in html and "<code>A reply with more" not in html
+    assert "\n\nEach result is one message that matched" in content["body"]
+    assert "<li><code>[sort:recent]</code>: " in html
+
+
 async def test_fast_every_reply_is_a_notice_replying_in_its_thread(make_bot: MakeBot) -> None:
     """A reply is an `m.notice` answering the command (`m.in_reply_to`); in a thread it stays
     in the thread, its reply marked as the fallback."""

@@ -48,6 +48,22 @@ def test_parse_search_has_media_kinds() -> None:
     assert "only images or audio clips" in said
 
 
+def test_parse_search_of_operators_alone_lists_the_latest_newest_first() -> None:
+    """Issue 44: `from:`, `has:`, `mentions:`, `is:thread` (and `in:` in the command room)
+    without words are a search of the latest messages they keep, sorted newest first; a date,
+    `-word` or `-is:thread` alone still finds nothing to search for."""
+    for body in ("!search from:carol", "!search has:link", "!search mentions:@bob is:thread"):
+        command = run(body)
+        assert command.texts == () and command.regex is None and command.sort == "recent"
+    assert run("!search from:carol").sender == "@carol:hs"
+    assert run("!search in:#dev limit:3", in_command_room=True).rooms == ("#dev:hs",)
+    for body in ("!search before:7d", "!search -is:thread", "!search sort:recent"):
+        with pytest.raises(UsageError, match="nothing to search for"):
+            run(body)
+    said = " ".join(understood(run("!search from:carol")))
+    assert "only the latest messages" in said and "only from @carol:hs" in said
+
+
 @pytest.mark.parametrize(
     ("body", "problem"),
     [

@@ -211,6 +211,12 @@ def test_parse_custom_prefix() -> None:
         ("!search /a\\/b/", search(regex="a\\/b")),
         ("!search /two words/ from:@bob", search(regex="two words", sender="@bob:example.org")),
         ('!search "/usr/bin"', search(texts=("/usr/bin",))),
+        # issue 44: operators alone list the latest messages they keep, newest first
+        ("!search from:@alice", search(sender="@alice:example.org", sort="recent")),
+        (
+            "!search from:bob after:7d",
+            search(sender="@bob:example.org", after_ms=NOW - 7 * DAY, sort="recent"),
+        ),
     ],
 )
 def test_parse_search_forms(body: str, expected: SearchCommand) -> None:
@@ -236,7 +242,8 @@ def test_parse_search_in_room_in_the_command_room(body: str, rooms: tuple[str, .
     ("body", "problem"),
     [
         ("!search", "nothing to search for"),
-        ("!search from:@alice", "nothing to search for"),
+        ("!search after:7d", "nothing to search for: give the words to find, or from:@user"),
+        ("!search -is:thread", "nothing to search for"),
         ('!search ""', "nothing to search for"),
         ("!search a | | b", "empty text between"),
         ("!search a |", "empty text between"),

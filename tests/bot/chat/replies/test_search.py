@@ -117,3 +117,18 @@ def test_a_page_of_weaker_matches_says_so_and_the_one_before_it_too() -> None:
     body = search_reply(ReplyTo("!r", "$cmd"), SearchView(weaker, ("car",), first=2))["body"]
     assert body.startswith("Weaker match 2 for “car”: none of these matched closely")
     assert "no more results" in body
+
+
+def test_every_page_of_a_time_ordered_list_says_so_and_a_page_of_one_is_one_result() -> None:
+    """Issue 44, regression: a later page of one result reads "Result 5" (not "Results
+    5–5"), and every page of a `sort:recent` list says "sorted newest first", a page of one
+    past the first too; the first page of one result needs no order."""
+    one = SearchResult(hits=[_hit("the kiln is on")], sort="recent")
+    view = SearchView(one, ("kiln",), first=5)
+    body = search_reply(ReplyTo("!r", "$cmd"), view)["body"]
+    assert body.startswith("Result 5 for “kiln”, sorted newest first\n")
+    body = search_reply(ReplyTo("!r", "$cmd"), SearchView(one, ("kiln",)))["body"]
+    assert body.startswith("1 result for “kiln”\n")
+    relevance = SearchResult(hits=[_hit("the kiln is on")])
+    body = search_reply(ReplyTo("!r", "$cmd"), SearchView(relevance, ("kiln",), first=5))["body"]
+    assert body.startswith("Result 5 for “kiln”\n")
