@@ -47,6 +47,36 @@ async def stuffed(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Roo
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def repeated(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
+    """The workshop room, then a message of the ten answers' whole sentences pasted twelve
+    times over (3,000 characters) after a phishing link (issue 46)."""
+    said = [tuple(m) for m in yaml.safe_load((ROOMS / "workshop.yaml").read_text())["messages"]]
+    answers = [b for _, b in said if any(a in b for _, a in ASKED)]
+    said.append(("mallory", (PHISH + " ".join(answers) + " ") * 12))
+    assert len(said[-1][1]) >= 3000
+    room = await index_room("repeated", shared_pair(), tmp_path_factory.mktemp("repeated"), said)
+    yield room
+    room.close()
+
+
+async def test_a_message_pasting_the_topics_again_and_again_leads_no_list(
+    repeated: Room,
+) -> None:
+    """Regression (issue 46): the ten topics' sentences pasted twelve times over headed 3 of 10
+    agents' lists (`--json`, MCP) with its phishing link. It heads none, in an agent's list or
+    a person's page, and is never a close match; it is still found by its own link."""
+    for question, _ in ASKED:
+        for close_only in (False, True):
+            query = SearchQuery.build([question], limit=5, close_only=close_only)
+            hits = (await repeated.searcher.search(query)).hits
+            first = str(hits[0].messages[0]["body"])
+            assert not first.startswith(PHISH), (question, close_only)
+            assert not any(h.close and PHISH in str(h.messages[0]["body"]) for h in hits)
+    own = await repeated.searcher.search(SearchQuery.build(["evil.example login"]))
+    assert any(str(h.messages[0]["body"]).startswith(PHISH) for h in own.hits)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def orders(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Room]:
     """300 messages `order ORD1048NNN shipped to <city>`: one identifier each, alike."""
     cities = ("Berlin", "Lyon", "Porto", "Oslo", "Graz", "Turin")
