@@ -170,11 +170,11 @@ async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
     """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines (a person's view:
     the close matches, or the nearest said to be, rule 22c)."""
     result = await find(cfg, close_only=not as_json, **query)
-    if EMPTY_INDEX in result.warnings:
-        raise NothingIndexed(_store_named(cfg))
-    if as_json:
+    if as_json:  # a script reads the empty store in `warnings` (§4.3), as it always has
         print_json(result.as_json())
         return 0
+    if EMPTY_INDEX in result.warnings:
+        raise NothingIndexed(_store_named(cfg))
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print(result_text(result, cfg.homeserver.server_name), end="")
