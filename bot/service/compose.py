@@ -24,6 +24,7 @@ from bot.service.scheduler import RefreshScheduler
 from ingest.embed import Embedder
 from ingest.errors import MatrixError
 from ingest.index.refresh import Writer
+from ingest.index.reports import RefreshReport
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
@@ -88,7 +89,7 @@ async def build(
     )
     await _check_command_room(handler.command_room, rooms, handler.command_policy)
 
-    async def refresh(only: Sequence[RoomID] | None) -> None:
+    async def refresh(only: Sequence[RoomID] | None) -> RefreshReport:
         try:
             report = await writer.refresh(only=only)
         except Exception:
@@ -96,6 +97,7 @@ async def build(
             raise
         metrics.record_refresh(report, full=only is None)
 
+        return report  # its rooms left behind are woken again (`RefreshScheduler`)
     scheduler = RefreshScheduler(
         refresh,
         debounce=cfg.refresh.debounce_seconds,

@@ -5,6 +5,9 @@ for a room (a message or redaction arrived) opens a coalescing window of `deboun
 when it closes, every room woken meanwhile is refreshed in one `refresh(only=rooms)`. The full
 pass runs at start and then every `interval` seconds. A failed pass is logged and retried with
 backoff; it never stops the service, and the cursor rule (rule 10) makes the retry safe.
+A room a pass left behind (its pass's time ran out with pages to read, `walkbounds`) is woken
+again at once and refreshed after the other rooms woken meanwhile: a flood in one room delays
+another room's new message by at most one room's pass time, not by the whole flood.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from ingest.errors import MuninnError
+from ingest.index.reports import RefreshReport
 from ingest.types import RoomID
 
 __all__ = ["RefreshScheduler"]
 
 log = logging.getLogger("muninn.scheduler")
 
-Refresh = Callable[[Sequence[RoomID] | None], Awaitable[object]]
+Refresh = Callable[[Sequence[RoomID] | None], Awaitable[RefreshReport | None]]
 
 
 class RefreshScheduler:
@@ -44,6 +48,7 @@ class RefreshScheduler:
         self.max_backoff = max_backoff
         self._clock = clock
         self._pending: set[RoomID] = set()
+        self._behind: set[RoomID] = set()  # rooms a pass left with pages to read: last
         self._due: float | None = None  # when the pending rooms are refreshed
         self._next_full = clock() if full_at_start else clock() + interval
         self._changed = asyncio.Event()
@@ -86,7 +91,7 @@ class RefreshScheduler:
                 ok = await self._pass(None)
                 self._next_full = self._clock() + (self.interval if ok else self._backoff())
             else:
-                rooms = sorted(self._pending)
+                rooms = sorted(self._pending, key=lambda r: (r in self._behind, r))
                 self._pending.clear()
                 self._due = None
                 if not await self._pass(rooms):
@@ -97,7 +102,7 @@ class RefreshScheduler:
         started = self._clock()
         self._started += 1
         try:
-            await self._refresh(rooms)
+            report = await self._refresh(rooms)
         except (MuninnError, OSError) as e:
             self._failures += 1
             what = "full refresh" if rooms is None else f"refresh of {', '.join(rooms)}"
@@ -109,6 +114,11 @@ class RefreshScheduler:
                 self._progress.notify_all()
         self._failures = 0
         self.passes += 1
+        behind = report.behind() if report is not None else []
+        self._behind.difference_update(rooms or self._behind)
+        self._behind.update(behind)
+        for room_id in behind:  # on at once, after whatever else is woken meanwhile
+            self.wake(room_id)
         what = "full pass" if rooms is None else f"{len(rooms)} room(s)"
         log.info("refreshed %s in %.2fs", what, self._clock() - started)
         return True

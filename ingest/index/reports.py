@@ -36,6 +36,8 @@ class RoomReport:
     points: int | None = None
     purged_room: bool = False
     error: str | None = None  # this pass failed the room; the next pass retries it
+    # the pass's time for the room ran out with pages left (`walkbounds.WALK_PASS_SECONDS`)
+    behind: bool = False
     failed_passes: int = 0  # full passes in a row that failed the room (at least 1 if failed)
 
     def as_json(self) -> dict[str, Any]:
@@ -56,6 +58,7 @@ class RoomReport:
             "points": self.points,
             "purged_room": self.purged_room,
             "error": self.error,
+            "behind": self.behind,
             "failed_passes": self.failed_passes,
         }
 
@@ -70,6 +73,10 @@ class RefreshReport:
     @property
     def failed(self) -> list[RoomReport]:
         return [r for r in self.rooms if r.error is not None]
+
+    def behind(self) -> list[RoomID]:
+        """The rooms this pass left with pages to read (`walkbounds.WALK_PASS_SECONDS`)."""
+        return [r.room_id for r in self.rooms if r.behind]
 
     def as_json(self) -> dict[str, Any]:
         return {

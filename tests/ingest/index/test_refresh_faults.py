@@ -163,3 +163,29 @@ async def test_a_relations_fault_fails_its_room_within_bounded_pages(
         assert rooms[healthy].error is None and beta in await ix.bodies()
         assert rooms[faulty].error is not None and "too many pages" in rooms[faulty].error
         assert len(transport.faulted) == MAX_RELATION_PAGES + 1
+
+
+async def test_a_room_whose_pass_time_runs_out_is_behind_and_goes_on_next_pass(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 46): one sender's flood held the one writer until every page of it
+    was embedded. A room's walk gets `WALK_PASS_SECONDS` a pass (here none: one page), is
+    reported `behind` with its cursor kept, and the next pass goes on from it; the other room
+    is written in the same pass."""
+    monkeypatch.setattr(walkbounds, "WALK_PASS_SECONDS", 0.0)
+    reader, faulty, healthy = await two_rooms(hs, seeder)
+    cfg = reader_config(hs, reader, tmp_path)
+    n = itertools.count()
+    flood = lambda r: answer(  # noqa: E731
+        payload={"chunk": [_message(k := next(n), seeder.user_id)], "end": f"f{k}"}
+    )
+    transport = Faulty(faulty, "messages", flood)
+    async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
+        report = await ix.refresh()
+        rooms = {r.room_id: r for r in report.rooms}
+        assert rooms[healthy].indexed == 1 and not rooms[healthy].behind
+        assert rooms[faulty].behind and rooms[faulty].error is None
+        assert report.behind() == [faulty] and len(transport.faulted) == 2  # one page left
+        assert rooms[faulty].as_json()["behind"] is True
+        await ix.refresh([RoomID(faulty)])  # on from its cursor
+        assert transport.faulted[2].params.get("from") == "f0"
