@@ -305,8 +305,14 @@ class Ranker:
         p = _apply(x, model.ranker)
         m = _apply(x, model.match)
         order = sorted(range(len(pool)), key=lambda i: -p[i])  # stable: fused order on ties
-        close = [pool[i] for i in order if m[i] >= floor]
-        rest = [pool[i] for i in order if m[i] < floor]
+        # A window without an identifier the question names is no close match (issue 46).
+        named = rank.identifiers(data.questions[qi].text)
+        w = data.windows[data.questions[qi].conv]
+        ok = [
+            m[i] >= floor and rank.holds_all([b for _, _, b in w[pool[i]]], named) for i in order
+        ]
+        close = [pool[i] for i, good in zip(order, ok, strict=True) if good]
+        rest = [pool[i] for i, good in zip(order, ok, strict=True) if not good]
         if view == "cut":
             return close
         if view == "people":

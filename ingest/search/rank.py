@@ -41,6 +41,8 @@ __all__ = [
     "Span",
     "content_terms",
     "features",
+    "holds_all",
+    "identifiers",
     "probability",
     "repetitive",
     "rerank",
@@ -361,6 +363,7 @@ def rerank(
         rows = features(
             text, pool, bodies, dense, lexical_found, senders, spans=spans, dense2=dense2
         )
+        named = identifiers(text)
         wordless = not any(row[FEATURES.index("best_message")] > 0 for row in rows)
         bar = floor if not wordless or wordless_floor is None else wordless_floor
         matched = False
@@ -368,7 +371,7 @@ def rerank(
             best[pid] = max(best[pid], probability(row, coefficients))
             if row[FEATURES.index("best_message")] > 0:
                 worded.add(pid)
-            if probability(row, match) >= bar:
+            if probability(row, match) >= bar and holds_all(bodies[pid], named):
                 close.add(pid)
                 matched = True
         if made_up is None:
@@ -380,6 +383,21 @@ def rerank(
     ranked = sorted(((pid, best[pid]) for pid in pool), key=lambda item: -item[1])
     stuffed = {pid for pid in pool if any(map(repetitive, bodies[pid]))}
     return Judgment(behind_the_worded(ranked, stuffed, worded), frozenset(close - stuffed))
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """The tokens of `text` holding a digit, four characters or more: an order number, an
+    error code, a PIN. A window that holds none of them is no close match, however near its
+    look-alikes are in meaning (`ORD1048088` for `ORD1048068`, issue 46)."""
+    return frozenset(t for t in lexical.tokens(text) if len(t) >= 4 and any(map(str.isdigit, t)))
+
+
+def holds_all(bodies: Sequence[str], named: Collection[str]) -> bool:
+    """Whether the window's messages hold every one of the `identifiers` asked for."""
+    if not named:
+        return True
+    said = {t for b in bodies for t in lexical.tokens(b)}
+    return all(t in said for t in named)
 
 
 def behind_the_worded(

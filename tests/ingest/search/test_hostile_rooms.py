@@ -110,3 +110,15 @@ async def test_an_identifier_is_found_among_its_look_alikes(orders: Room) -> Non
         number = f"ORD1048{n:03d}"
         result = await orders.searcher.search(SearchQuery.build([number]))
         assert number in str(result.hits[0].messages[0]["body"]), number
+
+
+async def test_a_look_alike_identifier_is_no_close_match(orders: Room) -> None:
+    """Regression (issue 46, low): `ORD1048088` was labelled a close match for `ORD1048068`.
+    A window that does not hold the identifier asked for is never close: a person is shown
+    the exact order alone among the close matches, an agent sees the others marked not close."""
+    for n in random.Random(5).sample(range(300), 6):
+        number = f"ORD1048{n:03d}"
+        agent = await orders.searcher.search(SearchQuery.build([number], limit=10))
+        close = [str(h.messages[0]["body"]) for h in agent.hits if h.close]
+        assert close and all(number in b for b in close), (number, close)
+        assert any(not h.close for h in agent.hits)
