@@ -137,7 +137,7 @@ class E5Embedder(LocalEmbedder):
     async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
         """Each line embedded alone (`lines_alone`), not pooled from the window's pass: e5's
         late-chunked lines of one window sit at cosine 0.98-0.99 of each other and choose the
-        answering line little better than chance (RESULTS §1e), its lines alone well. A
+        answering line little better than chance (RESULTS §15), its lines alone well. A
         window costs a pass a line more; the default pair asks it only of a window that does
         not read as English (`ingest.embed.pair`)."""
         return await lines_alone(self.embed_documents, texts)

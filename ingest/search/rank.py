@@ -98,7 +98,7 @@ RANKER_VERSION = 7
 # `length` counts a window's characters up to the chunker's window size (`chunker.max_bytes`'s
 # default): past it, one long message would outweigh every topic by its length alone (a
 # 3,000-character message of many topics' words headed unrelated searches; issue 37). The cap
-# costs nothing on the folds and molweni-dev (bench/RESULTS.md §1d).
+# costs nothing on the folds and molweni-dev (bench/RESULTS.md §1b, §16).
 LENGTH_CAP = 350
 # The match model's features (the floor's): all absolute, so made-up words score low.
 MATCH_FEATURES = ("dense", "best_message", "dense2")
