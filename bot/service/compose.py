@@ -23,6 +23,7 @@ from bot.service.metrics import ServiceMetrics, counting_store
 from bot.service.scheduler import RefreshScheduler
 from ingest.embed import Embedder
 from ingest.errors import MatrixError
+from ingest.index import walkbounds
 from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport
 from ingest.matrix.rooms import RoomCache
@@ -91,7 +92,8 @@ async def build(
 
     async def refresh(only: Sequence[RoomID] | None) -> RefreshReport:
         try:
-            report = await writer.refresh(only=only)
+            with walkbounds.room_time(walkbounds.WALK_PASS_SECONDS):  # no room holds the rest
+                report = await writer.refresh(only=only)
         except Exception:
             metrics.refresh_failures.labels(kind="full" if only is None else "rooms").inc()
             raise

@@ -169,10 +169,9 @@ async def test_a_room_whose_pass_time_runs_out_is_behind_and_goes_on_next_pass(
     hs: Homeserver, seeder: MatrixUser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression (issue 46): one sender's flood held the one writer until every page of it
-    was embedded. A room's walk gets `WALK_PASS_SECONDS` a pass (here none: one page), is
-    reported `behind` with its cursor kept, and the next pass goes on from it; the other room
-    is written in the same pass."""
-    monkeypatch.setattr(walkbounds, "WALK_PASS_SECONDS", 0.0)
+    was embedded. In a pass of `muninn run` (`room_time`) a room's walk gets that much time
+    (here none: one page), is reported `behind` with its cursor kept, and the next pass goes
+    on from it; the other room is written in the same pass. A `muninn refresh` reads on."""
     reader, faulty, healthy = await two_rooms(hs, seeder)
     cfg = reader_config(hs, reader, tmp_path)
     n = itertools.count()
@@ -181,11 +180,59 @@ async def test_a_room_whose_pass_time_runs_out_is_behind_and_goes_on_next_pass(
     )
     transport = Faulty(faulty, "messages", flood)
     async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
-        report = await ix.refresh()
+        with walkbounds.room_time(0.0):
+            report = await ix.refresh()
         rooms = {r.room_id: r for r in report.rooms}
         assert rooms[healthy].indexed == 1 and not rooms[healthy].behind
         assert rooms[faulty].behind and rooms[faulty].error is None
         assert report.behind() == [faulty] and len(transport.faulted) == 2  # one page left
         assert rooms[faulty].as_json()["behind"] is True
-        await ix.refresh([RoomID(faulty)])  # on from its cursor
+        monkeypatch.setattr(walkbounds, "WALK_PAGES", 5)  # a refresh reads on (to a bound)
+        again = await ix.refresh([RoomID(faulty)])  # on from its cursor
         assert transport.faulted[2].params.get("from") == "f0"
+        assert not again.rooms[0].behind and "cut short after 5 pages" in again.rooms[0].detail
+
+
+async def test_a_cursor_the_homeserver_refuses_is_reset_and_the_room_read_again(
+    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression (issue 46): a room whose stored cursor the homeserver refuses (400 "'from'
+    parameter is invalid": a database restored or replaced) failed at every pass, never
+    indexed again. The refusal resets that room's cursor: it is read again from its start,
+    what is indexed kept until replaced, the reset reported and logged, and the message sent
+    since is indexed; the other room goes on from its own cursor."""
+    reader, faulty, healthy = await two_rooms(hs, seeder)
+    cfg = reader_config(hs, reader, tmp_path)
+    refused: list[Request] = []
+    armed: list[bool] = []  # from the second pass on: its first request is from the cursor
+
+    def once(request: Request) -> Response | None:
+        if not armed or refused or not _is(request, faulty, "messages"):
+            return None
+        refused.append(request)
+        return answer(400, {"errcode": "M_UNKNOWN", "error": "'from' parameter is invalid"})
+
+    transport = Recorder(fault=once)
+    caplog.set_level(logging.WARNING, logger="muninn.refresh")
+    async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
+        await ix.refresh()
+        before = await ix.bodies()
+        since = await seeder.send_text(faulty, "alpha second words")
+        armed.append(True)
+        report = await ix.refresh()
+        rooms = {r.room_id: r for r in report.rooms}
+        assert len(refused) == 1 and rooms[faulty].error is None
+        assert rooms[faulty].cursor_reset and "refused the room's cursor" in rooms[faulty].detail
+        assert not rooms[healthy].cursor_reset and rooms[healthy].error is None
+        bodies = await ix.bodies()
+        assert bodies[since] == "alpha second words" and before.items() <= bodies.items()
+        assert any(
+            faulty in r.getMessage() and "from the room's start" in r.getMessage()
+            for r in caplog.records
+        )
+        assert "from" in refused[0].params
+        at = next(i for i, r in enumerate(transport.requests) if r is refused[0])
+        walked = [r for r in transport.requests[at + 1 :] if _is(r, faulty, "messages")]
+        assert "from" not in walked[0].params  # from the room's start
+        report = await ix.refresh([RoomID(faulty)])  # the new cursor is taken again
+        assert not report.rooms[0].cursor_reset and report.rooms[0].error is None
