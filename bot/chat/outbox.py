@@ -32,7 +32,7 @@ from ingest.errors import MatrixUnavailable
 
 __all__ = ["Outbox", "Pending"]
 
-log = logging.getLogger("muninn.outbox")
+log = logging.getLogger("muninn.chat")
 
 FIRST_DELAY = 2.0  # seconds before the first repeat, doubling
 MAX_DELAY = 60.0  # seconds, the cap of that doubling

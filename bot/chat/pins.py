@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
 
-log = logging.getLogger("muninn.pins")
+log = logging.getLogger("muninn.chat")
 
 
 def _index_of(history: list[TimelineItem], msg: Incoming) -> int:

@@ -31,7 +31,7 @@ from ingest.types import RoomID
 
 __all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
 
-log = logging.getLogger("muninn.bot")
+log = logging.getLogger("muninn.chat")
 
 AUDIENCE_CHANGED = (
     "The room's members or history visibility changed while this was answered; nothing is "

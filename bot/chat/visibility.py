@@ -64,7 +64,7 @@ __all__ = [
     "room_audience",
 ]
 
-log = logging.getLogger("muninn.visibility")
+log = logging.getLogger("muninn.chat")
 
 NOTHING = 2**62  # a start later than any event: nothing restricted may be quoted
 _MAX_HOPS = 20  # history-visibility changes followed back

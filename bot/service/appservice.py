@@ -27,7 +27,7 @@ from ingest.matrix import ClientEvent, events_in
 
 __all__ = ["AppserviceServer", "EventSink"]
 
-log = logging.getLogger("muninn.appservice")
+log = logging.getLogger("muninn.service")
 
 # Accept a batch of pushed events; False when there is no room for them now.
 EventSink = Callable[[Sequence[ClientEvent]], bool]

@@ -20,7 +20,7 @@ from ingest.errors import ConfigError, MatrixError
 
 __all__ = ["CommandPool", "Countdown"]
 
-log = logging.getLogger("muninn.inflight")
+log = logging.getLogger("muninn.service")
 
 Run = Callable[[Incoming], Awaitable[None]]
 

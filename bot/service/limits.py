@@ -34,7 +34,7 @@ __all__ = [
     "serve_capped",
 ]
 
-log = logging.getLogger("muninn.limits")
+log = logging.getLogger("muninn.service")
 
 MAX_CONNECTIONS = 256  # open connections a port serves at once
 HEAD_TIMEOUT = 10.0  # seconds a connection has to send its first request head

@@ -24,7 +24,7 @@ from ingest.types import RoomID
 
 __all__ = ["RefreshScheduler"]
 
-log = logging.getLogger("muninn.scheduler")
+log = logging.getLogger("muninn.service")
 
 Refresh = Callable[[Sequence[RoomID] | None], Awaitable[RefreshReport | None]]
 

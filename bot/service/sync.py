@@ -22,7 +22,7 @@ from ingest.matrix import BRIDGE_TYPES, ClientEvent, events_in
 
 __all__ = ["SYNC_FILTER", "SyncLoop", "events_from_sync"]
 
-log = logging.getLogger("muninn.sync")
+log = logging.getLogger("muninn.service")
 
 # Only what the bot acts on: messages (commands, wake-ups), redactions (wake-ups) and the state
 # that changes a room's scope or visibility (it drops the cached verdict).

@@ -36,7 +36,7 @@ from ingest.store import (
 from ingest.store.purges import PurgeLog
 from ingest.types import RoomID
 
-log = logging.getLogger("muninn.refresh")
+log = logging.getLogger("muninn.index")
 
 # A rebuilt generation waits this many passes for a failing room before it switches without
 # it (see `Generations.complete`).

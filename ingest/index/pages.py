@@ -32,7 +32,7 @@ from ingest.types import (
     SkipReason,
 )
 
-log = logging.getLogger("muninn.refresh")
+log = logging.getLogger("muninn.index")
 
 # `ingest.rules.events.normalize` with the writer's own user ids and command prefix (rule 9) bound:
 # every event of a page, and what a redaction re-reads, is normalized the same way.

@@ -56,7 +56,7 @@ __all__ = [
     "refused_token_fix",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("muninn.matrix")
 
 JSONDict = dict[str, Any]
 Query = Mapping[str, str | int]

@@ -35,7 +35,7 @@ from ingest.types import RoomAlias, RoomID, RoomState, UserID
 
 __all__ = ["MatrixReader"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("muninn.matrix")
 
 _DIRECT_WALKS = 65_536  # remembered membership walks (event ids), cleared when full
 _DIRECT_WALKS_PER_READ = 32  # members whose history one room-state read follows back

@@ -19,7 +19,7 @@ from ingest.types import Refusal, RoomID, RoomState, Verdict
 
 __all__ = ["RoomCache", "RoomInfo", "StateSource"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("muninn.matrix")
 
 
 class StateSource(Protocol):

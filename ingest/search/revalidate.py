@@ -77,7 +77,7 @@ class TailSource(Protocol):
     ) -> Page: ...
 
 
-log = logging.getLogger("muninn.revalidate")
+log = logging.getLogger("muninn.search")
 
 _K = TypeVar("_K")
 

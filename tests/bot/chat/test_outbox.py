@@ -73,7 +73,7 @@ async def test_outbox_gives_up_a_reply_once_its_command_is_too_old(
 ) -> None:
     """A command older than `MAX_COMMAND_AGE_MS` is not answered late: its reply is given up,
     logged and counted in `muninn_replies_given_up_total`; a full outbox gives up at once."""
-    caplog.set_level(logging.WARNING, "muninn.outbox")
+    caplog.set_level(logging.WARNING, "muninn.chat")
     metrics = ServiceMetrics()
     now = [10 * MAX_COMMAND_AGE_MS]
     bot = client(Scripted(DOWN, repeat=True))

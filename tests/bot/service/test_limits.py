@@ -89,7 +89,7 @@ async def test_listener_caps_idle_connections_and_closes_slow_heads(
 async def test_accept_errors_are_logged_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
     """EMFILE on accept, 100 times in a second, is one log line; the next minute's first one
     says how many were left out. Other loop errors pass to the previous handler."""
-    caplog.set_level(logging.ERROR, "muninn.limits")
+    caplog.set_level(logging.ERROR, "muninn.service")
     loop = asyncio.get_running_loop()
     previous = loop.get_exception_handler()
     others: list[dict[str, Any]] = []
@@ -110,6 +110,6 @@ async def test_accept_errors_are_logged_once_a_minute(caplog: pytest.LogCaptureF
         handler(loop, {"message": "Task exception was never retrieved"})
     finally:
         loop.set_exception_handler(previous)
-    lines = [r.getMessage() for r in caplog.records if r.name == "muninn.limits"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "muninn.service"]
     assert len(lines) == 2 and "99 more" in lines[1]
     assert [c["message"] for c in others] == ["Task exception was never retrieved"]

@@ -69,7 +69,7 @@ async def test_apply_events_names_and_passes_an_event_it_cannot_take(
     chunker raise and failed the room on every pass; now the event is logged by room and event
     id, counted as `unwritable`, and the page's other messages are indexed around it."""
     events = [_text(1, "before it"), _text(2, "broken \ud800 text"), _text(3, "after it")]
-    with caplog.at_level(logging.WARNING, logger="muninn.refresh"):
+    with caplog.at_level(logging.WARNING, logger="muninn.index"):
         ws, report = await _apply(events)
     assert _held(ws) == ["$e1", "$e3"]
     assert report.indexed == 2 and report.skipped["unwritable"] == 1

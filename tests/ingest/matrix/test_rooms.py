@@ -105,6 +105,6 @@ async def test_unreadable_refusal_records_degrade_to_the_state_verdict(
     reader.release.set()
     scope = RoomScope.from_config(ScopeConfig(), "x")
     rooms = RoomCache(cast(MatrixReader, reader), scope, remembered_puppet=store_down)
-    with caplog.at_level(logging.WARNING, logger="ingest.matrix.rooms"):
+    with caplog.at_level(logging.WARNING, logger="muninn.matrix"):
         assert (await rooms.get(ROOM)).verdict.eligible
     assert "connection refused" in caplog.text
