@@ -6,6 +6,9 @@
 - No back-references: a method does not hand `self` to another class's constructor (the
   `CommandHandler` → `PinActions(self)` → `self.h.…` shape); a part gets the values or callables
   it uses.
+- No import loop anywhere in the tree (issue 45), every import counted, those inside a function
+  too: `lint-imports` holds the floors and the siblings, this holds a module and its own
+  package's `__init__` as well.
 """
 
 from __future__ import annotations
@@ -145,3 +148,104 @@ def test_no_feature_detection_on_half_built_objects() -> None:
         and node.args[0].id == "self"
     ]
     assert not asked, "hasattr(self, …) asks whether an object is built:\n" + "\n".join(asked)
+
+
+TREE = ("bot", "ingest", "bench", "tests")
+
+
+def _import_graph() -> dict[str, dict[str, tuple[Path, int]]]:
+    """Each module of the tree → the modules of the tree it names in an import, with where.
+
+    Every import statement counts, at the top, inside a function or under `TYPE_CHECKING`: a
+    loop closed by an import inside a function still runs half-built the day the order of first
+    imports changes. `from pkg import name` names `pkg.name` where that is a module, else
+    `pkg` itself (its `__init__`); the parent packages Python runs first on the way to a module
+    are not counted (they are already running when one of their own modules is imported).
+    """
+    paths = {
+        _module_name(path): path
+        for top in TREE
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if "fixtures" not in path.relative_to(ROOT).parts
+    }
+
+    def known(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, tuple[Path, int]]] = {name: {} for name in paths}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [known(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = here
+                    for _ in range(node.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{base}" if base else package
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else known(base)
+                    for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                if target and target != name:
+                    graph[name].setdefault(target, (path, node.lineno))
+    return graph
+
+
+def _loops(graph: dict[str, dict[str, tuple[Path, int]]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(name: str) -> None:
+        index[name] = low[name] = len(index)
+        stack.append(name)
+        for target in graph[name]:
+            if target not in index:
+                visit(target)
+                low[name] = min(low[name], low[target])
+            elif target in stack:
+                low[name] = min(low[name], index[target])
+        if low[name] == index[name]:
+            component = [stack.pop()]
+            while component[-1] != name:
+                component.append(stack.pop())
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return loops
+
+
+def test_no_import_loop_anywhere_in_the_tree() -> None:
+    """No module of bot/, ingest/, bench/ or tests/ reaches itself again through its imports.
+
+    The `acyclic_siblings` contract of `lint-imports` sees loops between siblings only, so a
+    module importing its own package's `__init__` while that `__init__` imports it (in a
+    function, even) passed it: `ingest/embed/pair.py` took `Embedder` from `ingest.embed`,
+    whose `make_embedder` imports `ingest.embed.pair` (the protocol now lives in
+    `ingest/embed/base.py`). This check names that loop on the tree before (6abe00a~1).
+    """
+    graph = _import_graph()
+    found = [
+        " ↔ ".join(loop)
+        + "".join(
+            f"\n    {source} → {target} ({where.relative_to(ROOT)}:{line})"
+            for source in loop
+            for target, (where, line) in graph[source].items()
+            if target in loop
+        )
+        for loop in _loops(graph)
+    ]
+    assert not found, "import loops:\n" + "\n".join(found)
