@@ -12,8 +12,12 @@ demo script's `!search` questions, in turn, up to `--searches`:
 - mcp: the tool call `search` with the same text to one `muninn mcp` child the SDK's stdio
   client started, request to answer: what an agent host pays once the server runs. Its start
   (spawn to initialized) and its first call (the model's load) are reported apart.
-Both revalidate every hit against the same homeserver. Then the server's VmRSS idle after its
-last call, and again once the embedder's idle unload (`embedder.unload_after_seconds`, here
+Both revalidate every hit against the same homeserver. Then the reads an agent adds (issue
+49), each question asked three ways in turn, the order rotating so that load drifts alike:
+the plain `search`, with `context: 2` (each hit's conversation read from the homeserver), and
+with `match: "words"` (the lexical list alone); their p50s and ratios to the plain one (the
+acceptance: `context: 2` ≤ 1.5×, `words` ≤ 1×). Then the server's VmRSS idle after its last
+call, and again once the embedder's idle unload (`embedder.unload_after_seconds`, here
 `--unload` seconds) has run.
 """
 
@@ -104,6 +108,7 @@ async def mcp_searches(config: Path, texts: Sequence[str], unload: float) -> dic
             result = await session.call_tool("search", {"query": text})
             samples.append(time.perf_counter() - t0)
             assert not result.is_error, result.content
+        reads = await read_ways(session, texts)
         pid = server_pid()
         await asyncio.sleep(2)
         idle = rss_mib(pid)
@@ -113,9 +118,40 @@ async def mcp_searches(config: Path, texts: Sequence[str], unload: float) -> dic
         "start_s": round(start_s, 2),
         "first_call_ms": round(samples[0] * 1000, 1),
         "calls": samples[1:],
+        "reads": reads,
         "idle_rss_mib": idle,
         "idle_rss_after_unload_mib": unloaded,
     }
+
+
+# The reads an agent adds (issue 49), each beside the plain search it is compared with.
+WAYS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "context_2": {"context": 2},
+    "match_words": {"match": "words"},
+}
+
+
+async def read_ways(session: ClientSession, texts: Sequence[str]) -> dict[str, list[float]]:
+    """Each text asked each way (`WAYS`), the order rotating a question; seconds a call."""
+    out: dict[str, list[float]] = {way: [] for way in WAYS}
+    ways = list(WAYS)
+    for i, text in enumerate(texts):
+        for way in ways[i % len(ways) :] + ways[: i % len(ways)]:
+            t0 = time.perf_counter()
+            result = await session.call_tool("search", {"query": text, **WAYS[way]})
+            out[way].append(time.perf_counter() - t0)
+            assert not result.is_error, result.content
+    return out
+
+
+def ways_report(reads: dict[str, list[float]]) -> dict[str, Any]:
+    """Each way's stats, and its p50 over the plain search's."""
+    shown = {way: stats(samples) for way, samples in reads.items()}
+    plain = float(shown["plain"]["p50_ms"])
+    for row in shown.values():
+        row["over_plain_p50"] = round(float(row["p50_ms"]) / plain, 3)
+    return shown
 
 
 def indexed(folder: Path, unload: float) -> tuple[Path, SynapseServer]:
@@ -155,7 +191,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             mcp = asyncio.run(mcp_searches(config, texts, args.unload))
         finally:
             server.stop()
-    calls = mcp.pop("calls")
+    calls, reads = mcp.pop("calls"), mcp.pop("reads")
     cli_stats, mcp_stats = stats(cli), stats(calls)
     return {
         "machine": machine(),
@@ -163,6 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cli_search_json": cli_stats,
         "mcp_search": {**mcp_stats, **mcp},
         "mcp_over_cli_p50": round(float(mcp_stats["p50_ms"]) / float(cli_stats["p50_ms"]), 3),
+        "mcp_search_reads": ways_report(reads),
     }
 
 

@@ -156,8 +156,20 @@ class SearchActions:
             more=result.remaining,
             first=(page.depth if page else 0) + 1,
             server_name=self.server_name,
+            unread=await self._unread(rooms, marks, here=not in_command_room),
         )
         await replier.send_quoting(msg, search_reply(msg.reply_to, view), cut)
+
+    async def _unread(
+        self, rooms: Sequence[RoomID] | None, marks: Mapping[str, str], *, here: bool
+    ) -> tuple[str, ...]:
+        """The searched rooms the index has not read yet (issue 49: no writer's mark), "this
+        room" in a room, by label in the command room; none when no mark could be read (an
+        empty or unreadable index says so itself)."""
+        missing = [r for r in rooms or () if marks and r not in marks]
+        if here or not missing:
+            return ("this room",) if missing else ()
+        return tuple([(await self.rooms.get(r)).label for r in missing])
 
     async def _mention_names(
         self, command: SearchCommand, rooms: list[RoomID] | None

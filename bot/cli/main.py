@@ -77,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the per-room report as JSON")
 
     s = sub.add_parser("search", help="search the index (the one read path)", epilog=TIME_HELP)
-    s.add_argument("texts", nargs="+", metavar="TEXT", help="1 to 8 query texts, fused")
+    s.add_argument(
+        "texts", nargs="*", metavar="TEXT", help="1 to 8 query texts, fused (or --reply-to)"
+    )
     s.add_argument("--room", action="append", help="only this room (id or alias)")
     s.add_argument(
         "--sender",
@@ -207,7 +209,10 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "search" and not args.texts and args.reply_to is None:
+        parser.error("search: give 1 to 8 TEXTs to search for (or --reply-to EVENT)")
     setup_logging(verbose=args.verbose, fmt=args.log_format)
     try:
         if args.command == "generate-registration":

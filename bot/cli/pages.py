@@ -30,9 +30,16 @@ PAGES: dict[str, tuple[str, str]] = {
     "search": (
         "The read path: dense and lexical retrieval, fused, every hit revalidated against the "
         "homeserver (or the export it was imported from) before it is shown. While `muninn run` "
-        "holds the embedded store, it asks the service over its loopback listener.",
+        "holds the embedded store, it asks the service over its loopback listener. --match "
+        "words answers from the words alone; --has keeps links, files, images, videos or audio; "
+        "--context N shows each result's conversation; --reply-to lists the replies to one "
+        "message and its thread, read from the homeserver. A room the index has not read yet, "
+        "or is behind in, is named (stderr; --json: indexing).",
         "muninn search 'why did the deploy fail' --room '#ops' --after 7d\n"
-        "muninn search 'login 500' 'sessions table' --json",
+        "muninn search 'login 500' 'sessions table' --json\n"
+        "muninn search 'ERR_7731X' --match words --context 2\n"
+        "muninn search 'budget' --has file --has image\n"
+        "muninn search --reply-to 'https://matrix.to/#/!abc:example.org/$q1' --json",
     ),
     "pins": (
         "A room's pinboard as the bot folds it from the room's `!pin` events (edits applied, "

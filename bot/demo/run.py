@@ -331,15 +331,21 @@ def _login_help(
     """How to go on: the CLI's config, and (unless the server is about to stop) how to log in."""
     cli = f"{cli_command()} --config {shlex.quote(str(config))}"
     search = f"{cli} search 'why could nobody log in' --json"
-    # An agent host (Claude, a coding agent) starts `muninn mcp` over the same index.
-    search += f"\nAn agent host's MCP configuration for the same index:\n  {host_config(config)}"
     if once:
-        # Synapse stops a moment later: login details would name a server that is gone.
+        # Synapse stops a moment later: login details would name a server that is gone, and
+        # an agent host's MCP entry would start a server whose every call fails (issue 44).
         out(
             f"\n--once: the script is done, stopping. The CLI's config is {config}; while a "
-            f"`muninn demo` (without --once) runs, try:\n  {search}"
+            f"`muninn demo` (without --once) runs, try:\n  {search}\n"
+            "That run also prints the MCP entry an agent host adds for this index; it answers "
+            "only while `muninn demo` runs."
         )
         return
+    # An agent host (Claude, a coding agent) starts `muninn mcp` over the same index.
+    search += (
+        "\nAn agent host's MCP configuration for the same index (it answers while this demo "
+        f"runs):\n  {host_config(config)}"
+    )
     others = ", ".join(p for p in community.people if p != community.owner)
     out(
         "\nLog in with your own Matrix client (Element Desktop, nheko, …):\n"

@@ -80,7 +80,7 @@ def expects(schema: Mapping[str, Any], plural: bool = False) -> str:
         return " or ".join(expects(s, plural) for s in options)
     if "enum" in schema or "const" in schema:
         values = schema.get("enum", [schema.get("const")])
-        return "one of " + ", ".join(json.dumps(v) for v in values)
+        return ("of " if plural else "one of ") + ", ".join(json.dumps(v) for v in values)
     kind = schema.get("type")
     if kind == "array":
         most = f"at most {schema['maxItems']} " if "maxItems" in schema else ""

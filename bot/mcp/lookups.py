@@ -19,15 +19,27 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from bot.chat.commands.arguments import ArgumentError
 from bot.chat.commands.dates import instant
 from bot.config import ServiceConfig
 from bot.mcp import service
-from bot.mcp.context import Around, EventRef, around, event_ref
 from bot.operations.common import cli_reader, cli_users, resolve_room
-from bot.operations.pins import _recorded_purges, board
+from bot.operations.context import (
+    Around,
+    EventRef,
+    around,
+    event_ref,
+    read_around,
+    showing_for,
+    with_context,
+)
+from bot.operations.enrich import enriched
+from bot.operations.freshness import Indexed
+from bot.operations.pins import board, recorded_purges
+from bot.operations.replies import Narrowing, replies
 from bot.operations.search import fail_fast, find
 from bot.operations.status import store_facts
 from ingest.embed import Embedder
@@ -35,11 +47,12 @@ from ingest.errors import MatrixUnavailable, QueryError
 from ingest.index.facts import StoreFacts
 from ingest.matrix import MatrixReader
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope, puppet_in_events
+from ingest.rules.scope import RoomScope
 from ingest.search.filters import MessageFilter
+from ingest.search.hits import SearchResult
 from ingest.types import RoomID, RoomState
 
-__all__ = ["Lookups", "listed", "named"]
+__all__ = ["Lookups", "Reading", "listed", "named"]
 
 # The read path's field names, as the tools call them (a refusal names the tool's argument).
 _ARGUMENT = {"texts": "query", "offset": "cursor", "exclude_senders": "exclude_sender"}
@@ -67,6 +80,16 @@ def moment(argument: str, text: str | None) -> int | None:
 def listed(value: str | Sequence[str] | None) -> list[str]:
     """One text or several, as a list (a tool takes either; its schema bounds both)."""
     return [value] if isinstance(value, str) else list(value or ())
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How `search` reads past its filters: `match` (`meaning` or `words`), each hit's
+    `context` (messages either side), or the replies to `reply_to` instead of the index."""
+
+    match: str = "meaning"
+    context: int = 0
+    reply_to: str | None = None
 
 
 class Lookups:
@@ -159,8 +182,10 @@ class Lookups:
         cursor: int | None,
         flt: MessageFilter,
         sort: str,
+        read: Reading = Reading(),
     ) -> dict[str, Any]:
-        """`search`: `muninn search --json`'s document; `when` is (after, before)."""
+        """`search`: `muninn search --json`'s document; `when` is (after, before); `read`: how
+        the words match, each hit's context, or the replies to one message instead."""
         after, before = moment("after", when[0]), moment("before", when[1])
         shape: dict[str, Any] = {
             "senders": sender or None,
@@ -173,6 +198,8 @@ class Lookups:
         }
         try:
             async with self._reader() as reader:
+                if read.reply_to is not None:
+                    return await self._replies(reader, read, room, texts, shape)
                 served = await self._served(reader)
                 rooms = [await self._room(reader, r, served) for r in room]
                 await self._known(reader, list(zip(room, rooms, strict=True)))
@@ -180,12 +207,18 @@ class Lookups:
                     if not served:
                         raise QueryError("room", "none of the rooms in mcp.rooms resolves")
                     rooms = served
+                asked = {**shape, "match": read.match}
                 result = await service.store_or_service(
                     self.service,
                     lambda: find(
-                        self.cfg, texts=texts, rooms=rooms or None, embedder=self.embedder, **shape
+                        self.cfg,
+                        texts=texts,
+                        rooms=rooms or None,
+                        embedder=self.embedder,
+                        context=read.context,
+                        **asked,
                     ),
-                    lambda: service.search(self.service, texts, rooms or None, **shape),
+                    lambda: self._from_service(reader, texts, rooms or None, read.context, asked),
                 )
         except QueryError as e:
             raise named(e) from None
@@ -195,6 +228,44 @@ class Lookups:
                 "by `muninn import` are searched without it (name them in `room`)"
             ) from None
         return result.as_json()
+
+    async def _from_service(
+        self,
+        reader: MatrixReader,
+        texts: list[str],
+        rooms: list[RoomID] | None,
+        context: int,
+        asked: dict[str, Any],
+    ) -> SearchResult:
+        """The running service's search, with what the listener's document does not carry
+        (`indexing`, `context`) read here: the store's records from its status."""
+        result = await service.search(self.service, texts, rooms, **asked)
+        indexed = Indexed.of_facts(await service.status(self.service))
+        stones = await recorded_purges(self.cfg)  # the purge file: the service holds the store
+        return await enriched(self.cfg, reader, result, rooms, context, indexed, stones)
+
+    async def _replies(
+        self,
+        reader: MatrixReader,
+        read: Reading,
+        room: list[str],
+        texts: list[str],
+        shape: dict[str, Any],
+    ) -> dict[str, Any]:
+        """`search` with `reply_to`: the replies to that message and its thread, read from the
+        homeserver now (`bot.operations.replies`)."""
+        assert read.reply_to is not None
+        ref = event_ref(read.reply_to, "reply_to")
+        if ref.room is None and len(room) != 1:
+            raise QueryError("room", "a bare event id in reply_to needs its one room")
+        given = ref.room or room[0]
+        room_id = await self._room(reader, given, await self._served(reader))
+        keys = ("senders", "after", "before", "flt", "limit", "offset", "sort")
+        asked = Narrowing(texts=texts, **{k: v for k, v in shape.items() if k in keys and v})
+        showing = await showing_for(self.cfg, reader)
+        cache = RoomCache(reader, self.scope)
+        found = await replies(reader, cache, room_id, given, ref.event_id, showing, asked)
+        return (await with_context(reader, cache, found, read.context, showing)).as_json()
 
     async def pins(self, room: str) -> dict[str, Any]:
         try:
@@ -265,10 +336,8 @@ class Lookups:
             raise QueryError("room", "a bare event id needs its room (or give the permalink)")
         try:
             async with self._reader() as reader:
-                room_id, state, read, reader_id = await self._around(
-                    reader, ref, given, before, after
-                )
-                stones = await _recorded_purges(self.cfg)
+                room_id, state, read = await self._around(reader, ref, given, before, after)
+                showing = await showing_for(self.cfg, reader)
         except MatrixUnavailable:
             raise self.unreachable("the messages are read from it as they are now") from None
         messages = around(
@@ -277,10 +346,10 @@ class Lookups:
             read,
             before=before,
             after=after,
-            reader_id=reader_id,
-            prefix=self.cfg.bot.prefix,
-            stones=stones,
-            server_name=self.cfg.homeserver.server_name,
+            reader_id=showing.reader_id,
+            prefix=showing.prefix,
+            stones=showing.stones,
+            server_name=showing.server_name,
         )
         return {
             "room_id": room_id,
@@ -291,19 +360,14 @@ class Lookups:
 
     async def _around(
         self, reader: MatrixReader, ref: EventRef, given: str, before: int, after: int
-    ) -> tuple[RoomID, RoomState, Around, str]:
-        """The room, its state, the homeserver's `/context` read and the reader's id."""
+    ) -> tuple[RoomID, RoomState, Around]:
+        """The room, its state and the homeserver's `/context` read (scope held)."""
         room_id = await self._room(reader, given, await self._served(reader))
-        info = await RoomCache(reader, self.scope).get(room_id)
-        if not info.verdict.eligible or info.state is None:
-            raise QueryError("room", f"{given} is refused ({info.verdict.reason})")
-        # The homeserver splits the limit either side; other events than messages count.
-        read = await reader.context(room_id, ref.event_id, 4 * max(before, after, 1))
-        if read is None:
-            raise QueryError("event", f"no event {ref.event_id} in {given}")
-        if (puppet := puppet_in_events([*read[0], read[1], *read[2]], self.scope)) is not None:
-            raise QueryError("room", f"{given} is refused (bridged: {puppet} is a puppet)")
-        return room_id, info.state, read, str(await reader.whoami())
+        cache = RoomCache(reader, self.scope)
+        state, read = await read_around(
+            reader, cache, room_id, given, ref.event_id, max(before, after)
+        )
+        return room_id, state, read
 
 
 # A room's fields only the homeserver knows: `unknown` lists them while it cannot be asked.

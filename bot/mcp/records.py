@@ -20,12 +20,40 @@ __all__ = ["Board", "Context", "RoomList", "SearchDocument"]
 _OPEN = ConfigDict(extra="allow")
 
 
-class Cited(TypedDict, total=False):
+class Said(TypedDict, total=False):
     __pydantic_config__ = _OPEN  # type: ignore[misc]
     event_id: str
     sender: str
     ts: int  # ms since the epoch
-    body: str
+    body: str  # a file, image, video or audio clip: its filename and caption
+    msgtype: str  # m.text, m.emote, m.file, m.image, m.video, m.audio
+
+
+class Quoted(Said, total=False):
+    permalink: str
+
+
+class Beside(TypedDict, total=False):
+    """A hit's best message's conversation (`search`'s `context: N`), each side oldest first."""
+
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    before: list[Quoted]
+    after: list[Quoted]
+
+
+class Cited(Said, total=False):
+    context: Beside  # only on the best message, and only when `context` was asked for
+
+
+class Behind(TypedDict, total=False):
+    """A searched room the index has not caught up with (`indexing`)."""
+
+    __pydantic_config__ = _OPEN  # type: ignore[misc]
+    room_id: str
+    room_alias: str | None
+    reason: str  # not_read: never read; behind: its homeserver holds newer events
+    indexed_ts: int | None  # when the index last read the room, ms
+    lag_seconds: float | None
 
 
 class HitRecord(TypedDict, total=False):
@@ -53,10 +81,7 @@ class SearchDocument(TypedDict, total=False):
     below_floor: int
     next_offset: int | None  # `cursor` of the next page; null on the last
     sort: str
-
-
-class Quoted(Cited, total=False):
-    permalink: str
+    indexing: list[Behind]  # the searched rooms the index has not caught up with; [] all are
 
 
 class Context(TypedDict, total=False):

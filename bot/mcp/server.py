@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -25,15 +25,15 @@ from pydantic import Field
 from bot.chat.commands.records import MAX_ROOMS
 from bot.config import ServiceConfig
 from bot.mcp.arguments import Strict
-from bot.mcp.context import MAX_AROUND
-from bot.mcp.lookups import Lookups, listed, named
+from bot.mcp.lookups import Lookups, Reading, listed, named
 from bot.mcp.records import Board, Context, RoomList, SearchDocument
 from bot.mcp.service import refuse_the_write_token
 from bot.mcp.stdio import serve_stdio
+from bot.operations.context import MAX_AROUND, MAX_BESIDE
 from bot.service.http_api.wire import MAX_IDS
 from ingest.embed import make_embedder
 from ingest.errors import MuninnError, QueryError
-from ingest.search.filters import MAX_EXCLUSIONS, MAX_MENTIONS, MessageFilter
+from ingest.search.filters import HAS_KINDS, MAX_EXCLUSIONS, MAX_MENTIONS, MessageFilter
 from ingest.search.query import MAX_LIMIT, MAX_OFFSET, MAX_TEXT_BYTES, MAX_TEXTS
 
 __all__ = ["build_server", "serve"]
@@ -53,8 +53,11 @@ Text = Annotated[str, Field(max_length=MAX_TEXT_BYTES)]
 RoomText = Annotated[str, Field(max_length=MAX_ID)]
 User = Annotated[str, Field(max_length=MAX_ID)]
 Texts = Annotated[
-    Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)],
-    Field(description="what to look for, in words; several texts are searched together (1-8)"),
+    Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_TEXTS)] | None,
+    Field(
+        description="what to look for, in words; several texts are searched together (1-8); "
+        "with reply_to, optional: the replies holding its words"
+    ),
 ]
 InRooms = Annotated[
     RoomText | Annotated[list[RoomText], Field(max_length=MAX_ROOMS)] | None,
@@ -90,7 +93,43 @@ Words = Annotated[
     list[Text] | None,
     Field(max_length=MAX_EXCLUSIONS, description="leave out hits with any of these words"),
 ]
-HasLink = Annotated[bool, Field(description="only messages with a URL")]
+HasLink = Annotated[bool, Field(description='only messages with a URL (as has: "link")')]
+Kind = Literal["link", "file", "image", "video", "audio"]
+assert get_args(Kind) == HAS_KINDS  # the filter's kinds (`ingest.search.filters`), one list
+Has = Annotated[
+    Kind | Annotated[list[Kind], Field(max_length=len(HAS_KINDS))] | None,
+    Field(
+        description="only messages with any of these: a link (a URL in the text), or a file, "
+        "image, video or audio clip (msgtype m.file, m.image, m.video, m.audio; its body is "
+        "its filename and caption)"
+    ),
+]
+Beside = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=MAX_BESIDE,
+        description="messages before and after each hit's best message to read with it, as "
+        "the context tool reads them: the message's context: {before, after}, oldest first",
+    ),
+]
+Match = Annotated[
+    Literal["meaning", "words"],
+    Field(
+        description="meaning: by meaning and words, ranked; words: by the words alone (no "
+        "model), each message listed holding every word of a query text (any case, an "
+        "identifier's part, or a word* prefix's words), for names, part numbers, errors"
+    ),
+]
+ReplyTo = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REF,
+        description="instead of the index: the messages replying to this message and its "
+        "thread, read from the homeserver now, in the order sent (a permalink, or an event "
+        "id ($…) with one room)",
+    ),
+]
 InThread = Annotated[bool | None, Field(description="true: only in threads; false: only outside")]
 Sort = Annotated[Literal["relevance", "recent"], Field(description="recent: newest first")]
 Event = Annotated[
@@ -172,14 +211,15 @@ def build_server(lookups: Lookups) -> MCPServer:
         version=version("muninn-matrix"),
         instructions=(
             "Search a Matrix community's rooms: `search` finds messages (each hit with a "
-            "matrix.to permalink), `context` reads the conversation around one, `pins` a "
-            "room's pinboard, `rooms` what can be searched."
+            "matrix.to permalink; `context: N` reads the conversation with each, `reply_to` "
+            "lists the answers to one message), `context` reads the conversation around one, "
+            "`pins` a room's pinboard, `rooms` what can be searched."
         ),
     )
 
     @server.read_only
     async def search(
-        query: Texts,
+        query: Texts = None,
         room: InRooms = None,
         sender: Users = None,
         after: After = None,
@@ -192,25 +232,37 @@ def build_server(lookups: Lookups) -> MCPServer:
         in_thread: InThread = None,
         mentions: Mentions = None,
         sort: Sort = "relevance",
+        has: Has = None,
+        context: Beside = 0,
+        match: Match = "meaning",
+        reply_to: ReplyTo = None,
     ) -> SearchDocument:
         """Search the community's indexed rooms: the `muninn search --json` document, each hit
-        with its room, messages (event id, sender, ms time, body), score and a matrix.to
-        permalink to the best-matching message; `next_offset` is the cursor of the next page
-        (null on the last). Every hit is checked against the homeserver first: a redacted,
-        purged or since-edited message is never shown."""
+        with its room, messages (event id, sender, ms time, body, msgtype), score and a
+        matrix.to permalink to the best-matching message; `next_offset` is the cursor of the
+        next page (null on the last); `indexing` lists the searched rooms the index has not
+        caught up with (never read, or behind the homeserver: their newest messages are not
+        searched; empty when all are current). Every hit is checked against the homeserver
+        first: a redacted, purged or since-edited message is never shown. `has` keeps links,
+        files, images, videos or audio clips; `context: N` reads each hit's conversation
+        with it; `match: "words"` the words alone; `reply_to` the answers to one message."""
 
         async def call() -> dict[str, Any]:
+            if query is None and reply_to is None:
+                raise QueryError("query", "required: what to look for (or give reply_to)")
             flt = MessageFilter.build(
                 exclude_words=listed(exclude),
                 exclude_senders=lookups.users(exclude_sender, "exclude_sender"),
                 has_link=has_link,
+                has=listed(has),
                 in_thread=in_thread,
                 mentions=lookups.users(mentions, "mentions"),
             )
             senders = lookups.users(sender, "sender")
             when = (after, before)
+            read = Reading(match, context, reply_to)
             return await lookups.search(
-                listed(query), listed(room), senders, when, limit, cursor, flt, sort
+                listed(query), listed(room), senders, when, limit, cursor, flt, sort, read
             )
 
         return cast(SearchDocument, await answer(call()))
@@ -220,9 +272,9 @@ def build_server(lookups: Lookups) -> MCPServer:
         event: Event, room: EventRoom = None, before: Around = 5, after: Around = 5
     ) -> Context:
         """The conversation around one message, oldest first: `{room_id, room_alias, event_id,
-        messages: [{event_id, sender, ts, body, permalink}]}`, read from the homeserver now, as
-        each message reads after its author's edits; redacted, purged, notices, commands and
-        encrypted messages are never shown."""
+        messages: [{event_id, sender, ts, body, msgtype, permalink}]}`, read from the
+        homeserver now, as each message reads after its author's edits; redacted, purged,
+        notices, commands and encrypted messages are never shown."""
         return cast(Context, await answer(lookups.context(event, room, before, after)))
 
     @server.read_only

@@ -99,6 +99,7 @@ async def search(
     flt: MessageFilter,
     sort: str,
     offset: int,
+    match: str = "meaning",
 ) -> SearchResult:
     """The running service's search (`POST /_muninn/search`), as `muninn search --json`'s."""
     body: dict[str, Any] = {
@@ -110,6 +111,7 @@ async def search(
         "limit": limit,
         **filter_fields(flt, sort, offset),
         "close_only": False,
+        "match": match,
     }
     return result_from_json(await post_search(service_url(cfg.metrics), _token(cfg), body))
 

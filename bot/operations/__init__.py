@@ -3,7 +3,8 @@
 Adapters are built in `common` (the imperative shell); policy lives in `ingest.index.refresh` (the
 one
 writer) and `ingest.search` (the one read path). By job: `writes` (refresh, purge, import),
-`search`, `status`, `pins`.
+`search`, `status`, `pins`; what a search reads from the homeserver beside its hits (the CLI's
+and MCP's alike): `context`, `replies`, `freshness`, `enrich`.
 """
 
 from bot.operations.common import print_json, resolve_room

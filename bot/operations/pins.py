@@ -49,7 +49,7 @@ async def board(cfg: ServiceConfig, room: str) -> PinsView:
         raw, cut = within_text(await reader.latest(room_id, bound))
         if (puppet := puppet_in_events(raw, scope)) is not None:
             raise QueryError("room", f"{room} is refused (bridged: {puppet} is a bridge puppet)")
-        stones = await _recorded_purges(cfg)
+        stones = await recorded_purges(cfg)
         room_log = RoomLog(room_id, raw, bound, cut).without_purged(stones)
         boards = BoardReader(
             reader.get_event,
@@ -63,7 +63,7 @@ async def board(cfg: ServiceConfig, room: str) -> PinsView:
     return view
 
 
-async def _recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:
+async def recorded_purges(cfg: ServiceConfig) -> list[Tombstone]:
     """The purge file's records, and the store's when no service holds it (a running service
     has synced the file with the store when it opened it)."""
     stones = list(

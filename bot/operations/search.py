@@ -19,26 +19,26 @@ from bot.operations.common import (
     resolve_room,
     service_token,
 )
+from bot.operations.context import MAX_BESIDE, event_ref, showing_for, with_context
+from bot.operations.enrich import enriched
+from bot.operations.freshness import Indexed
+from bot.operations.pins import recorded_purges
+from bot.operations.replies import Narrowing, replies
+from bot.operations.search_text import indexing_lines, result_text
+from bot.operations.status import store_facts
 from bot.service import wiring
 from bot.service.http_api.wire import filter_fields
 from ingest.embed import Embedder
-from ingest.errors import MatrixUnavailable, MuninnError, StoreUnavailable
+from ingest.errors import MatrixUnavailable, MuninnError, QueryError, StoreUnavailable
 from ingest.index.export import exported_rooms
-from ingest.index.records import (
-    CURSOR_PREFIX,
-    EXPORT_PREFIX,
-)
+from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.matrix import MatrixReader, Retry
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.media import is_media
 from ingest.rules.scope import RoomScope
-from ingest.rules.stamps import utc_minute
 from ingest.search.filters import HAS_KINDS, MessageFilter
 from ingest.search.hits import SearchResult
-from ingest.search.matches import in_order
 from ingest.search.notices import EMPTY_INDEX
-from ingest.search.permalink import permalink
-from ingest.search.query import SORTS, SearchQuery
+from ingest.search.query import MATCHES, SORTS, SearchQuery
 from ingest.search.revalidate import LiveCheck, SourcedCheck, export_check
 from ingest.store import AsyncStore, Store
 from ingest.types import RoomID
@@ -87,6 +87,36 @@ def search_filter_flags(parser: argparse.ArgumentParser) -> None:
     add("--mentions", action="append", default=[], metavar="S", help="mentions: (as --sender)")
     add("--sort", choices=SORTS, default="relevance", help="sort:recent: newest first")
     add("--offset", type=int, default=0, help="hits to pass over: the next_offset of a page")
+    add(
+        "--match",
+        choices=MATCHES,
+        default="meaning",
+        help="words: the words alone (no model), each message listed holds every word of a "
+        "TEXT (any case, or a word* prefix's words)",
+    )
+    add(
+        "--context",
+        type=_beside,
+        default=0,
+        metavar="N",
+        help=f"with each result, up to N (0-{MAX_BESIDE}) messages before and after it, read "
+        "from the homeserver now (--json: the message's context: {before, after})",
+    )
+    add(
+        "--reply-to",
+        metavar="EVENT",
+        help="the messages replying to EVENT and its thread (a matrix.to permalink, or $id "
+        "with one --room), read from the homeserver now; TEXT optional: the replies holding "
+        "its words",
+    )
+
+
+def _beside(text: str) -> int:
+    """`--context N`: 0 to `MAX_BESIDE` messages either side."""
+    value = int(text) if text.isdigit() else -1
+    if not 0 <= value <= MAX_BESIDE:
+        raise argparse.ArgumentTypeError(f"takes 0 to {MAX_BESIDE} messages, not {text!r}")
+    return value
 
 
 def search_filter_args(args: argparse.Namespace, server_name: str) -> dict[str, Any]:
@@ -104,6 +134,9 @@ def search_filter_args(args: argparse.Namespace, server_name: str) -> dict[str, 
         "flt": flt,
         "sort": args.sort,
         "offset": args.offset,
+        "match": args.match,
+        "context": args.context,
+        "reply_to": args.reply_to,
     }
 
 
@@ -121,11 +154,15 @@ async def find(
     offset: int = 0,
     embedder: Embedder | None = None,
     close_only: bool = False,
+    match: str = "meaning",
+    context: int = 0,
 ) -> SearchResult:
     """The read path as `muninn search` takes it: from the store, or from the running
     service's listener while `muninn run` holds the embedded store. `embedder`: a caller's
     own, kept across searches (`muninn mcp`), instead of one loaded for this search.
-    `close_only`: a person's view (rule 22c), what the text of `muninn search` prints."""
+    `close_only`: a person's view (rule 22c), what the text of `muninn search` prints.
+    The result says which searched rooms the index has not caught up with (`indexing`) and,
+    `context` > 0, carries each hit's conversation (`enriched`)."""
     # Refuse a malformed query before taking the store (one process per path) or loading the
     # model: while `muninn run` holds the store, a bad --limit must say so, not "held".
     shape: dict[str, Any] = {
@@ -133,6 +170,7 @@ async def find(
         "sort": sort,
         "offset": offset,
         "close_only": close_only,
+        "match": match,
     }
     SearchQuery.build(texts, after_ts=after, before_ts=before, limit=limit, **shape)
     filters: dict[str, Any] = {
@@ -141,6 +179,7 @@ async def find(
         "before": before,
         **filter_fields(flt or MessageFilter(), sort, offset),
         "close_only": close_only,
+        "match": match,
     }
     try:
         async with adapters(cfg, embedder=embedder) as (reader, store, embedder):
@@ -159,54 +198,80 @@ async def find(
             live = await revalidation(cfg, reader, store)
             searcher = wiring.searcher(cfg, store, embedder, live_check=live)
             result = await searcher.search(query)
+            if EMPTY_INDEX in result.warnings:
+                return result
+            indexed = await AsyncStore(store).run(Indexed.of_store)
+            stones = await searcher.tombstones()
+            return await enriched(cfg, reader, result, room_ids, context, indexed, stones)
     except StoreUnavailable as held:
         if HELD not in str(held):
             raise
         result = await _search_the_service(cfg, held, texts, rooms, limit=limit, **filters)
-    return result
+    reader = cli_reader(cfg)
+    try:
+        fail_fast(reader)
+        room_ids = [await resolve_room(reader, r) for r in rooms] if rooms else None
+        indexed = Indexed.of_facts(await store_facts(cfg))
+        stones = await recorded_purges(cfg)
+        return await enriched(cfg, reader, result, room_ids, context, indexed, stones)
+    finally:
+        await reader.close()
 
 
-async def search(cfg: ServiceConfig, *, as_json: bool, **query: Any) -> int:
+async def find_replies(
+    cfg: ServiceConfig,
+    *,
+    reply_to: str,
+    rooms: Sequence[str] | None,
+    context: int,
+    asked: Narrowing,
+) -> SearchResult:
+    """`muninn search --reply-to EVENT`: the replies to it and its thread (`replies`)."""
+    ref = event_ref(reply_to, "--reply-to")
+    if ref.room is None and len(rooms or ()) != 1:
+        raise QueryError("--room", "a bare event id needs its one room (or give the permalink)")
+    given = ref.room or (rooms or [""])[0]
+    reader = cli_reader(cfg)
+    try:
+        fail_fast(reader)
+        room_id = await resolve_room(reader, given)
+        showing = await showing_for(cfg, reader)
+        cache = RoomCache(reader, RoomScope.from_config(cfg.scope, cfg.homeserver.server_name))
+        found = await replies(reader, cache, room_id, given, ref.event_id, showing, asked)
+        return await with_context(reader, cache, found, context, showing)
+    finally:
+        await reader.close()
+
+
+async def search(
+    cfg: ServiceConfig, *, as_json: bool, reply_to: str | None = None, **query: Any
+) -> int:
     """`muninn search`: `find`'s answer printed, as JSON (§4.3) or as lines (a person's view:
-    the close matches, or the nearest said to be, rule 22c)."""
-    result = await find(cfg, close_only=not as_json, **query)
+    the close matches, or the nearest said to be, rule 22c); with `reply_to`, the replies to
+    that message and its thread (`find_replies`)."""
+    if reply_to is not None:
+        keys = ("texts", "senders", "after", "before", "flt", "limit", "offset", "sort")
+        asked = Narrowing(**{k: v for k, v in query.items() if k in keys and v is not None})
+        rooms, context = query.get("rooms"), query.get("context", 0)
+        result = await find_replies(
+            cfg, reply_to=reply_to, rooms=rooms, context=context, asked=asked
+        )
+    else:
+        result = await find(cfg, close_only=not as_json, **query)
     if as_json:  # a script reads the empty store in `warnings` (§4.3), as it always has
         print_json(result.as_json())
         return 0
     if EMPTY_INDEX in result.warnings:
         raise NothingIndexed(_store_named(cfg))
-    for w in result.warnings:
+    for w in [*result.warnings, *indexing_lines(result.indexing or ())]:
         print(f"warning: {w}", file=sys.stderr)
     print(result_text(result, cfg.homeserver.server_name), end="")
-    print(
-        f"retrievers: {', '.join(result.retrievers)}; dropped stale: {result.dropped_stale}",
-        file=sys.stderr,
-    )
+    retrievers = ", ".join(result.retrievers) or "the homeserver"
+    print(f"retrievers: {retrievers}; dropped stale: {result.dropped_stale}", file=sys.stderr)
     if result.next_offset is not None:
         weaker = " (weaker matches)" if result.weaker_next else ""
         print(f"more{weaker}: --offset {result.next_offset}", file=sys.stderr)
     return 0
-
-
-def result_text(result: SearchResult, server_name: str) -> str:
-    """`muninn search`'s text: a result is a message (rule 22b), each one the page matched with
-    its room, time, sender, excerpt (a media message's: `📎 filename — caption`) and link."""
-    if not result.hits:
-        return "no hits\n"
-    out = ["nothing matched closely; the nearest:\n"] if result.nothing_close else []
-    if result.weaker and not result.nothing_close:  # the close ones were on earlier pages
-        out = ["weaker matches (none of these matched closely):\n"]
-    for hit, message in in_order(result):
-        body = " ".join(str(message["body"]).split())
-        excerpt = body if len(body) <= 100 else body[:99] + "…"
-        if is_media(message.get("msgtype")):
-            excerpt = f"📎 {excerpt}"
-        link = permalink(hit.room_id, str(message["event_id"]), server_name)
-        out.append(
-            f"{hit.room_alias or hit.room_id}  {utc_minute(message['ts'])}  {message['sender']}"
-            f"\n  {excerpt}\n  {link}\n"
-        )
-    return "".join(out)
 
 
 class NothingIndexed(MuninnError):

@@ -1,5 +1,5 @@
 """Timeline reads: the forward `/messages` walk, latest events, single events, an event's
-context, relations.
+context and what follows it, relations.
 
 Events stay the homeserver's JSON, seen through the typed `ClientEvent` view: normalising them
 is the job of `ingest.rules.events` (stricter than mautrix's event classes, which would parse what
@@ -186,6 +186,39 @@ class TimelineReader(MatrixHTTP):
         if event is None:
             return None
         return events_in(resp.get("events_before")), event, events_in(resp.get("events_after"))
+
+    async def following(
+        self,
+        room_id: RoomID | str,
+        event_id: str,
+        *,
+        types: Sequence[str],
+        limit: int,
+        page_size: int = 100,
+    ) -> tuple[ClientEvent, list[ClientEvent]] | None:
+        """The event and up to `limit` events of `types` sent after it, oldest first: its
+        `/context` (the events after it and a token there), then forward `/messages` pages.
+        None if the event does not exist or the reader may not see it."""
+        path = endpoint(Path.v3.rooms[room_id].context[event_id])
+        flt = json.dumps({"types": list(types)}, separators=(",", ":"))
+        size = min(page_size, limit)
+        try:  # the homeserver splits `limit` either side: 2 × size gives `size` after it
+            resp = await self._get_object(path, {"limit": 2 * size, "filter": flt})
+        except (MatrixNotFound, MatrixForbidden):
+            return None
+        event = as_event(resp.get("event"))
+        if event is None:
+            return None
+        events = events_in(resp.get("events_after"))
+        token = resp.get("end")
+        while len(events) < limit and isinstance(token, str):
+            left = min(page_size, limit - len(events))
+            page = await self.page_after(room_id, token, types=types, limit=left)
+            events.extend(page.events)
+            if page.end is None or page.end == token:
+                break
+            token = page.end
+        return event, events[:limit]
 
     async def relations(
         self, room_id: RoomID | str, event_id: str, rel_type: str, page_size: int = 100

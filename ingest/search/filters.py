@@ -18,25 +18,27 @@ cut to the room's audience as every hit is (docs/ARCHITECTURE.md §3 rules 14, 1
 | `is:thread` / `-is:thread` | messages inside (outside) a thread |
 | `mentions:@user` | messages mentioning the user: `m.mentions` where the sender's client |
 | | set it, else the mxid or a display name of the user in the text |
+| `match: words` (MCP, CLI) | messages holding every word of one of the texts (`holding`) |
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import NotRequired, TypedDict, TypeVar
+from typing import NotRequired, Protocol, TypedDict, TypeVar
 
 import regex
 from mautrix.types import MessageType
 
 from ingest.errors import QueryError
-from ingest.rules.lexical import caseless
+from ingest.rules.lexical import caseless, tokens
 from ingest.rules.media import MEDIA_KINDS
 
 __all__ = [
     "HAS_KINDS",
     "MAX_EXCLUSIONS",
     "NO_FILTER",
+    "Held",
     "MessageFilter",
     "Said",
     "has_link",
@@ -63,6 +65,13 @@ MAX_MENTIONS = 4
 HAS_KINDS = ("link", *MEDIA_KINDS)
 
 _URL = regex.compile(r"(?i)\b(?:https?://|www\.)[^\s<>\"']+")
+
+
+class Held(Protocol):
+    """What a message must say to match a text by its words (`ingest.search.matches.Terms`,
+    the rule's one owner): `held_by` a message's lexical tokens."""
+
+    def held_by(self, said: Sequence[str]) -> bool: ...
 
 
 def _fold(text: str) -> str:
@@ -118,6 +127,9 @@ class MessageFilter:
     mention_names: Mapping[str, tuple[str, ...]] | None = None
     # `has:KIND` (`HAS_KINDS`): a message is kept when it has any of them; empty: no such filter.
     has: frozenset[str] = frozenset()
+    # `match: words`: a message is kept when it holds the words of one of these (one a text);
+    # set by the read path from the query (`Searcher`), never by a request's fields.
+    holding: tuple[Held, ...] = ()
 
     @classmethod
     def build(
@@ -163,6 +175,7 @@ class MessageFilter:
             or self.kinds
             or self.in_thread is not None
             or self.mentions
+            or self.holding
         )
 
     def with_names(self, names: Mapping[str, tuple[str, ...]]) -> MessageFilter:
@@ -173,6 +186,8 @@ class MessageFilter:
         if sender in self.exclude_senders:
             return False
         if (kinds := self.kinds) and not any(_has(k, message) for k in kinds):
+            return False
+        if self.holding and not any(t.held_by(tokens(body)) for t in self.holding):
             return False
         if self.in_thread is not None and (thread_root is not None) != self.in_thread:
             return False

@@ -58,6 +58,25 @@ def window_of(point: StoredPoint) -> WindowPayload:
     return cast(WindowPayload, point.payload)
 
 
+class Quoted(TypedDict):
+    """A message read from the homeserver now, as MCP's `context` tool shows it (issue 49:
+    `bot.operations.context.Showing`)."""
+
+    event_id: str
+    sender: str
+    ts: int
+    body: str
+    msgtype: str
+    permalink: str
+
+
+class Beside(TypedDict):
+    """The messages before and after one, each side oldest first."""
+
+    before: list[Quoted]
+    after: list[Quoted]
+
+
 class CitedMessage(TypedDict):
     """One message a hit cites, as replies and the JSON answer show it."""
 
@@ -66,6 +85,18 @@ class CitedMessage(TypedDict):
     ts: int
     body: str  # a file, image, video or audio clip: its filename and caption
     msgtype: NotRequired[str]  # `m.text`, `m.emote`, `m.file`, `m.image`, …; absent: m.text
+    # A hit's best message asked with `context` (MCP, `muninn search --context N`).
+    context: NotRequired[Beside]
+
+
+class Behind(TypedDict):
+    """A searched room the index has not caught up with (`bot.operations.freshness`)."""
+
+    room_id: str
+    room_alias: str | None
+    reason: str  # `not_read`: no cursor; `behind`: its homeserver holds events after it
+    indexed_ts: int | None  # the cursor's `updated_ms`
+    lag_seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -122,6 +153,9 @@ class SearchResult:
     remaining: int = 0  # candidates past this page, not yet revalidated (not in the JSON)
     weaker_next: bool = False  # the next page is of weaker matches (not in the JSON)
     matched: list[str] = field(default_factory=list)  # the page's messages, in reading order
+    # The searched rooms the index has not caught up with (`muninn search --json` and MCP
+    # only: `bot.operations.freshness`); None: not asked (the listener's, chat's), no key.
+    indexing: list[Behind] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -135,6 +169,7 @@ class SearchResult:
             "next_offset": self.next_offset,
             "sort": self.sort,
             "matched_event_ids": list(self.matched),
+            **({"indexing": list(self.indexing)} if self.indexing is not None else {}),
         }
 
 

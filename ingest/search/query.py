@@ -20,6 +20,9 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 50
 MAX_OFFSET = 200  # how deep a next page may reach: the candidate pool grows with it
 SORTS = ("relevance", "recent")  # `recent`: relevance decides what matches, the clock the order
+# `words`: the lexical list alone, and only messages holding every word of a text (a form of it:
+# any case, an identifier's part, a `word*`'s words; `ingest.search.matches.Terms`), no model.
+MATCHES = ("meaning", "words")
 MIN_PREFIX = 3  # `word*` needs at least this many characters before the `*`
 
 
@@ -73,6 +76,7 @@ class SearchQuery:
     # ranker's order, each marked close or not (`--json`, the HTTP API, agents:
     # docs/ARCHITECTURE.md §3 rule 22c).
     close_only: bool = False
+    match: str = "meaning"  # `MATCHES`: "words" reads no dense list and keeps only word matches
 
     @classmethod
     def build(
@@ -88,6 +92,7 @@ class SearchQuery:
         sort: str = "relevance",
         offset: int = 0,
         close_only: bool = False,
+        match: str = "meaning",
     ) -> SearchQuery:
         if isinstance(texts, str):
             raise QueryError("texts", "must be a list of strings, not one string")
@@ -108,6 +113,8 @@ class SearchQuery:
             raise QueryError("sort", f"must be one of {', '.join(SORTS)}, got {sort!r}")
         if not 0 <= offset <= MAX_OFFSET:
             raise QueryError("offset", f"must be 0 to {MAX_OFFSET}, got {offset}")
+        if match not in MATCHES:
+            raise QueryError("match", f"must be one of {', '.join(MATCHES)}, got {match!r}")
         return cls(
             texts=tuple(texts),
             room_ids=tuple(room_ids) if room_ids is not None else None,
@@ -119,6 +126,7 @@ class SearchQuery:
             sort=sort,
             offset=offset,
             close_only=close_only,
+            match=match,
         )
 
     def point_filter(self) -> PointFilter:

@@ -111,8 +111,9 @@ class Retriever:
 
         async def dense() -> list[list[float]] | None:
             # A `word*` is the lexical side's: its words are the room's, which neither the
-            # embedder nor the ranker's term features know. Such a query is answered lexically.
-            if vocabulary:
+            # embedder nor the ranker's term features know. Such a query is answered lexically,
+            # as is one asking for its words alone (`match: words`): no model runs for it.
+            if vocabulary or query.match == "words":
                 return None
             texts = [plain_text(t) for t in query.texts]
             return await self._query_vectors(col, texts, found.warnings)
@@ -169,9 +170,10 @@ class Retriever:
         return lexical.query_vector(" ".join(rank.content_terms(words)) or words, expanded)
 
     def _depth(self, query: SearchQuery) -> int:
-        """Candidates a list fetches: more for a filter that drops some, or a later page."""
+        """Candidates a list fetches: more for a filter that drops some (`match: words` drops
+        the windows holding only some of the words), or a later page."""
         depth = self.candidates
-        if query.filter or query.offset:
+        if query.filter or query.offset or query.match == "words":
             depth = max(depth, (query.offset + query.limit) * FILTERED_DEPTH, MAX_LIMIT)
         return min(depth, MAX_CANDIDATES)
 

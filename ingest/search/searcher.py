@@ -39,7 +39,7 @@ from ingest.search.hits import (
 )
 from ingest.search.logs.request import RoomLogs
 from ingest.search.logs.roomlogs import Cut, Found, fused_page, log_finds
-from ingest.search.matches import expand, newest_first, person_page, with_matched
+from ingest.search.matches import Terms, expand, newest_first, person_page, with_matched
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.search.retrieve import (
@@ -249,6 +249,8 @@ class Searcher:
         if col is None:
             pool.warnings.append(EMPTY_INDEX)
             return pool
+        if query.match == "words":  # each message listed holds the words of a text (`Terms`)
+            pool.filter = replace(query.filter, holding=tuple(Terms.of(t) for t in query.texts))
         # The cursors before the points: a point read after its room's cursor holds at least
         # everything up to it, so revalidation needs only the timeline after it.
         cursors = await col.list_meta(CURSOR_PREFIX)

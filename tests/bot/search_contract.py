@@ -37,6 +37,10 @@ HIT_KEYS = {
     "matched_event_ids",  # issue 33: the hit's messages that matched, best first
 }
 MESSAGE_KEYS = {"event_id", "sender", "ts", "body", "msgtype"}  # issue 49: msgtype
+# Issue 49: `muninn search --json` and MCP `search` add `indexing` (the listener's does not),
+# and a best message asked with `context` carries `context: {before, after}`.
+INDEXING_KEYS = {"room_id", "room_alias", "reason", "indexed_ts", "lag_seconds"}
+QUOTED_KEYS = {*MESSAGE_KEYS, "permalink"}  # a `context` message, as the context tool's
 
 
 async def search_json(config: Path, *args: str) -> dict[str, Any]:
@@ -46,7 +50,11 @@ async def search_json(config: Path, *args: str) -> dict[str, Any]:
 def check_contract(doc: dict[str, Any], server_name: str) -> None:
     """docs/ARCHITECTURE.md §4.3 exactly: the top-level keys, each hit's keys and every value's
     type."""
-    assert set(doc) == TOP_KEYS
+    assert set(doc) - {"indexing"} == TOP_KEYS
+    for room in doc.get("indexing", []):
+        assert set(room) == INDEXING_KEYS and room["reason"] in ("not_read", "behind")
+        assert room["room_id"].startswith("!")
+        assert (room["indexed_ts"] is None) == (room["lag_seconds"] is None)
     assert isinstance(doc["warnings"], list) and all(isinstance(w, str) for w in doc["warnings"])
     assert isinstance(doc["retrievers"], list)
     assert set(doc["retrievers"]) <= {"dense", "lexical"}
@@ -74,7 +82,12 @@ def check_contract(doc: dict[str, Any], server_name: str) -> None:
         assert hit["best_event_id"] in ids
         assert hit["messages"]
         for m in hit["messages"]:
-            assert set(m) == MESSAGE_KEYS
+            assert set(m) - {"context"} == MESSAGE_KEYS
+            if "context" in m:
+                assert m["event_id"] == hit["best_event_id"]
+                assert set(m["context"]) == {"before", "after"}
+                for side in m["context"].values():
+                    assert all(set(c) == QUOTED_KEYS for c in side)
             assert isinstance(m["event_id"], str) and m["event_id"] in ids
             assert isinstance(m["sender"], str) and m["sender"].startswith("@")
             assert type(m["ts"]) is int and m["ts"] > 10**12  # milliseconds, not seconds

@@ -56,6 +56,7 @@ class SearchView:
     more: int = 0  # matching messages past this page (`!more` shows them)
     first: int = 1  # the number of this page's first result (`!more` pages go on counting)
     server_name: str = ""  # the permalinks' `via`
+    unread: tuple[str, ...] = ()  # searched rooms the index has not read yet, by label
 
 
 def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | None:
@@ -111,6 +112,8 @@ def _footer(view: SearchView) -> str:
     """What a chat user can act on: how far back it looked, what it left out, what is next."""
     result = view.result
     parts = [scan_sentence(scan) for scan in view.scans]
+    if view.unread:  # its latest messages were read above; nothing older is indexed yet
+        parts.append(f"the index has not read {', '.join(map(safe_plain, view.unread))} yet")
     if result.below_floor:
         parts.append(f"{plural(result.below_floor, 'weaker match', 'weaker matches')} left out")
     if result.dropped_stale:

@@ -64,6 +64,7 @@ class SearchRequest:
     sort: str = "relevance"
     offset: int = 0
     close_only: bool = False
+    match: str = "meaning"
 
     FIELDS = (
         "texts",
@@ -75,6 +76,7 @@ class SearchRequest:
         *("exclude", "exclude_senders", "has_link", "has", "in_thread", "mentions"),
         *("sort", "offset"),
         "close_only",
+        "match",
     )
 
     @classmethod
@@ -89,9 +91,10 @@ class SearchRequest:
         for key in ("has_link", "in_thread"):
             if body.get(key) is not None and not isinstance(body[key], bool):
                 raise QueryError(key, "must be true, false or null")
-        sort = body.get("sort", "relevance")
-        if not isinstance(sort, str):
-            raise QueryError("sort", "must be a string")
+        sort, match = body.get("sort", "relevance"), body.get("match", "meaning")
+        for key, value in (("sort", sort), ("match", match)):
+            if not isinstance(value, str):
+                raise QueryError(key, "must be a string")
         flt = MessageFilter.build(
             exclude_words=_strings(body, "exclude") or (),
             exclude_senders=_strings(body, "exclude_senders") or (),
@@ -111,6 +114,7 @@ class SearchRequest:
             sort=sort,
             offset=offset,
             close_only=body.get("close_only", False),
+            match=match,
         )
 
     async def query(self, resolve_room: ResolveRoom) -> SearchQuery:
@@ -126,6 +130,7 @@ class SearchRequest:
             sort=self.sort,
             offset=self.offset,
             close_only=self.close_only,
+            match=self.match,
         )
 
 

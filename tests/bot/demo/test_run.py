@@ -315,14 +315,20 @@ def test_demo_prints_the_agent_hosts_mcp_configuration_beside_the_search_command
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Beside `muninn search --json`, the `mcpServers` JSON an agent host adds to start
-    `muninn mcp` on the demo's index: an absolute command and config, as a host needs."""
+    `muninn mcp` on the demo's index: an absolute command and config, as a host needs, said to
+    answer while the demo runs. `--once` prints no entry (issue 44: its homeserver stops a
+    moment later, so every call would fail) and says plainly where to get one that answers."""
     server = SimpleNamespace(base_url="http://127.0.0.1:8448")
     config = tmp_path / "config.yaml"
-    for once in (False, True):
-        _login_help(server, load(), "s3cret-pass", config, once=once)  # type: ignore[arg-type]
-        out = capsys.readouterr().out
-        line = next(x.strip() for x in out.splitlines() if '"mcpServers"' in x)
-        entry = json.loads(line)["mcpServers"]["muninn"]
-        assert entry["args"] == ["--config", str(config.resolve()), "mcp"]
-        assert Path(entry["command"]).is_absolute() and Path(entry["command"]).name == "muninn"
-        assert out.index("search 'why could nobody log in' --json") < out.index("mcpServers")
+    _login_help(server, load(), "s3cret-pass", config, once=False)  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    line = next(x.strip() for x in out.splitlines() if '"mcpServers"' in x)
+    entry = json.loads(line)["mcpServers"]["muninn"]
+    assert entry["args"] == ["--config", str(config.resolve()), "mcp"]
+    assert Path(entry["command"]).is_absolute() and Path(entry["command"]).name == "muninn"
+    assert out.index("search 'why could nobody log in' --json") < out.index("mcpServers")
+    assert "it answers while this demo runs" in out
+    _login_help(server, load(), "s3cret-pass", config, once=True)  # type: ignore[arg-type]
+    stopping = capsys.readouterr().out
+    assert "mcpServers" not in stopping
+    assert "answers only while `muninn demo` runs" in stopping

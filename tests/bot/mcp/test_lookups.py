@@ -9,8 +9,8 @@ from typing import Any, cast
 import pytest
 
 from bot.config import parse_config
-from bot.mcp.context import EventRef, around, event_ref
 from bot.mcp.lookups import moment, named
+from bot.operations.context import EventRef, around, event_ref
 from ingest.errors import ConfigError, QueryError
 from ingest.index.records import Tombstone
 from ingest.matrix import ClientEvent

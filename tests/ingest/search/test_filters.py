@@ -4,12 +4,14 @@ meet."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from ingest.errors import QueryError
 from ingest.rules.lexical import expand_prefix
 from ingest.search.filters import MessageFilter, has_link, keep_messages, mentioned
+from ingest.search.matches import Terms
 from ingest.search.query import SearchQuery, plain_text, prefixes
 
 
@@ -92,3 +94,27 @@ def test_prefix_expands_against_the_words_said_bounded() -> None:
     assert expand_prefix("backu", said) == ["backup", "backups"]
     many = Counter({f"backup{i}": 1 for i in range(40)})
     assert len(expand_prefix("backup", many)) == 16
+
+
+def test_match_words_keeps_the_messages_holding_every_word_of_a_text() -> None:
+    """`match: words` (issue 49): a message is kept when it holds each word of one text, in any
+    case, an identifier by its parts too, a `word*` by its start; the others are dropped."""
+    said = [
+        _m("the PX-4471 Gasket is cracked"),
+        _m("the PX-4471 order arrived"),
+        _m("a gasketed px lid"),
+        _m("order 4471 for the pump"),
+    ]
+    words = replace(MessageFilter(), holding=(Terms.of("px-4471 gasket"),))
+    assert [m["body"] for m in keep_messages(words, said, None)] == [said[0]["body"]]
+    stems = replace(MessageFilter(), holding=(Terms.of("px gask*"),))
+    kept = [m["body"] for m in keep_messages(stems, said, None)]
+    assert kept == [said[0]["body"], said[2]["body"]]  # `px` and a word starting `gask`
+    either = replace(MessageFilter(), holding=(Terms.of("gasket"), Terms.of("4471 pump")))
+    assert [m["body"] for m in keep_messages(either, said, None)] == [
+        said[0]["body"],
+        said[3]["body"],
+    ]
+    with pytest.raises(QueryError) as e:
+        SearchQuery.build(["gasket"], match="exact")
+    assert e.value.field == "match"

@@ -201,7 +201,8 @@ async def test_http_api_search_refuses_a_foreign_host(api: Api) -> None:
 
 
 async def test_cli_search_falls_back_to_the_running_service(api: Api) -> None:
-    """While `muninn run` holds the store, `muninn search --json` gives the same document."""
+    """While `muninn run` holds the store, `muninn search --json` gives the same document, and
+    says from the service's status that the room searched is current (`indexing`, issue 49)."""
     run = await muninn(api.config, "search", "otters", "feeding", "--room", api.alias, "--json")
     assert run.rc == 0, run.err
     doc = run.doc()
@@ -209,6 +210,7 @@ async def test_cli_search_falls_back_to_the_running_service(api: Api) -> None:
         {"texts": ["otters", "feeding"], "room_ids": [api.room], "limit": 5}
     )
     assert status == 200
+    assert doc.pop("indexing") == [] and "indexing" not in direct
     assert doc == direct
     assert {e for h in doc["hits"] for e in h["event_ids"]} >= {api.otters[0], api.otters[1]}
     human = await muninn(api.config, "search", "otters", "--limit", "1")

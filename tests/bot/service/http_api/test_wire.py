@@ -38,3 +38,19 @@ def test_http_api_search_request_parse_defaults() -> None:
     with pytest.raises(QueryError) as e:
         SearchRequest.parse({"texts": ["a"], "after": 1.5})
     assert e.value.field == "after"
+
+
+async def test_http_api_search_request_takes_match_words() -> None:
+    """`match` (issue 49) is `meaning` by default or `words`, carried into the query; another
+    value or type is refused naming `match`."""
+    assert SearchRequest.parse({"texts": ["a"]}).match == "meaning"
+    req = SearchRequest.parse({"texts": ["a"], "match": "words"})
+
+    async def same(room: str) -> str:
+        return room
+
+    assert (await req.query(same)).match == "words"
+    for bad in ("exact", 1):
+        with pytest.raises(QueryError) as e:
+            await SearchRequest.parse({"texts": ["a"], "match": bad}).query(same)
+        assert e.value.field == "match"
