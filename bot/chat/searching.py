@@ -39,7 +39,7 @@ from ingest.types import RoomID
 
 __all__ = ["SearchActions", "fused_search", "tombstones"]
 
-log = logging.getLogger("muninn.lookup")
+log = logging.getLogger("muninn.chat")
 
 
 @dataclass(eq=False)
