@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from bench.locomo import Hit, Scores
-from ingest.search import rank
+from ingest.search import judgment, rank
 from ingest.search.fusion import rrf
 from ingest.search.retrieve import LEXICAL_FLOOR
 
@@ -288,7 +288,7 @@ class Ranker:
         self, data: Data, qi: int, model: Model, floor: float = 0.0, view: str = "agents"
     ) -> list[str]:
         """The pool in the ranker's order, judged by the match model at `floor` as the
-        product's views list it (`ingest.search.rank.Judgment`): `agents` every one, marked
+        product's views list it (`ingest.search.judgment.Judgment`): `agents` every one, marked
         (`--json`, the default), `first` the close ones then the rest (a person's pages:
         chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
         `cut` the close ones alone (ranker v4's floor)."""
@@ -306,10 +306,14 @@ class Ranker:
         m = _apply(x, model.match)
         order = sorted(range(len(pool)), key=lambda i: -p[i])  # stable: fused order on ties
         # A window without an identifier the question names is no close match (issue 46).
-        named = rank.identifiers(data.questions[qi].text)
+        named = judgment.identifiers(data.questions[qi].text)
         w = data.windows[data.questions[qi].conv]
+        said = [[b for _, _, b in w[p]] for p in pool]
+        if not judgment.says_a_word(data.questions[qi].text, said):  # stems alone match no word
+            m = _apply(np.asarray([judgment.stems_unmatched(r) for r in x]), model.match)
         ok = [
-            m[i] >= floor and rank.holds_all([b for _, _, b in w[pool[i]]], named) for i in order
+            m[i] >= floor and judgment.holds_all([b for _, _, b in w[pool[i]]], named)
+            for i in order
         ]
         close = [pool[i] for i, good in zip(order, ok, strict=True) if good]
         rest = [pool[i] for i, good in zip(order, ok, strict=True) if not good]

@@ -70,7 +70,7 @@ class RankModel:
     vector is at least this near the embedder's direction of made-up words (the mean of
     `MADE_UP`'s query vectors) answers nothing: e5 meets nonsense at the cosine of a weak real
     answer, so no floor on the cosine alone tells them apart. Without it, a wordless text that
-    no window matches closely answers nothing (`rank.rerank`).
+    no window matches closely answers nothing (`judgment.rerank`).
     """
 
     coefficients: Mapping[str, float]

@@ -2,7 +2,7 @@
 
 When both retrievers answered, `ingest.search.rank`'s model (the one trained for the embedder,
 `models.for_embedder`) re-orders the first stage's fused candidates over their shown messages
-and judges which match closely (`rank.Judgment`); a query of made-up words (a wordless text
+and judges which match closely (`judgment.Judgment`); a query of made-up words (a wordless text
 near the embedder's direction of them, `RankModel.made_up`) answers nothing.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable
-from ingest.search import models, rank
+from ingest.search import judgment, models
 from ingest.search.fusion import text_key
 from ingest.search.hits import has_text, window_of, window_span
 from ingest.search.models import RankModel
@@ -39,7 +39,7 @@ class SecondStage:
         points: Mapping[str, StoredPoint],
         texts: Sequence[str],
         dense: Sequence[Sequence[float]],
-    ) -> rank.Judgment:
+    ) -> judgment.Judgment:
         """The fused candidates re-ordered by `rank`'s model, each judged close or not."""
         made_up = await self._made_up(texts, dense)
         ids = [pid for pid, _ in fused]
@@ -49,7 +49,7 @@ class SecondStage:
         bodies = {pid: [str(m["body"]) for m in ms] for pid, ms in shown.items()}
         senders = {pid: [str(m["sender"]) for m in ms] for pid, ms in shown.items()}
         spans = {pid: window_span(window_of(points[pid]), ms) for pid, ms in shown.items() if ms}
-        per_text: dict[str, tuple[rank.Found, rank.Found, rank.Found]] = {}
+        per_text: dict[str, tuple[judgment.Found, judgment.Found, judgment.Found]] = {}
         vectors = dict(zip(texts, dense, strict=False))
         windows = {pid: (bodies[pid], points[pid].payload.get("lines")) for pid in ids}
         for retriever, text in lists:
@@ -69,7 +69,7 @@ class SecondStage:
             floor, wordless = model.floor, model.wordless_floor
         else:
             floor = wordless = self.relevance_floor
-        return rank.rerank(
+        return judgment.rerank(
             ids,
             bodies,
             per_text,
@@ -90,7 +90,7 @@ class SecondStage:
     ) -> list[str] | None:
         """The texts near the embedder's made-up words (`RankModel.made_up`); the direction of
         those is embedded once a searcher. None where there is no such direction (the model has
-        none, a floor is configured, or it cannot be embedded): `rank.rerank` then takes a
+        none, a floor is configured, or it cannot be embedded): `judgment.rerank` then takes a
         wordless text that nothing matches for nonsense."""
         threshold = self._model().made_up
         if threshold is None or self.embedder is None or self.relevance_floor is not None:

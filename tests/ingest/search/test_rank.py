@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Any
 
 from ingest.index.chunker import chunk, window_payload
-from ingest.search import models, rank
+from ingest.search import judgment, models, rank
 from ingest.search.hits import CitedMessage, Hit, window_span
 from ingest.search.matches import person_page
 from ingest.types import EventID, Message, RoomID, UserID
@@ -62,7 +62,7 @@ def _ranked(messages: Sequence[Message], *, with_spans: bool = True) -> list[str
     spans = {pid: window_span(payloads[pid], ms) for pid, ms in shown.items()}
     dense = [("asked", 0.62), ("other", 0.44), ("answer", 0.42)]
     lexical_found = [("asked", 9.0), ("other", 2.0)]
-    judged = rank.rerank(
+    judged = judgment.rerank(
         ["asked", "other", "answer"],
         bodies,
         {QUESTION: (dense, lexical_found, ())},
@@ -103,7 +103,7 @@ def _printer_order(coefficients: Mapping[str, float] = models.COEFFICIENTS) -> l
     senders = {pid: ["@sam:x"] for pid in PRINTERS}
     dense = [("near", 0.64), ("holds", 0.52), ("other", 0.30)]
     lexical_found = [("near", 9.0), ("holds", 8.5), ("other", 3.0)]
-    judged = rank.rerank(
+    judged = judgment.rerank(
         list(PRINTERS),
         bodies,
         {PRINTER: (dense, lexical_found, ())},
@@ -134,7 +134,7 @@ WEAK = [("plants", 0.24), ("leak", 0.23), ("milk", 0.12), ("glue", 0.10)]
 
 def _judge(text: str, lexical_found: rank.Found = (), made_up: set[str] | None = None) -> Any:
     bodies = {pid: [body] for pid, body in ROOM.items()}
-    return rank.rerank(
+    return judgment.rerank(
         list(ROOM),
         bodies,
         {text: (WEAK, lexical_found, ())},
@@ -232,7 +232,7 @@ def test_a_pair_reads_the_english_only_models_rank_only_in_english() -> None:
     MiniLM's last place and put it second. English windows keep MiniLM's rank."""
     question = "why is the basement so cold"
     bodies = {pid: [body] for pid, body in BILINGUAL.items()}
-    judged = rank.rerank(
+    judged = judgment.rerank(
         list(BILINGUAL),
         bodies,
         {question: (MINILM_LIST, (), E5_LIST)},

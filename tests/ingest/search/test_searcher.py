@@ -224,7 +224,13 @@ async def test_search_hit_cites_room_events_senders_times_and_permalink(
         (sent.event_id,),
     )
     assert [dict(m) for m in hit.messages] == [
-        {"event_id": sent.event_id, "sender": sent.sender, "ts": sent.ts, "body": sent.body}
+        {
+            "event_id": sent.event_id,
+            "sender": sent.sender,
+            "ts": sent.ts,
+            "body": sent.body,
+            "msgtype": "m.text",  # issue 49: every message keeps its msgtype
+        }
     ]
     assert type(hit.messages[0]["ts"]) is int
     assert hit.best_event_id == sent.event_id
