@@ -3,9 +3,9 @@
 The writer stores, for each message of a window of two or more, the vector of its line pooled
 from the window's one pass (`Embedder.embed_windows`, late chunking); the read path compares a
 question's vector with them to choose the message a window quotes (rule 22b), with no model run
-at query time. A float32 pair vector is 3,072 bytes; this code is 4 + one byte a dimension (1,032
-characters for the pair's 768), and a cosine read through it moves by under 0.01
-(tests/ingest/embed/test_late_chunking.py).
+at query time. A float32 pair vector is 3,072 bytes; this code is 4 + one byte a dimension (516
+characters for an English window's line, MiniLM's 384; 1,032 for both of the pair's halves), and
+a cosine read through it moves by under 0.01 (tests/ingest/embed/test_late_chunking.py).
 """
 
 from __future__ import annotations

@@ -76,8 +76,9 @@ class PairEmbedder:
         """The first model's window and late-chunked lines (`embed_windows`, one pass) beside
         the second's window vector, both at once. The second model's line vectors only where
         a line of the window does not read as English (rule 22e: MiniLM reads other languages
-        as noise), each line embedded alone; in an English window the second half of every
-        line is the window's own vector, the same for each line: the first model's choose."""
+        as noise), each line embedded alone, and the line is both halves; in an English window
+        a line is the first model's half alone (the second's would be the window's own
+        vector, the same for each line: half the bytes stored for nothing, RESULTS §15)."""
         english = [each_reads_as_english(lines_of(t)) for t in texts]
         foreign = [t for t, e in zip(texts, english, strict=True) if not e]
         a, b, c = await asyncio.gather(
@@ -88,11 +89,14 @@ class PairEmbedder:
         alone = iter(c)
         out: list[WindowVectors] = []
         for x, window, e in zip(a, b, english, strict=True):
-            seconds = [window] * len(x.lines) if e else next(alone).lines
-            lines = [
-                joined(u, v) if u is not None and v is not None else None
-                for u, v in zip(x.lines, seconds, strict=True)
-            ]
+            lines: list[list[float] | None]
+            if e:
+                lines = [None if u is None else [v * _SCALE for v in u] for u in x.lines]
+            else:
+                lines = [
+                    joined(u, v) if u is not None and v is not None else None
+                    for u, v in zip(x.lines, next(alone).lines, strict=True)
+                ]
             out.append(WindowVectors(joined(x.window, window), lines))
         return out
 

@@ -64,17 +64,22 @@ def nearest_line(
         if vector is None:
             return None
         vectors.append(vector)
+    if len({len(v) for v in vectors}) != 1:
+        return None  # halves and wholes: not one window's lines
     stored = np.stack(vectors)
     asked = np.asarray(queries, dtype=np.float32)
-    if stored.shape[1] != asked.shape[1]:
+    if pair and stored.shape[1] * 2 == asked.shape[1]:
+        # An English window of a pair stores its lines' first (MiniLM) half alone.
+        if not reads_as_english(*texts):
+            return None  # a question MiniLM cannot read: the words choose
+        asked = asked[:, : stored.shape[1]]
+    elif stored.shape[1] != asked.shape[1]:
         return None  # a generation's lines of another embedder: no judgment
-    if pair and not (
+    elif pair and not (
         each_reads_as_english(str(m["body"]) for m in messages) and reads_as_english(*texts)
     ):
         half = stored.shape[1] // 2
         stored, asked = stored[:, half:], asked[:, half:]  # e5's half alone
-        if np.allclose(stored, stored[0], atol=1e-3):
-            return None  # an English window's e5 half is its window's: no line told apart
     scores = (stored @ asked.T).max(axis=1)
     return str(messages[int(np.argmax(scores))]["event_id"])
 
