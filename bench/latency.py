@@ -64,7 +64,7 @@ from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
 from ingest.rules import lexical
-from ingest.search import Searcher
+from ingest.search import Searcher, SearchSettings
 from ingest.search.query import SearchQuery
 from ingest.store import Store, open_store
 from ingest.types import SparseVector
@@ -128,9 +128,8 @@ class BeforeSearcher(Searcher):
     the question as typed as the lexical query, no ranker and no relevance floor."""
 
     def __init__(self, store: Store, embedder: Embedder) -> None:
-        super().__init__(
-            store, embedder, server_name=SERVER_NAME, candidates=20, rrf_k=60, ranker=False
-        )
+        settings = SearchSettings(candidates=20, rrf_k=60, ranker=False)
+        super().__init__(store, embedder, server_name=SERVER_NAME, settings=settings)
 
     def lexical_query(self, text: str) -> SparseVector:
         return lexical.query_vector(text)

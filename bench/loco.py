@@ -40,6 +40,7 @@ from bench.replay import (
     scores,
 )
 from ingest.search import rank
+from ingest.search.searcher import PRODUCT as SEARCH
 
 # ---------------------------------------------------------------- folds
 
@@ -149,7 +150,8 @@ def transfer(data: Data, fit: Fit, fitted_on: int) -> dict[str, Any]:
 
 
 PRODUCT_BEFORE = Stage1(k=60, n=20)
-PRODUCT = Stage1(k=10, n=30, nostop=True)  # ingest.search's first stage
+# ingest.search's first stage: its k and list depth, the stop words out of the lexical query
+PRODUCT = Stage1(k=SEARCH.rrf_k, n=SEARCH.candidates, nostop=True)
 FLOOR_COST = 0.002  # R@2000 the floor may cost on the training conversations
 
 

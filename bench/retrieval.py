@@ -59,7 +59,7 @@ from bench.synapse import SYNAPSE_DBS, SeededRoom, SynapseBench, postgres_proble
 from bot.demo.client import MatrixUser
 from ingest.config import EmbedderConfig, default_local_model
 from ingest.embed import Embedder, make_embedder
-from ingest.search import Searcher
+from ingest.search import Searcher, SearchSettings
 from ingest.search.hits import Hit as MuninnHit
 from ingest.search.query import MAX_LIMIT, SearchQuery
 from ingest.store import Store
@@ -117,10 +117,9 @@ async def ask_synapse(
 def searchers(
     store: Store, embedder: Embedder, server_name: str, s: Settings
 ) -> dict[str, Searcher]:
-    def make(weights: dict[str, float]) -> Searcher:
-        return Searcher(
-            store, embedder, server_name=server_name, candidates=s.candidates, weights=weights
-        )
+    def make(weights: dict[str, float], *, ranker: bool = True) -> Searcher:
+        settings = SearchSettings(candidates=s.candidates, weights=weights, ranker=ranker)
+        return Searcher(store, embedder, server_name=server_name, settings=settings)
 
     rows = {
         "muninn-hybrid": make({"dense": s.dense_weight, "lexical": s.lexical_weight}),
@@ -128,13 +127,8 @@ def searchers(
         "muninn-lexical": make({"dense": 0.0, "lexical": 1.0}),
     }
     if s.proposed:  # the product without its second stage: what the ranker adds
-        rows["muninn-hybrid-rrf-only"] = Searcher(
-            store,
-            embedder,
-            server_name=server_name,
-            candidates=s.candidates,
-            weights={"dense": s.dense_weight, "lexical": s.lexical_weight},
-            ranker=False,
+        rows["muninn-hybrid-rrf-only"] = make(
+            {"dense": s.dense_weight, "lexical": s.lexical_weight}, ranker=False
         )
     return rows
 

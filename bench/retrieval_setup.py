@@ -41,13 +41,13 @@ from ingest.search.hits import CitedMessage, best_message
 from ingest.search.matches import Terms
 from ingest.search.quotes import best_of
 from ingest.search.rank import content_terms
-from ingest.search.retrieve import CANDIDATES as SEARCH_CANDIDATES
+from ingest.search.searcher import PRODUCT
 from ingest.store import PointFilter, Store, open_store
 
 # The settings this benchmark recommends (see bench/RESULTS.md); flags override them.
 MAX_BYTES = 350
 GAP_SECONDS = 1800
-CANDIDATES = SEARCH_CANDIDATES
+CANDIDATES = PRODUCT.candidates
 DENSE_WEIGHT = 1.0
 LEXICAL_WEIGHT = 1.0
 DEPTH = 100  # the cached lists' depth

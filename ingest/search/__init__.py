@@ -12,7 +12,7 @@ from ingest.search.filters import NO_FILTER, MessageFilter
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.logs.request import RoomLogs
 from ingest.search.query import SearchQuery
-from ingest.search.searcher import Searcher
+from ingest.search.searcher import Searcher, SearchSettings
 
 __all__ = [
     "NO_FILTER",
@@ -22,5 +22,6 @@ __all__ = [
     "RoomLogs",
     "SearchQuery",
     "SearchResult",
+    "SearchSettings",
     "Searcher",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ingest.embed import Embedder
@@ -62,16 +62,44 @@ log = logging.getLogger("muninn.search")
 EARLY = 2  # a query of at most this many rooms starts its revalidation while it is ranked
 
 
-# Revalidation against the homeserver: given (room_id, event_ids) of one window say whether it
-# is still live and visible; None means "no homeserver configured, trust the writer's records".
-LiveCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
+# Revalidation against the homeserver, one window at a time: given (room_id, event_ids) of one
+# window say whether it is still live and visible; None means "no homeserver configured, trust
+# the writer's records". (The whole reply at once is a `WindowCheck`, below.)
+EventsCheck = Callable[[str, Sequence[str]], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The read path's experiment settings in one record, the product's by default: a benchmark
+    or a test passes its own to measure a lever (bench/RESULTS.md §1b, §16).
+
+    - `candidates`: each (retriever, text) list's depth (`ingest.search.retrieve`);
+    - `weights`: each list's weight in the fusion, by retriever (`dense`, `dense2`, `lexical`;
+      0 leaves a list out, and a lexical weight of 0 leaves the ranker out too);
+    - `lexical_floor`: a lexical score under which a window is no candidate, where dense lists
+      are fused;
+    - `rrf_k`: reciprocal-rank fusion's k (`ingest.search.fusion`);
+    - `ranker`: whether the second stage re-orders the fused candidates and judges them;
+    - `relevance_floor`: the close/not-close bar; None: the one trained for the embedder
+      (`ingest.search.models.for_embedder`, rule 22c).
+    """
+
+    candidates: int = CANDIDATES
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(WEIGHTS))
+    lexical_floor: float = LEXICAL_FLOOR
+    rrf_k: int = RRF_K
+    ranker: bool = True
+    relevance_floor: float | None = None
+
+
+PRODUCT = SearchSettings()  # what `muninn run`, the CLI and MCP search with
 
 
 @runtime_checkable
 class WindowCheck(Protocol):
     """Revalidation of a whole reply at once (`ingest.search.revalidate.LiveCheck`): the
     payloads of the windows it would show and each room's cursor (where the writer's walk stood
-    when the points were read) → which may be shown. Preferred to a `LiveCheck` when given."""
+    when the points were read) → which may be shown. Preferred to an `EventsCheck`."""
 
     async def windows(
         self,
@@ -95,13 +123,8 @@ class Searcher:
         embedder: Embedder | None,
         *,
         server_name: str,
-        live_check: LiveCheck | WindowCheck | None = None,
-        candidates: int = CANDIDATES,
-        weights: Mapping[str, float] = WEIGHTS,
-        lexical_floor: float = LEXICAL_FLOOR,
-        rrf_k: int = RRF_K,
-        ranker: bool = True,
-        relevance_floor: float | None = None,
+        live_check: EventsCheck | WindowCheck | None = None,
+        settings: SearchSettings = PRODUCT,
         purges: PurgeLog | None = None,
     ) -> None:
         self.store = store
@@ -111,17 +134,19 @@ class Searcher:
         self.embedder = embedder
         self.server_name = server_name
         self.live_check = live_check
-        self.weights = dict(weights)
-        self.rrf_k = rrf_k
+        self.settings = settings
+        self.weights = dict(settings.weights)
         # The first stage (`ingest.search.retrieve`): each text's dense and lexical lists.
         self.first = Retriever(
-            embedder, candidates, self.weights, lexical_floor, sparse_of=self.lexical_query
+            embedder,
+            settings.candidates,
+            self.weights,
+            settings.lexical_floor,
+            sparse_of=self.lexical_query,
         )
         # The second stage (`ingest.search.second`) re-orders the fused candidates when both
-        # retrievers answered; windows under `relevance_floor` (None: the one trained for the
-        # embedder, `ingest.search.models.for_embedder`) are not close matches (rule 22c).
-        self.ranker = ranker
-        self.second = SecondStage(embedder, relevance_floor)
+        # retrievers answered; windows under the relevance floor are not close matches.
+        self.second = SecondStage(embedder, settings.relevance_floor)
         self._collection: AsyncCollection | None = None
         self._generation: str | None = None
 
@@ -280,10 +305,11 @@ class Searcher:
         pool.points = found.points
         fused = rrf(
             {key: [pid for pid, _ in scored] for key, scored in found.lists.items()},
-            k=self.rrf_k,
+            k=self.settings.rrf_k,
             weights=self.weights,
         )
-        if self.first.fusing(found) and self.ranker and self.weights.get("lexical", 1.0) > 0:
+        reranks = self.settings.ranker and self.weights.get("lexical", 1.0) > 0
+        if self.first.fusing(found) and reranks:
             assert found.dense is not None
             judged = await self.second.rerank(
                 fused, found.lists, found.points, query.texts, found.dense

@@ -18,7 +18,7 @@ from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import QueryError
 from ingest.index.records import COMPAT_KEY, TOMBSTONE_PREFIX
 from ingest.rules import lexical
-from ingest.search import Searcher
+from ingest.search import Searcher, SearchSettings
 from ingest.search.fusion import text_key
 from ingest.search.hits import best_message
 from ingest.search.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
@@ -251,7 +251,8 @@ async def test_searcher_one_text_gives_the_single_retriever_order(
         expected = col.dense_search([0.7, 0.2, 0.6, 0.1], None, 50)
     # The first stage alone: the second (`ingest.search.rank`) re-orders and floors fused
     # candidates.
-    searcher = Searcher(store, embedder, server_name=SERVER, lexical_floor=0, ranker=False)
+    first_stage = SearchSettings(lexical_floor=0, ranker=False)
+    searcher = Searcher(store, embedder, server_name=SERVER, settings=first_stage)
     result = await searcher.search(SearchQuery.build([text], limit=50))
     assert [h.point_id for h in result.hits] == [p.id for p in expected]
     assert len(result.hits) == (3 if retriever == "lexical" else 5)
@@ -323,7 +324,7 @@ async def test_searcher_exact_term_beats_weak_partial_matches(store: Store) -> N
     # The first stage's own guard (the second stage reads bodies; these hold no query term, and
     # `tests/ingest/search/test_searcher.py` asks the same of the whole read path over real
     # messages).
-    searcher = Searcher(store, embedder, server_name=SERVER, ranker=False)
+    searcher = Searcher(store, embedder, server_name=SERVER, settings=SearchSettings(ranker=False))
     result = await searcher.search(SearchQuery.build(["ERR_7731X"]))
     assert names(result.hits)[0] == "target"
 

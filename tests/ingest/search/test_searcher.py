@@ -19,7 +19,7 @@ from bot.demo.synapse import free_port
 from ingest.config import EmbedderConfig
 from ingest.embed import make_embedder
 from ingest.rules import lexical
-from ingest.search import Searcher
+from ingest.search import Searcher, SearchSettings
 from ingest.search.hits import Hit
 from ingest.search.permalink import MATRIX_TO
 from ingest.search.query import SearchQuery
@@ -254,8 +254,9 @@ async def test_search_best_event_is_the_matching_message(indexed: Indexed) -> No
 async def test_search_repeated_query_gives_the_same_answer(indexed: Indexed) -> None:
     """The same query twice returns the same hits, scores and order (every window: no floor)."""
     query = SearchQuery.build(["budget review", "error code"], limit=20)
+    every = SearchSettings(relevance_floor=0.0)
     searcher = Searcher(
-        indexed.indexer.store, indexed.indexer.embedder, server_name="x", relevance_floor=0.0
+        indexed.indexer.store, indexed.indexer.embedder, server_name="x", settings=every
     )
     first = await searcher.search(query)
     second = await searcher.search(query)
