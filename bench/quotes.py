@@ -16,9 +16,6 @@ evidence turn:
 - `before`: the choice before issue 47: the words first, then a window sharing a content word
   quotes the message sharing most (`hits.best_message`), else the message whose body, embedded
   alone at query time, is nearest (`Nearest`, the pair's mean cosine);
-- `answer`: `product`, but where the message it quotes asks a question ("?") and another
-  sender's message follows it in the window, the nearest of those that follow (a lever);
-- `answer_next`: the same, the message right after the question only, if another sender's;
 - `words`: the message sharing most of the question's words.
 
 `in_other_words`: windows none of whose messages holds a content word of the question. No
@@ -29,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +45,7 @@ from ingest.search.matches import Terms, literal_matches
 from ingest.search.quotes import best_of, nearest_line
 from ingest.types import EventID, Message, RoomID, UserID, Window
 
-WAYS = ("product", "lines", "answer", "answer_next", "before", "words")
+WAYS = ("product", "lines", "before", "words")
 DEFAULT_DATA = (
     Path("../shared/data/locomo-dev/locomo-dev.json"),
     Path("../shared/data/molweni-dev/molweni-dev.json"),
@@ -114,8 +111,6 @@ async def score(path: Path, model: str) -> dict[str, Any]:
                         "product": best_of(cited, lines, [q.text], query, pair=pair)[1],
                         "lines": nearest_line(cited, lines, query, [q.text], pair=pair) or ids[0],
                         "before": _before(cited, q.text, asked[q.text], alone),
-                        "answer": _answer(cited, lines, q.text, query, pair),
-                        "answer_next": _answer(cited, lines, q.text, query, pair, nearest=False),
                         "words": best_message(cited, [q.text]),
                     }
                     words = Terms.of(q.text).words
@@ -149,29 +144,6 @@ def _before(
         return best_message(cited, [question])
     scores = [float(np.dot(q, alone[str(m["body"])])) for m in cited]
     return str(cited[int(np.argmax(scores))]["event_id"])
-
-
-def _answer(
-    cited: Sequence[CitedMessage],
-    lines: Mapping[str, str],
-    question: str,
-    query: list[list[float]],
-    pair: bool,
-    nearest: bool = True,
-) -> str:
-    best = best_of(cited, lines, [question], query, pair=pair)[1]
-    at = next(i for i, m in enumerate(cited) if m["event_id"] == best)
-    asker = cited[at]
-    if not str(asker["body"]).rstrip().endswith("?"):
-        return best
-    after = [m for m in cited[at + 1 :] if m["sender"] != asker["sender"]]
-    if not nearest:
-        after = [m for m in cited[at + 1 : at + 2] if m["sender"] != asker["sender"]]
-    if not after:
-        return best
-    if len(after) == 1:
-        return str(after[0]["event_id"])
-    return nearest_line(after, lines, query, [question], pair=pair) or best
 
 
 def _codec_error(dimension: int) -> float:
