@@ -46,6 +46,10 @@ class BotConfig(Section):
     max_concurrent_commands: Annotated[int, Field(ge=1, le=256)] = 16
     # a command still running after this gets a short error reply instead of its answer
     command_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # the roster file `muninn roster apply --roster` applies (relative: beside this file).
+    # `muninn run` reads it on an invite: one to a room it lists is kept for the apply, one
+    # to a room it does not list is declined; unset, every invite is kept (none is declined)
+    roster: Path | None = None
 
     @field_validator("prefix")
     @classmethod

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from bot.chat.command_alias import NOT_RESOLVED, CommandRoomAlias
 from bot.chat.command_room import CommandRoomPolicy, CommandRoomVerdict
 from bot.chat.commands.grammar import (
     COMMANDS,
@@ -80,6 +81,10 @@ HOMESERVER_FAILED = (
 
 
 log = logging.getLogger("muninn.bot")
+
+# Seconds a command in a room that may be the command room waits for its alias to resolve,
+# while it is not resolved yet (`CommandRoomAlias.now`), before it is told so
+RESOLVE_WAIT = 2.0
 
 C = TypeVar("C", bound=Command)
 
@@ -138,6 +143,14 @@ class CommandHandler:
             rate_per_minute=cfg.bot.rate_per_minute,
             command_room_now=self._command_room_now,
         )
+        # `bot.command_room`'s alias, until resolved (its retries run in `muninn run`)
+        self.command_alias = CommandRoomAlias(
+            cfg.bot.command_room,
+            hs.aliases,
+            self.server_name,
+            resolved=command_room,
+            on_resolved=self._command_room_resolved,
+        )
         boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
         self.pins = PinActions(
             self.reads, self.replier, rooms, boards, functools.partial(tombstones, searcher)
@@ -187,6 +200,10 @@ class CommandHandler:
             log.debug("ignoring %s: older than %d ms", msg.event_id, MAX_COMMAND_AGE_MS)
             return
         in_command_room = msg.room_id == self.command_room
+        if not in_command_room and self.command_alias.pending:
+            if await self._unresolved(msg):
+                return
+            in_command_room = msg.room_id == self.command_room
         if not await self._room_allowed(msg, in_command_room):
             return
         self._handled.add(msg.event_id)  # in flight: a duplicate delivery stops here
@@ -256,6 +273,29 @@ class CommandHandler:
             log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
             return False
         return True
+
+    async def _unresolved(self, msg: Incoming) -> bool:
+        """While `bot.command_room`'s alias is not resolved (rule 14): a command in a room that
+        may be the command room (its state names the alias, or the command room's policy would
+        serve it) has the alias tried at once; still unresolved, an allowed asker is told so,
+        never answered as in an ordinary room. True: answered (or silent) here."""
+        info = await self.rooms.get(msg.room_id)
+        if not (
+            self.command_alias.may_be(info.state) or self.command_policy.serves_room(info).eligible
+        ):
+            return False  # an ordinary room
+        if await self.command_alias.now(RESOLVE_WAIT) is not None:
+            return False  # resolved: the room is answered by the rules of what it is
+        if self.asker_allowed(msg.sender):
+            self._handled.add(msg.event_id)  # admitted: a duplicate delivery stops here
+            why = self.command_alias.error or "it has not been tried yet"
+            await self._answer_small(msg, NOT_RESOLVED.format(why=why))
+        return True
+
+    def _command_room_resolved(self, room_id: RoomID) -> None:
+        """The alias resolved: replies there carry results, and it is answered as the command
+        room from the next command on."""
+        self.replier.command_room = room_id
 
     async def _command_room_now(self, room_id: RoomID) -> CommandRoomVerdict:
         return self.command_policy.serves_room(await self.rooms.fresh(room_id))

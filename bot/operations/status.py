@@ -29,7 +29,7 @@ from ingest.types import Refusal, RoomID, Verdict
 
 
 async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
-    facts = await store_facts(cfg)
+    facts, service = await facts_and_service(cfg)
     joined: set[RoomID] | None
     try:
         me, joined, rooms, command = await _homeserver_half(cfg, facts)
@@ -39,6 +39,7 @@ async def status(cfg: ServiceConfig, *, as_json: bool) -> int:
         me, command, unreachable = None, None, f"{cfg.homeserver.url} unreachable ({e})"
         joined = None
         rooms = [_stored_room(facts, room_id) for room_id in facts.homeserver_rooms]
+    command = _as_the_service_has_it(command, service)
     # Rooms `muninn import` indexed from an export (still their record), joined or not.
     imported: list[dict[str, Any]] = [
         {
@@ -226,9 +227,28 @@ def _room_shown(r: Mapping[str, Any]) -> str:
     return shown
 
 
+def _as_the_service_has_it(
+    command: dict[str, Any] | None, service: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The command room as the running service serves it: while its alias is unresolved there
+    (`bot.chat.command_alias`), not served, whatever the homeserver answers now (issue 46)."""
+    mine = (service or {}).get("command_room") or {}
+    if command is None or not mine.get("room") or mine.get("room_id") is not None:
+        return command
+    why = mine.get("error") or "not tried yet"
+    detail = f"the running service has not resolved it yet ({why}); it keeps trying"
+    return {**command, "serving": False, "verdict": "unresolved", "detail": detail}
+
+
 async def store_facts(cfg: ServiceConfig) -> StoreFacts:
+    """The store's records (`facts_and_service`)."""
+    return (await facts_and_service(cfg))[0]
+
+
+async def facts_and_service(cfg: ServiceConfig) -> tuple[StoreFacts, Mapping[str, Any] | None]:
     """The store's records, read from the store, or from the running service while it holds
-    the embedded store (its loopback listener, with its token, as `muninn search` does)."""
+    the embedded store (its loopback listener, with its token, as `muninn search` does); and
+    then what the service says of itself (its `service` part), else None."""
     try:
         store = await open_async(cfg.index, cfg.base_dir)
     except StoreUnavailable as held:
@@ -238,11 +258,12 @@ async def store_facts(cfg: ServiceConfig) -> StoreFacts:
 
         token = service_token(cfg, held, "status")
         try:
-            return StoreFacts.from_json(await post_status(service_url(cfg.metrics), token))
+            doc = await post_status(service_url(cfg.metrics), token)
         except StoreUnavailable as e:
             raise StoreUnavailable(f"{held}; {e}") from None
+        return StoreFacts.from_json(doc), doc.get("service")
     try:
-        return await store.run(read_facts)
+        return await store.run(read_facts), None
     finally:
         await store.close()
 

@@ -116,13 +116,9 @@ async def _resolve_command_room(cfg: ServiceConfig, client: BotClient) -> RoomID
     if room.startswith("!"):
         return RoomID(room)
     try:
-        found = await client.resolve_alias(room)
-    except MatrixError as e:
-        log.warning("cannot resolve the command room %s: %s", room, e)
+        return await client.resolve_alias(room)
+    except MatrixError:  # tried again in the background (`CommandRoomAlias.run`)
         return None
-    if found is None:
-        log.warning("the command room %s does not exist; cross-room search is off", room)
-    return found
 
 
 async def _check_command_room(

@@ -5,7 +5,8 @@ of a batch once (`bot.chat.incoming.received`: the command in it, its `received`
 now) and queues the batch, or answers False when the queue is full (the caller retries).
 `run`, the one dispatcher task, takes the batches off in order and for each event
 - drops cached room state on any state event, and hands the bot's own membership to
-  `own_membership` (invites);
+  `own_membership` (invites); the bot's own join (the roster's) wakes its room's refresh at
+  once, not at the next full pass (issue 46);
 - wakes the room's refresh for a message or redaction in an eligible room (debounced, one
   writer), except for a bot command: the writer indexes none, and the pass would compete;
 - hands each command, as read on receipt, to the `CommandPool` (a free slot, a deadline).
@@ -26,7 +27,7 @@ from bot.chat.incoming import Received, received
 from bot.service.inflight import CommandPool, Countdown
 from bot.service.scheduler import RefreshScheduler
 from ingest.errors import ConfigError, MatrixError
-from ingest.matrix import ClientEvent
+from ingest.matrix import ClientEvent, content_of
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.events import normalize
 from ingest.types import RoomID, Skip, SkipReason
@@ -91,6 +92,8 @@ class Dispatcher:
                 and event.get("state_key") == self.handler.bot_user_id
             ):
                 await self.own_membership(RoomID(room_id), event)
+                if _joined(event):  # a room just joined is read now; the pass judges its scope
+                    self.scheduler.wake(RoomID(room_id))
             return False
         ours = event.get("sender") == self.handler.bot_user_id
         wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
@@ -107,3 +110,12 @@ class Dispatcher:
         own, prefix = frozenset({self.handler.bot_user_id}), self.handler.prefix
         item = normalize(event, own_user_ids=own, command_prefix=prefix)
         return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
+
+
+def _joined(event: ClientEvent) -> bool:
+    """A member event that joins (not a profile change of a member already joined)."""
+    if content_of(event).get("membership") != "join":
+        return False
+    unsigned = event.get("unsigned")
+    before = unsigned.get("prev_content") if isinstance(unsigned, dict) else None
+    return not isinstance(before, dict) or before.get("membership") != "join"

@@ -33,6 +33,7 @@ from bot.service.compose import Parts, build
 from bot.service.dispatch import Dispatcher
 from bot.service.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.service.inflight import CommandPool
+from bot.service.invites import Invites
 from bot.service.limits import quiet_accept_errors, raise_nofile
 from bot.service.metrics import CountingEmbedder, ServiceMetrics
 from bot.service.scheduler import RefreshScheduler
@@ -43,7 +44,7 @@ from ingest.errors import MatrixError, QueryError, StoreUnavailable
 from ingest.index.facts import read_facts
 from ingest.index.records import Tombstone
 from ingest.index.refresh import Writer
-from ingest.matrix import ClientEvent, Transport, content_of, load_registration, read_registration
+from ingest.matrix import Transport, load_registration, read_registration
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.store import AsyncStore, Store, open_async
@@ -110,7 +111,9 @@ class Service:
         self.client: BotClient = client
         self.queue: asyncio.Queue[Sequence[Received]] = asyncio.Queue(queue_batches)
         self.tasks: list[asyncio.Task[None]] = []
+        self._may_end: set[str] = set()  # tasks done when their work is (not a death)
         self._parts: Parts | None = None  # built by `start` (`bot.service.compose.build`)
+        self.invites: Invites | None = None  # the bot's own invites, answered (`start`)
         self.server: AppserviceServer | None = None
         self.sync: SyncLoop | None = None
         self.api: HttpApi | None = None
@@ -175,15 +178,23 @@ class Service:
             full_at_start=self._full_at_start,
             timed_out=self._timed_out,
         )
+        self.invites = invites = Invites(
+            self.client,
+            self.handler,
+            roster=cfg.resolve(cfg.bot.roster) if cfg.bot.roster is not None else None,
+            server_name=cfg.homeserver.server_name,
+        )
         dispatcher = Dispatcher(
             self.queue,
             rooms=self.rooms,
             handler=self.handler,
             commands=self.commands,
             scheduler=self.scheduler,
-            own_membership=self._own_membership,
+            own_membership=invites.invited,
         )
         self._spawn(self.scheduler.run(), "refresh")
+        if self.handler.command_alias.pending:  # not resolved at start: tried again until it is
+            self._spawn(self.handler.command_alias.run(), "command-room", may_end=True)
         self._spawn(dispatcher.run(), "dispatcher")
         if cfg.appservice is not None:
             self.server = AppserviceServer(
@@ -210,7 +221,7 @@ class Service:
                 resolve_room=self._resolve_search_room,
                 purge=self._purge,
                 token_file=token_path(cfg),
-                status=lambda: AsyncStore(self.store).run(read_facts),
+                status=self._status,
             )
             await self.api.start()
         log.info("muninn is running as %s", self.bot_user_id)
@@ -275,8 +286,10 @@ class Service:
         if self.failure is not None:
             raise self.failure
 
-    def _spawn(self, coro: Any, name: str) -> None:
+    def _spawn(self, coro: Any, name: str, *, may_end: bool = False) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=f"muninn-{name}")
+        if may_end:
+            self._may_end.add(task.get_name())
         task.add_done_callback(self._task_done)
         self.tasks.append(task)
 
@@ -293,13 +306,22 @@ class Service:
     async def _loop_health(self) -> str:
         if self.failure is not None:
             raise RuntimeError(f"a task died: {self.failure!r}")
-        dead = [t.get_name() for t in self.tasks if t.done()]
+        dead = [t.get_name() for t in self.tasks if t.done() and t.get_name() not in self._may_end]
         if dead or not self.tasks:
             raise RuntimeError(f"not running: {', '.join(dead) or 'no tasks'}")
         return f"{len(self.tasks)} tasks, {self.queue.qsize()} batches queued"
 
     async def _homeserver_health(self) -> str:
         return f"{self.cfg.homeserver.url} knows {await self.client.whoami()}"
+
+    async def _status(self) -> dict[str, Any]:
+        """`POST /_muninn/status`: the store's half of `muninn status`, and what only the
+        running service knows: whether its command room's alias is resolved (issue 46)."""
+        facts = await AsyncStore(self.store).run(read_facts)
+        return {
+            **facts.as_json(),
+            "service": {"command_room": self.handler.command_alias.as_json()},
+        }
 
     async def _resolve_search_room(self, room: str) -> str:
         if room.startswith("!"):
@@ -347,31 +369,6 @@ class Service:
             await self.client.ping_appservice(appservice_id, f"muninn-start-{uuid.uuid4().hex}")
         except MatrixError as e:
             log.warning("the homeserver could not ping this appservice: %s", e)
-
-    async def _own_membership(self, room_id: RoomID, event: ClientEvent) -> None:
-        content = content_of(event)
-        membership = content.get("membership")
-        if membership != "invite":
-            return  # dispatch dropped the room's cached verdict
-        inviter = event.get("sender")
-        if content.get("is_direct"):
-            log.info("rejecting DM invite to %s from %s", room_id, inviter)
-            await self.client.leave(room_id)
-            return
-        if room_id == self.handler.command_room:
-            log.info("joining the command room %s (invited by %s)", room_id, inviter)
-            await self.client.join(room_id)
-            self.rooms.invalidate(room_id)
-            return
-        if await self.client.membership(room_id, self.bot_user_id) == "join":
-            return  # a stale invite: the roster joined it meanwhile
-        log.info(
-            "declining invite to %s from %s: Muninn joins rooms only through the operator's "
-            "roster (`muninn roster apply`)",
-            room_id,
-            inviter,
-        )
-        await self.client.leave(room_id)
 
 
 def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:

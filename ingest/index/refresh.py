@@ -44,7 +44,7 @@ from ingest.index.records import (
 )
 from ingest.index.refusals import purge_room, refuse_bridged, room_failed
 from ingest.index.reports import RefreshReport, RoomReport
-from ingest.index.walkbounds import bounded_walk
+from ingest.index.walkbounds import bounded_walk, healing_walk
 from ingest.index.windows import ChunkParams, WindowSet
 from ingest.matrix import ClientEvent, Page
 from ingest.rules.scope import RoomScope, puppet_in_events
@@ -278,8 +278,11 @@ class Writer:
             # Before the first upsert: a room holding points always has a cursor, so a room
             # that leaves scope after a crash in its first page is still found and purged.
             await self._save_cursor(col, room_id, token, tails, last)
-        walk, pages = self.reader.walk(room_id, token, self.cfg.refresh.page_size), 0
+        walk = healing_walk(self.reader, room_id, token, self.cfg.refresh.page_size, report)
+        pages = 0
         async for page in bounded_walk(walk, report):
+            if report.cursor_reset and not pages:  # read again from the room's start
+                token, tails, last = None, {}, None
             report.events_read += len(page.events)
             puppet = puppet_in_events(page.events, self._scope)
             if puppet is not None:

@@ -35,6 +35,9 @@ class RoomReport:
     # a window rewritten as its messages arrive each time.
     points: int | None = None
     purged_room: bool = False
+    # the homeserver refused the room's cursor: read again from its start (`detail` says so;
+    # not in the JSON, `ingest.index.walkbounds.healing_walk`)
+    cursor_reset: bool = False
     error: str | None = None  # this pass failed the room; the next pass retries it
     # the pass's time for the room ran out with pages left (`walkbounds.WALK_PASS_SECONDS`)
     behind: bool = False

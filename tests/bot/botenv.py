@@ -54,7 +54,7 @@ class Env:
 
     async def new_command_room(self, owner: MatrixUser, monkeypatch: pytest.MonkeyPatch) -> str:
         """A fresh invite-only room (`joined` history), made the command room for this test;
-        the bot, invited, joins it itself (it declines every other invite)."""
+        the bot, invited, joins it itself (every other invite waits for the roster)."""
         room_id = await self.hs.fresh_room(
             owner, preset="private_chat", initial_state=[JOINED_HISTORY]
         )

@@ -120,12 +120,15 @@ def _footer(view: SearchView) -> str:
         changed = plural(result.dropped_stale, "message")
         parts.append(f"{changed} edited or removed since indexing left out")
     if result.next_offset is not None:
+        # A lower bound: a later page reads the candidates deeper and may count more, so the
+        # count says "at least" rather than seem to grow (issue 46)
+        least = "at least " if view.more else ""
         if result.weaker_next:  # the close matches end here; the next page says so too
             weaker = "weaker match", "weaker matches"
             count = plural(view.more, *weaker) if view.more else weaker[1]
         else:
             count = f"{view.more} more" if view.more else "more"
-        parts.append(f"{count}: {view.prefix}more")
+        parts.append(f"{least}{count}: {view.prefix}more")
     elif view.first > 1:  # the last page of a `!more`
         parts.append("no more results")
     return "; ".join(parts)

@@ -1,8 +1,9 @@
 """The roster decides which rooms the reader joins.
 
-The roster is data (`file`). `plan` is a pure fold from the resolved roster and the reader's
-joined rooms to a list of actions; the shell (`apply`) resolves aliases, reads what state it
-may, and joins and leaves; `cli` is `muninn roster plan|apply --roster FILE`.
+The roster is data (`bot.roster`, which `muninn run` reads too, to keep an invite to a room it
+lists). `plan` is a pure fold from the resolved roster and the reader's joined rooms to a list
+of actions; the shell (`apply`) resolves aliases, reads what state it may, and joins and
+leaves; `cli` is `muninn roster plan|apply --roster FILE`.
 
 Scope before joining: Synapse answers 403 to `/rooms/{id}/state` for a room the reader is not
 in (unless its history is world_readable, or the reader was a member before). What can be

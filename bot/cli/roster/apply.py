@@ -11,7 +11,6 @@ from typing import Any
 from mautrix.api import ClientPath
 from mautrix.types import EventType
 
-from bot.cli.roster.file import Roster, normal_room
 from bot.cli.roster.plan import (
     COMMAND_ROOM_NOTE,
     REFUSED_MARK,
@@ -27,6 +26,7 @@ from bot.cli.roster.plan import (
     refusal_text,
 )
 from bot.config import ServiceConfig
+from bot.roster import Roster, normal_room
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import MatrixReader
 from ingest.rules.scope import RoomScope

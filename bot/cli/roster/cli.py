@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.cli.roster.apply import RosterReader, apply_plan, build_plan, scope_checker
-from bot.cli.roster.file import load_roster
 from bot.cli.roster.plan import ActionKind, RosterPlan
 from bot.config import ServiceConfig
 from bot.operations.common import CLI_RETRY, print_json
+from bot.roster import load_roster
 
 __all__ = ["render", "roster_apply", "roster_plan"]
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.cli.roster.file import RosterError
+from bot.roster import RosterError
 from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict
 

@@ -20,8 +20,9 @@ Served by `muninn run` on `metrics.host:metrics.port` (loopback by default; off 
 - `POST /_muninn/status`: JSON `{}` → `ingest.index.facts.StoreFacts.as_json()`, the store's half
 of
   `muninn status` (generation, points, each room's cursor, refusal, failing passes, import),
-  read by the service; `muninn status` asks it (`post_status`) while the service holds the
-  store, with the same token and guards.
+  read by the service, and `service`: what only the running service knows (`command_room`:
+  `{room, room_id, error}`, its alias unresolved while `room_id` is null); `muninn status` asks
+  it (`post_status`) while the service holds the store, with the same token and guards.
 
 Who may read what: `/metrics` and `/healthz` are open but aggregate (no room id, no homeserver
 or reader name, no generation); a request carrying the token below also gets the per-room

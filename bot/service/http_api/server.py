@@ -31,7 +31,6 @@ from bot.service.http_api.wire import (
 from bot.service.limits import CappedSite, serve_capped
 from bot.service.metrics import CONTENT_TYPE, ServiceMetrics
 from ingest.errors import MatrixUnavailable, MuninnError, QueryError, StoreError
-from ingest.index.facts import StoreFacts
 from ingest.index.records import Tombstone
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery
@@ -52,7 +51,8 @@ MAX_BODY = 256 * 1024
 HealthCheck = Callable[[], Awaitable[str]]
 Search = Callable[[SearchQuery], Awaitable[SearchResult]]
 Purge = Callable[[PurgeRequest], Awaitable[Tombstone]]
-Status = Callable[[], Awaitable[StoreFacts]]
+# `StoreFacts.as_json()` and the running service's own part (`service`), for `muninn status`
+Status = Callable[[], Awaitable[Mapping[str, Any]]]
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
 
@@ -302,7 +302,7 @@ class HttpApi:
         return web.json_response(purge_document(stone))
 
     async def _status_handler(self, request: web.Request) -> web.Response:
-        """The store's half of `muninn status` (`ingest.index.facts`), read by the service."""
+        """The store's half of `muninn status` (`ingest.index.facts`), read by the service,
+        and what only the service knows (`service`)."""
         assert self._status is not None  # the route exists only with a status
-        facts = await self._status()
-        return web.json_response(facts.as_json())
+        return web.json_response(dict(await self._status()))

@@ -1,8 +1,8 @@
 """Each room's latest raw events, kept between commands: the cache a `RoomLog` is read from.
 
 Derived state, never the record (`RecentEvents`); every read is bounded by events and by
-`SCAN_TEXT` characters of message text, each text field of an event kept to its first
-`FIELD_SHARE` characters (`within_text`).
+`SCAN_TEXT` characters of message text, each event's text fields together kept to their first
+`EVENT_SHARE` characters (`within_text`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ingest.types import RoomID
 
 __all__ = [
     "EVENT_OVERHEAD",
-    "FIELD_SHARE",
+    "EVENT_SHARE",
     "SCAN_TEXT",
     "RecentEvents",
     "RoomLogSource",
@@ -32,9 +32,11 @@ __all__ = [
 
 
 SCAN_TEXT = 1_000_000  # characters of message text (bodies, HTML, edits) one read keeps
-# Characters of one text field of an event a read keeps: a message's share of `SCAN_TEXT` is
-# bounded, so 17 messages of 62 KB no longer fill the read (and empty the pinboard).
-FIELD_SHARE = 2_000
+# Characters of one event's text (its body and HTML, an edit's new ones and fallback together)
+# a read keeps: an event's share of `SCAN_TEXT` is bounded, so 17 messages of 62 KB no longer
+# fill the read and empty the pinboard, nor do 126 big edits, whose four fields were each kept
+# to this share (issue 46): `SCAN_TEXT` holds 500 events of this share, whatever they are.
+EVENT_SHARE = 2_000
 EVENT_OVERHEAD = 256  # characters counted per event besides its text, for the memory bound
 _TEXT_FIELDS = ("body", "formatted_body")
 
@@ -52,37 +54,42 @@ def text_size(event: ClientEvent) -> int:
 def within_text(
     events: Sequence[ClientEvent], limit: int = SCAN_TEXT
 ) -> tuple[list[ClientEvent], bool]:
-    """The newest events, each text field cut to `FIELD_SHARE` (`trimmed`), whose text adds
+    """The newest events, each cut to `EVENT_SHARE` (`trimmed`), whose text adds
     up to at most `limit` characters, and whether that left any out: 2,048 events of 16 KB
     cost seconds of scrubbing per command otherwise."""
     kept, cut, _ = _within(events, limit)
     return kept, cut
 
 
-def _cut(text: str) -> str:
-    """At most `FIELD_SHARE` characters of `text`, ending at a word's end: a token, a key or a
+def _cut(text: str, share: int) -> str:
+    """At most `share` characters of `text`, ending at a word's end: a token, a key or a
     password is kept whole or not at all, so the scrub sees every secret it keeps whole."""
-    if len(text) <= FIELD_SHARE:
+    if len(text) <= share:
         return text
-    head = text[: FIELD_SHARE + 1]
+    head = text[: share + 1]
     end = max(head.rfind(c) for c in " \t\n\r")
     return head[:end] if end > 0 else ""
 
 
 def trimmed(event: ClientEvent) -> ClientEvent:
-    """`event` with its body, HTML and an edit's new ones cut to `FIELD_SHARE` characters
-    (`_cut`): what a read folds of a message is its start; the event itself if none is over."""
-    if text_size(event) <= FIELD_SHARE:
+    """`event` with its text fields cut (`_cut`) to `EVENT_SHARE` characters together, in the
+    order the folds read them: an edit's new body and HTML, then the body (an edit's `* …`
+    fallback, which no fold reads) and the HTML. What a read folds of a message is its start;
+    the event itself if it is within its share."""
+    if text_size(event) <= EVENT_SHARE:
         return event
     content = dict(content_of(event))
-    for key in _TEXT_FIELDS:
-        if isinstance(value := content.get(key), str):
-            content[key] = _cut(value)
     new = content.get("m.new_content")
+    holders = [content]
     if isinstance(new, dict):
-        content["m.new_content"] = {
-            k: _cut(v) if k in _TEXT_FIELDS and isinstance(v, str) else v for k, v in new.items()
-        }
+        holders.insert(0, dict(new))
+        content["m.new_content"] = holders[0]
+    left = EVENT_SHARE
+    for holder in holders:
+        for key in _TEXT_FIELDS:
+            if isinstance(value := holder.get(key), str):
+                kept = holder[key] = _cut(value, left)
+                left -= len(kept)
     return cast(ClientEvent, {**event, "content": content})
 
 

@@ -296,7 +296,7 @@ async def test_bot_search_reads_a_room_of_large_messages_each_to_its_share(
 ) -> None:
     """Regression: a read held every event up to the event bound whatever its size, and the
     fold scrubbed all of it per command; then (issue 37 item 9) 17 such messages filled the
-    text bound, hiding everything older. Each message is kept to its share (`FIELD_SHARE`), so
+    text bound, hiding everything older. Each message is kept to its share (`EVENT_SHARE`), so
     a room of 60 KB messages is read whole and its oldest message found; the rooms' cached
     copies keep to their budget by evicting the least recently used."""
     monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
@@ -314,6 +314,34 @@ async def test_bot_search_reads_a_room_of_large_messages_each_to_its_share(
     await alice.send_text(small, "a short one")
     await logs.latest(env.service.client, RoomID(small), TRANSCRIPT_LIMIT)
     assert logs.size < 10_000  # the large room's copy went
+
+
+async def test_bot_board_survives_a_flood_of_big_edits(
+    env: Env, alice: MatrixUser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 46): 126 big edits emptied the pinboard again. Each text field of an
+    event was kept to its share, and an edit has four (the `* …` fallback's body and HTML, the
+    new body and HTML): 126 of them filled the read's 1,000,000 characters and pushed the
+    `!pin` out of it. An event's fields together are kept to its share (`EVENT_SHARE`), so the
+    board is still read whole, as with the default event bound."""
+    monkeypatch.setattr(env.service.scheduler, "wake", lambda room_id: None)  # no indexing
+    monkeypatch.setattr(env.service.handler.reads, "_limit", 2048)  # `bot.transcript_limit`
+    room = await env.room(alice)
+    pinned = await alice.send_text(room, "the numbat feeding schedule is on the wiki")
+    await wait_reply(alice, room, await alice.send_reply(room, pinned, "!pin #docs"), env.bot_id)
+    draft = await alice.send_text(room, "a draft to be edited")
+    big = "lorem ipsum dolor sit amet " * 100  # 2,700 characters a field
+    html = {"format": "org.matrix.custom.html", "formatted_body": f"<p>{big}</p>"}
+    edit = {
+        "msgtype": "m.text",
+        "body": f"* {big}",
+        **html,
+        "m.new_content": {"msgtype": "m.text", "body": big, **html},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": draft},
+    }
+    await asyncio.gather(*(alice.send(room, "m.room.message", edit) for _ in range(126)))
+    _, board = await ask(alice, room, "!pins", env.bot_id)
+    assert "numbat feeding schedule" in body_of(board)
 
 
 async def test_reads_of_a_room_asked_at_once_share_one_request(
@@ -351,6 +379,7 @@ async def test_bot_command_wakes_no_refresh(
     """A command is never indexed (rule 9), so it wakes no refresh pass to compete with its
     reply; an ordinary message in the same room does."""
     room = await env.room(alice)
+    await env.quiesce(alice, room)  # the bot's own join, which wakes the room, is handled
     woken: list[str] = []
     wake = env.service.scheduler.wake
 

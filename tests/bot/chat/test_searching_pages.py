@@ -6,6 +6,7 @@ The module's one service is tests/bot/conftest.py's `env`, as in test_searching.
 from __future__ import annotations
 
 import asyncio
+import re
 
 from bot.operations.search import result_text
 from ingest.search.query import SearchQuery
@@ -114,6 +115,33 @@ async def test_bot_more_pages_through_every_hit_once(
     assert "!more" not in body_of(reply) and "no more results" in body_of(reply)
     _, after = await ask(alice, room, "!more", env.bot_id)
     assert "No more results for “kiwi crate”" in body_of(after)
+
+
+async def test_bot_more_says_its_count_is_a_lower_bound(
+    env: Env, alice: MatrixUser, seeder: MatrixUser
+) -> None:
+    """Regression (issue 46): the "N more" count grew while paging (a page reads the
+    candidates deeper than the one before, and counts what it read): "10 more", then "15 more"
+    with 5 of them shown. Every page says its count is a lower bound, "at least N more", and
+    it is one: never more than the matching messages not shown yet."""
+    room = await env.room(alice)
+    await seeder.join(room)
+    total = 40
+    for i in range(total):
+        await seeder.send_text(
+            room, f"wombat burrow survey number {i} is filed", ts=BASE_TS + i * 3_600_000
+        )
+    await env.settle(room)
+    _, reply = await ask(alice, room, "!search wombat burrow survey", env.bot_id)
+    shown = 0
+    for _ in range(4):  # the counts were 17, 30, 25, 20: each page read deeper
+        body = body_of(reply)
+        found = re.search(r"; (at least )?(\d+) more: !more", body)
+        assert found is not None, body
+        assert found.group(1), f"a count that may grow says so: {found.group(0)!r}"
+        shown += 5
+        assert int(found.group(2)) <= total - shown
+        _, reply = await ask(alice, room, "!more", env.bot_id)
 
 
 OTHER_TALK = (

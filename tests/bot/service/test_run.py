@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,6 +18,7 @@ import pytest
 
 from bot.service.run import Service
 from tests.bot.botenv import Env
+from tests.bot.cli.roster.rosterkit import write_roster
 from tests.botkit import ask, replies, wait_membership
 from tests.homeserver import MatrixUser
 from tests.indexing import shared_embedder
@@ -39,8 +41,13 @@ async def test_bot_has_the_homeserver_ping_it_at_start(env: Env) -> None:
     assert env.service.server is not None and env.service.server.pings >= 1
 
 
-async def test_bot_declines_invites_to_rooms_off_the_roster(env: Env, alice: MatrixUser) -> None:
-    """An ordinary invite is declined: rooms are joined through `muninn roster apply`."""
+async def test_bot_declines_invites_to_rooms_off_the_roster(
+    env: Env, alice: MatrixUser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An invite to a room the roster (`bot.roster`) does not list is declined: rooms are
+    joined through `muninn roster apply`."""
+    assert env.service.invites is not None
+    monkeypatch.setattr(env.service.invites, "roster", write_roster(tmp_path, "#elsewhere"))
     room = await alice.create_room(preset="private_chat", invite=[env.bot_id])
     await wait_membership(alice, room, env.bot_id, "leave")
 

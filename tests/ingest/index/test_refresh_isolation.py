@@ -1,8 +1,10 @@
 """One room's persistent failure is that room's: reported, retried, and never the pass's.
 
-Real Synapse, the embedded store and the real embedder. The persistent fault is a real one: a
-room's cursor holds a token Synapse refuses (a store restored from another homeserver's
-backup, say), so every pass fails that room's `/messages` until an operator resets it.
+Real Synapse, the embedded store and the real embedder. The persistent fault is one a real
+Synapse cannot produce on demand (a cursor it refuses now heals, issue 46:
+tests/ingest/index/test_refresh_faults.py): a proxy before it refusing one room's `/messages`
+(400) on every pass until it is fixed, at the transport (tests/transport.py `Recorder.fault`),
+the CLI's included (its default transport, in this process).
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
-from ingest.config import load_config
+from ingest.config import Config, load_config
 from ingest.index.generations import SWITCH_AFTER_FAILED_PASSES
-from ingest.index.records import CURSOR_PREFIX, RETRY_PREFIX
-from ingest.store import Collection
+from ingest.index.records import RETRY_PREFIX
+from ingest.matrix import MatrixReader, Request, Response, http
 from ingest.types import RoomID
 from tests.homeserver import Homeserver, MatrixUser
 from tests.indexing import (
@@ -28,15 +31,28 @@ from tests.indexing import (
     write_config,
 )
 from tests.inprocess import muninn_here
+from tests.transport import Recorder, answer
 
-BAD_TOKEN = "t0-not-a-token"
 
+class Proxy:
+    """Before the real Synapse: while `broken`, one room's `/messages` is refused (400)."""
 
-def _break_cursor(col: Collection, room_id: str) -> None:
-    """The persistent fault: a cursor token the homeserver refuses on every pass."""
-    cursor = col.get_meta(CURSOR_PREFIX + room_id)
-    assert cursor is not None
-    col.put_meta(CURSOR_PREFIX + room_id, {**cursor, "token": BAD_TOKEN})
+    def __init__(self, room_id: str) -> None:
+        self.room_id = room_id
+        self.broken = False
+
+    def fault(self, request: Request) -> Response | None:
+        path = unquote(request.path)
+        if self.broken and f"/rooms/{self.room_id}/messages" in path:
+            return answer(400, {"errcode": "M_UNKNOWN", "error": "refused by the proxy"})
+        return None
+
+    def reader(self, cfg: Config) -> MatrixReader:
+        return MatrixReader.from_config(cfg, transport=Recorder(fault=self.fault))
+
+    def before_every_client(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The CLI's readers too (`muninn refresh`, `status` in this process)."""
+        monkeypatch.setattr(http, "AiohttpTransport", lambda: Recorder(fault=self.fault))
 
 
 def _by_room(doc: dict[str, object]) -> dict[str, dict[str, object]]:
@@ -46,16 +62,23 @@ def _by_room(doc: dict[str, object]) -> dict[str, dict[str, object]]:
 
 
 async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
-    hs: Homeserver, seeder: MatrixUser, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    hs: Homeserver,
+    seeder: MatrixUser,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A room that fails every pass is named in the report, the log, `muninn refresh --json`
     and `muninn status`; the other rooms are indexed; once it can be read it catches up."""
     reader, failing, healthy = await two_rooms(hs, seeder)
     config = write_config(tmp_path / "config.yaml", reader_config_doc(hs, reader, tmp_path))
-    ix = Indexer(load_config(config))
+    proxy = Proxy(failing)
+    proxy.before_every_client(monkeypatch)
+    cfg = load_config(config)
+    ix = Indexer(cfg, reader=proxy.reader(cfg))
     try:
         await ix.refresh()
-        _break_cursor(await ix.collection(), failing)
+        proxy.broken = True
         await seeder.send_text(failing, "alpha second words")
         beta = await seeder.send_text(healthy, "beta second words")
         caplog.set_level(logging.WARNING, logger="muninn.refresh")
@@ -87,9 +110,9 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
     plain = await muninn_here(config, "status")
     assert "FAILED 2 passes in a row" in plain.out
 
-    async with Indexer(load_config(config)) as ix:
+    proxy.broken = False  # the proxy is fixed
+    async with Indexer(cfg, reader=proxy.reader(cfg)) as ix:
         col = await ix.collection()
-        col.delete_meta(CURSOR_PREFIX + failing)  # the operator resets the room
         report = await ix.refresh()
         assert all(r.error is None for r in report.rooms)
         assert col.get_meta(RETRY_PREFIX + failing) is None
@@ -111,10 +134,12 @@ async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(
     old_gen = old.writer.generation
     await old.close()
 
-    new = Indexer(cfg, embedder=RenamedEmbedder(shared_embedder(), "minilm-renamed"))
+    proxy = Proxy(failing)
+    renamed = RenamedEmbedder(shared_embedder(), "minilm-renamed")
+    new = Indexer(cfg, embedder=renamed, reader=proxy.reader(cfg))
     try:
         await new.refresh([RoomID(failing)])  # the rebuild has read the room once
-        _break_cursor(await new.collection(), failing)
+        proxy.broken = True
         late = await seeder.send_text(failing, "alpha late words")
         caplog.set_level(logging.WARNING, logger="muninn.refresh")
         for passes in range(1, SWITCH_AFTER_FAILED_PASSES):
@@ -137,7 +162,7 @@ async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(
         assert late not in bodies  # missing, and recorded as missing
         assert "beta first words" in bodies.values()  # the other room is in the new generation
 
-        active.delete_meta(CURSOR_PREFIX + failing)
+        proxy.broken = False  # the proxy is fixed
         report = await new.refresh()
         assert report.failed == [] and active.get_meta(RETRY_PREFIX + failing) is None
         assert late in await new.bodies()

@@ -112,7 +112,7 @@ def test_a_page_of_weaker_matches_says_so_and_the_one_before_it_too() -> None:
     close = SearchResult(hits=[_hit("parking is behind the bakery")], next_offset=1)
     close.weaker_next, close.remaining = True, 7
     body = search_reply(ReplyTo("!r", "$cmd"), SearchView(close, ("car",), more=7))["body"]
-    assert body.startswith("1 result for “car”") and "7 weaker matches: !more" in body
+    assert body.startswith("1 result for “car”") and "at least 7 weaker matches: !more" in body
     weaker = SearchResult(hits=[_hit("leave the soldering irons off")], weaker=True)
     body = search_reply(ReplyTo("!r", "$cmd"), SearchView(weaker, ("car",), first=2))["body"]
     assert body.startswith("Weaker match 2 for “car”: none of these matched closely")

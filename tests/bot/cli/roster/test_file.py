@@ -1,4 +1,4 @@
-"""bot.cli.roster.file: the roster file, its problems named by entry, its shorthand."""
+"""bot.roster: the roster file, its problems named by entry, its shorthand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.cli.roster.file import RosterError, load_roster
+from bot.roster import RosterError, load_roster
 from tests.bot.cli.roster.rosterkit import SERVER
 
 # ---------------------------------------------------------------- the roster file

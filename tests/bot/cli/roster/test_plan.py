@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bot.cli.roster.file import RosterError
 from bot.cli.roster.plan import ActionKind, Target, plan, prejoin_verdict, recorded_refusal
+from bot.roster import RosterError
 from ingest.config import ScopeConfig
 from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomAlias, RoomID, RoomState, Verdict

@@ -28,19 +28,19 @@ def test_within_text_keeps_the_newest_events_up_to_the_text_bound() -> None:
 
 def test_a_message_is_kept_to_its_share_of_the_read_cut_at_a_word() -> None:
     """Regression (issue 37 item 9): 17 messages of 62 KB filled the 1,000,000-character read,
-    emptying the pinboard and what `!search` scans. Each text field is kept to its first
-    `FIELD_SHARE` characters, cut at a word's end (a token across the cut is dropped whole,
+    emptying the pinboard and what `!search` scans. Each event is kept to its first
+    `EVENT_SHARE` characters, cut at a word's end (a token across the cut is dropped whole,
     never shown in part); a short event is the same object."""
-    from ingest.search.logs.recent import FIELD_SHARE, SCAN_TEXT, within_text
+    from ingest.search.logs.recent import EVENT_SHARE, SCAN_TEXT, within_text
 
     token = "ghp_" + "a1B2c3D4e5" * 4
-    body = "word " * (FIELD_SHARE // 5 - 2) + "xx " + token + " tail " * 12_000
+    body = "word " * (EVENT_SHARE // 5 - 2) + "xx " + token + " tail " * 12_000
     huge = [_message(f"$h{i}", "@a:x", body) for i in range(17)]
     small = [_message(f"$s{i}", "@a:x", "a pinned plan") for i in range(2000)]
     kept, cut = within_text(huge + small, SCAN_TEXT)
     assert len(kept) == 2017 and not cut
     cut_body = kept[0]["content"]["body"]
-    assert len(cut_body) <= FIELD_SHARE and cut_body.endswith("xx") and "ghp_" not in cut_body
+    assert len(cut_body) <= EVENT_SHARE and cut_body.endswith("xx") and "ghp_" not in cut_body
     assert kept[17] is small[0]
 
 

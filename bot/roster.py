@@ -1,5 +1,9 @@
 """The roster file: `rooms: [{room: "#alias:server" | "!id", note: "..."}]`, or a bare alias or
-id as shorthand. Validated at once, every problem named by entry, in an operator's words."""
+id as shorthand. Validated at once, every problem named by entry, in an operator's words.
+
+Read by `muninn roster plan|apply` (`bot.cli.roster`), and by `muninn run` when the config names
+it (`bot.roster`): an invite to a room it lists is kept for the apply, never declined
+(`bot.service.invites`)."""
 
 from __future__ import annotations
 
