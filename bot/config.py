@@ -36,6 +36,10 @@ class BotConfig(Section):
     prefix: str = "!"  # 1 to PREFIX_MAX characters, no whitespace
     command_room: str | None = None  # alias or id; cross-room search only here
     command_room_askers: tuple[str, ...] = ()  # regexes over user ids
+    # false: the command room is where people ask, not where answers live, so its messages
+    # (askers' notes, an agent's questions) are left out of the index and of `in:`; true
+    # indexes it like any other room (rule 2)
+    index_command_room: bool = False
     # raw events the transcript fold scans
     transcript_limit: Annotated[int, Field(ge=1, le=100_000)] = 2048
     rate_per_minute: Annotated[int, Field(ge=1)] = 10  # commands one asker may send a minute
@@ -50,6 +54,11 @@ class BotConfig(Section):
     # `muninn run` reads it on an invite: one to a room it lists is kept for the apply, one
     # to a room it does not list is declined; unset, every invite is kept (none is declined)
     roster: Path | None = None
+
+    @property
+    def unindexed_room(self) -> str | None:
+        """The room the scope leaves out of the index: the command room, unless opted in."""
+        return None if self.index_command_room else self.command_room
 
     @field_validator("prefix")
     @classmethod

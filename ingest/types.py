@@ -33,10 +33,11 @@ __all__ = [
 
 
 class Refusal(enum.StrEnum):
-    """Why a room is never read."""
+    """Why a room is never read into the index."""
 
     NOT_JOINED = "not_joined"
     EXCLUDED = "excluded"
+    COMMAND_ROOM = "command_room"  # `bot.command_room`: where people ask, not where answers are
     DM = "dm"
     BRIDGED = "bridged"
     ENCRYPTED = "encrypted"

@@ -14,6 +14,11 @@ asker or the bot. The allow-list (`bot.command_room_askers`) is matched whole (`
 the puppet patterns: an unanchored `@persona-.*:example\\.org` must not let
 `@persona-x:example.org.evil` in.
 
+A room refused by its own policy (not by scope: a DM, a bridged or encrypted room is never
+answered in) tells an allowed asker why and what would fix it (`CommandRoomVerdict.notice`),
+once a cause (`RefusalsTold`): only the service log said so before (issue 44). The notice quotes
+no room, so it may be read by whoever can read the room.
+
 Pure: a `RoomState` and its scope verdict in, a `CommandRoomVerdict` out (rule 14's command
 room, docs/ARCHITECTURE.md §3).
 """
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 from ingest.matrix.rooms import RoomInfo
 from ingest.types import Refusal, RoomID, RoomState, Verdict
 
-__all__ = ["CommandRoomPolicy", "CommandRoomRefusal", "CommandRoomVerdict"]
+__all__ = ["CommandRoomPolicy", "CommandRoomRefusal", "CommandRoomVerdict", "RefusalsTold"]
 
 # Join rules that need an invite (None: no join rules event, and then the auth rules admit
 # no one uninvited). `public`, `restricted` and `knock_restricted` let people in without one.
@@ -54,6 +59,9 @@ class CommandRoomVerdict:
     room_id: RoomID
     reason: Refusal | CommandRoomRefusal | None = None
     detail: str = ""
+    # What an allowed asker is told, the cause and the fix in plain words; "" for a refusal
+    # no asker is told (scope's: the room is never answered in)
+    notice: str = ""
 
     @property
     def eligible(self) -> bool:
@@ -96,35 +104,88 @@ class CommandRoomPolicy:
                 (u for u in users if u not in self.own_users and not self.asker_allowed(u)), None
             )
             if outsider is not None:
-                return CommandRoomVerdict(
-                    state.room_id,
-                    CommandRoomRefusal.OUTSIDER,
+                detail = (
                     f"{kind} {outsider} is not on bot.command_room_askers and would read "
-                    "every room's results",
+                    "every room's results"
                 )
+                where = "a member of" if kind == "member" else "invited to"
+                what = f"{outsider} is {where} this room"
+                return _refused(state, CommandRoomRefusal.OUTSIDER, detail, what)
         return CommandRoomVerdict(state.room_id)
+
+
+class RefusalsTold:
+    """The command room's refusals its askers were told, so each cause is told once, not
+    on every command; a room served again forgets them (a later refusal is told anew)."""
+
+    def __init__(self) -> None:
+        self._told: dict[str, set[str]] = {}  # room -> the refusals told there
+
+    def first(self, verdict: CommandRoomVerdict) -> bool:
+        """True the first time this refusal is met in its room (and it has a notice)."""
+        if verdict.eligible:
+            self._told.pop(verdict.room_id, None)
+            return False
+        told = self._told.setdefault(verdict.room_id, set())
+        if not verdict.notice or str(verdict.reason) in told:
+            return False
+        told.add(str(verdict.reason))
+        return True
+
+    def forget(self, verdict: CommandRoomVerdict) -> None:
+        """The notice did not reach the room: tell it on the next command."""
+        self._told.get(verdict.room_id, set()).discard(str(verdict.reason))
+
+
+# What an allowed asker is told (`CommandRoomVerdict.notice`): the cause, then the fix.
+_HISTORY_FIX = (
+    'Set it to "joined" or "invited" (in Element: Room settings, Security & Privacy, "Who can '
+    'read history?", "Members only (since they joined)"), then ask again.'
+)
+_NOTICES = {
+    CommandRoomRefusal.PUBLIC: (
+        'this room\'s join rule is "{what}", so people can join without an invite and would '
+        'read every room\'s results. Make it invite-only (join rule "invite" or "knock"; in '
+        'Element: Room settings, Security & Privacy, "Private (invite only)"), then ask again.'
+    ),
+    CommandRoomRefusal.WORLD_READABLE: (
+        'this room\'s history visibility is "world_readable", so anyone can read its answers, '
+        "and every room's results in them, without joining. " + _HISTORY_FIX
+    ),
+    CommandRoomRefusal.SHARED_HISTORY: (
+        'this room\'s history visibility is "{what}", so anyone added later would read every '
+        "earlier answer, and every room's results in them. " + _HISTORY_FIX
+    ),
+    CommandRoomRefusal.OUTSIDER: (
+        "{what} but not an allowed asker (bot.command_room_askers), and would read every "
+        "room's results. Remove them from the room, or ask the operator to add them to "
+        "bot.command_room_askers, then ask again."
+    ),
+}
+
+
+def _refused(
+    state: RoomState, reason: CommandRoomRefusal, detail: str, what: str = ""
+) -> CommandRoomVerdict:
+    """A refusal by the command room's own rule, with the notice its askers are told."""
+    notice = "Muninn does not answer here: " + _NOTICES[reason].format(what=what)
+    return CommandRoomVerdict(state.room_id, reason, detail, notice)
 
 
 def _open(state: RoomState) -> CommandRoomVerdict | None:
     """The command room's history must not be readable without an invite."""
     if state.join_rule not in _INVITE_ONLY:
-        return CommandRoomVerdict(
-            state.room_id,
-            CommandRoomRefusal.PUBLIC,
-            f"join rule {state.join_rule} lets anyone in without an invite",
-        )
+        detail = f"join rule {state.join_rule} lets anyone in without an invite"
+        return _refused(state, CommandRoomRefusal.PUBLIC, detail, str(state.join_rule))
     if state.history_visibility == "world_readable":
-        return CommandRoomVerdict(
-            state.room_id,
-            CommandRoomRefusal.WORLD_READABLE,
-            "history visibility world_readable lets anyone read it without joining",
-        )
+        detail = "history visibility world_readable lets anyone read it without joining"
+        return _refused(state, CommandRoomRefusal.WORLD_READABLE, detail)
     if state.history_visibility not in _MEMBERS_ONLY:
         seen = state.history_visibility or "shared (no history visibility event)"
-        return CommandRoomVerdict(
-            state.room_id,
-            CommandRoomRefusal.SHARED_HISTORY,
-            f"history visibility {seen} lets a member added later read every earlier "
-            "reply; set it to joined",
+        detail = (
+            f"history visibility {seen} lets a member added later read every earlier reply; "
+            "set it to joined"
         )
+        what = state.history_visibility or "shared"
+        return _refused(state, CommandRoomRefusal.SHARED_HISTORY, detail, what)
     return None

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from bot.chat.command_alias import NOT_RESOLVED, CommandRoomAlias
-from bot.chat.command_room import CommandRoomPolicy, CommandRoomVerdict
+from bot.chat.command_room import CommandRoomPolicy, CommandRoomVerdict, RefusalsTold
 from bot.chat.commands.grammar import (
     COMMANDS,
     HELP,
@@ -128,6 +128,7 @@ class CommandHandler:
         self.metrics = metrics or ChatMetrics()
         self._audiences = Audiences()
         self._handled = BoundedSeen(4096)
+        self._told = RefusalsTold()  # why the command room is not served, told its askers
         self._clock_ms = clock_ms
         # The parts the commands share, each given only what it uses (no handler inside).
         logs = RecentEvents(on_state=self._audiences.drop)
@@ -261,11 +262,12 @@ class CommandHandler:
                     refused.reason,
                     refused.detail,
                 )
-                return False
             if not self.asker_allowed(msg.sender):
                 log.info("command room: %s is not on command_room_askers", msg.sender)
-                return False
-            return True
+                return False  # silence: only an allowed asker is told why it is not served
+            if self._told.first(refused):
+                await self._tell_refused(msg, refused)
+            return refused.eligible
         reason = info.verdict.reason
         if reason is Refusal.NOT_JOINED or reason is Refusal.DM:
             return False  # never answered in, and not worth a line a message
@@ -273,6 +275,16 @@ class CommandHandler:
             log.info("not answering in %s: %s (%s)", msg.room_id, reason, info.verdict.detail)
             return False
         return True
+
+    async def _tell_refused(self, msg: Incoming, refused: CommandRoomVerdict) -> None:
+        """An allowed asker meets the refused command room: why and the fix, once a cause
+        (`RefusalsTold`); the notice quotes no room, so it needs no audience check."""
+        try:
+            with self._refusals():
+                await self._answer_small(msg, refused.notice)
+        except (MatrixError, RoomRefused) as e:
+            self._told.forget(refused)  # tell it on the next command
+            log.warning("could not tell %s why the command room is not served: %s", msg.sender, e)
 
     async def _unresolved(self, msg: Incoming) -> bool:
         """While `bot.command_room`'s alias is not resolved (rule 14): a command in a room that

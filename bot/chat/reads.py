@@ -17,7 +17,7 @@ from ingest.rules.scope import puppet_in_events
 from ingest.search.logs.recent import RecentEvents
 from ingest.search.logs.request import RoomView
 from ingest.search.logs.roomlog import RoomLog
-from ingest.types import RoomID
+from ingest.types import Refusal, RoomID
 
 __all__ = ["RoomReads", "RoomRefused"]
 
@@ -60,7 +60,8 @@ class RoomReads:
         return RoomLog(room_id, raw, bound, cut)
 
     async def resolve_rooms(self, rooms: tuple[str, ...]) -> list[RoomID]:
-        """`in:` rooms to ids; each must be a room Muninn indexes."""
+        """`in:` rooms to ids; each must be a room Muninn indexes (the command room is not,
+        unless `bot.index_command_room`: its log is not searched either)."""
         out: list[RoomID] = []
         for room in rooms:  # the parser bounds their number
             room_id = RoomID(room) if room.startswith("!") else None
@@ -70,6 +71,11 @@ class RoomReads:
                 except MatrixError:
                     room_id = None
             info = await self._rooms.get(room_id) if room_id else None
+            if info is not None and info.verdict.reason is Refusal.COMMAND_ROOM:
+                # Its log is where people ask: never searched unless the operator indexes it.
+                raise CommandError(
+                    f"{room} is the command room: questions are asked there, not searched."
+                )
             if room_id is None or info is None or not info.verdict.eligible:
                 raise CommandError(f"{room} is not a room Muninn indexes")
             if room_id not in out:  # an alias and the id of one room: one read, not two

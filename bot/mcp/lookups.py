@@ -42,12 +42,12 @@ from bot.operations.pins import board, recorded_purges
 from bot.operations.replies import Narrowing, replies
 from bot.operations.search import fail_fast, find
 from bot.operations.status import store_facts
+from bot.service import wiring
 from ingest.embed import Embedder
 from ingest.errors import MatrixUnavailable, QueryError
 from ingest.index.facts import StoreFacts
 from ingest.matrix import MatrixReader
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope
 from ingest.search.filters import MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.types import RoomID, RoomState
@@ -97,7 +97,6 @@ class Lookups:
         self.cfg = service.without_listener(cfg)  # what the CLI's read paths are given
         self.service = cfg  # the running service's listener, asked with the read token
         self.embedder = embedder
-        self.scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
         self._one = asyncio.Lock()
 
     def users(self, value: str | Sequence[str] | None, argument: str) -> list[str]:
@@ -263,7 +262,7 @@ class Lookups:
         keys = ("senders", "after", "before", "flt", "limit", "offset", "sort")
         asked = Narrowing(texts=texts, **{k: v for k, v in shape.items() if k in keys and v})
         showing = await showing_for(self.cfg, reader)
-        cache = RoomCache(reader, self.scope)
+        cache = RoomCache(reader, await wiring.room_scope_now(self.cfg, reader))
         found = await replies(reader, cache, room_id, given, ref.event_id, showing, asked)
         return (await with_context(reader, cache, found, read.context, showing)).as_json()
 
@@ -294,7 +293,7 @@ class Lookups:
         """Joined rooms scope admits (and `mcp.rooms` lists), as the homeserver says now."""
         out: list[dict[str, Any]] = []
         served = await self._served(reader)
-        cache = RoomCache(reader, self.scope)
+        cache = RoomCache(reader, await wiring.room_scope_now(self.cfg, reader))
         for room_id in sorted(await reader.joined_rooms()):
             if served is not None and room_id not in served:
                 continue
@@ -363,7 +362,7 @@ class Lookups:
     ) -> tuple[RoomID, RoomState, Around]:
         """The room, its state and the homeserver's `/context` read (scope held)."""
         room_id = await self._room(reader, given, await self._served(reader))
-        cache = RoomCache(reader, self.scope)
+        cache = RoomCache(reader, await wiring.room_scope_now(self.cfg, reader))
         state, read = await read_around(
             reader, cache, room_id, given, ref.event_id, max(before, after)
         )

@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Sequence
 from bot.config import ServiceConfig
 from bot.operations.context import Showing, with_context
 from bot.operations.freshness import Indexed, indexing
+from bot.service import wiring
 from ingest.errors import MatrixError
 from ingest.index.records import Tombstone
 from ingest.matrix import MatrixReader
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope
 from ingest.search.hits import Behind, SearchResult
 
 __all__ = ["enriched"]
@@ -33,8 +33,7 @@ async def enriched(
     """`result` saying which searched `rooms` (None: every room) the index has not caught up
     with (`indexing`), and with `context` > 0 each hit's best message carrying the messages
     around it, read now as MCP's `context` tool reads them (`bot.operations.context`)."""
-    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
-    cache = RoomCache(reader, scope)
+    cache = RoomCache(reader, await wiring.room_scope_now(cfg, reader))  # no command room
     showing = Showing(reader.user_id, cfg.bot.prefix, stones, cfg.homeserver.server_name)
     now = int(time.time() * 1000)
     fresh = asyncio.ensure_future(_fresh(indexing(reader, cache, indexed, rooms, now)))

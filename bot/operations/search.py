@@ -34,7 +34,6 @@ from ingest.index.export import exported_rooms
 from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX
 from ingest.matrix import MatrixReader, Retry
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope
 from ingest.search.filters import HAS_KINDS, MessageFilter
 from ingest.search.hits import SearchResult
 from ingest.search.notices import EMPTY_INDEX
@@ -236,7 +235,7 @@ async def find_replies(
         fail_fast(reader)
         room_id = await resolve_room(reader, given)
         showing = await showing_for(cfg, reader)
-        cache = RoomCache(reader, RoomScope.from_config(cfg.scope, cfg.homeserver.server_name))
+        cache = RoomCache(reader, await wiring.room_scope_now(cfg, reader))
         found = await replies(reader, cache, room_id, given, ref.event_id, showing, asked)
         return await with_context(reader, cache, found, context, showing)
     finally:
@@ -346,7 +345,7 @@ async def revalidation(cfg: ServiceConfig, reader: MatrixReader, store: Store) -
     """Each room's hits checked against what it was built from: rooms `muninn import` indexed
     (and no refresh has since read from the homeserver) against their export, the rest against
     the homeserver. An operator can index and search an old room's export with no homeserver."""
-    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+    scope = wiring.room_scope(cfg)  # no request: the homeserver may be down (imports)
 
     def loader(path: Path) -> Callable[[], Awaitable[LiveCheck]]:
         return lambda: export_check(path, user_id=reader.user_id, scope=scope)

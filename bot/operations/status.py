@@ -14,6 +14,7 @@ from bot.chat.command_room import CommandRoomPolicy
 from bot.chat.replies.budget import plural
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
+from bot.service import wiring
 from ingest.errors import (
     MatrixForbidden,
     MatrixNotFound,
@@ -23,7 +24,6 @@ from ingest.errors import (
 )
 from ingest.index.facts import StoreFacts, read_facts
 from ingest.matrix import MatrixReader
-from ingest.rules.scope import RoomScope, decide
 from ingest.store import open_async
 from ingest.types import Refusal, RoomID, Verdict
 
@@ -85,15 +85,16 @@ async def _homeserver_half(
         me = await reader.whoami()
         joined = await reader.joined_rooms()
         direct = await reader.direct_rooms()
+        command = await _command_room(cfg, reader, me, direct)
+        # The writer's rules: the command room (unless opted in) is refused, `command_room`.
+        scope = wiring.room_scope(cfg).with_command_room_id((command or {}).get("room_id"))
         rooms: list[dict[str, Any]] = []
         for room_id in sorted(joined):
             try:
                 state = await reader.room_state(room_id)
             except MatrixNotFound:
                 continue
-            verdict = decide(
-                state, direct_rooms=direct, scope=cfg.scope, server_name=cfg.homeserver.server_name
-            )
+            verdict = scope.decide(state, direct)
             marker = facts.room(room_id)[1]
             if verdict.eligible and marker is not None:
                 # The writer refused it by what its timeline showed (a puppet sender).
@@ -107,7 +108,6 @@ async def _homeserver_half(
                     "detail": verdict.detail,
                 }
             )
-        command = await _command_room(cfg, reader, me, direct)
     finally:
         await reader.close()
     return me, set(joined), rooms, command
@@ -283,7 +283,7 @@ async def _command_room(
         return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": str(e)}
     except (MatrixNotFound, MatrixForbidden):
         return {**doc, "verdict": str(Refusal.NOT_JOINED), "detail": "the bot is not in it"}
-    readable = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name).readable(state, direct)
+    readable = wiring.room_scope(cfg).readable(state, direct)
     verdict = CommandRoomPolicy.of(cfg.bot.command_room_askers, me).serves(state, readable)
     return {
         **doc,

@@ -27,7 +27,6 @@ from ingest.index import walkbounds
 from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.revalidate import LiveCheck
 from ingest.store import Store
@@ -67,7 +66,9 @@ async def build(
     command room (and says at once when it will not be served)."""
     counted = counting_store(store, metrics.store_errors)
     writer = wiring.writer(cfg, client, counted, embedder)
-    scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+    command_room = await _resolve_command_room(cfg, client)
+    # The command room is left out of the index (unless opted in), so `in:` it is refused too.
+    scope = wiring.room_scope(cfg).with_command_room_id(command_room)
     rooms = RoomCache(client, scope, remembered_puppet=writer.refused_by_puppet)
     # Hits are revalidated with the same room verdicts the event path uses, dropped on
     # any state event: a room bridged a second ago shows nothing.
@@ -79,7 +80,7 @@ async def build(
         searcher,
         rooms,
         bot_user_id=bot_user_id,
-        command_room=await _resolve_command_room(cfg, client),
+        command_room=command_room,
         metrics=metrics.chat,
     )
     commands = CommandPool(
@@ -98,8 +99,8 @@ async def build(
             metrics.refresh_failures.labels(kind="full" if only is None else "rooms").inc()
             raise
         metrics.record_refresh(report, full=only is None)
-
         return report  # its rooms left behind are woken again (`RefreshScheduler`)
+
     scheduler = RefreshScheduler(
         refresh,
         debounce=cfg.refresh.debounce_seconds,

@@ -3,8 +3,9 @@
 `bot.service.compose.build` (the service), `bot.operations` (`muninn refresh`, `purge`,
 `import`, `search`, `pins`) and through them `muninn mcp` all build their `Writer` and
 `Searcher` here, so that what one honours the others do too: the purge file beside the store
-(`index.purges`, read by every reply and hit, copied into a store rebuilt from nothing) and
-the bot's command prefix, whose commands are never indexed (rule 9).
+(`index.purges`, read by every reply and hit, copied into a store rebuilt from nothing), the
+bot's command prefix, whose commands are never indexed (rule 9), and the command room, which
+is not indexed unless the operator opts in (`room_scope`, rule 2).
 `tests/bot/service/test_wiring.py` checks that nothing in `bot/` builds either elsewhere.
 """
 
@@ -14,13 +15,15 @@ from bot.config import ServiceConfig
 from ingest.config import Config
 from ingest.embed import Embedder
 from ingest.index.refresh import RoomSource, Writer
+from ingest.matrix.rooms import AliasSource, with_command_room
+from ingest.rules.scope import RoomScope
 from ingest.search import Searcher
 from ingest.search.revalidate import LiveCheck
 from ingest.search.searcher import WindowCheck
 from ingest.store import Store
 from ingest.store.purges import PurgeLog, purge_log_path
 
-__all__ = ["purge_log", "searcher", "writer"]
+__all__ = ["purge_log", "room_scope", "room_scope_now", "searcher", "writer"]
 
 
 def purge_log(cfg: Config) -> PurgeLog:
@@ -31,8 +34,29 @@ def purge_log(cfg: Config) -> PurgeLog:
 def writer(cfg: ServiceConfig, source: RoomSource, store: Store, embedder: Embedder) -> Writer:
     """The one writer over `source` (the homeserver, or a room export for `muninn import`)."""
     return Writer(
-        cfg, source, store, embedder, purges=purge_log(cfg), command_prefix=cfg.bot.prefix
+        cfg,
+        source,
+        store,
+        embedder,
+        purges=purge_log(cfg),
+        command_prefix=cfg.bot.prefix,
+        command_room=cfg.bot.unindexed_room,
     )
+
+
+def room_scope(cfg: ServiceConfig) -> RoomScope:
+    """The scope rules as the writer keeps them (rules 1–5): the operator's exclusions and
+    the command room (`bot.command_room`, unless `bot.index_command_room`) left out of the
+    index, known by its id and the aliases its state lists (`room_scope_now` asks its alias
+    too; `with_command_room_id` adds an id already resolved)."""
+    server = cfg.homeserver.server_name
+    return RoomScope.from_config(cfg.scope, server, command_room=cfg.bot.unindexed_room)
+
+
+async def room_scope_now(cfg: ServiceConfig, source: AliasSource) -> RoomScope:
+    """`room_scope`, the command room also known by the id its alias names now (one request
+    to `source`, the homeserver, when `bot.command_room` is an alias left out of the index)."""
+    return await with_command_room(room_scope(cfg), source, cfg.bot.unindexed_room)
 
 
 def searcher(

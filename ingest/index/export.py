@@ -297,6 +297,10 @@ class ExportReader:
     async def direct_rooms(self) -> set[RoomID]:
         return set()
 
+    async def resolve_alias(self, alias: str) -> RoomID | None:
+        """An export holds no room directory: which room an alias names is not known here."""
+        return None
+
     async def room_state(self, room_id: RoomID | str) -> RoomState:
         base = room_state_from(self.room_id, self._state, self.user_id)
         direct = base.direct_flag or any(

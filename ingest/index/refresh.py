@@ -47,6 +47,7 @@ from ingest.index.reports import RefreshReport, RoomReport
 from ingest.index.walkbounds import bounded_walk, healing_walk
 from ingest.index.windows import ChunkParams, WindowSet
 from ingest.matrix import ClientEvent, Page
+from ingest.matrix.rooms import with_command_room
 from ingest.rules.scope import RoomScope, puppet_in_events
 from ingest.store import AsyncCollection, Collection, PointFilter, Store
 from ingest.store.purges import PurgeLog
@@ -90,6 +91,7 @@ class RoomSource(Protocol):
     async def whoami(self) -> UserID: ...
     async def joined_rooms(self) -> list[RoomID]: ...
     async def direct_rooms(self) -> set[RoomID]: ...
+    async def resolve_alias(self, alias: str) -> RoomID | None: ...
     async def room_state(self, room_id: RoomID | str) -> RoomState: ...
     def walk(
         self, room_id: RoomID | str, from_token: str | None = None, page_size: int = 100
@@ -112,8 +114,11 @@ class Writer:
         *,
         purges: PurgeLog | None = None,
         command_prefix: str = "!",
+        command_room: str | None = None,
     ) -> None:
-        """`command_prefix`: the bot's, whose commands are never indexed (rule 9)."""
+        """`command_prefix`: the bot's, whose commands are never indexed (rule 9);
+        `command_room`: the room `bot.command_room` names (id or alias), left out of the index
+        (rule 2); None: none, or the operator indexes it (`bot.index_command_room`)."""
         self.cfg = cfg
         self.command_prefix = command_prefix
         self.reader = reader
@@ -121,7 +126,11 @@ class Writer:
         self.embedder = embedder
         self.generations = Generations(store, embedder, cfg.index.collection, purges)
         self._refusals_logged: set[tuple[str, str]] = set()
-        self._scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
+        self._rules = RoomScope.from_config(
+            cfg.scope, cfg.homeserver.server_name, command_room=command_room
+        )
+        self._scope = self._rules  # and the id the command room's alias names, once asked
+        self._command_room, self._command_asked = command_room, False
         self._own: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ the generation
@@ -164,6 +173,9 @@ class Writer:
         col = await self.generations.opened()
         report = RefreshReport(generation=self.generation)
         self._own = frozenset({await self.reader.whoami()})
+        if only is None or not self._command_asked:  # an alias may move: asked every full pass
+            self._scope = await with_command_room(self._rules, self.reader, self._command_room)
+            self._command_asked = True
         joined = set(await self.reader.joined_rooms())
         direct = await self.reader.direct_rooms()
         indexed = set((await col.list_meta(CURSOR_PREFIX)).keys())

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ingest.errors import MatrixForbidden, MatrixNotFound, StoreError
+from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound, StoreError
 from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomID, RoomState, Verdict
 
-__all__ = ["RoomCache", "RoomInfo", "StateSource"]
+__all__ = ["AliasSource", "RoomCache", "RoomInfo", "StateSource", "with_command_room"]
 
 log = logging.getLogger("muninn.matrix")
 
@@ -154,3 +154,27 @@ class RoomCache:
             if puppet is not None:
                 self.mark_bridged(room_id, puppet)
         return info
+
+
+class AliasSource(Protocol):
+    """Where which room an alias names is asked: the homeserver (an export cannot tell)."""
+
+    async def resolve_alias(self, alias: str) -> RoomID | None: ...
+
+
+async def with_command_room(scope: RoomScope, source: AliasSource, room: str | None) -> RoomScope:
+    """`scope` with the command room (`room`, as `bot.command_room` names it) also known by the
+    id its alias names now, so an alias the room's state does not list (a local address) still
+    leaves it out of the index (`RoomScope.with_command_room_id`). An id, no room to leave out,
+    a source that cannot tell (an export) or fails: `scope`, which knows the room by its id
+    and the aliases its state lists."""
+    if room is None or not room.startswith("#"):
+        return scope
+    try:
+        room_id = await source.resolve_alias(room)
+    except MatrixError as e:
+        log.warning(
+            "cannot resolve the command room %s (known by its listed aliases): %s", room, e
+        )
+        return scope
+    return scope.with_command_room_id(room_id)

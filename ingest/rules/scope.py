@@ -1,8 +1,9 @@
 """Which rooms may be read at all (docs/ARCHITECTURE.md §3 rules 1–5).
 
 Pure: `RoomState` in, `Verdict` out. The refusal order is fixed and is also the order the journal
-reports: not joined → excluded → DM → bridged → encrypted. The first rule that refuses wins, so
-the detail names one concrete cause (which alias, which member, which bridge state key).
+reports: not joined → excluded → command room → DM → bridged → encrypted. The first rule that
+refuses wins, so the detail names one concrete cause (which alias, which member, which bridge
+state key).
 
 Alias matching: the spec's grammar gives an alias localpart no case rule and Synapse stores and
 resolves aliases byte-for-byte, so `#Members:x` and `#members:x` can be two rooms. This is a
@@ -16,15 +17,21 @@ past membership, before any event is read. The writer and the bot still check ev
 what they read (`puppet_in_events`, `puppet_senders`): a state may be partial (a faster join)
 or, for an import, hold no membership at all.
 
-The command room is the bot's policy (`bot.chat.command_room`): it starts from `readable`, this
-room's verdict with the operator's exclusions set aside (the command room is often excluded).
+The command room (`bot.command_room`) is where people ask, not where answers live: its askers'
+notes and an agent's earlier questions would come back as the top hits of every cross-room
+search, so it is left out of the index like an excluded room (rule 2, `Refusal.COMMAND_ROOM`),
+unless the operator opts in (`bot.index_command_room`). It is known by its id, or by an alias
+its state lists (case-folded, as exclusions are), or by the id its alias resolved to where the
+caller could ask (`with_command_room_id`). Whether it is served is the bot's policy
+(`bot.chat.command_room`): it starts from `readable`, this room's verdict with the operator's
+exclusions, this one included, set aside.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mautrix.types import EventType
 
@@ -68,16 +75,37 @@ class RoomScope:
     # case-folded full alias → the alias as the operator configured it (for the journal)
     exclude_aliases: dict[str, str]
     puppet_patterns: tuple[re.Pattern[str], ...]
+    # The command room left out of the index: its id and case-folded full alias as configured,
+    # and the id that alias resolved to; empty: none configured, or indexed by the operator's
+    # choice (`bot.index_command_room`).
+    command_room: frozenset[str] = frozenset()
 
     @classmethod
-    def from_config(cls, scope: ScopeConfig, server_name: str) -> RoomScope:
+    def from_config(
+        cls, scope: ScopeConfig, server_name: str, *, command_room: str | None = None
+    ) -> RoomScope:
+        """`command_room`: the room `bot.command_room` names (an id or an alias, `#muninn`
+        being this homeserver's), to be left out of the index; None: none to leave out."""
         aliases = {_alias_key(expand_alias(a, server_name)): a for a in scope.exclude_aliases}
+        command: frozenset[str] = frozenset()
+        if command_room is not None:
+            key = command_room if command_room.startswith("!") else None
+            command = frozenset({key or _alias_key(expand_alias(command_room, server_name))})
         return cls(
             server_name=server_name,
             exclude_room_ids=frozenset(scope.exclude_room_ids),
             exclude_aliases=aliases,
             puppet_patterns=_compile(scope.bridge_puppet_patterns),
+            command_room=command,
         )
+
+    def with_command_room_id(self, room_id: str | None) -> RoomScope:
+        """The same rules, the command room also known by `room_id`, the id its configured
+        alias resolved to (an alias the room's state does not list still names it). Unchanged
+        without a command room to leave out, or without an id."""
+        if not self.command_room or room_id is None or room_id in self.command_room:
+            return self
+        return replace(self, command_room=self.command_room | {room_id})
 
     def is_puppet(self, user_id: str) -> bool:
         """True when `user_id` is in a configured bridge puppet namespace."""
@@ -85,12 +113,20 @@ class RoomScope:
 
     def decide(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
         """Eligible, or the first refusal in the fixed order with a sentence for the journal."""
-        checks = (self._joined, self._excluded, self._direct, self._bridged, self._encrypted)
+        checks = (
+            self._joined,
+            self._excluded,
+            self._command,
+            self._direct,
+            self._bridged,
+            self._encrypted,
+        )
         return _first_refusal(checks, state, direct_rooms)
 
     def readable(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict:
-        """`decide` with the operator's exclusions set aside (rules 1, 3–5): whether the reader
-        may read the room at all, indexed or not (the command room, `bot.chat.command_room`)."""
+        """`decide` with the operator's exclusions (the command room's too) set aside (rules 1,
+        3–5): whether the reader may read the room at all, indexed or not (the command room,
+        `bot.chat.command_room`)."""
         checks = (self._joined, self._direct, self._bridged, self._encrypted)
         return _first_refusal(checks, state, direct_rooms)
 
@@ -116,6 +152,21 @@ class RoomScope:
                     Refusal.EXCLUDED,
                     f"{kind} {alias} matches excluded alias {configured}",
                 )
+        return None
+
+    def _command(self, state: RoomState, _direct: Set[RoomID]) -> Verdict | None:
+        if not self.command_room:
+            return None
+        aliases = ((state.canonical_alias,) if state.canonical_alias else ()) + state.alt_aliases
+        if state.room_id in self.command_room or any(
+            _alias_key(a) in self.command_room for a in aliases
+        ):
+            return Verdict(
+                state.room_id,
+                Refusal.COMMAND_ROOM,
+                "the command room (bot.command_room) is where people ask, not where answers "
+                "live: not indexed (bot.index_command_room: true indexes it)",
+            )
         return None
 
     def _direct(self, state: RoomState, direct_rooms: Set[RoomID]) -> Verdict | None:

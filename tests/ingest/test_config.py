@@ -41,6 +41,22 @@ def test_parse_config_minimal_defaults() -> None:
     assert cfg.embedder.kind == "local"
 
 
+@pytest.mark.parametrize(
+    ("bot", "unindexed"),
+    [
+        ({}, None),
+        ({"command_room": "#muninn"}, "#muninn"),
+        ({"command_room": "#muninn", "index_command_room": True}, None),
+    ],
+)
+def test_parse_config_the_command_room_is_left_out_of_the_index_by_default(
+    bot: dict[str, object], unindexed: str | None
+) -> None:
+    """Issue 44: `bot.index_command_room` (false by default) leaves `bot.command_room` out of
+    the index (`BotConfig.unindexed_room`, what the scope rules refuse); true indexes it."""
+    assert parse_config(raw(bot=bot)).bot.unindexed_room == unindexed
+
+
 def test_parse_config_appservice_mode() -> None:
     """An appservice section alone is the other valid mode."""
     cfg = parse_config(raw(reader=None, appservice={"registration": "reg.yaml", "port": 29334}))

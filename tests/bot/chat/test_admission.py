@@ -84,15 +84,20 @@ async def test_fast_command_room_answers_only_while_no_outsider_is_in_it(
     make_bot: MakeBot, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The command room answers its allowed asker; once someone else joins, nobody, and the
-    cause is logged at error level."""
+    cause is logged at error level; the allowed asker is told why and the fix, once (issue
+    44), and nothing more."""
     bot = make_bot(**ASKERS)
     commands = command_room(bot)
     assert len(await bot.ask(commands, PERSONA, "!help")) == 1
     bot.rooms.join(commands, ALICE)
     bot.verdicts.invalidate(commands)  # as the dispatcher does on a state event
     with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+        told = await bot.ask(commands, PERSONA, "!help")
         assert await bot.ask(commands, PERSONA, "!help") == []
     assert any(commands in r.getMessage() and ALICE in r.getMessage() for r in caplog.records)
+    assert len(told) == 1 and body_of(told[0]).startswith("Muninn does not answer here: ")
+    assert ALICE.removeprefix("@") in body_of(told[0])
+    assert "bot.command_room_askers" in body_of(told[0])
 
 
 async def test_fast_command_room_reply_is_withheld_when_an_outsider_joins_meanwhile(

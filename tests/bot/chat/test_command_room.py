@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.chat.command_room import CommandRoomPolicy, CommandRoomRefusal, CommandRoomVerdict
+from bot.chat.command_room import (
+    CommandRoomPolicy,
+    CommandRoomRefusal,
+    CommandRoomVerdict,
+    RefusalsTold,
+)
 from ingest.config import ScopeConfig
 from ingest.rules.scope import RoomScope
 from ingest.types import Refusal, RoomState, Verdict
@@ -65,6 +70,16 @@ def test_serves_commands_accepts_an_excluded_room() -> None:
     """Excluded from the index, the room may still be the command room."""
     assert verdict(COMMAND_ROOM).reason is Refusal.EXCLUDED
     assert serves(COMMAND_ROOM).eligible
+
+
+def test_serves_commands_accepts_the_command_room_left_out_of_the_index() -> None:
+    """Issue 44: left out of the index as the command room (`bot.index_command_room` false),
+    the room is still served: being where people ask is no reason not to answer there."""
+    rules = RoomScope.from_config(
+        ScopeConfig(exclude_aliases=()), SERVER, command_room=COMMAND_ROOM.room_id
+    )
+    assert rules.decide(COMMAND_ROOM, NO_DMS).reason is Refusal.COMMAND_ROOM
+    assert POLICY.serves(COMMAND_ROOM, rules.readable(COMMAND_ROOM, NO_DMS)).eligible
 
 
 @pytest.mark.parametrize(
@@ -171,3 +186,82 @@ def test_example_configs_escape_the_allow_list() -> None:
         policy = CommandRoomPolicy.of(askers, BOT)
         assert policy.asker_allowed("@persona-ada:example.org"), name
         assert not policy.asker_allowed("@persona-ada:exampleXorg"), name
+
+
+@pytest.mark.parametrize(
+    ("change", "told"),
+    [
+        ({"join_rule": "public"}, ('join rule is "public"', 'invite-only (join rule "invite"')),
+        (
+            {"history_visibility": "world_readable"},
+            ('history visibility is "world_readable"', 'Set it to "joined" or "invited"'),
+        ),
+        (
+            {"history_visibility": "shared"},
+            ('history visibility is "shared"', 'Set it to "joined" or "invited"'),
+        ),
+        (
+            {"history_visibility": None},
+            ('history visibility is "shared"', 'Set it to "joined" or "invited"'),
+        ),
+        (
+            {"members": (*COMMAND_ROOM.members, "@eve:example.org")},
+            ("@eve:example.org is a member of this room", "bot.command_room_askers"),
+        ),
+        (
+            {"invited": ("@eve:example.org",)},
+            ("@eve:example.org is invited to this room", "Remove them from the room"),
+        ),
+    ],
+    ids=["public", "world_readable", "shared", "no_history_visibility", "member", "invited"],
+)
+def test_refused_command_room_tells_its_asker_the_cause_and_the_fix(
+    change: dict[str, object], told: tuple[str, str]
+) -> None:
+    """Issue 44: a command room refused by its own rule carries what its askers are told, in
+    plain words: the cause, then the fix and "then ask again"."""
+    notice = serves(replace(COMMAND_ROOM, **change)).notice
+    assert notice.startswith("Muninn does not answer here: ")
+    assert all(part in notice for part in told), notice
+    assert notice.endswith("then ask again.")
+
+
+@pytest.mark.parametrize(
+    ("change", "direct"),
+    [
+        ({"joined": False}, NO_DMS),
+        ({}, frozenset({COMMAND_ROOM.room_id})),
+        ({"bridge_state_keys": ("irc/#p",)}, NO_DMS),
+        ({"encrypted": True}, NO_DMS),
+        ({}, NO_DMS),
+    ],
+    ids=["not_joined", "dm", "bridged", "encrypted", "served"],
+)
+def test_a_room_never_answered_in_tells_nothing(
+    change: dict[str, object], direct: frozenset[str]
+) -> None:
+    """A scope refusal (a DM, a bridge, encryption) is never answered in; a served room has
+    nothing to tell."""
+    assert serves(replace(COMMAND_ROOM, **change), direct).notice == ""
+
+
+def test_refusals_told_once_a_cause_and_anew_after_the_room_was_served() -> None:
+    """Each refusal of a room is told once, however many commands meet it; another cause is
+    told too; once served, a refusal met again is told again; one that did not reach the room
+    (`forget`) is told on the next command."""
+    told = RefusalsTold()
+    shared = serves(replace(COMMAND_ROOM, history_visibility="shared"))
+    outsider = serves(replace(COMMAND_ROOM, invited=("@eve:example.org",)))
+    other_room = replace(shared, room_id="!other:example.org")
+    assert [told.first(v) for v in (shared, shared, outsider, outsider, other_room)] == [
+        True,
+        False,
+        True,
+        False,
+        True,
+    ]
+    assert told.first(serves(COMMAND_ROOM)) is False
+    assert told.first(shared) is True
+    told.forget(shared)
+    assert told.first(shared) is True
+    assert told.first(serves(COMMAND_ROOM, frozenset({COMMAND_ROOM.room_id}))) is False

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
+from bot.config import parse_config
 from bot.demo.synapse import free_port
 from bot.operations import fail_fast, revalidation
 from ingest.config import IndexConfig, StoreConfig
@@ -213,7 +214,8 @@ async def test_cli_search_homeserver_down_fails_naming_it(
 async def test_cli_search_revalidation_fails_within_3_s(cli: CliCorpus, hs: Homeserver) -> None:
     """The CLI's revalidation gives an unreachable homeserver two tries, not ~8 s of retries:
     the search fails within 3 s (the time the rule promises, measured on the check alone)."""
-    cfg = reader_config(hs, cli.corpus.reader, cli.store_path.parent)
+    base = cli.store_path.parent  # the service's config: revalidation's scope reads `bot`
+    cfg = parse_config(reader_config_doc(hs, cli.corpus.reader, base), base)
     dead = MatrixReader(f"http://127.0.0.1:{free_port()}", "token", cli.corpus.reader.user_id)
     fail_fast(dead)
     store = await asyncio.to_thread(open_store, cfg.index, cfg.base_dir)

@@ -9,12 +9,14 @@ from typing import Any
 
 import yaml
 
+from bot.config import load_config
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import free_port
+from bot.mcp.lookups import Lookups
 from tests.bot.botenv import JOINED_HISTORY
 from tests.bot.cli.test_operator import OLD_ALIAS, ROOM, edit_config, export_file
 from tests.homeserver import Homeserver, MatrixUser
-from tests.indexing import Indexer, admit, muninn, reader_config
+from tests.indexing import Indexer, admit, muninn, reader_config, shared_embedder
 from tests.inprocess import muninn_here
 
 
@@ -249,3 +251,55 @@ async def test_cli_status_of_an_archive_store_shows_its_imports_not_the_homeserv
     doc = json.loads((await _cli(config, "status", "--json"))[1])
     assert doc["archive"] is True and {r["room_id"] for r in doc["rooms"]} == {joined, command}
     assert doc["command_room"]["room_id"] == command
+
+
+async def test_cli_refresh_leaves_the_command_room_out_and_status_names_it(
+    hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Issue 44: the command room is where people ask, not where answers live. Indexed while
+    the operator opts in (`bot.index_command_room: true`), by default it is refused as
+    `command_room`, known by the local address `bot.command_room` names though its state
+    lists no alias: `refresh` purges what it held, `status` shows it refused like any other
+    room (and still served), and a search finds the answer, not the asker's note."""
+    reader = await hs.register()
+    persona = await hs.register(unique_localpart("persona-"))
+    commands = await hs.fresh_room(persona, preset="private_chat", initial_state=[JOINED_HISTORY])
+    local = unique_localpart("muninn")
+    await persona.create_alias(f"#{local}:{hs.server_name}", commands)  # not its canonical
+    answers = await hs.fresh_room(alice)
+    for owner, room in ((persona, commands), (alice, answers)):
+        await admit(owner, room, reader)
+    await persona.send_text(commands, "note to self: where is the vault key? ask the caretaker")
+    await alice.send_text(answers, "the vault key hangs on the hook behind the boiler")
+    bot = {"command_room": f"#{local}", "command_room_askers": [r"@persona-.*:muninn\.test"]}
+    opted_in = {**bot, "index_command_room": True}
+    indexing = _write_config(tmp_path / "opted-in.yaml", hs, reader, bot=opted_in)
+    config = _write_config(tmp_path / "config.yaml", hs, reader, bot=bot)
+
+    code, out, err = await _cli(indexing, "refresh", "--json")
+    assert code == 0, err
+    held = {r["room_id"]: r for r in json.loads(out)["rooms"]}[commands]
+    assert held["verdict"] == "eligible" and held["points"] >= 1
+    code, out, err = await _cli(config, "refresh", "--json")
+    assert code == 0, err
+    rooms = {r["room_id"]: r for r in json.loads(out)["rooms"]}
+    assert rooms[commands]["verdict"] == "command_room" and rooms[commands]["purged_room"]
+    assert rooms[answers]["verdict"] == "eligible"
+
+    code, out, err = await _cli(config, "status", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    row = {r["room_id"]: r for r in doc["rooms"]}[commands]
+    assert (row["verdict"], row["points"], row["indexed"]) == ("command_room", 0, False)
+    assert "bot.index_command_room: true" in row["detail"]
+    assert doc["command_room"]["serving"] is True
+    code, out, err = await _cli(config, "status")
+    assert code == 0, err
+    assert f"  {commands}: refused, command_room: the command room (bot.command_room)" in out
+    code, out, err = await _cli(config, "search", "--json", "where is the vault key")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["hits"] and {h["room_id"] for h in found["hits"]} == {answers}
+    assert commands not in {r["room_id"] for r in found.get("indexing", [])}  # never read
+    listed = await Lookups(load_config(config), shared_embedder()).rooms()  # MCP's `rooms`
+    assert {r["room_id"] for r in listed["rooms"]} == {answers}

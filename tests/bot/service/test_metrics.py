@@ -157,6 +157,7 @@ def test_service_metrics_fold_refresh_reports() -> None:
     assert value(fams, "muninn_rooms", verdict="eligible") == 2
     assert value(fams, "muninn_rooms", verdict="dm") == 1
     assert value(fams, "muninn_rooms", verdict="bridged") == 0  # every verdict is exported
+    assert value(fams, "muninn_rooms", verdict="command_room") == 0  # issue 44's too
     assert value(fams, "muninn_refresh_lag_seconds", room=a) == 12.5
     assert value(fams, "muninn_refresh_passes_total", kind="full") == 1
     partial = RefreshReport("gen", rooms=[RoomReport(a, indexed=2)])

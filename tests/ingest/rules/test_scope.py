@@ -8,7 +8,7 @@ import pytest
 
 from ingest.config import ScopeConfig
 from ingest.rules.scope import RoomScope, decide, expand_alias, is_puppet, puppet_senders
-from ingest.types import Refusal, RoomState, Verdict
+from ingest.types import Refusal, RoomAlias, RoomState, Verdict
 
 SERVER = "example.org"
 SCOPE = ScopeConfig()  # the defaults: #users, #members, #patrons; discord puppets
@@ -262,3 +262,62 @@ def test_room_scope_compiles_once_and_decides_like_decide() -> None:
     room_scope = RoomScope.from_config(SCOPE, SERVER)
     states = [ROOM, replace(ROOM, encrypted=True), replace(ROOM, joined=False)]
     assert [room_scope.decide(s, NO_DMS) for s in states] == [verdict(s) for s in states]
+
+
+# ---------------------------------------------------------------- the command room
+
+ALIAS = RoomAlias("#muninn:example.org")
+COMMANDS = replace(ROOM, room_id="!commands:example.org", canonical_alias=ALIAS)
+
+
+@pytest.mark.parametrize(
+    ("configured", "state", "left_out"),
+    [
+        ("!commands:example.org", COMMANDS, True),
+        ("#muninn", COMMANDS, True),
+        ("#MUNINN:Example.org", COMMANDS, True),
+        ("#muninn", replace(COMMANDS, canonical_alias=None, alt_aliases=(ALIAS,)), True),
+        ("#muninn:other.org", COMMANDS, False),
+        ("#muninn", ROOM, False),
+        ("!commands:example.org", ROOM, False),
+    ],
+    ids=["id", "short_alias", "alias_any_case", "alt_alias", "other_server", "other", "other_id"],
+)
+def test_decide_the_command_room_is_left_out_of_the_index(
+    configured: str, state: RoomState, left_out: bool
+) -> None:
+    """Issue 44: the command room (`bot.command_room`: its id, or an alias its state lists,
+    short for this homeserver's and case-folded as exclusions are) is refused as
+    `command_room`, naming the opt-in; it may still be read, so served (`readable`)."""
+    scope = RoomScope.from_config(SCOPE, SERVER, command_room=configured)
+    result = scope.decide(state, NO_DMS)
+    assert (result.reason is Refusal.COMMAND_ROOM) is left_out
+    assert ("bot.index_command_room: true" in result.detail) is left_out
+    assert scope.readable(state, NO_DMS).eligible
+
+
+def test_decide_the_command_room_by_the_id_its_alias_resolved_to() -> None:
+    """An alias the state does not list (a local address) names the room by the id it
+    resolved to; with no command room to leave out (none, or opted in) an id adds nothing."""
+    unlisted = replace(COMMANDS, canonical_alias=None)
+    scope = RoomScope.from_config(SCOPE, SERVER, command_room="#muninn")
+    assert scope.decide(unlisted, NO_DMS).eligible
+    resolved = scope.with_command_room_id(unlisted.room_id)
+    assert resolved.decide(unlisted, NO_DMS).reason is Refusal.COMMAND_ROOM
+    assert resolved.with_command_room_id(unlisted.room_id) is resolved
+    assert scope.with_command_room_id(None) is scope
+    opted_in = RoomScope.from_config(SCOPE, SERVER)
+    assert opted_in.with_command_room_id(unlisted.room_id).decide(unlisted, NO_DMS).eligible
+    assert opted_in.decide(COMMANDS, NO_DMS).eligible
+
+
+def test_decide_the_command_room_comes_after_the_exclusions_before_the_rest() -> None:
+    """The operator's own exclusion is named first; the command room before DM, bridged and
+    encrypted, which `readable` (where the command room's policy starts) still names."""
+    excluding = ScopeConfig(exclude_room_ids=(COMMANDS.room_id,))
+    scope = RoomScope.from_config(excluding, SERVER, command_room="#muninn")
+    assert scope.decide(COMMANDS, NO_DMS).reason is Refusal.EXCLUDED
+    scope = RoomScope.from_config(SCOPE, SERVER, command_room="#muninn")
+    tripped = replace(COMMANDS, direct_flag=True, bridge_state_keys=("k",), encrypted=True)
+    assert scope.decide(tripped, NO_DMS).reason is Refusal.COMMAND_ROOM
+    assert scope.readable(tripped, NO_DMS).reason is Refusal.DM
