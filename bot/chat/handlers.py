@@ -306,8 +306,10 @@ class CommandHandler:
 
     def _command_room_resolved(self, room_id: RoomID) -> None:
         """The alias resolved: replies there carry results, and it is answered as the command
-        room from the next command on."""
+        room from the next command on, and its verdicts leave it out of the index by its id
+        too (an alias its state does not list still names it)."""
         self.replier.command_room = room_id
+        self.rooms.scope = self.rooms.scope.with_command_room_id(room_id)
 
     async def _command_room_now(self, room_id: RoomID) -> CommandRoomVerdict:
         return self.command_policy.serves_room(await self.rooms.fresh(room_id))

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from mautrix.types import EventType
+
 from bot.operations.context import Showing
 from ingest.errors import QueryError
 from ingest.matrix import ClientEvent, MatrixReader, content_of
@@ -34,7 +36,7 @@ __all__ = ["MAX_SCAN", "REPLY_SCORE", "Narrowing", "replies"]
 MAX_SCAN = 1000  # messages after it read for the rich replies to it (its thread: all of it)
 REPLY_SCORE = 1.0  # a reply is found by its relation, not scored: every one the same
 _THREAD = "m.thread"
-_MESSAGES = ("m.room.message",)
+_MESSAGES = (EventType.ROOM_MESSAGE.t,)
 
 
 @dataclass(frozen=True)
