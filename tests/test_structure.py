@@ -249,3 +249,26 @@ def test_no_import_loop_anywhere_in_the_tree() -> None:
         for loop in _loops(graph)
     ]
     assert not found, "import loops:\n" + "\n".join(found)
+
+
+def test_a_module_logs_under_its_rooms_name() -> None:
+    """One logger naming scheme (issue 45): a module of `bot/ROOM/` or `ingest/ROOM/` logs under
+    `muninn.ROOM`, so an operator filters a room's lines by one name and a module that moves
+    takes the name of the room it moves to (`bot/chat/searching.py` kept `muninn.lookup`)."""
+    named = [  # `getLogger()`, the root logger, is the log setup's own
+        (path.relative_to(ROOT), call.lineno, ast.literal_eval(call.args[0]))
+        if isinstance(call.args[0], ast.Constant)
+        else (path.relative_to(ROOT), call.lineno, ast.unparse(call.args[0]))
+        for path, tree in _modules()
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "getLogger"
+        and call.args
+    ]
+    wrong = [
+        f"{where}:{line} {name!r} (its room: 'muninn.{where.parts[1]}')"
+        for where, line, name in named
+        if len(where.parts) < 3 or name != f"muninn.{where.parts[1]}"
+    ]
+    assert named and not wrong, "loggers outside their room's name:\n" + "\n".join(wrong)

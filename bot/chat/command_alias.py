@@ -25,7 +25,7 @@ from ingest.types import RoomID, RoomState
 
 __all__ = ["FIRST_RETRY", "MAX_RETRY", "NOT_RESOLVED", "CommandRoomAlias"]
 
-log = logging.getLogger("muninn.bot")
+log = logging.getLogger("muninn.chat")
 
 FIRST_RETRY = 1.0  # seconds before the first retry of an alias start could not resolve
 MAX_RETRY = 60.0  # seconds between retries at most

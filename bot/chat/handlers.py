@@ -80,7 +80,7 @@ HOMESERVER_FAILED = (
 )
 
 
-log = logging.getLogger("muninn.bot")
+log = logging.getLogger("muninn.chat")
 
 # Seconds a command in a room that may be the command room waits for its alias to resolve,
 # while it is not resolved yet (`CommandRoomAlias.now`), before it is told so

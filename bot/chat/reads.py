@@ -21,7 +21,7 @@ from ingest.types import Refusal, RoomID
 
 __all__ = ["RoomReads", "RoomRefused"]
 
-log = logging.getLogger("muninn.bot")
+log = logging.getLogger("muninn.chat")
 
 
 class RoomRefused(CommandError):

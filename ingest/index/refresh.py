@@ -59,7 +59,7 @@ from ingest.types import (
     Verdict,
 )
 
-log = logging.getLogger("muninn.refresh")
+log = logging.getLogger("muninn.index")
 
 
 @dataclass(frozen=True)

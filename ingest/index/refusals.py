@@ -17,7 +17,7 @@ from ingest.rules.scrub import scrub
 from ingest.store import AsyncCollection, PointFilter
 from ingest.types import Refusal, RoomID
 
-log = logging.getLogger("muninn.refresh")  # the writer's log, as before the split
+log = logging.getLogger("muninn.index")  # the writer's log, as before the split
 
 ERROR_CHARS = 500  # an error as recorded and reported: scrubbed, and cut to this length
 

@@ -43,7 +43,7 @@ __all__ = [
     "refused_cursor",
 ]
 
-log = logging.getLogger("muninn.refresh")
+log = logging.getLogger("muninn.index")
 
 WALK_PAGES = 10_000  # a room's pages a pass: a million events at the default page size
 WALK_READ_SECONDS = 120.0  # waiting for a room's pages a pass (not embedding or writing them)

@@ -13,13 +13,13 @@ from bot.logs import JsonFormatter, fields_of, setup_logging
 def test_json_formatter_carries_extra_fields() -> None:
     """A refusal logged with extra= fields is one JSON object holding them."""
     record = logging.LogRecord(
-        "muninn.refresh", logging.WARNING, "f", 1, "refusing %s", ("!r",), None
+        "muninn.index", logging.WARNING, "f", 1, "refusing %s", ("!r",), None
     )
     record.room_id = "!r"
     record.reason = "dm"
     doc = json.loads(JsonFormatter().format(record))
     assert doc["message"] == "refusing !r"
-    assert (doc["level"], doc["logger"]) == ("warning", "muninn.refresh")
+    assert (doc["level"], doc["logger"]) == ("warning", "muninn.index")
     assert (doc["room_id"], doc["reason"]) == ("!r", "dm")
     assert doc["ts"].endswith("+00:00")
 
@@ -41,7 +41,7 @@ def test_json_lines_read_room_event_and_ms_off_the_message() -> None:
     """A line that names a room, an event and a duration carries them as fields (regression:
     one `message` string only), e.g. the service's "answered $e in !r in 12 ms"."""
     record = logging.LogRecord(
-        "muninn.handlers",
+        "muninn.chat",
         logging.INFO,
         "f",
         1,

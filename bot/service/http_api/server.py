@@ -38,7 +38,7 @@ from ingest.store import AsyncStore, Store
 
 __all__ = ["HealthCheck", "HttpApi", "is_loopback", "store_check"]
 
-log = logging.getLogger("muninn.http")
+log = logging.getLogger("muninn.service")
 
 HEALTH_TIMEOUT = 5.0  # seconds a part has to answer /healthz
 # Seconds the homeserver has to answer before a listener search (issue 36): its hits are

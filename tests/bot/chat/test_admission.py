@@ -91,7 +91,7 @@ async def test_fast_command_room_answers_only_while_no_outsider_is_in_it(
     assert len(await bot.ask(commands, PERSONA, "!help")) == 1
     bot.rooms.join(commands, ALICE)
     bot.verdicts.invalidate(commands)  # as the dispatcher does on a state event
-    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+    with caplog.at_level(logging.ERROR, logger="muninn.chat"):
         told = await bot.ask(commands, PERSONA, "!help")
         assert await bot.ask(commands, PERSONA, "!help") == []
     assert any(commands in r.getMessage() and ALICE in r.getMessage() for r in caplog.records)
@@ -115,7 +115,7 @@ async def test_fast_command_room_reply_is_withheld_when_an_outsider_joins_meanwh
         bot.rooms.join(commands, ALICE)  # the cached verdict still says "served"
 
     bot.before_recheck(outsider_joins)
-    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+    with caplog.at_level(logging.ERROR, logger="muninn.chat"):
         reply = await bot.reply(commands, PERSONA, "!search okapi vault in:#ops")
     assert body_of(reply) == COMMAND_ROOM_CHANGED and "4471" not in str(reply)
     assert any(commands in r.getMessage() and ALICE in r.getMessage() for r in caplog.records)

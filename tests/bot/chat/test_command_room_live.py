@@ -417,7 +417,7 @@ async def test_bot_refuses_a_command_room_others_can_read(
         await env.persona.invite(commands, alice.user_id)
         if change == "outsider_joins":
             await alice.join(commands)
-    with caplog.at_level(logging.ERROR, logger="muninn.bot"):
+    with caplog.at_level(logging.ERROR, logger="muninn.chat"):
         verdict = await _command_room_refused(env, commands, env.persona, caplog, (alice, indexed))
     assert str(verdict.reason) == reason
     assert named.format(alice=alice.user_id) in verdict.detail

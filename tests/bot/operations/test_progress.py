@@ -63,7 +63,7 @@ def test_progress_keeps_a_log_line_apart_from_the_line() -> None:
         with progress_display(console=console) as show:
             assert show is not None
             show(Tick("!a:x", "#dev:x", 1, 3, 200))
-            logging.getLogger("muninn.refresh").warning("a log line in the middle")
+            logging.getLogger("muninn.index").warning("a log line in the middle")
             show(Tick("!a:x", "#dev:x", 1, 3, 300))
     finally:
         logging.getLogger().removeHandler(handler)

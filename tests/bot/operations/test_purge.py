@@ -279,7 +279,7 @@ async def test_purge_endpoint_refuses_non_loopback_peers(
 ) -> None:
     """On a wildcard bind, a peer that is not loopback never reaches the writer, even holding
     the token."""
-    caplog.set_level(logging.WARNING, logger="muninn.http")
+    caplog.set_level(logging.WARNING, logger="muninn.service")
     server, port = from_afar_on_every_address(tmp_path)
     await server.start()
     try:
@@ -335,7 +335,7 @@ async def test_purge_during_rebuild_is_honoured_by_search_on_the_active_generati
         assert before.retrievers == ["dense", "lexical"]
         assert doomed in {e for h in before.hits for e in h.event_ids}
 
-        with caplog.at_level(logging.INFO, logger="muninn.refresh"):
+        with caplog.at_level(logging.INFO, logger="muninn.index"):
             stone = await new.writer.add_tombstone(RoomID(room), FROM, TO)
         assert f"purge of {room} from {utc_minute(FROM)} to {utc_minute(TO)} UTC" in caplog.text
         assert str(FROM) not in caplog.text

@@ -99,7 +99,7 @@ async def test_a_messages_fault_fails_its_room_and_the_other_rooms_are_written(
     cfg = reader_config(hs, reader, tmp_path)
     make, named = FAULTS[fault]
     transport = Faulty(faulty, "messages", make(seeder.user_id))
-    caplog.set_level(logging.WARNING, logger="muninn.refresh")
+    caplog.set_level(logging.WARNING, logger="muninn.index")
     async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
         report = await ix.refresh()
         rooms = {r.room_id: r for r in report.rooms}
@@ -127,7 +127,7 @@ async def test_new_pages_forever_cut_the_room_short_and_the_next_pass_goes_on(
         payload={"chunk": [_message(k := next(n), seeder.user_id)], "end": f"e{k}"}
     )
     transport = Faulty(faulty, "messages", forever)
-    caplog.set_level(logging.WARNING, logger="muninn.refresh")
+    caplog.set_level(logging.WARNING, logger="muninn.index")
     async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
         report = await ix.refresh()
         rooms = {r.room_id: r for r in report.rooms}
@@ -213,7 +213,7 @@ async def test_a_cursor_the_homeserver_refuses_is_reset_and_the_room_read_again(
         return answer(400, {"errcode": "M_UNKNOWN", "error": "'from' parameter is invalid"})
 
     transport = Recorder(fault=once)
-    caplog.set_level(logging.WARNING, logger="muninn.refresh")
+    caplog.set_level(logging.WARNING, logger="muninn.index")
     async with Indexer(cfg, reader=MatrixReader.from_config(cfg, transport=transport)) as ix:
         await ix.refresh()
         before = await ix.bodies()

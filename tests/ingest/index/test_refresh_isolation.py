@@ -81,7 +81,7 @@ async def test_refresh_failing_room_is_reported_retried_and_the_others_finish(
         proxy.broken = True
         await seeder.send_text(failing, "alpha second words")
         beta = await seeder.send_text(healthy, "beta second words")
-        caplog.set_level(logging.WARNING, logger="muninn.refresh")
+        caplog.set_level(logging.WARNING, logger="muninn.index")
         report = await ix.refresh()
         rooms = {r.room_id: r for r in report.rooms}
         assert rooms[healthy].error is None and rooms[healthy].indexed == 1
@@ -141,7 +141,7 @@ async def test_rebuilt_generation_switches_only_once_a_room_failure_persists(
         await new.refresh([RoomID(failing)])  # the rebuild has read the room once
         proxy.broken = True
         late = await seeder.send_text(failing, "alpha late words")
-        caplog.set_level(logging.WARNING, logger="muninn.refresh")
+        caplog.set_level(logging.WARNING, logger="muninn.index")
         for passes in range(1, SWITCH_AFTER_FAILED_PASSES):
             report = await new.refresh()
             assert [(r.room_id, r.failed_passes) for r in report.failed] == [(failing, passes)]

@@ -136,7 +136,7 @@ async def test_refresh_compat_change_builds_new_generation_then_switches(
         assert new_gen != old_gen
         assert new.store.active() == old_gen
         assert set(new.store.generations()) == {old_gen, new_gen}
-        with caplog.at_level(logging.WARNING, logger="muninn.refresh"):
+        with caplog.at_level(logging.WARNING, logger="muninn.index"):
             report = await new.refresh()
         assert report.activated
         assert f"switched to {new_gen}: searches read it from now on" in caplog.text

@@ -329,7 +329,7 @@ async def test_http_api_non_loopback_bind_warns_and_search_refuses_remote_peers(
 ) -> None:
     """A wildcard bind is warned about; /metrics answers a non-loopback peer, search does not,
     even with the right token."""
-    caplog.set_level(logging.WARNING, logger="muninn.http")
+    caplog.set_level(logging.WARNING, logger="muninn.service")
     server, port = from_afar_on_every_address(tmp_path)
     await server.start()
     try:
