@@ -161,8 +161,10 @@ def _embed_lines_batch(docs: list[list[str]]) -> list[WindowVectors]:
     cls, sep = plain.token_to_id("[CLS]") or 101, plain.token_to_id("[SEP]") or 102
     rows: list[list[int]] = []
     spans: list[list[tuple[int, int]]] = []
+    # Every line of the batch in one call of the tokenizer (its own threads), then laid out.
+    encoded = iter(plain.encode_batch([x for ls in docs for x in ls], add_special_tokens=False))
     for lines in docs:
-        runs = [e.ids for e in plain.encode_batch(lines, add_special_tokens=False)]
+        runs = [next(encoded).ids for _ in lines]
         content = [i for run in runs for i in run][: MAX_TOKENS - 2]
         rows.append([cls, *content, sep])
         spans.append(line_spans([len(r) for r in runs], 1, 1 + len(content)))
