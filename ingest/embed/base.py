@@ -8,9 +8,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from ingest.types import EmbedderIdentity
 
-__all__ = ["DelegatingEmbedder", "Embedder", "WindowVectors", "lines_alone", "lines_of"]
+__all__ = [
+    "DelegatingEmbedder",
+    "Embedder",
+    "LineVector",
+    "WindowVectors",
+    "lines_alone",
+    "lines_of",
+]
+
+LineVector = Sequence[float] | npt.NDArray[np.float32]  # a line's vector (`WindowVectors`)
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,9 @@ class WindowVectors:
     its token limit) has None."""
 
     window: list[float]
-    lines: list[list[float] | None]
+    # A line's vector: a float32 array where the model pooled it (a Python list of floats
+    # costs eight times its bytes, and a page's lines were the import's peak, RESULTS §15).
+    lines: list[LineVector | None]
 
 
 def lines_of(text: str) -> list[str]:

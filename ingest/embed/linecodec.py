@@ -23,7 +23,7 @@ LINES = "lines"  # the payload key: {event id: code}
 _SCALE = np.dtype("<f4")
 
 
-def encode_line(vector: Sequence[float]) -> str:
+def encode_line(vector: Sequence[float] | npt.NDArray[np.float32]) -> str:
     """`vector` as int8 steps of one float32 scale (its largest magnitude over 127)."""
     v = np.asarray(vector, dtype=np.float32)
     peak = float(np.max(np.abs(v))) if v.size else 0.0

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from ingest.embed.base import WindowVectors, lines_of
+from ingest.embed.base import LineVector, WindowVectors, lines_of
 from ingest.embed.queries import QUERY_PADDING, QueryVectors, batches
 from ingest.types import EmbedderIdentity
 
@@ -98,10 +98,17 @@ def unit(vector: npt.NDArray[np.float32]) -> list[float]:
 
 def span_pools(
     states: npt.NDArray[np.float32], spans: Sequence[tuple[int, int]]
-) -> list[list[float] | None]:
+) -> list[LineVector | None]:
     """Each span's token states (`states[start:end]`, one row a token) mean-pooled at unit
-    length; None for an empty span (a line the model did not read)."""
-    return [unit(states[a:b].mean(axis=0)) if b > a else None for a, b in spans]
+    length, a float32 array; None for an empty span (a line the model did not read)."""
+    out: list[LineVector | None] = []
+    for a, b in spans:
+        if b <= a:
+            out.append(None)
+            continue
+        v = states[a:b].mean(axis=0)
+        out.append((v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32))
+    return out
 
 
 def line_spans(lengths: Sequence[int], first: int, limit: int) -> list[tuple[int, int]]:

@@ -61,9 +61,8 @@ _TOKENIZER_RESOURCE = "minilm-tokenizer.json"
 
 IDENTITY = EmbedderIdentity(provider="local", model="all-MiniLM-L6-v2-int8", dimension=DIMENSION)
 
-_lock = threading.Lock()  # the tokenizers'
+_lock = threading.Lock()  # the tokenizer's
 _tokenizer: Tokenizer | None = None
-_plain: Tokenizer | None = None  # no specials, no padding, no cut: a line's own tokens
 
 
 def model_path() -> Path:
@@ -140,31 +139,20 @@ def _embed_batch(texts: list[str]) -> list[list[float]]:
     return vectors
 
 
-def _get_plain() -> Tokenizer:
-    global _plain
-    with _lock:
-        if _plain is None:
-            raw = resources.files("ingest.embed").joinpath(_TOKENIZER_RESOURCE).read_text("utf-8")
-            tok = Tokenizer.from_str(raw)
-            tok.no_truncation()
-            tok.no_padding()
-            _plain = tok
-        return _plain
-
-
 def _embed_lines_batch(docs: list[list[str]]) -> list[WindowVectors]:
     """Each document, given as its lines, in one run: its vector pooled as `_embed_batch`
     pools it (the lines' tokens laid end to end are the tokens of the lines joined by
     newlines: the tokenizer splits at whitespace), and each line's tokens pooled where they
     stand. Blocking."""
-    plain = _get_plain()
-    cls, sep = plain.token_to_id("[CLS]") or 101, plain.token_to_id("[SEP]") or 102
+    tok = _get_tokenizer()  # the one tokenizer: a line's ids are its unpadded part
+    cls, sep = tok.token_to_id("[CLS]") or 101, tok.token_to_id("[SEP]") or 102
     rows: list[list[int]] = []
     spans: list[list[tuple[int, int]]] = []
     # Every line of the batch in one call of the tokenizer (its own threads), then laid out.
-    encoded = iter(plain.encode_batch([x for ls in docs for x in ls], add_special_tokens=False))
+    flat = tok.encode_batch([x for ls in docs for x in ls], add_special_tokens=False)
+    encoded = iter([e.ids[: sum(e.attention_mask)] for e in flat])
     for lines in docs:
-        runs = [next(encoded).ids for _ in lines]
+        runs = [next(encoded) for _ in lines]
         content = [i for run in runs for i in run][: MAX_TOKENS - 2]
         rows.append([cls, *content, sep])
         spans.append(line_spans([len(r) for r in runs], 1, 1 + len(content)))

@@ -17,7 +17,10 @@ import asyncio
 import math
 from collections.abc import Sequence
 
-from ingest.embed.base import Embedder, WindowVectors, lines_of
+import numpy as np
+import numpy.typing as npt
+
+from ingest.embed.base import Embedder, LineVector, WindowVectors, lines_of
 from ingest.rules.language import each_reads_as_english
 from ingest.types import EmbedderIdentity
 
@@ -28,7 +31,10 @@ _SCALE = 1.0 / math.sqrt(2.0)
 PART_SCALE = 1.0 / _SCALE
 
 
-def joined(first: Sequence[float], second: Sequence[float]) -> list[float]:
+def joined(
+    first: Sequence[float] | npt.NDArray[np.float32],
+    second: Sequence[float] | npt.NDArray[np.float32],
+) -> list[float]:
     """Two unit vectors as one: their concatenation scaled so that it is a unit vector too, and
     the dot product of two joined vectors is the mean of their parts' cosines."""
     return [x * _SCALE for x in first] + [x * _SCALE for x in second]
@@ -89,9 +95,11 @@ class PairEmbedder:
         alone = iter(c)
         out: list[WindowVectors] = []
         for x, window, e in zip(a, b, english, strict=True):
-            lines: list[list[float] | None]
+            lines: list[LineVector | None]
             if e:
-                lines = [None if u is None else [v * _SCALE for v in u] for u in x.lines]
+                lines = [
+                    None if u is None else np.asarray(u, np.float32) * _SCALE for u in x.lines
+                ]
             else:
                 lines = [
                     joined(u, v) if u is not None and v is not None else None
