@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import arguments, emit
-from bench.irc import irc_events
+from bench.harness.irc import irc_events
 from bot.chat import pinboard
 from bot.chat.commands.patterns import compile_pattern
 from bot.chat.pinboard import Marker, MarkerKind

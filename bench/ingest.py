@@ -3,8 +3,8 @@
     python -m bench.ingest --data ../shared/data/irc-ubuntu [--messages 100000]
         [--embedder-model minilm|multilingual-e5-small|e5-native] [--out FILE]
 
-The Ubuntu IRC logs become one room's JSONL export (`bench.irc`), which goes through the real
-writer (`ExportReader` → `Writer`: scope, normalisation, scrub, windows, embedding by the
+The Ubuntu IRC logs become one room's JSONL export (`bench.harness.irc`), which goes through the
+real writer (`ExportReader` → `Writer`: scope, normalisation, scrub, windows, embedding by the
 default embedder unless `--embedder-model` names another, the embedded store); then the very
 window texts the writer embedded are embedded again alone, so the ratio of the two rates says
 how much of the ingest time is the embedder's. Points written are reported, and memory: RSS
@@ -12,8 +12,8 @@ after the model loads, after the first page's windows are embedded, at the end o
 the ingest's peak, and the process's peak (which includes closing the store — its compaction —
 and the raw re-embedding); then the time the close took.
 `--synapse-read N` also seeds an N-event room into a real Synapse and times the reader's walk.
-`--idle-seconds N` then measures an idle service's memory on the index built (`bench.probes`,
-a fresh process).
+`--idle-seconds N` then measures an idle service's memory on the index built
+(`bench.harness.probes`, a fresh process).
 
 The embedders' own speed, on real windows, at 1 and 2 threads, in one run:
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import resource
@@ -39,105 +38,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from bench import arguments, embedder_option, emit, offline_config, vm
-from bench.e5native import NATIVE, embedder_for
-from bench.irc import irc_events
-from bench.synapse import SynapseBench
+from bench.harness.embedders import NATIVE, HashingEmbedder, Recording, embedder_for
+from bench.harness.irc import irc_events
+from bench.harness.synapse import SynapseBench
 from ingest.config import ChunkerConfig, Config, default_local_model
-from ingest.embed import DelegatingEmbedder, Embedder, WindowVectors, lines_of, minilm
+from ingest.embed import Embedder
 from ingest.embed.minilm import MAX_BATCH_TOKENS
 from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
 from ingest.store import open_store
 from ingest.store.space import allocated_bytes
-from ingest.types import EmbedderIdentity
-
-T = TypeVar("T")
-
-
-class HashingEmbedder:
-    """Deterministic 384-d vectors from a hash of the text: NOT a model.
-
-    `--writer-only` uses it to measure everything but the embedder (scope, normalisation,
-    scrub, windows, lexical vectors, the store, cursors) and the writer's own memory at sizes
-    the real model would need an hour for on 2 cores. Never used outside this benchmark.
-    """
-
-    def __init__(self) -> None:
-        self._identity = EmbedderIdentity("bench", "sha256-hash-384", 384)
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self._identity
-
-    async def probe(self) -> EmbedderIdentity:
-        return self._identity
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return [_hash_vector(t) for t in texts]
-
-    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
-        return [
-            WindowVectors(_hash_vector(t), [_hash_vector(line) for line in lines_of(t)])
-            for t in texts
-        ]
-
-    async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
-        return [_hash_vector(t) for t in texts]
-
-    async def close(self) -> None:
-        """Nothing to release."""
-
-
-def _hash_vector(text: str) -> list[float]:
-    digest = hashlib.sha256(text.encode("utf-8")).digest()
-    raw = [(digest[i % 32] ^ (i * 37 % 251)) / 255.0 - 0.5 for i in range(384)]
-    norm = sum(x * x for x in raw) ** 0.5 or 1.0
-    return [x / norm for x in raw]
-
-
-class _Recording(DelegatingEmbedder):
-    """The real embedder, keeping the texts it was given and the time it spent."""
-
-    def __init__(self, inner: Embedder, keep: bool) -> None:
-        super().__init__(inner)
-        # Tokens are counted by MiniLM's tokenizer, when MiniLM is (one of) the model(s).
-        self.minilm_tokens = inner.identity.model.startswith(minilm.IDENTITY.model)
-        self.keep = keep  # the texts themselves, for the raw pass (else their sizes only)
-        self.texts: list[str] = []
-        self.count = 0
-        self.bytes = 0
-        self.tokens = 0
-        self.seconds = 0.0
-        self.overhead = 0.0
-        self.rss_after_first: float | None = None  # MiB, once the first page's batch is done
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self._timed(texts, self.inner.embed_documents(texts))
-
-    async def embed_windows(self, texts: Sequence[str]) -> list[WindowVectors]:
-        return await self._timed(texts, self.inner.embed_windows(texts))
-
-    async def _timed(self, texts: Sequence[str], run: Awaitable[T]) -> T:
-        if self.keep:
-            self.texts.extend(texts)
-        self.count += len(texts)
-        self.bytes += sum(len(t.encode("utf-8")) for t in texts)
-        if self.minilm_tokens:
-            counted = time.perf_counter()
-            self.tokens += sum(await asyncio.to_thread(minilm._token_counts, list(texts)))
-            self.overhead += time.perf_counter() - counted  # the benchmark's, not the ingest's
-        start = time.perf_counter()
-        try:
-            return await run
-        finally:
-            self.seconds += time.perf_counter() - start
-            if self.rss_after_first is None:
-                self.rss_after_first = vm("VmRSS")
 
 
 async def run_import(
@@ -170,7 +85,7 @@ async def run_import(
         )
         # The product's batch and idle unload, as `muninn import` makes it.
         inner: Embedder = HashingEmbedder() if writer_only else embedder_for(model, batch)
-        embedder = _Recording(inner, keep=raw)
+        embedder = Recording(inner, keep=raw)
         rss_before_export = vm("VmRSS")
         source = ExportReader.from_file(export, user_id="@muninn:bench.local")
         export_mib = round(vm("VmRSS") - rss_before_export, 1)  # what the reader holds
@@ -239,11 +154,12 @@ async def run_import(
 
 
 async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
-    """`bench.probes` on the index just built, in a fresh process (this one's heap is not its)."""
+    """`bench.harness.probes` on the index just built, in a fresh process (this one's heap is
+    not its)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bench.probes",
+        "bench.harness.probes",
         "--store",
         str(cfg.index.store.path),
         "--collection",
@@ -256,7 +172,7 @@ async def _idle(cfg: Config, seconds: float) -> dict[str, Any]:
     )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"bench.probes failed ({proc.returncode})")
+        raise RuntimeError(f"bench.harness.probes failed ({proc.returncode})")
     result: dict[str, Any] = json.loads(out)
     return result
 
@@ -380,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--idle-seconds",
         type=float,
         default=0.0,
-        help="then measure an idle service on the index built (`bench.probes`), this long",
+        help="then measure an idle service on the index built (`bench.harness.probes`), this long",
     )
     embedder_option(p, f", or {NATIVE}")
     p.add_argument(

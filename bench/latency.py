@@ -10,7 +10,7 @@ unless `--embedder-model` names others; each row names its own, the end-to-end p
 the first.
 
 In process (no homeserver: `live_check=None`, so no revalidation round trips): the first N
-messages of the Ubuntu IRC logs (`bench.irc.irc_events`: nick → mxid, minute → timestamp,
+messages of the Ubuntu IRC logs (`bench.harness.irc.irc_events`: nick → mxid, minute → timestamp,
 reply links → replies) become one room's JSONL export, which goes through the real writer
 (`ExportReader` → `Writer`: scope, normalisation, scrub, windows at the product's chunker
 defaults, lexical vectors, the embedded store). Then `--queries` held-out texts (messages of the
@@ -57,9 +57,9 @@ from typing import Any
 import numpy as np
 
 from bench import SERVER_NAME, arguments, embedder_option, emit, machine, offline_config, stats
-from bench.e5native import embedder_for
-from bench.irc import ROOM, held_out_texts, messages
-from bench.latency_e2e import end_to_end
+from bench.harness.embedders import embedder_for
+from bench.harness.irc import ROOM, held_out_texts, messages
+from bench.harness.latency_e2e import end_to_end
 from ingest.embed import DelegatingEmbedder, Embedder
 from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer

@@ -49,9 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import arguments, embedder_option, emit, machine, stats, vm
-from bench.irc import phrases, speakers_and_lines
-from bench.latency_e2e import seed_room
-from bench.probes import (
+from bench.harness.irc import phrases, speakers_and_lines
+from bench.harness.latency_e2e import seed_room
+from bench.harness.probes import (
     POLL_SECONDS,
     PROFILE_WARMUP,
     Requests,
@@ -64,7 +64,7 @@ from bench.probes import (
     sample_waits,
     tree_cpu_seconds,
 )
-from bench.synapse import SYNAPSE_DBS, SynapseBench, postgres_problem
+from bench.harness.synapse import SYNAPSE_DBS, SynapseBench, postgres_problem
 from bot.demo.homeserver import service_config
 from ingest.embed import make_embedder
 from ingest.types import RoomID

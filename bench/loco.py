@@ -3,7 +3,7 @@
     python -m bench.loco --candidates bench/out/candidates.json [--out FILE] [--train]
 
 (`python -m bench.retrieval --folds` collects the candidates first, then runs this.)
-Replays the read path offline over the cached deep lists (`bench.replay`): the first stage
+Replays the read path offline over the cached deep lists (`bench.harness.replay`): the first stage
 (dense and lexical lists, the lexical floor, RRF) exactly as `ingest.search` does it, then the
 second-stage ranker of `ingest.search.rank`. For each of the three locomo-dev conversations, a
 lever's free choices (RRF's k, the ranker's coefficients, the relevance floor) are fitted on the
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from bench import arguments, save
-from bench.locomo import Scores
-from bench.replay import (
+from bench.harness.locomo import Scores
+from bench.harness.replay import (
     CATEGORY_NAMES,
     PRODUCT_OFF,
     Data,

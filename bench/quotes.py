@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench import SERVER_NAME, arguments, emit
-from bench.locomo import Conversation, load
+from bench.harness.locomo import Conversation, load
 from ingest.config import ChunkerConfig, EmbedderConfig, default_local_model
 from ingest.embed import make_embedder
 from ingest.embed.linecodec import decode_line, encode_line

@@ -14,17 +14,18 @@ same temporary directory), then asks every question of categories 1–4 that has
   limit 50 (the dense and lexical rows are the same Searcher with the other weight at 0);
 - `synapse-sqlite`: `POST /search`, `order_by: rank`, this room, the question as typed;
 - `synapse-sqlite-keywords`: the same with the question's three longest content words joined
-  by ` or ` (`bench.locomo.keywords`);
+  by ` or ` (`bench.harness.locomo.keywords`);
 - with `--synapse-db postgres`, also `synapse-postgres` and `synapse-postgres-keywords`: a
   second Synapse on PostgreSQL (Debian's server, a throwaway cluster on loopback started by
-  `bench.synapse`), seeded with the same conversations at the same times, asked the same way.
+  `bench.harness.synapse`), seeded with the same conversations at the same times, asked the
+  same way.
   PostgreSQL is what most operators run, and its full-text search (`to_tsvector('english')`,
   `ts_rank_cd`) ranks differently from SQLite's FTS4.
 
-Metrics are defined in `bench.locomo`. Nothing is cached across runs, but `--folds` (leave one
-conversation out: the command of record) builds its candidate cache once
-(`bench.retrieval_setup.collect_candidates`, unless `--candidates-cache` exists) and replays
-every lever over it (`bench.loco`).
+Metrics are defined in `bench.harness.locomo`. Nothing is cached across runs, but `--folds`
+(leave one conversation out: the command of record) builds its candidate cache once
+(`bench.harness.retrieval_setup.collect_candidates`, unless `--candidates-cache` exists) and
+replays every lever over it (`bench.loco`).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import arguments
-from bench.locomo import BUDGETS, HIT_CUTOFFS, Hit, Scores, keywords, load
-from bench.retrieval_setup import (
+from bench.harness.locomo import BUDGETS, HIT_CUTOFFS, Hit, Scores, keywords, load
+from bench.harness.retrieval_setup import (
     CANDIDATES,
     DENSE_WEIGHT,
     GAP_SECONDS,
@@ -55,7 +56,13 @@ from bench.retrieval_setup import (
     log,
     seed,
 )
-from bench.synapse import SYNAPSE_DBS, SeededRoom, SynapseBench, postgres_problem, synapse_search
+from bench.harness.synapse import (
+    SYNAPSE_DBS,
+    SeededRoom,
+    SynapseBench,
+    postgres_problem,
+    synapse_search,
+)
 from bot.demo.client import MatrixUser
 from ingest.config import EmbedderConfig, default_local_model
 from ingest.embed import Embedder, make_embedder

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.locomo import load
+from bench.harness.locomo import load
 from ingest.rules.scrub import scrub, scrub_findings
 
 UNITS = {

@@ -9,7 +9,9 @@ import pytest
 from ingest.config import default_local_model
 
 
-@pytest.mark.parametrize("name", ["bench.ingest", "bench.latency", "bench.load", "bench.probes"])
+@pytest.mark.parametrize(
+    "name", ["bench.ingest", "bench.latency", "bench.load", "bench.harness.probes"]
+)
 def test_bench_embedder_defaults_to_the_products(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

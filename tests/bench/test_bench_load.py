@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.probes import top_costs
+from bench.harness.probes import top_costs
 
 
 def test_top_costs_counts_a_function_once_per_sample_and_splits_per_command() -> None:

@@ -1,6 +1,6 @@
-"""`bench.loco`'s replay of the read path over a candidate cache (`bench.replay`), without a
-homeserver: each conversation scored by what the others fitted, and the shipped coefficients'
-fit."""
+"""`bench.loco`'s replay of the read path over a candidate cache (`bench.harness.replay`),
+without a homeserver: each conversation scored by what the others fitted, and the shipped
+coefficients' fit."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import math
 from pathlib import Path
 
-from bench import loco, replay
-from bench.replay import Stage1
+from bench import loco
+from bench.harness import replay
+from bench.harness.replay import Stage1
 
 
 def _conversation(n: int) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""The LoCoMo loader and the retrieval metrics of `bench.locomo`, on a tiny hand-made fixture."""
+"""The LoCoMo loader and the retrieval metrics of `bench.harness.locomo`, on a tiny hand-made
+fixture."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.locomo import (
+from bench.harness.locomo import (
     Hit,
     Scores,
     budget_recall,

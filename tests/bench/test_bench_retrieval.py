@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.retrieval_setup import Settings
+from bench.harness.synapse import postgres_problem
 from bench.retrieval import run
-from bench.retrieval_setup import Settings
-from bench.synapse import postgres_problem
 
 # Written from LoCoMo's format: sessions with their date lines, turns with dia_ids, questions
 # with evidence. "Who has dogs?" is the probe that tells the two Synapses apart: PostgreSQL's

@@ -4,9 +4,9 @@ one full writer pass into a new store, the signal handling done before minutes o
 
 The cache holds, for every LoCoMo question, the dense and lexical lists (the question as typed,
 and without its stop words) `DEPTH` deep with their scores, every listed window's messages, and
-every window's time span; `bench.loco` replays the read path over it in numpy (`bench.replay`),
-so a lever costs seconds instead of an embedding run. A list of N candidates is the first N of
-the deep list: the store ranks deterministically.
+every window's time span; `bench.loco` replays the read path over it in numpy
+(`bench.harness.replay`), so a lever costs seconds instead of an embedding run. A list of N
+candidates is the first N of the deep list: the store ranks deterministically.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.locomo import Conversation, load
-from bench.synapse import SeededRoom, SynapseBench, seed_conversation
+from bench.harness.locomo import Conversation, load
+from bench.harness.synapse import SeededRoom, SynapseBench, seed_conversation
 from bot.demo.client import MatrixUser
 from bot.demo.homeserver import Homeserver
 from ingest.config import Config, EmbedderConfig, parse_config

@@ -38,7 +38,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.locomo import Conversation
+from bench.harness.locomo import Conversation
 from bot.demo.client import HarnessError, MatrixUser
 from bot.demo.homeserver import Homeserver
 from bot.demo.synapse import SynapseServer, file_tail, free_port, start_synapse

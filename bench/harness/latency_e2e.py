@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import stats
-from bench.irc import phrases, speakers_and_lines
-from bench.probes import Requests, in_reply_to
-from bench.synapse import SynapseBench, synapse_search
+from bench.harness.irc import phrases, speakers_and_lines
+from bench.harness.probes import Requests, in_reply_to
+from bench.harness.synapse import SynapseBench, synapse_search
 from bot.demo.homeserver import service_config
 from ingest.search.query import SearchQuery
 from ingest.types import RoomID

@@ -3,7 +3,8 @@ where its commands in flight wait, CPU seconds of a process, the peak RSS, the r
 forward, a py-spy profile of one asker's commands (`bench.load --profile N`) and, run as a
 program, the memory of an idle service over an index that exists:
 
-    python -m bench.probes --store DIR --collection NAME [--seconds 60] [--embedder-model M]
+    python -m bench.harness.probes --store DIR --collection NAME [--seconds 60]
+        [--embedder-model M]
         [--out FILE]
 
 A fresh process opens what `bot.service.run.Service.start` opens for the read path — the store,
@@ -335,7 +336,7 @@ async def measure(store_dir: Path, collection: str, seconds: float, model: str) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = arguments("bench.probes", __doc__)
+    p = arguments("bench.harness.probes", __doc__)
     p.add_argument("--store", type=Path, required=True, help="the embedded store's folder")
     p.add_argument("--collection", required=True)
     p.add_argument("--seconds", type=float, default=60.0, help="how long to idle")

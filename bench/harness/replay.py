@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.locomo import Hit, Scores
+from bench.harness.locomo import Hit, Scores
 from ingest.search import judgment, rank
 from ingest.search.fusion import rrf
 from ingest.search.retrieve import LEXICAL_FLOOR
