@@ -2,8 +2,9 @@
 
 A room file lists `[sender, body]` messages; they become one room's Matrix events an hour
 apart (so each message is its own window; `minutes_apart: 1` makes them one conversation), or
-`conversations` of them, a minute apart within one and an hour between them; read by the writer through `ExportReader` (the path `muninn import` takes) into an embedded
-store, with the embedder the test gives.
+`conversations` of them, a minute apart within one and an hour between them; read by the
+writer through `ExportReader` (the path `muninn import` takes) into an embedded store, with the
+embedder the test gives.
 """
 
 from __future__ import annotations
