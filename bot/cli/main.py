@@ -138,7 +138,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, what in (("plan", "print the diff"), ("apply", "join and leave accordingly")):
         x = rs.add_parser(name, help=what)
         x.add_argument(
-            "--roster", required=True, type=Path, help="roster YAML: rooms: [{room, note}]"
+            "--roster",
+            type=Path,
+            help="roster YAML: rooms: [{room, note}] (default: the config's bot.roster)",
         )
         x.add_argument("--json", action="store_true", help="print the actions as JSON")
 
@@ -202,9 +204,16 @@ async def _dispatch(args: argparse.Namespace, cfg: ServiceConfig) -> int:
     if args.command == "import":
         return await operations.import_export(cfg, path=args.file, as_json=args.json)
     if args.command == "roster":
+        # The file `muninn run` reads on an invite is the one to apply, unless another is named.
+        roster = args.roster or (cfg.resolve(cfg.bot.roster) if cfg.bot.roster else None)
+        if roster is None:
+            raise MuninnError(
+                "no roster to read: give --roster FILE, or set bot.roster in the config (the "
+                "file `muninn run` also reads when the reader is invited)"
+            )
         if args.roster_command == "plan":
-            return await roster_plan(cfg, args.roster, as_json=args.json)
-        return await roster_apply(cfg, args.roster, as_json=args.json)
+            return await roster_plan(cfg, roster, as_json=args.json)
+        return await roster_apply(cfg, roster, as_json=args.json)
     raise AssertionError(args.command)
 
 

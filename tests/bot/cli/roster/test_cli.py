@@ -294,3 +294,29 @@ async def test_cli_roster_plan_into_a_closed_pipe_ends_quietly(
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
     assert proc.returncode == 141
+
+
+async def test_cli_roster_reads_the_configs_roster_when_none_is_named(
+    synapse: SynapseServer, hs: Homeserver, alice: MatrixUser, tmp_path: Path
+) -> None:
+    """Regression (issue 46 follow-up): `muninn roster plan|apply` without `--roster` reads the
+    file `bot.roster` names (the one `muninn run` reads on an invite: an operator no longer
+    names it twice); with neither it says how to give one, and exits 1."""
+    reader = await hs.register()
+    wanted = await alice.create_room()
+    write_roster(tmp_path, wanted, name="rooms.yaml")
+    doc: dict[str, Any] = {
+        "homeserver": {"url": synapse.base_url, "server_name": synapse.server_name},
+        "reader": {"user_id": reader.user_id, "access_token": reader.access_token},
+    }
+    bare = write_config(tmp_path / "bare.yaml", doc)
+    named = write_config(tmp_path / "named.yaml", {**doc, "bot": {"roster": "rooms.yaml"}})
+    proc = await spawn_muninn(named, "roster", "plan", "--json", stdout=PIPE, stderr=PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    [action] = json.loads(out)["actions"]
+    assert action["room_id"] == wanted and action["action"] == "join"
+    proc = await spawn_muninn(bare, "roster", "plan", stdout=PIPE, stderr=PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert "--roster FILE" in err.decode() and "bot.roster" in err.decode()
