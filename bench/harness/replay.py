@@ -262,18 +262,15 @@ class Ranker:
     length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
     english_only: bool = True  # False: ranker v5, MiniLM's rank read in every language
 
+    def features(self, data: Data, qi: int) -> tuple[list[str], np.ndarray]:
+        """Question `qi`'s fused pool and its feature rows, as this ranker reads them."""
+        return pool_features(data, qi, self.stage1, self.stem, self.length_cap, self.english_only)
+
     def train(self, data: Data, qis: Sequence[int]) -> Model:
         """The ranker and the match model (`rank.MATCH_FEATURES`) fitted on `qis`."""
         xs, ys = [], []
         for qi in qis:
-            pool, x = pool_features(
-                data,
-                qi,
-                self.stage1,
-                self.stem,
-                self.length_cap,
-                self.english_only,
-            )
+            pool, x = self.features(data, qi)
             if not pool:
                 continue
             xs.append(x)
@@ -292,14 +289,7 @@ class Ranker:
         (`--json`, the default), `first` the close ones then the rest (a person's pages:
         chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
         `cut` the close ones alone (ranker v4's floor)."""
-        pool, x = pool_features(
-            data,
-            qi,
-            self.stage1,
-            self.stem,
-            self.length_cap,
-            self.english_only,
-        )
+        pool, x = self.features(data, qi)
         if not pool:
             return []
         p = _apply(x, model.ranker)

@@ -99,7 +99,6 @@ async def healing_walk(
                 f"the homeserver refused the room's cursor ({e}): read again from the room's "
                 "start, what is indexed kept until replaced",
             )
-            log.warning("room %s: %s", room_id, report.detail, extra={"room_id": room_id})
             pages, first = reader.walk(room_id, None, page_size), None
         if first is not None:
             yield first
@@ -109,9 +108,10 @@ async def healing_walk(
         await _close(pages)
 
 
-def _say(report: RoomReport, text: str) -> None:
-    """Add `text` to what the report says of its room."""
+def _say(report: RoomReport, text: str, level: int = logging.WARNING) -> None:
+    """Add `text` to what the report says of its room, and log it by room."""
     report.detail = f"{report.detail}; {text}" if report.detail else text
+    log.log(level, "room %s: %s", report.room_id, report.detail, extra={"room_id": report.room_id})
 
 
 async def _close(pages: AsyncIterator[Page]) -> None:
@@ -133,7 +133,6 @@ async def bounded_walk(pages: AsyncIterator[Page], report: RoomReport) -> AsyncI
                     f"walk cut short after {count} pages and {waited:.0f} s of reading; the "
                     "next pass goes on from its cursor",
                 )
-                log.warning("room %s: %s", room_id, report.detail, extra={"room_id": room_id})
                 return
             started = time.monotonic()
             try:
@@ -154,8 +153,8 @@ async def bounded_walk(pages: AsyncIterator[Page], report: RoomReport) -> AsyncI
                     report,
                     f"behind: {count} pages read and written in {budget:.0f} s of this pass; the "
                     "next pass goes on from its cursor, after the rooms not behind",
+                    logging.INFO,
                 )
-                log.info("room %s: %s", room_id, report.detail, extra={"room_id": room_id})
                 return
             count += 1
             yield page

@@ -20,6 +20,7 @@ from ingest.search.rank import (
     content_terms,
     features,
     probability,
+    words_said,
 )
 
 __all__ = [
@@ -129,7 +130,7 @@ def says_a_word(text: str, windows: Sequence[Sequence[str]]) -> bool:
     """Whether some window's messages hold a content word of `text` whole, not only its first
     `STEM` letters ("bandorific" meets "bandsaw" there: no sign the text is real)."""
     words = set(content_terms(text) or lexical.tokens(text))
-    return any(words.intersection(lexical.tokens(b)) for bodies in windows for b in bodies)
+    return any(not words.isdisjoint(words_said(b)) for bodies in windows for b in bodies)
 
 
 def stems_unmatched(row: Sequence[float]) -> list[float]:
@@ -149,7 +150,7 @@ def holds_all(bodies: Sequence[str], named: Collection[str]) -> bool:
     """Whether the window's messages hold every one of the `identifiers` asked for."""
     if not named:
         return True
-    said = {t for b in bodies for t in lexical.tokens(b)}
+    said = frozenset[str]().union(*map(words_said, bodies))
     return all(t in said for t in named)
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "content_terms",
     "features",
     "probability",
+    "words_said",
 ]
 
 # Words that carry no topic: question words, auxiliaries, pronouns, determiners, prepositions.
@@ -154,6 +155,12 @@ def _passage_terms(body: str, stem: int | None, size: float) -> tuple[frozenset[
         frozenset(stemmed(t, stem) for t in lexical.tokens(piece))
         for piece in passages(body, size)
     )
+
+
+def words_said(body: str) -> frozenset[str]:
+    """A message's tokens, whole: read from `_passage_terms`, remembered, as the pool's
+    bodies recur from question to question."""
+    return frozenset[str]().union(*_passage_terms(body, None, LENGTH_CAP))
 
 
 def content_terms(text: str) -> list[str]:
