@@ -9,7 +9,8 @@ replaying a page is idempotent (see `ingest.index.windows`). Rooms that left sco
 One room's failure is that room's: the pass records it (`retry:` meta, the report, the log),
 finishes the other rooms and retries it next pass. Only what every room shares (the store,
 the embedder, the reader's token, a homeserver that is down) ends the pass. The paths that
-take a room out of a pass are `ingest.index.refusals`; the report records, `ingest.index.reports`.
+take a room out of a pass are `ingest.index.refusals`; the report records, `ingest.index.reports`;
+an operator's purge applied to the room's windows, `ingest.index.tombstones`.
 """
 
 from __future__ import annotations
@@ -35,15 +36,14 @@ from ingest.index.records import (
     CURSOR_PREFIX,
     REFUSED_PREFIX,
     RETRY_PREFIX,
-    TOMBSTONE_PREFIX,
     Tombstone,
     cursor_mark,
     cursor_record,
     puppet_refusal,
-    room_tombstones,
 )
 from ingest.index.refusals import purge_room, refuse_bridged, room_failed
 from ingest.index.reports import RefreshReport, RoomReport
+from ingest.index.tombstones import apply_tombstones, forget_removed, mark_applied, room_stones
 from ingest.index.walkbounds import bounded_walk, healing_walk
 from ingest.index.windows import ChunkParams, WindowSet
 from ingest.matrix import ClientEvent, Page
@@ -276,15 +276,22 @@ class Writer:
         token: str | None = (cursor or {}).get("token")
         tails: dict[str, str] = dict((cursor or {}).get("tails") or {})
         last: str | None = (cursor or {}).get("last_event_id")
-        stones = await self._tombstones(col, room_id)
+        stones = await room_stones(col, room_id)
         pending_stones = [s for s, applied in stones if not applied]
         if pending_stones:
-            tails = await self._apply_tombstones(col, state, pending_stones, tails, names, report)
+            tails = await apply_tombstones(
+                col,
+                room_id,
+                pending_stones,
+                tails,
+                self._params(),
+                report,
+                lambda ws: self._commit(col, ws, state, names, report),
+            )
             last = None  # it may name a message the purge covers: the next page sets it again
             await self._save_cursor(col, room_id, token, tails, last)
-            _forget_removed(col, report)
-            for stone in pending_stones:
-                await col.put_meta(stone.key, {**stone.as_meta(), "applied": True})
+            forget_removed(col, report)
+            await mark_applied(col, pending_stones)
         every_stone = [s for s, _ in stones]
         if cursor is None:
             # Before the first upsert: a room holding points always has a cursor, so a room
@@ -316,7 +323,7 @@ class Writer:
             last = cursor_mark(page.events, every_stone, last)
             # Only now, with the page's points acknowledged, does the cursor move past it.
             await self._save_cursor(col, room_id, token, tails, last)
-            _forget_removed(col, report)
+            forget_removed(col, report)
             if report.windows_written > written:
                 # Not for durability (the WAL has it): qdrant-edge's flush of a long unflushed
                 # segment takes memory in proportion, so a backfill flushes as it goes
@@ -361,43 +368,6 @@ class Writer:
             compat=self.compat,
             max_bytes=self.cfg.chunker.max_bytes,
         )
-
-    # ------------------------------------------------------------ purge tombstones
-
-    async def _tombstones(
-        self, col: AsyncCollection, room_id: RoomID
-    ) -> list[tuple[Tombstone, bool]]:
-        found = await col.list_meta(f"{TOMBSTONE_PREFIX}{room_id}:")
-        return room_tombstones(found, room_id)
-
-    async def _apply_tombstones(
-        self,
-        col: AsyncCollection,
-        state: RoomState,
-        stones: Sequence[Tombstone],
-        tails: dict[str, str],
-        names: Names,
-        report: RoomReport,
-    ) -> dict[str, str]:
-        """Delete what new tombstones cover; they stay, so those events are never re-indexed."""
-        lookup = CollectionLookup(col.sync, state.room_id)
-        for stone in stones:
-            flt = PointFilter(
-                room_ids=(state.room_id,), after_ts=stone.from_ts, before_ts=stone.to_ts
-            )
-            windows = [lookup.stored(p) for p in await col.scroll(flt)]
-            ws = WindowSet(state.room_id, lookup, self._params(), tails)
-            report.purged_messages += ws.purge(windows, stone.from_ts, stone.to_ts)
-            await self._commit(col, ws, state, names, report)
-            tails = ws.tails
-        return tails
-
-
-def _forget_removed(col: AsyncCollection, report: RoomReport) -> None:
-    """Rule 13b: text a redaction, an edit or a purge took out must not stay in the store's
-    files; the generation's close rewrites them."""
-    if report.redactions_applied or report.edits_applied or report.purged_messages:
-        col.forget_removed()
 
 
 __all__ = ["RoomSource", "Writer"]
