@@ -60,7 +60,7 @@ from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming
 from bot.chat.metrics import ChatMetrics
 from bot.chat.pins import BoardReader, PinActions
 from bot.chat.ports import HomeserverParts
-from bot.chat.reads import RoomReads, RoomRefused
+from bot.chat.reads import LogReader, RoomRefused
 from bot.chat.replying import Replier, answer_small
 from bot.chat.searching import SearchActions, tombstones
 from bot.chat.visibility import Audiences
@@ -131,9 +131,16 @@ class CommandHandler:
         self._told = RefusalsTold()  # why the command room is not served, told its askers
         self._clock_ms = clock_ms
         # The parts the commands share, each given only what it uses (no handler inside).
-        logs = RecentEvents(on_state=self._audiences.drop)
         hs = homeserver
-        self.reads = RoomReads(hs.log, hs.aliases, rooms, logs, cfg.bot.transcript_limit)
+        self.reads = LogReader(  # the one reader of a room's log
+            hs.log,
+            hs.aliases,
+            rooms,
+            cfg.bot.transcript_limit,
+            purges=functools.partial(tombstones, searcher),
+            logs=RecentEvents(),
+            on_state=self._audiences.drop,
+        )
         self.replier = Replier(
             hs.sender,
             hs.states,
@@ -153,9 +160,7 @@ class CommandHandler:
             on_resolved=self._command_room_resolved,
         )
         boards = BoardReader(hs.states.get_event, bot_user_id, self.prefix, self.server_name)
-        self.pins = PinActions(
-            self.reads, self.replier, rooms, boards, functools.partial(tombstones, searcher)
-        )
+        self.pins = PinActions(self.reads, self.replier, rooms, boards)
         self.searching = SearchActions(
             searcher,
             self.reads,

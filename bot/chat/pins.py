@@ -26,7 +26,7 @@ from bot.chat.pinboard import (
     select,
     unpin_rule,
 )
-from bot.chat.reads import RoomReads
+from bot.chat.reads import LogReader
 from bot.chat.replies import NOTE_WIDTH, PinsView, notice, pins_reply, shorten
 from bot.chat.replying import Replier
 from bot.chat.visibility import ANYONE, Audience
@@ -238,27 +238,20 @@ def _nothing_pinned(item: TimelineItem, command: PinCommand, prefix: str) -> str
 
 @dataclass(eq=False)
 class PinActions:
-    """The pinboard commands, given the parts of the handler they use: the room reads, the
-    replier (rate, audience, send), the room verdicts, the board reader and the purges."""
+    """The pinboard commands, given the parts of the handler they use: the log reader (its
+    purges too), the replier (rate, audience, send), the room verdicts and the board reader."""
 
-    reads: RoomReads
+    reads: LogReader
     replier: Replier
     rooms: RoomCache
     boards: BoardReader
-    tombstones: Callable[[], Awaitable[list[Tombstone]]]
-
-    async def _readable(self, room_log: RoomLog) -> tuple[RoomLog, list[Tombstone]]:
-        """The log with what a purge covers emptied, and the purges (for events fetched
-        beyond it). Raises CommandError when the purges cannot be read: nothing is quoted."""
-        stones = await self.tombstones()
-        return room_log.without_purged(stones), stones
 
     async def pin(self, msg: Incoming, command: PinCommand | UnpinCommand) -> None:
         reads, replier, boards = self.reads, self.replier, self.boards
         room_log = await reads.read_log(msg.room_id)
         if not await replier.may_answer(msg, room_log):
             return
-        room_log, _ = await self._readable(room_log)
+        room_log, _ = await reads.readable(room_log)
         history = room_log.timeline()
         index = _index_of(history, msg)
         target = pin_target(
@@ -327,7 +320,7 @@ class PinActions:
             room_log = await reads.read_log(room_id)
         elif not in_command_room:
             cut = await replier.audience(msg.room_id)
-        room_log, stones = await self._readable(room_log)
+        room_log, stones = await reads.readable(room_log)
         info = await self.rooms.get(room_id)
         view = await self.boards.view(room_log, stones, info, command, cut, in_command_room)
         filtered = command.label is not None or command.text is not None

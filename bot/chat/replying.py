@@ -20,7 +20,7 @@ from bot.chat.incoming import Incoming, RateLimit
 from bot.chat.metrics import ChatMetrics
 from bot.chat.outbox import Outbox, Pending
 from bot.chat.ports import RoomStates, Sender
-from bot.chat.reads import RoomReads
+from bot.chat.reads import LogReader
 from bot.chat.replies import ReplyContent, text_reply
 from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
@@ -204,7 +204,7 @@ SMALL_LOG = 64  # events read to check "already answered" for replies that need 
 
 
 async def answer_small(
-    reads: RoomReads,
+    reads: LogReader,
     replier: Replier,
     msg: Incoming,
     text: str,

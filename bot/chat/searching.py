@@ -23,7 +23,7 @@ from bot.chat.commands.records import SearchCommand
 from bot.chat.incoming import Incoming
 from bot.chat.metrics import ChatMetrics
 from bot.chat.paging import Page, Pages, ShownIds
-from bot.chat.reads import RoomReads
+from bot.chat.reads import LogReader, read_room
 from bot.chat.replies import SearchView, search_reply
 from bot.chat.replying import Replier, answer_small
 from bot.chat.visibility import ANYONE, Audience
@@ -33,7 +33,7 @@ from ingest.index.records import Tombstone
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
-from ingest.search.logs.request import LogQuery, RoomLogs, RoomView, read_room
+from ingest.search.logs.request import LogQuery, RoomLogs, RoomView
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.types import RoomID
 
@@ -47,7 +47,7 @@ class SearchActions:
     """The search commands, given the parts of the handler they use."""
 
     searcher: Searcher
-    reads: RoomReads
+    reads: LogReader
     replier: Replier
     rooms: RoomCache
     metrics: ChatMetrics

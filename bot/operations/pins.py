@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 from bot.chat.commands.records import PinsCommand
 from bot.chat.pins import BoardReader
+from bot.chat.reads import LogReader, RoomRefused
 from bot.chat.replies import PinsView, ReplyTo, pins_reply
 from bot.chat.visibility import ANYONE
 from bot.config import ServiceConfig
@@ -16,9 +19,7 @@ from bot.service import wiring
 from ingest.errors import QueryError, StoreUnavailable
 from ingest.index.records import TOMBSTONE_PREFIX, Tombstone
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.scope import RoomScope, puppet_in_events
-from ingest.search.logs.recent import within_text
-from ingest.search.logs.roomlog import RoomLog
+from ingest.rules.scope import RoomScope
 from ingest.store import AsyncPurges, open_async
 
 
@@ -40,17 +41,25 @@ async def board(cfg: ServiceConfig, room: str) -> PinsView:
     try:
         room_id = await resolve_room(reader, room)
         scope = RoomScope.from_config(cfg.scope, cfg.homeserver.server_name)
-        info = await RoomCache(reader, scope).get(room_id)
+        rooms = RoomCache(reader, scope)
+        info = await rooms.get(room_id)
         if not info.verdict.eligible:
             raise QueryError(
                 "room", f"{room} is refused ({info.verdict.reason}: {info.verdict.detail})"
             )
-        bound = cfg.bot.transcript_limit
-        raw, cut = within_text(await reader.latest(room_id, bound))
-        if (puppet := puppet_in_events(raw, scope)) is not None:
-            raise QueryError("room", f"{room} is refused (bridged: {puppet} is a bridge puppet)")
-        stones = await recorded_purges(cfg)
-        room_log = RoomLog(room_id, raw, bound, cut).without_purged(stones)
+        logs = LogReader(
+            reader,
+            reader,
+            rooms,
+            cfg.bot.transcript_limit,
+            purges=functools.partial(recorded_purges, cfg),
+        )
+        try:
+            room_log, stones = await logs.readable(await logs.read_log(room_id))
+        except RoomRefused as e:
+            raise QueryError(
+                "room", f"{room} is refused (bridged: {e.puppet} is a bridge puppet)"
+            ) from None
         boards = BoardReader(
             reader.get_event,
             str(await reader.whoami()),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 from mautrix.types import EventType
 
@@ -22,6 +22,7 @@ __all__ = [
     "EVENT_OVERHEAD",
     "EVENT_SHARE",
     "SCAN_TEXT",
+    "Latest",
     "RecentEvents",
     "RoomLogSource",
     "emptied",
@@ -118,6 +119,17 @@ class RoomLogSource(Protocol):
     ) -> tuple[list[ClientEvent], bool]: ...
 
 
+class Latest(NamedTuple):
+    """One read of a room's latest events (`RecentEvents.read`): values only."""
+
+    events: list[ClientEvent]  # newest first, within `SCAN_TEXT`
+    cut: bool  # the text bound left older events out
+    # A read since the last one taken may have passed a change of the room's state: a state
+    # event or a redaction among the new events, or a copy read whole (what came between is
+    # unknown). What the caller keeps from the room's state (its audience) is stale then.
+    state_passed: bool = False
+
+
 @dataclass
 class _Copy:
     kept: int  # the event bound the copy was read with
@@ -144,11 +156,12 @@ class RecentEvents:
     command cut off by its deadline, so its copy still serves the next command instead of
     every one starting over.
 
-    `on_state(room_id)` is told whenever a read may have passed a change of the room's state:
-    a state event or a redaction among the new events, or a read that could not extend the
-    copy (read whole: what came between is unknown). It sees every event of the timeline,
-    unlike client mode's limited `/sync`, so what is kept per room from the state (the
-    room's audience) is dropped by it.
+    `read` says whether a read may have passed a change of the room's state
+    (`Latest.state_passed`): a state event or a redaction among the new events, or a read
+    that could not extend the copy (read whole: what came between is unknown), a read a
+    command cut off by its deadline left included. It sees every event of the timeline,
+    unlike client mode's limited `/sync`, so the caller drops what it keeps per room from the
+    state (the room's audience) by it: a value handed back, no call into the caller.
     """
 
     MAX_ROOMS = 256
@@ -158,23 +171,33 @@ class RecentEvents:
     # this old, so such a deletion leaves replies within a minute. A burst still folds once.
     MAX_AGE_SECONDS = 60.0
 
-    def __init__(
-        self, max_size: int = MAX_SIZE, on_state: Callable[[str], None] | None = None
-    ) -> None:
-        self._on_state = on_state or (lambda room_id: None)
+    def __init__(self, max_size: int = MAX_SIZE) -> None:
+        self._passed: set[str] = set()  # rooms whose state a read may have passed, not told yet
         self._rooms: dict[str, _Copy] = {}
         self._turns: dict[str, asyncio.Lock] = {}
         self._max_size = max_size
         self.size = 0
-        self._reads: dict[
-            str, asyncio.Future[tuple[list[ClientEvent], bool]]
-        ] = {}  # latest per room
+        self._reads: dict[str, asyncio.Future[tuple[list[ClientEvent], bool]]] = {}  # per room
 
     async def latest(
         self, client: RoomLogSource, room_id: RoomID, bound: int
     ) -> tuple[list[ClientEvent], bool]:
         """The room's latest `bound` events, newest first, as `client.latest` would return
         them but within `SCAN_TEXT`; and whether that text bound left older events out."""
+        events, cut, _ = await self.read(client, room_id, bound)
+        return events, cut
+
+    async def read(self, client: RoomLogSource, room_id: RoomID, bound: int) -> Latest:
+        """`latest`, and whether a read of the room since the last one `read` took may have
+        passed a change of its state (told once)."""
+        events, cut = await self._turn(client, room_id, bound)
+        passed = room_id in self._passed
+        self._passed.discard(room_id)
+        return Latest(events, cut, passed)
+
+    async def _turn(
+        self, client: RoomLogSource, room_id: RoomID, bound: int
+    ) -> tuple[list[ClientEvent], bool]:
         asked = time.monotonic()
         turn = self._turns.setdefault(room_id, asyncio.Lock())
         async with turn:
@@ -205,7 +228,7 @@ class RecentEvents:
             or read_at - cached.read_at > self.MAX_AGE_SECONDS
         ):
             kept, events = bound, list(await client.latest(room_id, bound))
-            self._on_state(room_id)
+            self._passed.add(room_id)
         else:
             read_at = cached.read_at  # extended, not read whole: the copy's age stands
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
@@ -218,7 +241,7 @@ class RecentEvents:
             if not met:
                 read_at = time.monotonic()  # the latest `kept`, read whole
             if not met or any(_changes_state(e) for e in new):
-                self._on_state(room_id)
+                self._passed.add(room_id)
             older = met and cached.cut
         events, cut, text = _within(events, SCAN_TEXT)
         size = text + EVENT_OVERHEAD * len(events)
@@ -233,6 +256,7 @@ class RecentEvents:
         ):
             gone = next(iter(self._rooms))  # the least recently used room
             self.size -= self._rooms.pop(gone).size
+            self._passed.discard(gone)  # its next read is whole, and says so again
             if gone in self._turns and not self._turns[gone].locked():
                 del self._turns[gone]
                 self._reads.pop(gone, None)

@@ -6,10 +6,9 @@ the command room. Everything in a `RoomLogs` is a value of the read path's own (
 but one: who reads the reply in each room (`Visibility`, the bot's
 `bot.chat.visibility.Audience`: rule 14 stays the bot's), asked once a room for the stamps the
 read path judges (`Visibility.seen`). So one `!search` calls back into the bot once a room, not
-once a message (tests/bot/chat/test_search_calls.py counts it).
-
-The two ordering rules of a search are `RoomRead`'s order (`read_room`): the writer's marks
-before the log read (rule 15), the audience after it (rule 14).
+once a message, and nothing else does: the log, the writer's marks and the audience are read by
+the bot (`bot.chat.reads`) and handed over as values (tests/bot/chat/test_search_calls.py
+counts every call from `ingest` into bot code).
 """
 
 from __future__ import annotations
@@ -17,25 +16,22 @@ from __future__ import annotations
 import bisect
 import hashlib
 from array import array
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 import regex
 
 from ingest.search.filters import NO_FILTER, MessageFilter
 from ingest.search.logs.roomlog import RoomLog
-from ingest.types import RoomID
 
 __all__ = [
     "EVERYONE",
     "LogQuery",
     "RoomLogs",
-    "RoomRead",
     "RoomView",
     "ShownIds",
     "Visibility",
-    "read_room",
 ]
 
 
@@ -120,43 +116,3 @@ class RoomLogs:
     shown: ShownIds | frozenset[str] = frozenset()
     depth: int = 0  # hits earlier pages showed
     pattern: regex.Pattern[str] | None = None  # the /regex/, compiled within the bot's bounds
-
-
-V = TypeVar("V")
-
-
-@dataclass(frozen=True)
-class RoomRead(Generic[V]):
-    """A room's log read for a `!search`, and the writer's marks taken before it.
-
-    The two ordering rules of a search are this record's order: `read_room` takes the marks
-    *before* it reads the log (a log read after them reaches back to them, and so stands in for
-    the revalidation's tail read: rule 15), and the room's audience can be asked only from a
-    read, so *after* it (the read drops a kept audience on a state event the dispatcher may not
-    have seen: rule 14).
-    """
-
-    marks: Mapping[str, str]
-    log: RoomLog
-    _audience: Callable[[RoomID], Awaitable[V]]
-
-    async def audience(self) -> V:
-        """Who reads the reply in the room (`bot.chat.visibility`), asked now, after the read."""
-        return await self._audience(self.log.room_id)
-
-
-class Marker(Protocol):
-    """What takes the writer's marks (`Searcher.marks`)."""
-
-    async def marks(self) -> dict[str, str]: ...
-
-
-async def read_room(
-    searcher: Marker,
-    room_id: RoomID,
-    read_log: Callable[[RoomID], Awaitable[RoomLog]],
-    audience: Callable[[RoomID], Awaitable[V]],
-) -> RoomRead[V]:
-    """The writer's marks, then the room's log (`RoomRead`: the audience comes after)."""
-    marks = await searcher.marks()
-    return RoomRead(marks, await read_log(room_id), audience)

@@ -1,16 +1,28 @@
-"""How often one `!search` calls from the read path back into bot objects (issue 38: at most 4).
+"""How often one `!search` calls from `ingest` back into bot code (issue 38: at most 4; issue 45:
+every call counted, 1).
 
-Every bot object in the request the bot hands `Searcher.search` (found by walking the request's
-records, lists and mappings: a value of a class defined under `bot.`) is wrapped in a proxy
-that counts each attribute the read path reads of it, a method call included. Today a room's
-search hands the read path values of its own but the room's audience (rule 14 is the bot's),
-asked once a room (`Visibility.seen`): 1 call, where the read path once made one a message.
+Every call whose caller is code under `ingest/` and whose callee is code under `bot/` is counted,
+in the event loop's thread and in the worker threads the read path folds in (`asyncio.to_thread`),
+by a profile hook (`sys.setprofile`): a callable handed over, a protocol's method, a callback a
+cache makes, each counted once a call. Before issue 45 a search made 4 such calls (this test
+counted 1, inside `Searcher.search`): `read_room` called the bot's log read
+(`RoomReads.read_log`) and its audience (`Replier.audience`), the room log's cache told the bot
+its read passed a state change (`Audiences.drop`, its `on_state`), and the read path asked the
+room's audience (`Audience.seen`). The bot now reads the log, the writer's marks and the
+audience itself (`bot.chat.reads`) and hands the read path values; the cache says a state change
+as a value (`Latest.state_passed`). What is left is rule 14's, the bot's: the room's audience,
+asked once a room for the stamps the read path judges (`Visibility.seen`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import asyncio
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -29,47 +41,42 @@ from tests.ingest.search.test_query import store as store  # the embedded store 
 ALICE = f"@alice:{SERVER}"
 MAX_CALLS = 4  # issue 38's bound
 
+ROOT = Path(__file__).resolve().parents[3]
+BOT, INGEST = f"{ROOT / 'bot'}/", f"{ROOT / 'ingest'}/"
+
 MakeBot = Callable[..., FastBot]
 
 
-class Counting:
-    """A bot object as the read path sees it: every attribute read is noted in `calls`."""
-
-    def __init__(self, target: object, calls: list[str]) -> None:
-        object.__setattr__(self, "_target", target)
-        object.__setattr__(self, "_calls", calls)
-
-    def __getattr__(self, name: str) -> Any:
-        target = object.__getattribute__(self, "_target")
-        object.__getattribute__(self, "_calls").append(f"{type(target).__name__}.{name}")
-        return getattr(target, name)
-
-
-def counted(value: Any, calls: list[str]) -> Any:
-    """`value` with every bot object inside it wrapped in a `Counting` proxy."""
-    if type(value).__module__.split(".")[0] == "bot":
-        return Counting(value, calls)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [f.name for f in dataclasses.fields(value) if f.init]
-        return dataclasses.replace(value, **{f: counted(getattr(value, f), calls) for f in fields})
-    if isinstance(value, list | tuple):
-        return type(value)(counted(v, calls) for v in value)
-    if isinstance(value, Mapping):
-        return {k: counted(v, calls) for k, v in value.items()}
-    return value
-
-
-def counting_searches(searcher: Searcher, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every call the read path makes into bot objects, searches after this one included."""
+@contextmanager
+def calls_into_the_bot(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every call from code under `ingest/` into code under `bot/` while the block runs, by the
+    callee's qualified name, in this thread and in the loop's worker threads."""
     calls: list[str] = []
-    search = searcher.search
+    frames: list[FrameType] = []  # the counted frames, kept alive: an id is never reused
+    counted: set[int] = set()
 
-    async def counting(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(counted(a, calls) for a in args)
-        return await search(*args, **{k: counted(v, calls) for k, v in kwargs.items()})
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call" or id(frame) in counted:  # a coroutine resumed: its first call only
+            return
+        caller = frame.f_back
+        if (
+            caller is not None
+            and frame.f_code.co_filename.startswith(BOT)
+            and caller.f_code.co_filename.startswith(INGEST)
+        ):
+            counted.add(id(frame))
+            frames.append(frame)
+            calls.append(frame.f_code.co_qualname)
 
-    monkeypatch.setattr(searcher, "search", counting)
-    return calls
+    loop = asyncio.get_running_loop()
+    workers = ThreadPoolExecutor(initializer=sys.setprofile, initargs=(profile,))
+    monkeypatch.setattr(loop, "_default_executor", workers)  # `asyncio.to_thread`'s threads
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(None)
+        workers.shutdown(wait=False)
 
 
 async def test_one_search_calls_into_the_bot_at_most_four_times(
@@ -79,9 +86,9 @@ async def test_one_search_calls_into_the_bot_at_most_four_times(
     room = bot.rooms.create_room(ALICE, visibility="joined")
     for i in range(30):
         bot.rooms.say(room, ALICE, f"the giraffe plan, step {i}")
-    calls = counting_searches(bot.handler.searching.searcher, monkeypatch)
 
-    reply = await bot.reply(room, ALICE, "!search giraffe")
+    with calls_into_the_bot(monkeypatch) as calls:
+        reply = await bot.reply(room, ALICE, "!search giraffe")
 
     assert "5 results for “giraffe”" in str(reply["body"])  # found in the room's log
     assert calls == ["Audience.seen"]  # the room's readers, asked once for 30 messages

@@ -1,5 +1,4 @@
-"""The two ordering rules of a `!search` (`ingest.search.logs.request.read_room`), as the
-code's order.
+"""The two ordering rules of a `!search` (`bot.chat.reads.read_room`), as the code's order.
 
 Rule 15: the writer's marks are taken *before* the room's log is read (a log read after them
 reaches back to them and stands in for the revalidation's tail read). Rule 14: the room's
@@ -9,8 +8,8 @@ dispatcher may not have seen). A recording fake of each part: pure, no homeserve
 
 from __future__ import annotations
 
+from bot.chat.reads import read_room
 from bot.chat.visibility import ANYONE, Audience
-from ingest.search.logs.request import read_room
 from ingest.search.logs.roomlog import RoomLog
 from ingest.types import RoomID
 
