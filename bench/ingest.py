@@ -49,8 +49,8 @@ from bench.harness.synapse import SynapseBench
 from ingest.config import ChunkerConfig, Config, default_local_model
 from ingest.embed import Embedder
 from ingest.embed.minilm import MAX_BATCH_TOKENS
-from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
+from ingest.matrix.export import ExportReader
 from ingest.store import open_store
 from ingest.store.space import allocated_bytes
 

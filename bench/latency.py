@@ -61,8 +61,8 @@ from bench.harness.embedders import embedder_for
 from bench.harness.irc import ROOM, held_out_texts, messages
 from bench.harness.latency_e2e import end_to_end
 from ingest.embed import DelegatingEmbedder, Embedder
-from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
+from ingest.matrix.export import ExportReader
 from ingest.rules import lexical
 from ingest.search import Searcher, SearchSettings
 from ingest.search.query import SearchQuery

@@ -19,9 +19,9 @@ import yaml
 
 from ingest.config import Config, parse_config
 from ingest.embed import Embedder
-from ingest.index.export import ExportReader
 from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport
+from ingest.matrix.export import ExportReader
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
 from ingest.search.query import SearchQuery

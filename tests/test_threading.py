@@ -15,7 +15,7 @@ ADAPTERS = ("ingest/store/", "ingest/embed/")
 
 # path → (calls allowed, why it is not a store or embedder call)
 EXCEPTIONS: dict[str, tuple[int, str]] = {
-    "ingest/index/export.py": (
+    "ingest/matrix/export.py": (
         2,
         "the export file is a room source of its own: its scan and pages",
     ),

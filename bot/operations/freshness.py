@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingest.errors import MatrixBadPaging
-from ingest.index.export import exported_rooms
 from ingest.index.facts import StoreFacts
-from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX, REFUSED_PREFIX
+from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX, REFUSED_PREFIX, exported_rooms
 from ingest.matrix import MatrixReader
 from ingest.matrix.rooms import RoomCache
 from ingest.search.hits import Behind

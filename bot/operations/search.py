@@ -30,8 +30,7 @@ from bot.service import wiring
 from bot.service.http_api.wire import filter_fields
 from ingest.embed import Embedder
 from ingest.errors import MatrixUnavailable, MuninnError, QueryError, StoreUnavailable
-from ingest.index.export import exported_rooms
-from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX
+from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX, exported_rooms
 from ingest.matrix import MatrixReader, Retry
 from ingest.matrix.rooms import RoomCache
 from ingest.search.filters import HAS_KINDS, MessageFilter

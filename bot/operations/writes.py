@@ -24,17 +24,15 @@ from bot.operations.progress import Whereabouts, progress_display
 from bot.service import wiring
 from ingest.embed import make_embedder
 from ingest.errors import MatrixError, QueryError, StoreUnavailable
-from ingest.index.export import (
-    ExportReader,
-    export_record,
-)
 from ingest.index.facts import read_facts
 from ingest.index.records import (
     EXPORT_PREFIX,
+    export_record,
 )
 from ingest.index.refresh import Writer
 from ingest.index.reports import RefreshReport, RoomReport
 from ingest.matrix import MatrixReader
+from ingest.matrix.export import ExportReader
 from ingest.rules.events import normalize
 from ingest.store import AsyncStore, open_async
 from ingest.types import Message, RoomID

@@ -1,2 +1,2 @@
 """The one writer: a room's events become windows, points and the records beside them (refresh,
-generations, pages, windows, chunker, export)."""
+generations, pages, windows, chunker, points, tombstones, records)."""

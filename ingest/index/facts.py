@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest.index.export import exported_rooms
 from ingest.index.records import (
     COMPAT_KEY,
     CURSOR_PREFIX,
     EXPORT_PREFIX,
     REFUSED_PREFIX,
     RETRY_PREFIX,
+    exported_rooms,
 )
 from ingest.store import Collection, PointFilter, Store
 from ingest.store.contract import DAMAGED

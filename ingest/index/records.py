@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ingest.index.chunker import CHUNKER_VERSION
 from ingest.matrix import ClientEvent
+from ingest.matrix.export import EXPORT_TOKEN_PREFIX
 from ingest.rules.events import normalize
 from ingest.rules.lexical import LEXICAL_VERSION
 from ingest.rules.scrub import SCRUB_VERSION
@@ -145,6 +147,29 @@ def retry_record(
     }
 
 
+def export_record(path: Path) -> dict[str, Any]:
+    """The meta value `muninn import` keeps under `EXPORT_PREFIX + room_id`."""
+    return {"path": str(path.resolve())}
+
+
+def exported_rooms(
+    exports: Mapping[str, Mapping[str, Any]],
+    cursors: Mapping[str, Mapping[str, Any]],
+    *,
+    cursor_prefix: str,
+) -> dict[RoomID, Path]:
+    """Rooms whose index was built from an export: an export record names the file, and the
+    room's cursor is still the export's (a refresh from the homeserver since replaces it, and
+    then the homeserver is the record again)."""
+    out: dict[RoomID, Path] = {}
+    for key, record in exports.items():
+        room_id = key.removeprefix(EXPORT_PREFIX)
+        token = str((cursors.get(cursor_prefix + room_id) or {}).get("token", ""))
+        if token.startswith(EXPORT_TOKEN_PREFIX) and isinstance(record.get("path"), str):
+            out[RoomID(room_id)] = Path(record["path"])
+    return out
+
+
 def puppet_refusal(
     marker: Mapping[str, Any] | None, is_puppet: Callable[[str], bool]
 ) -> dict[str, Any] | None:
@@ -168,6 +193,8 @@ __all__ = [
     "compatibility",
     "cursor_mark",
     "cursor_record",
+    "export_record",
+    "exported_rooms",
     "puppet_refusal",
     "retry_record",
     "room_tombstones",

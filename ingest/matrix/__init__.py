@@ -10,7 +10,9 @@
 - `timeline` — `Page` and the `/messages`, event and relation reads;
 - `reader` — `MatrixReader`: whoami, joined rooms, `m.direct`, room state, aliases, join/leave;
 - `state` — `room_state_from`, the pure state parser;
-- `registration` — the appservice registration file.
+- `registration` — the appservice registration file;
+- `export` — `ExportReader`: a room export answering the reader's calls as if it were the
+  homeserver (`muninn import`, and the record an imported room's hits are checked against).
 
 Muninn's appservice listener (`bot.service.appservice`) and its event normalisation
 (`ingest.rules.events`)

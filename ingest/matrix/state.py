@@ -1,8 +1,7 @@
 """A `/rooms/{id}/state` answer reduced to a `RoomState` (pure; no I/O).
 
 Scope decides on the result (`ingest.rules.scope`); the reader (`ingest.matrix.reader`) and the
-export
-reader (`ingest.index.export`) build it from what they fetched or read.
+export reader (`ingest.matrix.export`) build it from what they fetched or read.
 """
 
 from __future__ import annotations

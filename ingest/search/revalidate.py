@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ingest.errors import MatrixError, MatrixUnavailable
-from ingest.index.export import ExportError, ExportReader
 from ingest.matrix import ClientEvent, Page, content_of
+from ingest.matrix.export import ExportError, ExportReader
 from ingest.matrix.rooms import RoomCache
 from ingest.rules.scope import RoomScope
 from ingest.search.hits import WindowPayload, cited_events
@@ -285,7 +285,7 @@ class LiveCheck:
 class SourcedCheck:
     """Each room's windows revalidated against the record the room was built from.
 
-    `exports` maps a room indexed by `muninn import` (`ingest.index.export.exported_rooms`) to a
+    `exports` maps a room indexed by `muninn import` (`ingest.index.records.exported_rooms`) to a
     factory of its export's `LiveCheck`, loaded on the room's first hit; every other room asks
     `homeserver`. A homeserver that does not answer raises `MatrixUnavailable` naming the room
     and the cause: the caller fails, and no hit is shown unconfirmed.

@@ -12,8 +12,8 @@ import yaml
 
 from bot.chat.replies.budget import plural
 from bot.demo.synapse import free_port
-from ingest.index.export import ExportError, ExportReader, exported_rooms, load_export
-from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX
+from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX, exported_rooms
+from ingest.matrix.export import ExportError, ExportReader, load_export
 from ingest.search import Searcher
 from ingest.search.query import SearchQuery
 from ingest.store import open_store

@@ -1,4 +1,5 @@
-"""A room export read as if it were the homeserver: the source of `muninn import`.
+"""`ingest.matrix.export`: a room export read as if it were the homeserver, the source of
+`muninn import` (and what the read path checks an imported room's hits against, rule 15).
 
 Two formats: Element's JSON export (`{"room_name", …, "messages": [raw events]}`) and JSONL with
 one raw Matrix event a line. `ExportReader` offers the calls the writer makes of the reader
@@ -8,6 +9,8 @@ through exactly the same scope rules, normalisation, scrub, windows and store as
 What an export cannot tell: Element writes only the events it renders, so `m.bridge` state and
 `m.direct` account data are usually missing. Scope therefore also refuses an export in which any
 membership ever carried `is_direct`, and treats every sender as a member for the puppet check.
+The meta record an import leaves (`export:<room id>`) and which rooms are still built from their
+export are the writer's records, `ingest.index.records`.
 """
 
 from __future__ import annotations
@@ -18,20 +21,22 @@ import dataclasses
 import json
 import re
 from array import array
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, cast, overload
 
 from mautrix.types import EventType
 
 from ingest.errors import MuninnError
-from ingest.index.records import EXPORT_PREFIX
-from ingest.matrix import ClientEvent, Page, as_event, content_of, relation_of, room_state_from
+from ingest.event import ClientEvent, as_event, content_of, relation_of
 from ingest.matrix.membership import was_direct
+from ingest.matrix.state import room_state_from
+from ingest.matrix.timeline import Page
 from ingest.types import RoomID, RoomState, UserID
 
-JSONDict = dict[str, Any]
-_TOKEN_PREFIX = "import:"
+# A position in an export as a walk's token: `import:<index of the next event>`. A room whose
+# cursor holds one is still built from its export (`ingest.index.records.exported_rooms`).
+EXPORT_TOKEN_PREFIX = "import:"
 
 
 class ExportError(MuninnError):
@@ -319,7 +324,9 @@ class ExportReader:
             end = min(i + page_size, len(self.events))
             raw = await asyncio.to_thread(self.events.__getitem__, slice(i, end))
             page = [self._served(e) for e in raw]
-            yield Page(events=page, start=f"{_TOKEN_PREFIX}{i}", end=f"{_TOKEN_PREFIX}{end}")
+            yield Page(
+                events=page, start=f"{EXPORT_TOKEN_PREFIX}{i}", end=f"{EXPORT_TOKEN_PREFIX}{end}"
+            )
 
     async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
         i = self._by_id.get(event_id)
@@ -353,33 +360,10 @@ class ExportReader:
         return event
 
 
-def export_record(path: Path) -> JSONDict:
-    """The meta value `muninn import` keeps under `EXPORT_PREFIX + room_id`."""
-    return {"path": str(path.resolve())}
-
-
-def exported_rooms(
-    exports: Mapping[str, Mapping[str, Any]],
-    cursors: Mapping[str, Mapping[str, Any]],
-    *,
-    cursor_prefix: str,
-) -> dict[RoomID, Path]:
-    """Rooms whose index was built from an export: an export record names the file, and the
-    room's cursor is still the export's (a refresh from the homeserver since replaces it, and
-    then the homeserver is the record again)."""
-    out: dict[RoomID, Path] = {}
-    for key, record in exports.items():
-        room_id = key.removeprefix(EXPORT_PREFIX)
-        token = str((cursors.get(cursor_prefix + room_id) or {}).get("token", ""))
-        if token.startswith(_TOKEN_PREFIX) and isinstance(record.get("path"), str):
-            out[RoomID(room_id)] = Path(record["path"])
-    return out
-
-
 def _position(token: str | None) -> int:
     if token is None:
         return 0
-    digits = token.removeprefix(_TOKEN_PREFIX)
+    digits = token.removeprefix(EXPORT_TOKEN_PREFIX)
     if digits == token or not (digits.isascii() and digits.isdigit() and len(digits) < 19):
         # A homeserver's token: this room was refreshed before; walk the file from its start
         # (events already held are recognised by id and cost no embedding).
