@@ -67,7 +67,7 @@ def session_options() -> ort.SessionOptions:
     time, and no spinning."""
     options = ort.SessionOptions()
     # Every core even for the pair's two models running at once: half the cores each was
-    # slower on the shared 2-core host (bench/RESULTS.md §12).
+    # slower on the shared 2-core host (bench/RESULTS.md §14; the lever in §16).
     options.intra_op_num_threads = cores()
     options.inter_op_num_threads = 1
     # Idle intra-op threads spin by default, burning a core after every run: on a small host

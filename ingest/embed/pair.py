@@ -72,7 +72,7 @@ class PairEmbedder:
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         # Both at once: onnxruntime releases the GIL, and a run's threads leave gaps the other
-        # model's fill (bench/RESULTS.md §12).
+        # model's fill (bench/RESULTS.md §14).
         a, b = await asyncio.gather(
             self.first.embed_documents(texts), self.second.embed_documents(texts)
         )

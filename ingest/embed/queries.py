@@ -32,7 +32,7 @@ Run = Callable[[list[str]], Awaitable[list[list[float]]]]
 
 # Questions of a batch pad to its longest: one of 40 tokens among seven of 8 triples the work,
 # and a question's run has little fixed cost to save (8 questions of one length in a batch:
-# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §12).
+# MiniLM 1.6x faster than 8 runs, e5 even; of mixed lengths both slower, bench/RESULTS.md §14).
 # So a batch of questions holds at most this many times its own tokens once padded.
 QUERY_PADDING = 1.25
 

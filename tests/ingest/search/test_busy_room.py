@@ -67,7 +67,7 @@ async def test_the_quoted_line_of_the_answers_window_is_the_answer(
     small word ("can") with the question, for every question asked in other words but one: a
     question line holding every word of the question ("has anyone seen the storage cupboard
     key?") is quoted before its reply (the lever that quotes the reply lost on molweni-dev,
-    bench/RESULTS.md §15)."""
+    bench/RESULTS.md §16)."""
     agent = await busy.searcher.search(SearchQuery.build([question], limit=20))
     [hit] = [h for h in agent.hits if any(answer in str(m["body"]) for m in h.messages)]
     assert len(hit.messages) >= 5 and len({m["sender"] for m in hit.messages}) >= 5
