@@ -233,6 +233,9 @@ def levers() -> dict[str, Fit]:
     out["v5: MiniLM's rank read in every language"] = ranked(
         Ranker(PRODUCT, english_only=False), FLOOR_COST
     )
+    out["replaced: a person's pages, close by the match model alone (before 7 Dec)"] = ranked(
+        Ranker(PRODUCT, ranked_floor=False), FLOOR_COST, "first"
+    )
     out["product: ranker v7 + floor labels (the agents' list)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST
     )

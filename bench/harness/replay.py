@@ -261,6 +261,11 @@ class Ranker:
     stem: int | None = rank.STEM
     length_cap: float = rank.LENGTH_CAP  # math.inf: ranker v4's uncapped `length`
     english_only: bool = True  # False: ranker v5, MiniLM's rank read in every language
+    # a close match's ranker probability reaches the floor too (`RankModel.ranked_floor`)
+    ranked_floor: bool = True
+    # a text no candidate holds a word of: this bar (None: the calibrated floor, as the
+    # replay fits one; the product keeps its old one there, `models.PAIR.wordless_floor`)
+    wordless_floor: float | None = None
 
     def features(self, data: Data, qi: int) -> tuple[list[str], np.ndarray]:
         """Question `qi`'s fused pool and its feature rows, as this ranker reads them."""
@@ -299,10 +304,16 @@ class Ranker:
         named = judgment.identifiers(data.questions[qi].text)
         w = data.windows[data.questions[qi].conv]
         said = [[b for _, _, b in w[p]] for p in pool]
-        if not judgment.says_a_word(data.questions[qi].text, said):  # stems alone match no word
+        says = judgment.says_a_word(data.questions[qi].text, said)
+        if not says:  # stems alone match no word
             m = _apply(np.asarray([judgment.stems_unmatched(r) for r in x]), model.match)
+        worded = says and bool((x[:, rank.FEATURES.index("best_message")] > 0).any())
+        if not worded and self.wordless_floor is not None:
+            floor = self.wordless_floor
         ok = [
-            m[i] >= floor and judgment.holds_all([b for _, _, b in w[pool[i]]], named)
+            m[i] >= floor
+            and (not self.ranked_floor or p[i] >= floor)
+            and judgment.holds_all([b for _, _, b in w[pool[i]]], named)
             for i in order
         ]
         close = [pool[i] for i, good in zip(order, ok, strict=True) if good]

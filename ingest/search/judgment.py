@@ -73,6 +73,7 @@ def rerank(
     floor: float = FLOOR,
     wordless_floor: float | None = None,
     made_up: Collection[str] | None = None,
+    ranked_floor: bool = False,
 ) -> Judgment:
     """The pool ordered by the ranker's probability, best first (ties keep the pool's fused
     order), each window judged close or not by the `match` model; nothing when every text of
@@ -88,6 +89,8 @@ def rerank(
     ranker puts first held them. A wordless text is nonsense when it is in `made_up` (near the
     embedder's made-up words, `RankModel.made_up`) or, for an embedder without that direction
     (`made_up` None), when no candidate reaches its bar: only such a query answers nothing.
+    With `ranked_floor`, a close window's ranker probability reaches the bar too: a hit
+    listed near zero is never labelled close (`RankModel.ranked_floor`).
     """
     best = dict.fromkeys(pool, 0.0)
     worded: set[str] = set()  # holding some of a text's content words (`best_message` > 0)
@@ -107,12 +110,17 @@ def rerank(
         bar = floor if not wordless or wordless_floor is None else wordless_floor
         matched = False
         for pid, row in zip(pool, rows, strict=True):
-            best[pid] = max(best[pid], probability(row, coefficients))
+            score = probability(row, coefficients)
+            best[pid] = max(best[pid], score)
             if row[FEATURES.index("best_message")] > 0:
                 worded.add(pid)
             # A wordless text's stem matches are no words matched for the close label either.
             judged = stems_unmatched(row) if wordless else row
-            if probability(judged, match) >= bar and holds_all(bodies[pid], named):
+            if (
+                probability(judged, match) >= bar
+                and (not ranked_floor or score >= bar)
+                and holds_all(bodies[pid], named)
+            ):
                 close.add(pid)
                 matched = True
         if made_up is None:

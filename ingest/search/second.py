@@ -80,6 +80,7 @@ class SecondStage:
             floor=floor,
             wordless_floor=wordless,
             made_up=None if made_up is None else {text_key(t) for t in made_up},
+            ranked_floor=model.ranked_floor,
         )
 
     def _model(self) -> RankModel:
