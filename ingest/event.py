@@ -6,9 +6,9 @@ own): what the timeline, a state read, an appservice push or `/sync` hands on is
 chat code never hold a `dict[str, Any]`. Every key may be absent (a redacted event has no
 content; a message no `state_key`), and what the event's sender wrote is still unchecked: its
 values are `object` until a rule has looked at them (`ingest.rules.events.normalize`,
-`bot.chat.incoming`). `content_of`, `relation_of` and `bundled_edit` are the one read of
-`content`, `m.relates_to` and `unsigned.m.relations`; `events_in` and `as_event` the one step
-from the homeserver's JSON to the view.
+`bot.chat.commands.incoming`). `content_of`, `relation_of` and `bundled_edit` are the one read
+of `content`, `m.relates_to` and `unsigned.m.relations`; `events_in` and `as_event` the one
+step from the homeserver's JSON to the view.
 
 It sits at the root of `ingest`, beside `types`, because the pure rules under the Matrix layer
 (`ingest.rules`) take it too. So do Matrix's names that mautrix has no constant for; mautrix's

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.chat.incoming import Incoming
+from bot.chat.commands.incoming import Incoming
 from bot.chat.replying import Replier
 from bot.chat.visibility import Audience
 from bot.demo.homeserver import service_config, service_doc

@@ -4,7 +4,7 @@ edge. The read path and the chat code take `ClientEvent`s, `CitedMessage`s, `Tom
 The count is the one the issue names: annotations of `Mapping`/`dict[str, Any | object]` and
 the local aliases of `dict[str, Any]` (`JSONDict`, `JSON`) in `ingest/search/` and the bot's chat
 modules. It was 81 before the event views (`ingest/event.py`), `filters.Said`,
-`html.Mentions` and the typed `ReplyContent` send.
+`content.Mentions` and the typed `ReplyContent` send.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the room (not joined, DM, or refused by scope: silent, never read) → the comma
 (not a DM, asker on the allow-list) → parse (an unknown `!word` gets a reply only in the command
 room; a usage error always does) → already answered (in memory, or the bot's own reply in the
 room log) → per-asker rate limit (one polite notice) → the command.
-The first two checks and the rate limit's count are `bot.chat.incoming`'s.
+The first two checks and the rate limit's count are `bot.chat.commands.incoming`'s.
 
 A homeserver read that fails past the request layer's retries (a 5xx, an answer of the wrong
 shape, a pagination that would not end) once the command is admitted is answered with
@@ -46,6 +46,7 @@ from bot.chat.commands.grammar import (
     help_text,
     parse_command,
 )
+from bot.chat.commands.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming
 from bot.chat.commands.records import (
     Command,
     HelpCommand,
@@ -56,7 +57,6 @@ from bot.chat.commands.records import (
     UsageError,
 )
 from bot.chat.commands.spec import CommandSpec
-from bot.chat.incoming import MAX_COMMAND_AGE_MS, BoundedSeen, Incoming
 from bot.chat.metrics import ChatMetrics
 from bot.chat.pins import BoardReader, PinActions
 from bot.chat.ports import HomeserverParts
@@ -199,7 +199,8 @@ class CommandHandler:
         return event_id in self._handled
 
     async def handle(self, msg: Incoming) -> None:
-        """Answer a command candidate as read on receipt (`bot.chat.incoming.received`)."""
+        """Answer a command candidate as read on receipt
+        (`bot.chat.commands.incoming.received`)."""
         if msg.event_id in self._handled:
             return
         if self._clock_ms() - msg.ts > MAX_COMMAND_AGE_MS:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
 
 import regex
 
@@ -23,13 +22,10 @@ from ingest.search.permalink import permalink
 __all__ = [
     "WORD_JOINER",
     "Excerpt",
-    "Mentions",
-    "NoMentions",
     "escape",
     "excerpt",
     "help_html",
     "neutralise_mentions",
-    "no_mentions",
     "permalink",
     "quoted",
     "reply_line",
@@ -97,7 +93,8 @@ def neutralise_mentions(text: str) -> str:
 
     `@room` becomes `@\u2060room` (the `.m.rule.roomnotif` body match no longer fires), and mxids
     stop being linkified into pills or `matrix.to` user links. Idempotent. Display-name mentions
-    cannot be broken in text; send replies with `no_mentions()` for those.
+    cannot be broken in text; every reply carries an empty `m.mentions` for those
+    (`bot.chat.content.no_mentions`).
     """
     return _MENTION_AT.sub("@" + WORD_JOINER, text)
 
@@ -125,24 +122,6 @@ def safe_html(text: str) -> str:
     """User text for a reply's `formatted_body`: one line, escaped, neutralised, in `<bdi>`
     (a right-to-left name does not pull the reply's own text after it around)."""
     return f"<bdi>{neutralise_mentions(escape(reply_line(text)))}</bdi>"
-
-
-# `m.mentions` (MSC3952): whom an event mentions; an empty one mentions nobody.
-class Mentions(TypedDict, total=False):
-    user_ids: list[str]
-    room: bool
-
-
-NoMentions = TypedDict("NoMentions", {"m.mentions": Mentions})
-
-
-def no_mentions() -> NoMentions:
-    """Content fragment for every reply: an empty `m.mentions` mentions nobody.
-
-    With `m.mentions` present, homeservers skip the legacy body-matching push rules (display
-    name, user name, `@room`; MSC3952), which is the only defence against display-name pings.
-    """
-    return {"m.mentions": {}}
 
 
 @dataclass(frozen=True)

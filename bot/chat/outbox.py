@@ -26,8 +26,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from bot.chat.incoming import MAX_COMMAND_AGE_MS
-from bot.chat.replies.budget import ReplyContent
+from bot.chat.commands.incoming import MAX_COMMAND_AGE_MS
+from bot.chat.content import ReplyContent
 from ingest.errors import MatrixUnavailable
 
 __all__ = ["Outbox", "Pending"]

@@ -42,7 +42,7 @@ from ingest.search.permalink import cited_events, permalink
 from ingest.types import RoomID
 
 if TYPE_CHECKING:
-    from bot.chat.incoming import Incoming
+    from bot.chat.commands.incoming import Incoming
 
 __all__ = ["BoardReader", "PinActions", "markers", "pin_target"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.chat.replies.budget import ReplyContent
+from bot.chat.content import ReplyContent
 from ingest.matrix import ClientEvent
 from ingest.search.logs.recent import RoomLogSource
 from ingest.types import EventID, RoomAlias, RoomID

@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from bot.chat.command_room import CommandRoomVerdict
-from bot.chat.incoming import Incoming, RateLimit
+from bot.chat.commands.incoming import Incoming, RateLimit
+from bot.chat.content import ReplyContent
 from bot.chat.metrics import ChatMetrics
 from bot.chat.outbox import Outbox, Pending
 from bot.chat.ports import RoomStates, Sender
 from bot.chat.reads import LogReader
-from bot.chat.replies import ReplyContent, text_reply
+from bot.chat.replies import text_reply
 from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable

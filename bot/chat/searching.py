@@ -1,4 +1,4 @@
-"""`!search` and `!more`: read the room's log, look up (`fused_search`), reply.
+"""`!search` and `!more`: read the room's log, look up (`fused_search`), reply; `!more`'s pages.
 
 The search's own order: the writer's marks before the logs are read (they reach back to them),
 the audience after the room's log (its read drops a stale one: `read_room`), the re-check just
@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 import regex
 
+from bot.chat.commands.incoming import Incoming
 from bot.chat.commands.patterns import compile_off_loop, refused_timeouts
 from bot.chat.commands.records import SearchCommand
-from bot.chat.incoming import Incoming
 from bot.chat.metrics import ChatMetrics
-from bot.chat.paging import Page, Pages, ShownIds
 from bot.chat.reads import LogReader, read_room
 from bot.chat.replies import SearchView, search_reply
 from bot.chat.replying import Replier, answer_small
@@ -33,13 +33,85 @@ from ingest.index.records import Tombstone
 from ingest.matrix.rooms import RoomCache
 from ingest.search import Searcher
 from ingest.search.hits import SearchResult
-from ingest.search.logs.request import LogQuery, RoomLogs, RoomView
+from ingest.search.logs.request import LogQuery, RoomLogs, RoomView, ShownIds
 from ingest.search.query import MAX_OFFSET, SearchQuery
 from ingest.types import RoomID
 
-__all__ = ["SearchActions", "fused_search", "tombstones"]
+__all__ = [
+    "MAX_PAGES",
+    "PAGE_TTL_MS",
+    "Page",
+    "Pages",
+    "SearchActions",
+    "ShownIds",
+    "fused_search",
+    "tombstones",
+]
 
 log = logging.getLogger("muninn.chat")
+
+MAX_PAGES = 1000
+PAGE_TTL_MS = 10 * 60_000
+
+
+Key = tuple[str, str, str | None]  # asker, room, thread root
+
+
+@dataclass(frozen=True)
+class Page:
+    """Where a search's paging stands: its command, what was shown, and when it expires."""
+
+    command: SearchCommand
+    shown: ShownIds  # event ids of every hit shown so far
+    depth: int  # results (messages) shown so far
+    expires_ms: int
+    ended: bool = False  # the last page was shown: a `!more` says there are no more
+
+
+class Pages:
+    """The pages waiting for a `!more`, per (asker, room, thread); pure state with the clock
+    given.
+
+    A page remembers the command it pages and the event ids every earlier page showed, so the
+    next page never repeats a hit (it is searched again, revalidated and cut to the room's
+    audience now, as every reply is: docs/ARCHITECTURE.md §3 rules 14, 15). What is kept is
+    capped (`MAX_PAGES` askers' searches, least recently used out first) and expires after
+    `PAGE_TTL_MS`: paging state is a convenience, never a second copy of the room.
+    """
+
+    def __init__(self, max_pages: int = MAX_PAGES, ttl_ms: int = PAGE_TTL_MS) -> None:
+        self._pages: OrderedDict[Key, Page] = OrderedDict()
+        self._max = max_pages
+        self._ttl = ttl_ms
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def remember(
+        self,
+        key: Key,
+        command: SearchCommand,
+        shown: ShownIds,
+        depth: int,
+        now_ms: int,
+        more: bool,
+    ) -> None:
+        """After a page: keep it for a `!more`; after the last, only that it ended (no ids)."""
+        self._pages.pop(key, None)
+        kept = shown if more else ShownIds()
+        self._pages[key] = Page(command, kept, depth, now_ms + self._ttl, ended=not more)
+        while len(self._pages) > self._max:
+            self._pages.popitem(last=False)
+
+    def take(self, key: Key, now_ms: int) -> Page | None:
+        """The page waiting for this asker here, unless none or expired (an ended search stays
+        ended until it expires)."""
+        page = self._pages.pop(key, None)
+        if page is None or page.expires_ms < now_ms:
+            return None
+        if page.ended:
+            self._pages[key] = page
+        return page
 
 
 @dataclass(eq=False)

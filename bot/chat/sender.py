@@ -15,7 +15,7 @@ from typing import Any
 
 from mautrix.types import EventType, MessageType
 
-from bot.chat.replies.budget import ReplyContent
+from bot.chat.content import ReplyContent
 from ingest.errors import MatrixError, MatrixForbidden, MatrixNotFound
 from ingest.matrix import ClientEvent, MatrixReader, Path, endpoint, events_in
 from ingest.types import EventID, RoomID

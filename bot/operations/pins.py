@@ -7,7 +7,7 @@ import functools
 from bot.chat.commands.records import PinsCommand
 from bot.chat.pins import BoardReader
 from bot.chat.reads import LogReader, RoomRefused
-from bot.chat.replies import PinsView, ReplyTo, pins_reply
+from bot.chat.replies import PinsView, pins_text
 from bot.chat.visibility import ANYONE
 from bot.config import ServiceConfig
 from bot.operations.common import (
@@ -31,7 +31,7 @@ async def pins(cfg: ServiceConfig, *, room: str, as_json: bool) -> int:
     if as_json:
         print_json(view.as_json())
     else:
-        print(pins_reply(ReplyTo(view.room_id, "", None), view, filtered=False)["body"])
+        print(pins_text(view))
     return 0
 
 

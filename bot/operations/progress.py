@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from bot.chat.replies.budget import plural
+from bot.chat.replies.words import plural
 from ingest.index.refresh import Progress as Shown
 from ingest.index.refresh import Tick
 

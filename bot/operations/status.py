@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.chat.command_room import CommandRoomPolicy
-from bot.chat.replies.budget import plural
+from bot.chat.replies.words import plural
 from bot.config import ServiceConfig
 from bot.operations.common import HELD, cli_reader, print_json, resolve_room, service_token
 from bot.service import wiring

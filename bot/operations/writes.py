@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.chat.commands.dates import shown
-from bot.chat.replies.budget import plural
+from bot.chat.replies.words import plural
 from bot.config import ServiceConfig
 from bot.operations.common import (
     HELD,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from aiohttp import web
 
-from bot.chat.incoming import BoundedSeen
+from bot.chat.commands.incoming import BoundedSeen
 from bot.service.limits import serve_capped
 from ingest.matrix import ClientEvent, events_in
 

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from bot.chat.command_room import CommandRoomPolicy
+from bot.chat.commands.incoming import Incoming
 from bot.chat.handlers import CommandHandler
-from bot.chat.incoming import Incoming
 from bot.chat.ports import HomeserverParts
 from bot.chat.sender import BotClient
 from bot.config import ServiceConfig

@@ -1,8 +1,8 @@
 """The event path of `muninn run`: each event read once on receipt, then dispatched in order.
 
 `accept` is the live stream's sink (appservice pushes, the `/sync` loop): it reads each event
-of a batch once (`bot.chat.incoming.received`: the command in it, its `received` time stamped
-now) and queues the batch, or answers False when the queue is full (the caller retries).
+of a batch once (`bot.chat.commands.incoming.received`: the command in it, its `received` time
+stamped now) and queues the batch, or answers False when the queue is full (the caller retries).
 `run`, the one dispatcher task, takes the batches off in order and for each event
 - drops cached room state on any state event, and hands the bot's own membership to
   `own_membership` (invites); the bot's own join (the roster's) wakes its room's refresh at
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from mautrix.types import EventType
 
+from bot.chat.commands.incoming import Received, received
 from bot.chat.handlers import CommandHandler
-from bot.chat.incoming import Received, received
 from bot.service.inflight import CommandPool, Countdown
 from bot.service.scheduler import RefreshScheduler
 from ingest.errors import ConfigError, MatrixError

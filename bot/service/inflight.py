@@ -1,13 +1,12 @@
 """Commands in flight: a bounded number run at once, each under its own deadline.
 
-The service's one event loop hands each command, as read on receipt (`bot.chat.incoming.Incoming`,
-its `received` time stamped then), to `CommandPool.submit`, which waits
-for a free slot (so a burst backs up into the event queue, and a full queue answers 503 to the
-homeserver) and then runs the command as its own task. A command still running at its deadline
-is cancelled and `on_timeout` answers it briefly: a slow command never holds the others, and
-never ends in silence. `done` callbacks let the caller count a batch as handled only once
-every command it started has finished.
-"""
+The service's one event loop hands each command, as read on receipt
+(`bot.chat.commands.incoming.Incoming`, its `received` time stamped then), to
+`CommandPool.submit`, which waits for a free slot (so a burst backs up into the event queue, and
+a full queue answers 503 to the homeserver) and then runs the command as its own task. A command
+still running at its deadline is cancelled and `on_timeout` answers it briefly: a slow command
+never holds the others, and never ends in silence. `done` callbacks let the caller count a batch
+as handled only once every command it started has finished."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from bot.chat.incoming import Incoming
+from bot.chat.commands.incoming import Incoming
 from ingest.errors import ConfigError, MatrixError
 
 __all__ = ["CommandPool", "Countdown"]

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.chat.commands.dates import shown
+from bot.chat.commands.incoming import Incoming, Received
 from bot.chat.handlers import CommandHandler
-from bot.chat.incoming import Incoming, Received
 from bot.chat.sender import BotClient
 from bot.config import ServiceConfig
 from bot.service.appservice import AppserviceServer

@@ -16,7 +16,8 @@
 
 The command policy (admission, rate limit, parsing, replies, the reply budget) runs as in
 `muninn run`; `FastBot.ask` reads the event as the service does on receipt
-(`bot.chat.incoming.incoming`), hands the handler the command and returns the replies it sent.
+(`bot.chat.commands.incoming.incoming`), hands the handler the command and returns the replies
+it sent.
 What a test needs of the handler is built into it (`serve_command_room`, `before_recheck`):
 the product has no test hooks.
 Tests of what the homeserver does (delivery, membership, visibility as Synapse serves it) stay
@@ -44,8 +45,8 @@ from mautrix.types import (
     TextMessageEventContent,
 )
 
+from bot.chat.commands.incoming import incoming
 from bot.chat.handlers import CommandHandler
-from bot.chat.incoming import incoming
 from bot.chat.ports import HomeserverParts
 from bot.config import ServiceConfig, parse_config
 from bot.demo.client import reply_content

@@ -1,47 +1,37 @@
-"""What the bot says: `m.notice` contents, plain `body` and HTML `formatted_body` (rule 16).
+"""The formatting desk: what the bot says, worded and within the reply budget (rule 16).
 
-Pure: records in, event content out. Every piece of user text (bodies, notes, labels, display
-names, room names, the asker's own query) goes through `bot.chat.html` (`safe_plain`, `safe_html`,
+Pure: records in, event content out (the content's shape, `ReplyTo` and `ReplyContent`, is
+`bot.chat.content`'s). Every piece of user text (bodies, notes, labels, display names, room
+names, the asker's own query) goes through `bot.chat.html` (`safe_plain`, `safe_html`,
 `excerpt`), so quoted text can neither inject HTML nor ping; every content carries an empty
 `m.mentions`. A reply is threaded under the command when the command came from a thread
 (`rel_type: m.thread`, `is_falling_back: true`), and a rich reply to it otherwise.
 
-By job: `budget` (the notice, its relation, `fit_reply` and the budget), `search` (`!search`),
-`pins` (`!pins`).
+By job: `budget` (`fit_reply`, the one owner of a reply's size, and the short replies built
+through it), `search` (`!search`, `!more`), `pins` (`!pins`, and `muninn pins`' text),
+`understood` (how a search says what it understood), `names` (a sender as a reply names them),
+`words` (a time, a count, how far a read looked).
 """
 
-from bot.chat.replies.budget import (
-    NOTE_WIDTH,
-    REPLY_BUDGET,
-    Part,
-    ReplyContent,
-    ReplyTo,
-    content_size,
-    fit_reply,
-    matrix_json,
-    notice,
-    scan_sentence,
-    shorten,
-    text_reply,
-)
-from bot.chat.replies.pins import PinsView, pins_reply
+from bot.chat.replies.budget import REPLY_BUDGET, Part, fit_reply, notice, shorten, text_reply
+from bot.chat.replies.pins import NOTE_WIDTH, PinsView, pins_reply, pins_text
 from bot.chat.replies.search import SearchView, search_reply
+from bot.chat.replies.words import plural, scan_sentence, when
 
 __all__ = [
     "NOTE_WIDTH",
     "REPLY_BUDGET",
     "Part",
     "PinsView",
-    "ReplyContent",
-    "ReplyTo",
     "SearchView",
-    "content_size",
     "fit_reply",
-    "matrix_json",
     "notice",
     "pins_reply",
+    "pins_text",
+    "plural",
     "scan_sentence",
     "search_reply",
     "shorten",
     "text_reply",
+    "when",
 ]

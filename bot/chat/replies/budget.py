@@ -1,120 +1,31 @@
-"""A reply's content and its size: the `m.notice`, its relation to the command, and
-`fit_reply`, the one owner of the reply budget (docs/ARCHITECTURE.md §3 rule 16)."""
+"""The reply budget: `fit_reply`, the one owner of a reply's size (docs/ARCHITECTURE.md §3
+rule 16), every reply within `REPLY_BUDGET` bytes; `notice` and `text_reply`, the short replies
+built through it, and `shorten`, the cut it marks with `…`. The content's shape is
+`bot.chat.content`'s."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any
 
-from mautrix.types import MessageType, RelationType
-
-from bot.chat.html import Mentions, escape, help_html, no_mentions, safe_html, safe_plain
-from ingest.rules.stamps import utc_minute
-from ingest.search.logs.roomlog import ScanInfo
+from bot.chat.content import ReplyContent, ReplyTo, content_size, notice_content
+from bot.chat.html import escape, help_html, safe_html, safe_plain
 
 __all__ = [
-    "EXCERPT_WIDTH",
-    "NOTE_WIDTH",
     "REPLY_BUDGET",
-    "RESULTS_KEY",
     "Part",
-    "Relation",
-    "ReplyContent",
-    "ReplyTo",
-    "content_size",
     "fit_reply",
-    "matrix_json",
     "notice",
-    "plural",
-    "relation",
-    "scan_sentence",
     "shorten",
     "text_reply",
-    "when",
 ]
 
-RESULTS_KEY: Final = "org.muninn.results"
-EXCERPT_WIDTH = 160
 # Synapse refuses an event over 65,536 bytes (413 M_TOO_LARGE), envelope and signatures
 # included: a reply's content stays well under that.
 REPLY_BUDGET = 40_000
 RESULT_TEXTS = (1000, 200)  # characters a JSON string is cut to, tried in turn, to fit
 TEXT_REPLY = 2000  # characters of a short text reply (a usage error, a refusal)
-NOTE_WIDTH = 300  # characters of a pin's note shown on the board or in a confirmation
-
-
-@dataclass(frozen=True)
-class ReplyTo:
-    """The command being answered."""
-
-    room_id: str
-    event_id: str
-    thread_root: str | None = None
-
-
-class InReplyTo(TypedDict):
-    event_id: str
-
-
-# `m.relates_to` of a reply: a thread's (`m.thread`, with the rich-reply fallback) or a plain
-# reply's `m.in_reply_to` alone.
-Relation = TypedDict(
-    "Relation",
-    {
-        "rel_type": NotRequired[str],
-        "event_id": NotRequired[str],
-        "is_falling_back": NotRequired[bool],
-        "m.in_reply_to": InReplyTo,
-    },
-)
-# The content of every reply the bot sends (an `m.notice`); `org.muninn.results` only in the
-# command room.
-ReplyContent = TypedDict(
-    "ReplyContent",
-    {
-        "msgtype": str,
-        "body": str,
-        "format": str,
-        "formatted_body": str,
-        "m.relates_to": Relation,
-        "m.mentions": Mentions,
-        "org.muninn.results": NotRequired[object],
-    },
-)
-
-
-def relation(reply_to: ReplyTo) -> Relation:
-    if reply_to.thread_root is not None:
-        return {
-            "rel_type": RelationType.THREAD.value,
-            "event_id": reply_to.thread_root,
-            "is_falling_back": True,
-            "m.in_reply_to": {"event_id": reply_to.event_id},
-        }
-    return {"m.in_reply_to": {"event_id": reply_to.event_id}}
-
-
-def _notice(
-    reply_to: ReplyTo, plain: str, html: str, results: Mapping[str, Any] | None
-) -> ReplyContent:
-    content: ReplyContent = {
-        "msgtype": MessageType.NOTICE.value,
-        "body": plain,
-        "format": "org.matrix.custom.html",
-        "formatted_body": html,
-        "m.relates_to": relation(reply_to),
-        "m.mentions": no_mentions()["m.mentions"],
-    }
-    if results is not None:
-        content[RESULTS_KEY] = matrix_json(results)
-    return content
-
-
-def content_size(content: ReplyContent) -> int:
-    """Bytes of the content as the homeserver measures it (canonical JSON, UTF-8)."""
-    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 @dataclass(frozen=True)
@@ -196,7 +107,7 @@ def fit_reply(
                 res, cut = _cap_texts(res, text_limit)
             if left_out or cut:
                 res["truncated"] = {"items_left_out": left_out, "texts_shortened": cut}
-        return _notice(reply_to, "\n".join(p for p in plain if p), html + foot.html, res)
+        return notice_content(reply_to, "\n".join(p for p in plain if p), html + foot.html, res)
 
     content = build(len(items), None)
     if content_size(content) <= budget:
@@ -217,7 +128,7 @@ def fit_reply(
     if best is not None:
         return best
     too_large = f"The answer would be over {budget:,} bytes, too large to send."
-    return _notice(
+    return notice_content(
         reply_to, too_large, escape(too_large), None if results is None else {"error": too_large}
     )
 
@@ -228,18 +139,6 @@ def notice(
     """An `m.notice` reply; `plain` and `html` must already be safe (built from safe parts).
     Within the reply budget (`fit_reply`), like every reply."""
     return fit_reply(reply_to, Part(plain, html), results=results)
-
-
-def matrix_json(value: Any) -> Any:
-    """Event content is canonical JSON, which has no floats (Synapse answers M_BAD_JSON): a
-    float (a hit's `score`) is carried as its decimal string, e.g. `"0.0327869"`."""
-    if isinstance(value, float):
-        return format(value, ".6g")
-    if isinstance(value, Mapping):
-        return {str(k): matrix_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [matrix_json(v) for v in value]
-    return value
 
 
 def text_reply(
@@ -261,22 +160,3 @@ def text_reply(
     results = None if results_kind is None else {results_kind: text}
     plain = text if own else "\n".join(safe_plain(line) for line in lines)
     return notice(reply_to, plain, html, results=results)
-
-
-def when(ts: int) -> str:
-    """A time as replies show it, with its zone: people read it wherever they are."""
-    return f"{utc_minute(ts)} UTC"
-
-
-def plural(count: int, one: str, many: str | None = None) -> str:
-    """`1 pin`, `2 pins`: a count with its noun (`many` when the plural is not `one` + s)."""
-    return f"{count} {one if count == 1 else many or one + 's'}"
-
-
-def scan_sentence(scan: ScanInfo) -> str:
-    """How far the transcript fold looked, as a reply's footer says it."""
-    if scan.scanned < scan.bound and not scan.cut:
-        return f"scanned the whole room ({plural(scan.scanned, 'event')})"
-    back = f", back to {when(scan.oldest_ts)}" if scan.oldest_ts is not None else ""
-    why = " (as much text as one command reads)" if scan.cut else ""
-    return f"scanned the latest {plural(scan.scanned, 'event')}{back}{why}"

@@ -6,24 +6,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.chat.content import ReplyContent, ReplyTo
 from bot.chat.html import escape, excerpt, safe_html, safe_plain
 from bot.chat.pinboard import Pin
-from bot.chat.replies.budget import (
-    NOTE_WIDTH,
-    Part,
-    ReplyContent,
-    ReplyTo,
-    fit_reply,
-    plural,
-    scan_sentence,
-    shorten,
-    when,
-)
+from bot.chat.replies.budget import Part, fit_reply, shorten
 from bot.chat.replies.names import sender_label
+from bot.chat.replies.words import plural, scan_sentence, when
 from ingest.search.logs.roomlog import ScanInfo
 from ingest.types import UserID
 
-__all__ = ["PinsView", "pins_reply"]
+__all__ = ["NOTE_WIDTH", "PinsView", "pins_reply", "pins_text"]
+
+NOTE_WIDTH = 300  # characters of a pin's note shown on the board or in a confirmation
 
 
 @dataclass(frozen=True)
@@ -90,7 +84,8 @@ def _pin_lines(view: PinsView, index: int, pin: Pin) -> tuple[str, str]:
     return plain, html
 
 
-def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> ReplyContent:
+def _board(view: PinsView, filtered: bool) -> tuple[Part, list[Part], Part]:
+    """The board's head, one item a pin and its foot, each as plain text and HTML."""
     room = view.room_label
     if view.pins:
         head = f"Pinboard of {room}: {plural(len(view.pins), 'pin')}"
@@ -100,11 +95,28 @@ def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> ReplyConten
         head = f"Pinboard of {room}: nothing pinned" + (" matches" if filtered else "")
     items = [Part(*_pin_lines(view, i, pin)) for i, pin in enumerate(view.pins, start=1)]
     foot = scan_sentence(view.scan)
-    return fit_reply(
-        reply_to,
+    return (
         Part(safe_plain(head), f"<p>{safe_html(head)}</p>"),
         items,
         Part(foot, f"<p><small>{safe_html(foot)}</small></p>"),
+    )
+
+
+def pins_reply(reply_to: ReplyTo, view: PinsView, filtered: bool) -> ReplyContent:
+    """`!pins`' reply: the board within the reply budget (`fit_reply`)."""
+    head, items, foot = _board(view, filtered)
+    return fit_reply(
+        reply_to,
+        head,
+        items,
+        foot,
         results=view.as_json() if view.results_json else None,
         results_items="pins",
     )
+
+
+def pins_text(view: PinsView) -> str:
+    """`muninn pins`' text: the whole board as a reply's `body` words it, one line apiece,
+    printed from the values (no reply is built, so no reply budget cuts it)."""
+    head, items, foot = _board(view, filtered=False)
+    return "\n".join(p.plain for p in (head, *items, foot) if p.plain)

@@ -11,19 +11,12 @@ from typing import Any
 import regex
 
 from bot.chat.commands.records import SearchCommand
+from bot.chat.content import ReplyContent, ReplyTo
 from bot.chat.html import escape, excerpt, safe_html, safe_plain
-from bot.chat.replies.budget import (
-    EXCERPT_WIDTH,
-    Part,
-    ReplyContent,
-    ReplyTo,
-    fit_reply,
-    plural,
-    scan_sentence,
-    when,
-)
+from bot.chat.replies.budget import Part, fit_reply
 from bot.chat.replies.names import sender_label
 from bot.chat.replies.understood import filters_said, understood
+from bot.chat.replies.words import plural, scan_sentence, when
 from ingest.rules.media import is_media
 from ingest.rules.scrub import scrub
 from ingest.search.hits import CitedMessage, Hit, SearchResult
@@ -33,9 +26,10 @@ from ingest.search.notices import for_chat
 from ingest.search.permalink import permalink
 from ingest.types import UserID
 
-__all__ = ["MEDIA_MARK", "SearchView", "search_reply"]
+__all__ = ["EXCERPT_WIDTH", "MEDIA_MARK", "SearchView", "search_reply"]
 
 MEDIA_MARK = "📎 "  # before a media result's filename and caption
+EXCERPT_WIDTH = 160  # characters of a result's message shown around its match
 
 
 @dataclass(frozen=True)

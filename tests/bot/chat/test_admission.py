@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mautrix.types import EventType, JoinRule
 
-from bot.chat.incoming import MAX_COMMAND_AGE_MS
+from bot.chat.commands.incoming import MAX_COMMAND_AGE_MS
 from bot.chat.replying import COMMAND_ROOM_CHANGED
 from ingest.types import RoomID
 from tests.bot.fastkit import BOT, SERVER, FastBot

@@ -8,12 +8,12 @@ import regex
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bot.chat.content import no_mentions
 from bot.chat.html import (
     WORD_JOINER,
     escape,
     excerpt,
     neutralise_mentions,
-    no_mentions,
     permalink,
     safe_html,
     safe_plain,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.chat.incoming import MAX_COMMAND_AGE_MS
+from bot.chat.commands.incoming import MAX_COMMAND_AGE_MS
 from bot.chat.outbox import Outbox, Pending
 from bot.chat.sender import BotClient, txn_id_for
 from bot.service.metrics import ServiceMetrics

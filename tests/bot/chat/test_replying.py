@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from mautrix.types import JoinRule
 
-from bot.chat.replies import REPLY_BUDGET, content_size
+from bot.chat.content import content_size
+from bot.chat.replies import REPLY_BUDGET
 from ingest.errors import MatrixError
 from ingest.types import RoomID
 from tests.bot.fastkit import SERVER, FastBot

@@ -9,9 +9,9 @@ import pytest
 
 from bot.chat.commands.grammar import COMMANDS, parse
 from bot.chat.commands.records import MoreCommand, SearchCommand, UsageError
-from bot.chat.paging import Pages, ShownIds
-from bot.chat.replies.budget import plural, when
 from bot.chat.replies.understood import understood
+from bot.chat.replies.words import plural, when
+from bot.chat.searching import Pages, ShownIds
 
 NOW = int(datetime(2026, 11, 15, 12, 0, tzinfo=UTC).timestamp() * 1000)
 

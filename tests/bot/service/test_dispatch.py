@@ -15,10 +15,10 @@ from contextlib import asynccontextmanager
 import pytest
 from mautrix.types import EventType
 
-import bot.chat.incoming as incoming_module
+import bot.chat.commands.incoming as incoming_module
 from bot.chat.commands.grammar import COMMANDS, HELP, SEARCH
+from bot.chat.commands.incoming import Incoming
 from bot.chat.handlers import Bound, bind
-from bot.chat.incoming import Incoming
 from bot.service.dispatch import Dispatcher
 from bot.service.inflight import CommandPool
 from bot.service.scheduler import RefreshScheduler

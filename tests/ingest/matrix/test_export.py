@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.chat.replies.budget import plural
+from bot.chat.replies.words import plural
 from bot.demo.synapse import free_port
 from ingest.index.records import CURSOR_PREFIX, EXPORT_PREFIX, exported_rooms
 from ingest.matrix.export import ExportError, ExportReader, load_export

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.chat.commands.grammar import COMMANDS, command_name, did_you_mean, help_text, parse
+from bot.chat.commands.incoming import incoming
 from bot.chat.commands.records import (
     HelpCommand,
     PinCommand,
@@ -18,7 +19,6 @@ from bot.chat.commands.records import (
     UnpinCommand,
     UsageError,
 )
-from bot.chat.incoming import incoming
 from bot.errors import CommandError
 from tests.bot.chat.commands.parsing import NOW, run
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.chat.replies import (
-    REPLY_BUDGET,
-    Part,
-    ReplyTo,
-    content_size,
-    fit_reply,
-    matrix_json,
-    text_reply,
-)
+from bot.chat.content import ReplyTo, content_size, matrix_json
+from bot.chat.replies import REPLY_BUDGET, Part, fit_reply, text_reply
 
 
 def test_text_reply_is_a_plain_reply() -> None:

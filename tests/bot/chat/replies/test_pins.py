@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bot.chat.content import ReplyTo, content_size
 from bot.chat.pinboard import Pin
-from bot.chat.replies import NOTE_WIDTH, REPLY_BUDGET, PinsView, ReplyTo, content_size, pins_reply
+from bot.chat.replies import NOTE_WIDTH, REPLY_BUDGET, PinsView, pins_reply
 from ingest.search.logs.roomlog import ScanInfo
 
 

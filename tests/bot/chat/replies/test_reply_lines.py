@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from bot.chat.content import ReplyTo
 from bot.chat.html import MAX_MARKS, reply_line, safe_html, safe_plain
 from bot.chat.pinboard import Pin
-from bot.chat.replies import PinsView, ReplyTo, SearchView, pins_reply, search_reply, text_reply
+from bot.chat.replies import PinsView, SearchView, pins_reply, search_reply, text_reply
 from ingest.search.hits import Hit, SearchResult
 from ingest.search.logs.roomlog import ScanInfo
 

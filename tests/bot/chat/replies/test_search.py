@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.chat.replies import REPLY_BUDGET, ReplyTo, SearchView, content_size, search_reply
+from bot.chat.content import ReplyTo, content_size
+from bot.chat.replies import REPLY_BUDGET, SearchView, search_reply
 from ingest.search.hits import Hit, SearchResult
 from ingest.search.logs.roomlog import ScanInfo
 

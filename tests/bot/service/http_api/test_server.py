@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from bot.chat.replies.budget import plural
+from bot.chat.replies.words import plural
 from bot.demo.synapse import SynapseServer, free_port
 from bot.service.http_api import (
     PURGE_PATH,

@@ -17,7 +17,7 @@ from typing import Literal
 
 from mautrix.types import EventType, MessageType
 
-from bot.chat.replies import ReplyTo
+from bot.chat.content import ReplyTo
 from ingest.matrix import ClientEvent, EventContent, content_of
 from ingest.rules.events import is_command, thread_root, typed_text
 from ingest.types import RoomID

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bot.chat.incoming import BoundedSeen, RateLimit, incoming
+from bot.chat.commands.incoming import BoundedSeen, RateLimit, incoming
 
 BOT = "@muninn:x"
 
