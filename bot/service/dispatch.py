@@ -8,7 +8,8 @@ stamped now) and queues the batch, or answers False when the queue is full (the 
   `own_membership` (invites); the bot's own join (the roster's) wakes its room's refresh at
   once, not at the next full pass (issue 46);
 - wakes the room's refresh for a message or redaction in an eligible room (debounced, one
-  writer), except for a bot command: the writer indexes none, and the pass would compete;
+  writer), except for a bot command: the writer indexes none, and the pass would compete (the
+  event as the writer reads it was read on receipt, `Received.said`);
 - hands each command, as read on receipt, to the `CommandPool` (a free slot, a deadline).
 A batch counts as done (`queue.join()`) once every command it started has finished.
 """
@@ -29,7 +30,6 @@ from bot.service.scheduler import RefreshScheduler
 from ingest.errors import ConfigError, MatrixError
 from ingest.matrix import ClientEvent, content_of
 from ingest.matrix.rooms import RoomCache
-from ingest.rules.events import normalize
 from ingest.types import RoomID, Skip, SkipReason
 
 __all__ = ["Dispatcher"]
@@ -68,7 +68,7 @@ class Dispatcher:
                 for item in batch:
                     event = item.event
                     try:
-                        if await self.dispatch(event) and item.command is not None:
+                        if await self.dispatch(item) and item.command is not None:
                             await self.commands.submit(item.command, done)
                     except (MatrixError, ConfigError, OSError) as e:
                         log.warning("event %s: %s", event.get("event_id"), e)
@@ -77,9 +77,10 @@ class Dispatcher:
             finally:
                 done.release()
 
-    async def dispatch(self, event: ClientEvent) -> bool:
+    async def dispatch(self, item: Received) -> bool:
         """The in-order part of one event; False when it is one no command can be in (a state
         event, or no room or type)."""
+        event = item.event
         room_id = event.get("room_id")
         etype = event.get("type")
         if not isinstance(room_id, str) or not isinstance(etype, str):
@@ -96,20 +97,19 @@ class Dispatcher:
                     self.scheduler.wake(RoomID(room_id))
             return False
         ours = event.get("sender") == self.handler.bot_user_id
-        wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(event)
+        wakes = etype in _WAKE_TYPES and not ours and not self._indexes_nothing(item)
         if wakes and (await self.rooms.get(room_id)).verdict.eligible:
             self.scheduler.wake(RoomID(room_id))
         return True
 
-    def _indexes_nothing(self, event: ClientEvent) -> bool:
-        """A bot command, by the writer's own rule: it indexes none (rule 9). A bridge
-        puppet's command still wakes the writer, whose pass refuses the room (rule 4)."""
-        sender = event.get("sender")
+    def _indexes_nothing(self, item: Received) -> bool:
+        """A bot command, by the writer's own rule as read on receipt: it indexes none (rule
+        9). A bridge puppet's command still wakes the writer, whose pass refuses the room
+        (rule 4)."""
+        sender = item.event.get("sender")
         if isinstance(sender, str) and self.rooms.scope.is_puppet(sender):
             return False
-        own, prefix = frozenset({self.handler.bot_user_id}), self.handler.prefix
-        item = normalize(event, own_user_ids=own, command_prefix=prefix)
-        return isinstance(item, Skip) and item.reason is SkipReason.COMMAND
+        return isinstance(item.said, Skip) and item.said.reason is SkipReason.COMMAND
 
 
 def _joined(event: ClientEvent) -> bool:

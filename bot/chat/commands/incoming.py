@@ -2,9 +2,10 @@
 
 `incoming` turns a raw event into an `Incoming` (or None: not a message, the bot's own, a
 notice, no prefix); it runs once per event, on receipt (`Received`), which stamps the
-`received` time a reply's latency counts from. `RateLimit` counts each asker's commands a
-minute. The rest of the policy (rooms, askers, parse, "already answered") is
-`bot.chat.handlers.CommandHandler`'s.
+`received` time a reply's latency counts from and reads the event as the writer would
+(`normalize`, for the wake-up decision: a command is never indexed). `RateLimit` counts each
+asker's commands a minute. The rest of the policy (rooms, askers, parse, "already answered")
+is `bot.chat.handlers.CommandHandler`'s.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from mautrix.types import EventType, MessageType
 
 from bot.chat.content import ReplyTo
 from ingest.matrix import ClientEvent, EventContent, content_of
-from ingest.rules.events import is_command, thread_root, typed_text
-from ingest.types import RoomID
+from ingest.rules.events import is_command, normalize, thread_root, typed_text
+from ingest.types import Normalized, RoomID
 
 __all__ = [
     "MAX_COMMAND_AGE_MS",
@@ -127,16 +128,27 @@ def incoming(event: ClientEvent, bot_user_id: str, prefix: str) -> Incoming | No
 @dataclass(frozen=True)
 class Received:
     """One event as it arrived, read once: the command candidate in it, if any, carried from
-    the receipt through the queue and a command slot to the handler."""
+    the receipt through the queue and a command slot to the handler; and the event as the
+    writer reads it (`normalize` with the bot's user and prefix), which the dispatcher's
+    wake-up decision takes instead of reading the event again."""
 
     event: ClientEvent
     command: Incoming | None
+    said: Normalized
 
 
 def received(events: Iterable[ClientEvent], bot_user_id: str, prefix: str) -> list[Received]:
     """A batch as it arrives (an appservice transaction, a `/sync` response), each event read
     once now: a command's `received` is stamped here, before the queue and the slot."""
-    return [Received(event, incoming(event, bot_user_id, prefix)) for event in events]
+    own = frozenset({bot_user_id})
+    return [
+        Received(
+            event,
+            incoming(event, bot_user_id, prefix),
+            normalize(event, own_user_ids=own, command_prefix=prefix),
+        )
+        for event in events
+    ]
 
 
 class BoundedSeen:

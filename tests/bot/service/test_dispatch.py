@@ -1,6 +1,7 @@
 """The event path in process (tests/bot/fastkit.py, no Synapse): each event read once on
 receipt, its `received` time stamped there, the record carried through the queue and a command
-slot to the handler; each command answered by the handler bound to its declaration.
+slot to the handler, and the writer woken on what was read then; each command answered by the
+handler bound to its declaration.
 
 The real `Dispatcher`, `CommandPool` and command handler over the kit's in-memory rooms.
 """
@@ -8,14 +9,17 @@ The real `Dispatcher`, `CommandPool` and command handler over the kit's in-memor
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 from mautrix.types import EventType
 
 import bot.chat.commands.incoming as incoming_module
+import ingest.rules.events as events_module
 from bot.chat.commands.grammar import COMMANDS, HELP, SEARCH
 from bot.chat.commands.incoming import Incoming
 from bot.chat.handlers import Bound, bind
@@ -23,7 +27,7 @@ from bot.service.dispatch import Dispatcher
 from bot.service.inflight import CommandPool
 from bot.service.scheduler import RefreshScheduler
 from ingest.matrix import ClientEvent
-from ingest.types import RoomID
+from ingest.types import Normalized, RoomID
 from tests.bot.fastkit import SERVER, FastBot
 
 ALICE = f"@alice:{SERVER}"
@@ -70,6 +74,22 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return read(event, bot_user_id, prefix)
 
     monkeypatch.setattr(incoming_module, "incoming", counted)
+    return seen
+
+
+@pytest.fixture
+def normalised(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The id of every event `normalize` reads, wherever a loaded module calls it from."""
+    real = events_module.normalize
+    seen: list[str] = []
+
+    def counted(event: ClientEvent, **kwargs: Any) -> Normalized:
+        seen.append(str(event.get("event_id")))
+        return real(event, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "normalize", None) is real:
+            monkeypatch.setattr(module, "normalize", counted)
     return seen
 
 
@@ -141,6 +161,31 @@ async def test_fast_dispatch_reads_each_event_once_on_receipt(
     assert reads == [topic, chat, command]
     [msg] = handled
     assert msg.event_id == command and before <= msg.received <= after
+    assert len(bot.replies(command)) == 1
+
+
+async def test_fast_dispatch_wakes_the_writer_on_what_was_read_on_receipt(
+    make_bot: MakeBot, normalised: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wake-up decision (a message wakes the room's refresh, a command, which the writer
+    never indexes, does not) takes the event as the writer reads it from the receipt:
+    `normalize` runs once an event, when the batch is accepted, and not again on the way to
+    the scheduler."""
+    bot = make_bot()
+    room = bot.rooms.create_room(ALICE)
+    chat = bot.rooms.say(room, ALICE, "lunch at noon?")
+    command = bot.rooms.say(room, ALICE, "!help")
+    woken: list[RoomID] = []
+    async with dispatching(bot) as running:
+        monkeypatch.setattr(running.scheduler, "wake", woken.append)
+        assert running.accept([bot.rooms.event(room, chat)])
+        assert normalised == [chat]
+        await asyncio.wait_for(running.queue.join(), 10)
+        assert normalised == [chat] and woken == [room]
+        assert running.accept([bot.rooms.event(room, command)])
+        assert normalised == [chat, command]
+        await asyncio.wait_for(running.queue.join(), 10)
+    assert normalised == [chat, command] and woken == [room]
     assert len(bot.replies(command)) == 1
 
 
