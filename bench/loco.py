@@ -5,11 +5,11 @@
 (`python -m bench.retrieval --folds` collects the candidates first, then runs this.)
 Replays the read path offline over the cached deep lists (`bench.harness.replay`): the first stage
 (dense and lexical lists, the lexical floor, RRF) exactly as `ingest.search` does it, then the
-second-stage ranker of `ingest.search.rank`. For each of the three locomo-dev conversations, a
+second-stage ranker of `ingest.search.ranking`. For each of the three locomo-dev conversations, a
 lever's free choices (RRF's k, the ranker's coefficients, the relevance floor) are fitted on the
 other two, and the held-out one is scored; "all" pools the three held-out scores (each question is
 scored by settings that never saw its conversation). `--train` fits on all three and prints the
-coefficients and floor `ingest.search.rank` ships.
+coefficients and floor `ingest.search.ranking.models` ships.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from bench.harness.replay import (
     message_hits,
     scores,
 )
-from ingest.search import rank
+from ingest.search.ranking import rank
 from ingest.search.searcher import PRODUCT as SEARCH
 
 # ---------------------------------------------------------------- folds
@@ -244,7 +244,8 @@ def levers() -> dict[str, Fit]:
 
 
 def train_all(data: Data) -> tuple[Model, float]:
-    """The coefficients and floor `ingest.search.rank` ships: fitted on every conversation."""
+    """The coefficients and floor `ingest.search.ranking.models` ships, fitted on every
+    conversation."""
     r = Ranker(PRODUCT)
     qis = list(range(len(data.questions)))
     model = r.train(data, qis)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ingest.search.rank import STOP_WORDS
+from ingest.search.ranking.rank import STOP_WORDS
 
 __all__ = [
     "BUDGETS",

@@ -1,7 +1,8 @@
 """The read path replayed over `bench.retrieval --folds`' candidate cache, for `bench.loco`: the
 first stage (dense and lexical lists, the lexical floor, RRF) exactly as `ingest.search` does
-it, then the second stage: the features of `ingest.search.rank` over a question's fused pool, the
-logistic ranker and match model fitted on training questions, and ranking with a floor."""
+it, then the second stage: the features of `ingest.search.ranking.rank` over a question's fused
+pool, the logistic ranker and match model fitted on training questions, and ranking with a
+floor."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from bench.harness.locomo import Hit, Scores
-from ingest.search import judgment, rank
-from ingest.search.fusion import rrf
+from ingest.search.ranking import judgment, rank
+from ingest.search.ranking.fusion import rrf
 from ingest.search.retrieve import LEXICAL_FLOOR
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -290,8 +291,8 @@ class Ranker:
         self, data: Data, qi: int, model: Model, floor: float = 0.0, view: str = "agents"
     ) -> list[str]:
         """The pool in the ranker's order, judged by the match model at `floor` as the
-        product's views list it (`ingest.search.judgment.Judgment`): `agents` every one, marked
-        (`--json`, the default), `first` the close ones then the rest (a person's pages:
+        product's views list it (`ingest.search.ranking.judgment.Judgment`): `agents` every one,
+        marked (`--json`, the default), `first` the close ones then the rest (a person's pages:
         chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
         `cut` the close ones alone (ranker v4's floor)."""
         pool, x = self.features(data, qi)

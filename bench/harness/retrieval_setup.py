@@ -40,7 +40,7 @@ from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, best_message
 from ingest.search.matches import Terms
 from ingest.search.quotes import best_of
-from ingest.search.rank import content_terms
+from ingest.search.ranking.rank import content_terms
 from ingest.search.searcher import PRODUCT
 from ingest.store import PointFilter, Store, open_store
 

@@ -1,16 +1,16 @@
 """Whether a text reads as English: an English-only model's cosine means something only then.
 
 The default pair embedder is MiniLM (English-only) beside multilingual-e5. On a German window
-MiniLM's cosine with an English question is noise (a German message about the basement's
-heating is its 16th of 22 for "why is the basement so cold", e5's 2nd), so the second stage
-reads such a window's dense rank from e5 alone (`ingest.search.rank`). Pure, crude on purpose:
-a text reads as English unless it shows more signs of another language than English function
-words. Signs of another language: letters of another script than Latin (half the letters or
-more: not English at once), a word with a letter outside ASCII (vélo, rompió, Ärger), or a
-common function word of German, French, Spanish, Portuguese, Italian or Dutch that English
-lacks; links, paths, nicks and identifiers are not read. A text with no sign of either (an IRC
-line of commands, "ok") reads as English, as every text did before. On 20,000 Ubuntu IRC lines
-0.3 % do not read as English, nearly all of them Spanish, German, Portuguese, French or Dutch.
+MiniLM's cosine with an English question is noise (a German message about the basement's heating is
+its 16th of 22 for "why is the basement so cold", e5's 2nd), so the second stage reads such a
+window's dense rank from e5 alone (`ingest.search.ranking.rank`). Pure, crude on purpose: a text
+reads as English unless it shows more signs of another language than English function words. Signs
+of another language: letters of another script than Latin (half the letters or more: not English at
+once), a word with a letter outside ASCII (vélo, rompió, Ärger), or a common function word of
+German, French, Spanish, Portuguese, Italian or Dutch that English lacks; links, paths, nicks and
+identifiers are not read. A text with no sign of either (an IRC line of commands, "ok") reads as
+English, as every text did before. On 20,000 Ubuntu IRC lines 0.3 % do not read as English, nearly
+all of them Spanish, German, Portuguese, French or Dutch.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 A search request and its limits (`query`, `filters`), the retrievers — dense and lexical over the
 index (`retrieve`), the room logs a command has just read (`logs/`: their read, fusion and
-fold) — fusion (`fusion`), the second stage and its floor (`second`, over `rank`'s model),
-revalidation against the homeserver (`revalidate`) and the records a reply cites (`hits`,
-`permalink`). One call, `Searcher.search` (`searcher`), serves every caller; the rest of
-`ingest` imports nothing from here.
+fold) — fusion and the second stage and its floor (`second`, over `ranking/`: RRF, the ranker's
+features, the close judgment and the trained models, pure), revalidation against the homeserver
+(`revalidate`) and the records a reply cites (`hits`, `permalink`). One call, `Searcher.search`
+(`searcher`), serves every caller; the rest of `ingest` imports nothing from here.
 """
 
 from ingest.search.filters import NO_FILTER, MessageFilter

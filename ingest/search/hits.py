@@ -13,8 +13,8 @@ from typing import Any, NotRequired, Required, TypedDict, cast
 
 from ingest.index.records import Tombstone
 from ingest.rules import lexical
-from ingest.search import rank
 from ingest.search.filters import Said, msgtype_of
+from ingest.search.ranking import rank
 from ingest.types import StoredPoint
 
 

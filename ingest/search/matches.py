@@ -23,7 +23,7 @@ from ingest.rules import lexical
 from ingest.search.hits import CitedMessage, Hit, SearchResult
 from ingest.search.permalink import permalink
 from ingest.search.query import plain_text, prefixes
-from ingest.search.rank import content_terms
+from ingest.search.ranking.rank import content_terms
 
 T = TypeVar("T")
 

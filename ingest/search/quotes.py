@@ -102,7 +102,8 @@ def second_by_lines(
     half = len(asked) // 2
     q = asked[half:] / max(float(np.linalg.norm(asked[half:])), 1e-12)
     score = dict(found)
-    floor = found[-1][1]  # a candidate past the list scores its last entry, as `rank` reads it
+    # A candidate past the list scores its last entry, as `ranking.rank` reads it.
+    floor = found[-1][1]
     for pid, (bodies, lines) in windows.items():
         if each_reads_as_english(bodies) or not isinstance(lines, Mapping):
             continue

@@ -4,7 +4,7 @@ For every text of a query, the lexical list (BM25-style sparse vectors, `ingest.
 `word*` stands for the words of the query's rooms it starts) and, when the embedder answers and
 the index was built with it, the dense list, read from the active generation. Weak lexical
 candidates are floored out before fusion (`LEXICAL_FLOOR`). What the lists hold is fused by
-`ingest.search.fusion.rrf` and re-ordered by the second stage (`ingest.search.second`).
+`ingest.search.ranking.fusion.rrf` and re-ordered by the second stage (`ingest.search.second`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from ingest.embed.pair import PART_SCALE, is_pair, parts
 from ingest.errors import EmbedError, EmbedUnavailable
 from ingest.index.records import COMPAT_KEY
 from ingest.rules import lexical
-from ingest.search import rank
 from ingest.search.hits import has_text
 from ingest.search.notices import other_embedder
 from ingest.search.query import MAX_LIMIT, SearchQuery, plain_text, prefixes
+from ingest.search.ranking import rank
 from ingest.store import AsyncCollection, Collection, PointFilter
 from ingest.types import SparseVector, StoredPoint
 

@@ -4,7 +4,7 @@ Callers (the bot, the CLI, Personas) give a `SearchQuery` (`ingest.search.query`
 rank or read the store, and get `ingest.search.hits` records back.
 For each text, dense and lexical candidates are fetched (`ingest.search.retrieve`) and every
 list is fused by reciprocal rank; when both retrievers answered, the second stage
-(`ingest.search.second`, `ingest.search.rank`'s model) re-orders the fused candidates and
+(`ingest.search.second`, `ingest.search.ranking.rank`'s model) re-orders the fused candidates and
 judges which match closely (docs/ARCHITECTURE.md §3 rule 22c): a person's view shows those (or
 the nearest, said to be), an agent's every candidate marked; made-up words answer nothing.
 Hits are revalidated before they are returned: a hit whose events were purged (a tombstone not
@@ -28,7 +28,6 @@ from ingest.embed.pair import is_pair
 from ingest.errors import StoreError
 from ingest.index.records import CURSOR_PREFIX, TOMBSTONE_PREFIX, Tombstone
 from ingest.search._candidates import Candidates
-from ingest.search.fusion import rrf
 from ingest.search.hits import (
     Hit,
     SearchResult,
@@ -42,6 +41,7 @@ from ingest.search.logs.roomlogs import Cut, Found, fused_page, log_finds
 from ingest.search.matches import Terms, expand, newest_first, person_page, with_matched
 from ingest.search.notices import EMPTY_INDEX
 from ingest.search.query import MAX_OFFSET, SearchQuery
+from ingest.search.ranking.fusion import rrf
 from ingest.search.retrieve import (
     CANDIDATES,
     LEXICAL_FLOOR,
@@ -78,10 +78,10 @@ class SearchSettings:
       0 leaves a list out, and a lexical weight of 0 leaves the ranker out too);
     - `lexical_floor`: a lexical score under which a window is no candidate, where dense lists
       are fused;
-    - `rrf_k`: reciprocal-rank fusion's k (`ingest.search.fusion`);
+    - `rrf_k`: reciprocal-rank fusion's k (`ingest.search.ranking.fusion`);
     - `ranker`: whether the second stage re-orders the fused candidates and judges them;
     - `relevance_floor`: the close/not-close bar; None: the one trained for the embedder
-      (`ingest.search.models.for_embedder`, rule 22c).
+      (`ingest.search.ranking.models.for_embedder`, rule 22c).
     """
 
     candidates: int = CANDIDATES

@@ -1,9 +1,10 @@
 """`ingest.search.second`: the second stage — the fused candidates re-ordered, the floor applied.
 
-When both retrievers answered, `ingest.search.rank`'s model (the one trained for the embedder,
-`models.for_embedder`) re-orders the first stage's fused candidates over their shown messages
-and judges which match closely (`judgment.Judgment`); a query of made-up words (a wordless text
-near the embedder's direction of them, `RankModel.made_up`) answers nothing.
+When both retrievers answered, the ranker of `ingest.search.ranking` (`rank`'s features, the
+model trained for the embedder, `models.for_embedder`) re-orders the first stage's fused
+candidates over their shown messages and judges which match closely (`judgment.Judgment`); a
+query of made-up words (a wordless text near the embedder's direction of them,
+`RankModel.made_up`) answers nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from dataclasses import dataclass, field
 
 from ingest.embed import Embedder
 from ingest.errors import EmbedError, EmbedUnavailable
-from ingest.search import judgment, models
-from ingest.search.fusion import text_key
 from ingest.search.hits import has_text, window_of, window_span
-from ingest.search.models import RankModel
 from ingest.search.quotes import second_by_lines
+from ingest.search.ranking import judgment, models
+from ingest.search.ranking.fusion import text_key
+from ingest.search.ranking.models import RankModel
 from ingest.types import EmbedderIdentity, StoredPoint
 
 __all__ = ["SecondStage"]

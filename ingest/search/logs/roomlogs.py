@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from ingest.index.records import Tombstone
 from ingest.search._candidates import Candidates, Confirm
 from ingest.search.filters import Said, keep_messages
-from ingest.search.fusion import rrf
 from ingest.search.hits import CitedMessage, Hit, SearchResult, best_message, window_of
 from ingest.search.logs.request import EVERYONE, LogQuery, RoomLogs, RoomView, ShownIds
 from ingest.search.logs.transcript import TranscriptHit, fold_search
@@ -30,6 +29,7 @@ from ingest.search.matches import (
 )
 from ingest.search.permalink import permalink
 from ingest.search.query import MAX_OFFSET
+from ingest.search.ranking.fusion import rrf
 from ingest.types import Message, RoomID, StoredPoint
 
 __all__ = ["Cut", "Found", "fuse", "fused_page", "listed", "log_finds"]

@@ -19,9 +19,9 @@ from ingest.errors import QueryError
 from ingest.index.records import COMPAT_KEY, TOMBSTONE_PREFIX
 from ingest.rules import lexical
 from ingest.search import Searcher, SearchSettings
-from ingest.search.fusion import text_key
 from ingest.search.hits import best_message
 from ingest.search.query import MAX_LIMIT, MAX_TEXT_BYTES, SearchQuery
+from ingest.search.ranking.fusion import text_key
 from ingest.search.retrieve import RRF_K
 from ingest.store import Collection, PointRecord, Store, open_store
 from ingest.types import EmbedderIdentity, SparseVector
@@ -249,7 +249,7 @@ async def test_searcher_one_text_gives_the_single_retriever_order(
         text = "no shared word"  # no window holds these terms: only dense answers
         embedder = TableEmbedder({text: [0.7, 0.2, 0.6, 0.1]})
         expected = col.dense_search([0.7, 0.2, 0.6, 0.1], None, 50)
-    # The first stage alone: the second (`ingest.search.rank`) re-orders and floors fused
+    # The first stage alone: the second (`ingest.search.ranking.rank`) re-orders and floors fused
     # candidates.
     first_stage = SearchSettings(lexical_floor=0, ranker=False)
     searcher = Searcher(store, embedder, server_name=SERVER, settings=first_stage)

@@ -1,8 +1,8 @@
 """The second stage's trained models, one per embedder: the ranker's coefficients, the match
 model's, the relevance floors and the made-up-words threshold (`RankModel`), keyed by the
-embedder's identity. Data, not logic: `ingest.search.rank` applies them; `python -m bench.loco
---train` (on that embedder's candidates) prints them; bench/RESULTS.md §1b, §1d and §11 hold
-how each was measured.
+embedder's identity. Data, not logic: `ingest.search.ranking.rank` applies them;
+`python -m bench.loco --train` (on that embedder's candidates) prints them; bench/RESULTS.md
+§1b, §1d and §11 hold how each was measured.
 """
 
 from __future__ import annotations

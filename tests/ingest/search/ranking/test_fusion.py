@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingest.search.fusion import rrf, text_key
+from ingest.search.ranking.fusion import rrf, text_key
 
 IDS = st.lists(st.sampled_from("abcdefgh"), max_size=8)
 

@@ -1,4 +1,4 @@
-"""`ingest.search.judgment`: the second stage's answer over the ranker's features (`rank`):
+"""`ingest.search.ranking.judgment`: the second stage's answer over the ranker's features (`rank`):
 the candidates in the ranker's order, which match closely, and what hostile or made-up input
 cannot make of it (issues 32, 37 and 46): nonsense answers nothing, made-up words sharing
 only a stem with a real one are no close match, a window without the identifier asked for is
@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ingest.rules import lexical
-from ingest.search.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
-from ingest.search.rank import (
+from ingest.search.ranking.models import COEFFICIENTS, FLOOR, MATCH_COEFFICIENTS
+from ingest.search.ranking.rank import (
     FEATURES,
     LENGTH_CAP,
     Span,

@@ -14,9 +14,9 @@ from operator import attrgetter
 from typing import Any
 
 from ingest.index.chunker import chunk, window_payload
-from ingest.search import judgment, models, rank
 from ingest.search.hits import CitedMessage, Hit, window_span
 from ingest.search.matches import person_page
+from ingest.search.ranking import judgment, models, rank
 from ingest.types import EventID, Message, RoomID, UserID
 
 QUESTION = "What is Jon's favorite style of dance?"
