@@ -33,6 +33,32 @@ ROOM_ID = "!fixture:rooms.test"
 START_MS = 1_700_000_000_000
 HOUR_MS = 3_600_000  # more than the chunker's gap: one window a message
 
+# The busy room's questions (`busy.yaml`, issue 47): (question, a phrase of its answer),
+# asked in other words than the answer's.
+BUSY_ASKED = (
+    ("can I use the resin machine", "resin printer is free"),
+    ("where is the storage cupboard key kept", "blue envelope"),
+    ("who teaches people to weld", "welding course"),
+    ("how much more do we pay for the space", "rent for the unit"),
+    ("is there a rodent problem", "mice chewed"),
+    ("how do I disarm the security system", "alarm code"),
+    ("who looks after the money now", "new treasurer"),
+    ("when do I have to pay my membership", "annual fees"),
+    ("is water coming through the ceiling upstairs", "radiator in the loft"),
+    ("why won't my prints come out", "nozzle is clogged"),
+    ("where is the thing to control the beamer", "projector remote"),
+    ("who is repairing the garden hut", "shed roof"),
+    ("how long does the pottery oven take to heat up", "kiln hits temperature"),
+    ("where do we keep the face shields", "welding masks"),
+    ("why are my cuts not straight", "fence is out of true"),
+)
+
+
+def conversations(name: str) -> list[list[tuple[str, str]]]:
+    """The fixture room `name`'s `conversations`: each a list of (sender, body)."""
+    doc = yaml.safe_load((ROOMS / f"{name}.yaml").read_text("utf-8"))
+    return [[(str(s), str(b)) for s, b in conv] for conv in doc["conversations"]]
+
 
 def room_events(name: str, said: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """The fixture room `name` as raw Matrix events (a create event, then the messages); with

@@ -5,9 +5,12 @@ test_command_room.py, service/test_run.py and their neighbours: one `muninn run`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +18,11 @@ import pytest
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from bot.service.run import Service
+from ingest.embed import Embedder
 from ingest.matrix import Request, Response
 from ingest.search.permalink import permalink
 from ingest.types import RoomID
-from tests.botkit import ask, before_recheck, wait_membership, wait_reply
+from tests.botkit import ask, before_recheck, service_config, wait_membership, wait_reply
 from tests.homeserver import Homeserver, MatrixUser
 from tests.transport import Recorder, answer
 
@@ -73,6 +77,41 @@ class Env:
     async def settle(self, *rooms: str) -> None:
         """Wait until the one writer has refreshed these rooms."""
         await asyncio.wait_for(self.service.scheduler.settle([RoomID(r) for r in rooms]), 30)
+
+
+@contextlib.asynccontextmanager
+async def service_env(
+    synapse: SynapseServer, hs: Homeserver, folder: Path, embedder: Embedder
+) -> AsyncIterator[Env]:
+    """A `muninn run` service with `embedder` and its command room (a persona's, `joined`
+    history), started and pinged; stopped on exit (the `env` fixture's, tests/bot/conftest.py)."""
+    persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
+    alias_local = unique_localpart("commands")
+    command_room = await persona.create_room(
+        preset="private_chat",
+        alias_localpart=alias_local,
+        name="commands",
+        initial_state=[JOINED_HISTORY],
+    )
+    await hs.join_bot(persona, command_room)
+    cfg = service_config(
+        synapse,
+        folder,
+        bot={
+            "command_room": f"#{alias_local}:{synapse.server_name}",
+            "command_room_askers": [r"@persona-.*:muninn\.test"],
+            "transcript_limit": TRANSCRIPT_LIMIT,
+            "rate_per_minute": 1000,
+        },
+    )
+    requests = Recorder()  # every request the service sends (`Env.requests`)
+    service = Service(cfg, embedder=embedder, full_at_start=False, transport=requests)
+    await service.start()
+    await hs.ping_appservice()
+    try:
+        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id, requests)
+    finally:
+        await service.stop()
 
 
 def body_of(event: dict[str, Any]) -> str:

@@ -9,48 +9,19 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
-from bot.service.run import Service
-from tests.bot.botenv import JOINED_HISTORY, TRANSCRIPT_LIMIT, Env
+from tests.bot.botenv import Env, service_env
 from tests.bot.fastkit import FastBot, fast_bot
-from tests.botkit import service_config
 from tests.homeserver import Homeserver
 from tests.indexing import shared_embedder
-from tests.transport import Recorder
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def env(
     synapse: SynapseServer, hs: Homeserver, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Env]:
-    persona = await hs.register(unique_localpart("persona-"), displayname="Persona")
-    alias_local = unique_localpart("commands")
-    command_room = await persona.create_room(
-        preset="private_chat",
-        alias_localpart=alias_local,
-        name="commands",
-        initial_state=[JOINED_HISTORY],
-    )
-    await hs.join_bot(persona, command_room)
-    cfg = service_config(
-        synapse,
-        tmp_path_factory.mktemp("bot"),
-        bot={
-            "command_room": f"#{alias_local}:{synapse.server_name}",
-            "command_room_askers": [r"@persona-.*:muninn\.test"],
-            "transcript_limit": TRANSCRIPT_LIMIT,
-            "rate_per_minute": 1000,
-        },
-    )
-    requests = Recorder()  # every request the service sends (`Env.requests`)
-    service = Service(cfg, embedder=shared_embedder(), full_at_start=False, transport=requests)
-    await service.start()
-    await hs.ping_appservice()
-    try:
-        yield Env(service, hs, synapse, persona, command_room, synapse.bot_user_id, requests)
-    finally:
-        await service.stop()
+    async with service_env(synapse, hs, tmp_path_factory.mktemp("bot"), shared_embedder()) as e:
+        yield e
 
 
 @pytest.fixture

@@ -14,27 +14,7 @@ import pytest_asyncio
 
 from ingest.search.query import SearchQuery
 from tests.indexing import shared_pair
-from tests.rooms import Room, index_room
-
-# (question, a phrase of its answer): asked in other words than the answer's.
-BUSY_ASKED = (
-    ("can I use the resin machine", "resin printer is free"),
-    ("where is the storage cupboard key kept", "blue envelope"),
-    ("who teaches people to weld", "welding course"),
-    ("how much more do we pay for the space", "rent for the unit"),
-    ("is there a rodent problem", "mice chewed"),
-    ("how do I disarm the security system", "alarm code"),
-    ("who looks after the money now", "new treasurer"),
-    ("when do I have to pay my membership", "annual fees"),
-    ("is water coming through the ceiling upstairs", "radiator in the loft"),
-    ("why won't my prints come out", "nozzle is clogged"),
-    ("where is the thing to control the beamer", "projector remote"),
-    ("who is repairing the garden hut", "shed roof"),
-    ("how long does the pottery oven take to heat up", "kiln hits temperature"),
-    ("where do we keep the face shields", "welding masks"),
-    ("why are my cuts not straight", "fence is out of true"),
-)
-
+from tests.rooms import BUSY_ASKED, Room, index_room
 
 # (English question, its answer in another language inside an English window)
 ACROSS_LANGUAGES = (

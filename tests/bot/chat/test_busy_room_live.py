@@ -1,0 +1,166 @@
+"""A busy room through every surface (issue 47, rule 22b): the room of
+`tests/fixtures/rooms/busy.yaml` on the real Synapse, each person of its conversations an
+appservice user of their own, their lines a minute apart and the conversations an hour apart,
+indexed by `muninn run` with the default pair (chat, the command room) and by the writer
+(`muninn search --json`, MCP's `search`). For every question asked in other words, each
+surface quotes one line of the answer's window, the same line on every surface: the answer,
+not a neighbour sharing a small word with the question (the storage-cupboard question's is
+its question line, which holds every word of it: tests/ingest/search/test_busy_room.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bot.demo.client import unique_localpart
+from bot.demo.synapse import SynapseServer
+from ingest.config import PAIR_MODEL
+from tests.bot.botenv import Env, body_of, link, service_env
+from tests.bot.mcp.harness import call, muninn_mcp
+from tests.botkit import ask
+from tests.homeserver import Homeserver, MatrixUser
+from tests.indexing import (
+    Indexer,
+    RecordingEmbedder,
+    reader_config,
+    reader_config_doc,
+    shared_pair,
+    utc_ms,
+    write_config,
+)
+from tests.inprocess import muninn_here
+from tests.rooms import BUSY_ASKED, conversations
+
+MINUTE, HOUR = 60_000, 3_600_000
+RESULTS = "org.muninn.results"
+
+
+@dataclass
+class BusyRoom:
+    env: Env
+    owner: MatrixUser  # a member who asks in the room
+    room: str
+    alias: str
+    config: Path  # the reader's, over the writer's index of the same room
+    said: list[list[tuple[str, str]]]  # each conversation's (event id, body)
+
+    def answer(self, phrase: str) -> str:
+        """The line a person should be quoted for the question about `phrase` (the module's
+        docstring: the storage cupboard's is its question line)."""
+        conv = next(c for c in self.said if any(phrase in body for _, body in c))
+        if phrase == "blue envelope":
+            return next(e for e, b in conv if b.endswith("?"))
+        return next(e for e, b in conv if phrase in b)
+
+    def body(self, event_id: str) -> str:
+        return next(b for conv in self.said for e, b in conv if e == event_id)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def busy(
+    synapse: SynapseServer, hs: Homeserver, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[BusyRoom]:
+    folder = tmp_path_factory.mktemp("busy")
+    async with service_env(synapse, hs, folder / "service", shared_pair()) as env:
+        owner = await hs.register(displayname="Owner")
+        local = unique_localpart("busy")
+        room = await env.room(owner, alias_localpart=local)
+        talk = conversations("busy")
+        people = sorted({name for conv in talk for name, _ in conv})
+        users = {name: await hs.seed_user(unique_localpart(f"seed-{name}-")) for name in people}
+        for name, user in users.items():  # people are read by their display names
+            await user.set_displayname(name)
+            await user.join(room)
+        start = utc_ms("2024-09-02T09:00")
+        said = [
+            [
+                (await users[name].send_text(room, body, ts=start + c * HOUR + j * MINUTE), body)
+                for j, (name, body) in enumerate(conv)
+            ]
+            for c, conv in enumerate(talk)
+        ]
+        await env.settle(room)
+        reader = await hs.register(displayname="Reader")
+        await reader.join(room)
+        pair = {"embedder": {"model": PAIR_MODEL}}
+        async with Indexer(
+            reader_config(hs, reader, folder, **pair), embedder=RecordingEmbedder(shared_pair())
+        ) as indexer:
+            await indexer.refresh()
+        doc = reader_config_doc(hs, reader, folder, **pair)
+        config = write_config(folder / "config.yaml", doc)
+        yield BusyRoom(env, owner, room, f"#{local}:{synapse.server_name}", config, said)
+
+
+def _quoted(window: Sequence[str], best: Sequence[str]) -> list[str]:
+    """The lines of `window` among the ones a surface quoted (`best`), in order."""
+    return [e for e in best if e in window]
+
+
+async def _chat(busy: BusyRoom, question: str, window: Sequence[str]) -> list[str]:
+    """The lines of the window a person in the room is shown, over every `!more` page."""
+    env, owner = busy.env, busy.owner
+    shown: list[str] = []
+    command = f"!search {question} limit:20"
+    for _ in range(4):
+        _, reply = await ask(owner, busy.room, command, env.bot_id)
+        body = body_of(reply)
+        shown += [e for e in window if link(busy.room, e) in body]
+        if "!more" not in body:
+            return shown
+        command = "!more"
+    raise AssertionError(f"no last page for {question!r}")
+
+
+async def _command_room(busy: BusyRoom, question: str) -> list[str]:
+    """Each hit's best message in the command room's JSON, over every `!more` page."""
+    env = busy.env
+    best: list[str] = []
+    command = f"!search {question} in:{busy.alias} limit:20"
+    for _ in range(4):
+        _, reply = await ask(env.persona, env.command_room, command, env.bot_id)
+        results = reply["content"][RESULTS]
+        best += [str(h["best_event_id"]) for h in results["hits"]]
+        if results.get("next_offset") is None:
+            return best
+        command = "!more"
+    raise AssertionError(f"no last page for {question!r}")
+
+
+async def test_every_surface_quotes_the_answer_of_its_window(busy: BusyRoom) -> None:
+    """For each of the busy room's fifteen questions, the answer's window (the stored one: a
+    window's lines are bounded by their full user ids and minutes too, so a conversation of
+    five may be two) is quoted by one line on each surface, the same line everywhere, and it
+    is the answer."""
+    wrong: dict[str, dict[str, Any]] = {}
+    async with muninn_mcp(busy.config) as session:
+        for question, phrase in BUSY_ASKED:
+            answer = busy.answer(phrase)
+            run = await muninn_here(
+                busy.config, "search", question, "--room", busy.room, "--limit", "50", "--json"
+            )
+            hits = run.doc()["hits"]
+            [window] = [
+                [str(m["event_id"]) for m in h["messages"]]
+                for h in hits
+                if answer in {m["event_id"] for m in h["messages"]}
+            ]
+            tool = await call(session, "search", query=question, room=busy.room, limit=50)
+            views = {
+                "chat": await _chat(busy, question, window),
+                "command room": _quoted(window, await _command_room(busy, question)),
+                "muninn search --json": _quoted(window, [h["best_event_id"] for h in hits]),
+                "mcp search": _quoted(window, [h["best_event_id"] for h in tool["hits"]]),
+            }
+            if any(quoted != [answer] for quoted in views.values()):
+                wrong[question] = {
+                    "answer": busy.body(answer),
+                    **{k: [busy.body(e) for e in v] for k, v in views.items()},
+                }
+    assert not wrong, json.dumps(wrong, indent=1)
