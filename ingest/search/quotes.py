@@ -3,7 +3,7 @@
 The writer stored each message's line vector, pooled from the window's one pass of the model
 (late chunking, `ingest.embed.linecodec`): the line read in its window's context. The message
 quoted is the one whose line is nearest a question's vector, compared here with no model run
-(a page's messages embedded at query time were 48 of a command's 121 ms of CPU, RESULTS §14).
+(a page's messages embedded at query time were 70 % of a burst's model time, RESULTS §15).
 Which model's judgment counts follows the messages' language (rule 22e at the message level):
 where a message of the window, or the question, does not read as English, a pair's lines are
 compared by e5's half alone (each such window's lines embedded alone by e5: its late-chunked

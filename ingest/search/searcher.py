@@ -317,7 +317,7 @@ class Searcher:
             # A person pages through the close matches, then the weaker ones, never on one
             # page (or, none close, the nearest, said to be); a list ordered by time is of the
             # close matches; an agent's is every candidate in the ranker's order, marked:
-            # putting the close ones first cost molweni-dev 0.010 of R@2000 (RESULTS §1b).
+            # putting the close ones first cost molweni-dev 0.010 of R@2000 (RESULTS §16).
             if query.sort == "recent":
                 pool.ranked = judged.shown()
             elif query.close_only:

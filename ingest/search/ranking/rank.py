@@ -87,7 +87,7 @@ FEATURES = (
 # 5: `length` capped at `LENGTH_CAP`; the match model labels close matches instead of cutting.
 # 6: a pair's `dense_rr` is e5's rank where the question or the window is not English.
 # 7: a window is unread by MiniLM where any one of its messages is not English (issue 47; its
-#    best stored line as a feature lost on the folds, bench/RESULTS.md §15).
+#    best stored line as a feature lost on the folds, bench/RESULTS.md §16).
 RANKER_VERSION = 7
 # `length` counts a window's characters up to the chunker's window size (`chunker.max_bytes`'s
 # default): past it, one long message would outweigh every topic by its length alone (a
@@ -98,7 +98,7 @@ LENGTH_CAP = 350
 MATCH_FEATURES = ("dense", "best_message", "dense2")
 # Terms match inside the candidates by their first STEM characters, a crude stem ("painting",
 # "painted" and "paints" meet in "pain"); the store's lexical index itself stays unstemmed.
-# 4 beat 5 and 6 on every fold's MRR (bench/RESULTS.md §1b).
+# 4 beat 5 and 6 on every fold's MRR (ranker v1: `git show 6579395:bench/RESULTS.md` §1b).
 STEM = 4
 RR_K = 10  # reciprocal ranks as RRF scores them, k = 10: 10 / (10 + rank)
 # Two candidates of one timeline are neighbours when the later starts at most this long after
