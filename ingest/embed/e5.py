@@ -10,7 +10,7 @@ here (the identity names them and this engine, so a change of either rebuilds th
 
 Batches are padded, so they are cut by padded tokens (`MAX_BATCH_TOKENS`) as MiniLM's are, which
 bounds the runtime's arena whatever the input. The idle unload drops the session and the word
-table's mapping, as MiniLM's drops its session.
+table's open file, as MiniLM's drops its session.
 """
 
 from __future__ import annotations

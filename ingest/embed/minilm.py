@@ -41,6 +41,7 @@ from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
 
 __all__ = [
+    "MAX_ATTENTION",
     "MAX_BATCH_TOKENS",
     "MODEL_SHA256",
     "MiniLMEmbedder",
@@ -56,6 +57,12 @@ MAX_TOKENS = 256  # what all-MiniLM-L6-v2 was trained on; longer input is cut, n
 # Padded tokens a batch: onnxruntime's arena grows to the largest batch run (~40 MB a 256-token
 # text); 512 holds it near 80 MB, at ~24 % less ingest rate than 1024 (bench/RESULTS.md §9).
 MAX_BATCH_TOKENS = 512
+# Padded tokens times the padded length a batch: this graph's attention is not fused, so a
+# batch's scores ([rows, 12 heads, length, length] float32, several at once) grow with the
+# square of its length; two 256-token texts took the arena to a 64 MiB region more than four
+# of 128 (+33-40 MiB RSS at the 10k import's peak, bench/RESULTS.md §15). Four of 128 at most:
+# longer texts go in fewer rows (alone from 182 tokens), the vectors the same.
+MAX_ATTENTION = 4 * 128 * 128
 DIMENSION = 384
 _TOKENIZER_RESOURCE = "minilm-tokenizer.json"
 
@@ -197,6 +204,7 @@ class MiniLMEmbedder(LocalEmbedder):
 
     name = "MiniLM"
     max_batch_tokens = MAX_BATCH_TOKENS
+    max_attention = MAX_ATTENTION
     resident = _resident
 
     @property

@@ -38,18 +38,25 @@ QUERY_PADDING = 1.25
 
 
 def batches(
-    counts: Sequence[int], batch_size: int, max_tokens: int, slack: float | None = None
+    counts: Sequence[int],
+    batch_size: int,
+    max_tokens: int,
+    slack: float | None = None,
+    max_attention: int | None = None,
 ) -> list[list[int]]:
     """Indexes of `counts` grouped into batches of similar length: at most `batch_size` texts,
     and at most `max_tokens` once padded to the batch's longest (a longer text goes alone);
-    with `slack`, also at most `slack` times the batch's own tokens once padded."""
+    with `slack`, also at most `slack` times the batch's own tokens once padded; with
+    `max_attention`, also at most that many padded tokens times the padded length (a head's
+    attention scores: a batch of long texts needs as many tokens' memory squared)."""
     out: list[list[int]] = []
     batch: list[int] = []
     own = 0  # the batch's tokens before padding
     for i in sorted(range(len(counts)), key=lambda i: counts[i]):
         padded = (len(batch) + 1) * counts[i]
         wasteful = slack is not None and padded > slack * (own + counts[i])
-        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful):
+        square = max_attention is not None and padded * counts[i] > max_attention
+        if batch and (len(batch) >= batch_size or padded > max_tokens or wasteful or square):
             out.append(batch)
             batch, own = [], 0
         batch.append(i)

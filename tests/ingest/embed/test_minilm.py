@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ingest.config import EmbedderConfig
-from ingest.embed import Embedder, make_embedder, minilm
+from ingest.embed import Embedder, WindowVectors, make_embedder, minilm
 from ingest.embed.minilm import MiniLMEmbedder
 from ingest.errors import EmbedError
 from ingest.types import EmbedderIdentity
@@ -132,6 +132,53 @@ def test_batches_cut_by_count_and_padded_tokens() -> None:
         [0, 1, 2, 3],
         [4, 5, 6, 7],
     ]
+
+
+def test_batches_cut_long_texts_by_attention() -> None:
+    """With `max_attention`, a batch's padded tokens times its padded length stay within it:
+    short texts batch as before, long ones go in fewer rows (alone past its square root)."""
+    counts = [256, 30, 256, 100, 256] + [30] * 9 + [100] * 4 + [256]
+    plain = minilm.batches(counts, batch_size=32, max_tokens=512)
+    bound = minilm.batches(counts, 32, 512, max_attention=minilm.MAX_ATTENTION)
+    assert sorted(i for g in bound for i in g) == list(range(len(counts)))
+    assert bound[:2] == plain[:2]  # the 30s and the 100s: the token bound already holds
+    assert [len(g) for g in plain[2:]] == [2, 2]
+    assert [len(g) for g in bound[2:]] == [1, 1, 1, 1]
+    assert all(
+        len(g) == 1 or len(g) * max(counts[i] for i in g) ** 2 <= minilm.MAX_ATTENTION
+        for g in bound
+    )
+    assert max(len(g) * max(counts[i] for i in g) ** 2 for g in plain) > minilm.MAX_ATTENTION
+
+
+async def test_minilm_long_windows_run_fewer_at_once_their_vectors_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Windows of 256 tokens are run one at a time (the graph's attention grows with the
+    square of a batch's length, and the runtime's arena keeps its largest), shorter ones as
+    many as the padded tokens allow; each window's vector and its lines' are those of the
+    window run alone."""
+    seen: list[int] = []
+    real = minilm._embed_lines_batch
+
+    def recording(docs: list[list[str]]) -> list[WindowVectors]:
+        seen.append(len(docs))
+        return real(docs)
+
+    monkeypatch.setattr(minilm, "_embed_lines_batch", recording)
+    long = [
+        "\n".join(f"user{n}: deploy release {k} to staging and watch the logs" for k in range(30))
+        for n in range(3)
+    ]
+    short = [f"alice: ping {n}\nbob: pong {n}" for n in range(6)]
+    got = await MiniLMEmbedder(batch_size=32).embed_windows(long + short)
+    assert sorted(seen) == [1, 1, 1, 6]
+    alone = await MiniLMEmbedder().embed_windows([long[1]])
+    np.testing.assert_allclose(got[1].window, alone[0].window, atol=1e-5)
+    for a, b in zip(got[1].lines, alone[0].lines, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 async def test_minilm_empty_input(embedder: MiniLMEmbedder) -> None:
