@@ -5,7 +5,9 @@ indexed by `muninn run` with the default pair (chat, the command room) and by th
 (`muninn search --json`, MCP's `search`). For every question asked in other words, each
 surface quotes one line of the answer's window, the same line on every surface: the answer,
 not a neighbour sharing a small word with the question (the storage-cupboard question's is
-its question line, which holds every word of it: tests/ingest/search/test_busy_room.py)."""
+its question line, which holds every word of it: tests/ingest/search/test_busy_room.py).
+`word*`, `sort:recent` and `from:` select messages there, not windows, in the room and in the
+command room alike."""
 
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ class BusyRoom:
     alias: str
     config: Path  # the reader's, over the writer's index of the same room
     said: list[list[tuple[str, str]]]  # each conversation's (event id, body)
+    senders: dict[str, str]  # event id → its sender's user id
 
     def answer(self, phrase: str) -> str:
         """The line a person should be quoted for the question about `phrase` (the module's
@@ -78,13 +81,14 @@ async def busy(
             await user.set_displayname(name)
             await user.join(room)
         start = utc_ms("2024-09-02T09:00")
-        said = [
-            [
-                (await users[name].send_text(room, body, ts=start + c * HOUR + j * MINUTE), body)
-                for j, (name, body) in enumerate(conv)
-            ]
-            for c, conv in enumerate(talk)
-        ]
+        said: list[list[tuple[str, str]]] = []
+        senders: dict[str, str] = {}
+        for c, conv in enumerate(talk):
+            said.append([])
+            for j, (name, body) in enumerate(conv):
+                sent = await users[name].send_text(room, body, ts=start + c * HOUR + j * MINUTE)
+                said[-1].append((sent, body))
+                senders[sent] = users[name].user_id
         await env.settle(room)
         reader = await hs.register(displayname="Reader")
         await reader.join(room)
@@ -95,7 +99,8 @@ async def busy(
             await indexer.refresh()
         doc = reader_config_doc(hs, reader, folder, **pair)
         config = write_config(folder / "config.yaml", doc)
-        yield BusyRoom(env, owner, room, f"#{local}:{synapse.server_name}", config, said)
+        alias = f"#{local}:{synapse.server_name}"
+        yield BusyRoom(env, owner, room, alias, config, said, senders)
 
 
 def _quoted(window: Sequence[str], best: Sequence[str]) -> list[str]:
@@ -164,3 +169,57 @@ async def test_every_surface_quotes_the_answer_of_its_window(busy: BusyRoom) -> 
                     **{k: [busy.body(e) for e in v] for k, v in views.items()},
                 }
     assert not wrong, json.dumps(wrong, indent=1)
+
+
+async def _pages(busy: BusyRoom, user: MatrixUser, room: str, command: str) -> list[str]:
+    """The bodies of `command`'s reply and of every `!more` after it."""
+    _, reply = await ask(user, room, command, busy.env.bot_id)
+    bodies = [body_of(reply)]
+    while "!more" in bodies[-1] and len(bodies) < 8:
+        _, reply = await ask(user, room, "!more", busy.env.bot_id)
+        bodies.append(body_of(reply))
+    return bodies
+
+
+async def test_word_star_sort_recent_lists_the_messages_newest_first_across_pages(
+    busy: BusyRoom,
+) -> None:
+    """`print* sort:recent limit:2`, in the room and in the command room: the four messages
+    holding a word starting with "print" (printer, printers), each from another window of
+    five people, newest first across `!more` pages, and none of their neighbours."""
+    said = [(e, b) for conv in busy.said for e, b in conv]
+    printed = [e for e, b in reversed(said) if any(w.startswith("print") for w in b.split())]
+    assert len(printed) == 4
+    env = busy.env
+    for user, room, command in (
+        (busy.owner, busy.room, "!search print* sort:recent limit:2"),
+        (env.persona, env.command_room, f"!search print* sort:recent in:{busy.alias} limit:2"),
+    ):
+        pages = await _pages(busy, user, room, command)
+        listed = [
+            e
+            for body in pages
+            for e in sorted(
+                (e for e, _ in said if link(busy.room, e) in body),
+                key=lambda e, body=body: body.find(link(busy.room, e)),
+            )
+        ]
+        assert listed == printed, (command, [busy.body(e) for e in listed])
+        assert len(pages) == 2 and all("newest first" in body for body in pages)
+
+
+async def test_from_lists_the_senders_own_messages_in_shared_windows(busy: BusyRoom) -> None:
+    """`from:` in the room and in the command room: every line listed is the named person's,
+    never a neighbour of their window that matches the words better."""
+    said = [(e, b) for conv in busy.said for e, b in conv]
+    ana = busy.senders[next(e for e, b in said if b.startswith("I can bring"))]
+    env = busy.env
+    for user, room, command in (
+        (busy.owner, busy.room, f"!search the spare extension lead from:{ana} limit:10"),
+        (env.persona, env.command_room, f"!search spare extension lead from:{ana} limit:10"),
+    ):
+        body = "\n".join(await _pages(busy, user, room, command))
+        listed = [e for e, _ in said if link(busy.room, e) in body]
+        assert listed and {busy.senders[e] for e in listed} == {ana}, [
+            busy.body(e) for e in listed
+        ]
