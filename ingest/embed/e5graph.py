@@ -32,6 +32,7 @@ import mmap
 import os
 import re
 import struct
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -294,12 +295,13 @@ class E5Graph:
         # page cache's do not.
         _, self._word_at, size = w.tensors["emb.word"]
         self._row_bytes = size // w.vocab_rows
-        self._file = path.open("rb", buffering=0)  # closed with the model
+        self._fd = os.open(path, os.O_RDONLY)
+        weakref.finalize(self, os.close, self._fd)  # closed with the model (an idle unload)
         self._session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """The word table's rows `ids` as Q4_0 blocks [len(ids), blocks, 18], from the file."""
-        fd, at, n = self._file.fileno(), self._word_at, self._row_bytes
+        fd, at, n = self._fd, self._word_at, self._row_bytes
         raw = b"".join([os.pread(fd, n, at + int(i) * n) for i in ids])
         return np.frombuffer(raw, np.uint8).reshape(len(ids), -1, BLOCK_BYTES)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -157,20 +158,30 @@ async def test_e5_checksum_mismatch_refused(
     assert fake not in e5._resident.held
 
 
+def _files_open_on_the_weights() -> int:
+    """This process's descriptors on the weight file (the word table is read through one)."""
+    path = os.path.realpath(e5.model_path())
+    fds = Path("/proc/self/fd")
+    return sum(os.path.realpath(fd) == path for fd in fds.iterdir())
+
+
 async def test_e5_unloads_when_idle_and_embeds_the_same_after() -> None:
     """As MiniLM: an idle process drops the model, the next call loads it again with the very
-    same vectors, and closing the embedder drops it."""
+    same vectors, and closing the embedder drops it, the word table's file with it."""
     emb = E5Embedder(unload_after_seconds=0.2)
     texts = ["la lavadora está rota", "会議の資料"]
     first = await emb.embed_queries(texts)
+    assert _files_open_on_the_weights() == 1
     for _ in range(600):  # a bound for a hung test, not a timing assertion
         if not e5.loaded():
             break
         await asyncio.sleep(0.05)
     assert not e5.loaded()
+    assert _files_open_on_the_weights() == 0
     assert await emb.embed_queries(texts) == first
     await emb.close()
     assert not e5.loaded()
+    assert _files_open_on_the_weights() == 0
 
 
 async def test_model_change_builds_a_generation_beside_the_old_one(tmp_path: Path) -> None:
