@@ -114,6 +114,19 @@ async def service_env(
         await service.stop()
 
 
+async def pages(
+    user: MatrixUser, room: str, command: str, bot_id: str, most: int = 10
+) -> list[str]:
+    """The bodies of `command`'s reply and of each `!more` after it, up to the last page (or
+    `most` pages)."""
+    _, reply = await ask(user, room, command, bot_id)
+    bodies = [body_of(reply)]
+    while "!more" in bodies[-1] and len(bodies) < most:
+        _, reply = await ask(user, room, "!more", bot_id)
+        bodies.append(body_of(reply))
+    return bodies
+
+
 def body_of(event: dict[str, Any]) -> str:
     return str(event["content"]["body"])
 

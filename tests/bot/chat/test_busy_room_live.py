@@ -23,7 +23,7 @@ import pytest_asyncio
 from bot.demo.client import unique_localpart
 from bot.demo.synapse import SynapseServer
 from ingest.config import PAIR_MODEL
-from tests.bot.botenv import Env, body_of, link, service_env
+from tests.bot.botenv import Env, link, pages, service_env
 from tests.bot.mcp.harness import call, muninn_mcp
 from tests.botkit import ask
 from tests.homeserver import Homeserver, MatrixUser
@@ -110,17 +110,8 @@ def _quoted(window: Sequence[str], best: Sequence[str]) -> list[str]:
 
 async def _chat(busy: BusyRoom, question: str, window: Sequence[str]) -> list[str]:
     """The lines of the window a person in the room is shown, over every `!more` page."""
-    env, owner = busy.env, busy.owner
-    shown: list[str] = []
-    command = f"!search {question} limit:20"
-    for _ in range(4):
-        _, reply = await ask(owner, busy.room, command, env.bot_id)
-        body = body_of(reply)
-        shown += [e for e in window if link(busy.room, e) in body]
-        if "!more" not in body:
-            return shown
-        command = "!more"
-    raise AssertionError(f"no last page for {question!r}")
+    replies = await pages(busy.owner, busy.room, f"!search {question} limit:20", busy.env.bot_id)
+    return [e for body in replies for e in window if link(busy.room, e) in body]
 
 
 async def _command_room(busy: BusyRoom, question: str) -> list[str]:
@@ -171,16 +162,6 @@ async def test_every_surface_quotes_the_answer_of_its_window(busy: BusyRoom) -> 
     assert not wrong, json.dumps(wrong, indent=1)
 
 
-async def _pages(busy: BusyRoom, user: MatrixUser, room: str, command: str) -> list[str]:
-    """The bodies of `command`'s reply and of every `!more` after it."""
-    _, reply = await ask(user, room, command, busy.env.bot_id)
-    bodies = [body_of(reply)]
-    while "!more" in bodies[-1] and len(bodies) < 8:
-        _, reply = await ask(user, room, "!more", busy.env.bot_id)
-        bodies.append(body_of(reply))
-    return bodies
-
-
 async def test_word_star_sort_recent_lists_the_messages_newest_first_across_pages(
     busy: BusyRoom,
 ) -> None:
@@ -195,17 +176,17 @@ async def test_word_star_sort_recent_lists_the_messages_newest_first_across_page
         (busy.owner, busy.room, "!search print* sort:recent limit:2"),
         (env.persona, env.command_room, f"!search print* sort:recent in:{busy.alias} limit:2"),
     ):
-        pages = await _pages(busy, user, room, command)
+        replies = await pages(user, room, command, busy.env.bot_id)
         listed = [
             e
-            for body in pages
+            for body in replies
             for e in sorted(
                 (e for e, _ in said if link(busy.room, e) in body),
                 key=lambda e, body=body: body.find(link(busy.room, e)),
             )
         ]
         assert listed == printed, (command, [busy.body(e) for e in listed])
-        assert len(pages) == 2 and all("newest first" in body for body in pages)
+        assert len(replies) == 2 and all("newest first" in body for body in replies)
 
 
 async def test_from_lists_the_senders_own_messages_in_shared_windows(busy: BusyRoom) -> None:
@@ -218,7 +199,7 @@ async def test_from_lists_the_senders_own_messages_in_shared_windows(busy: BusyR
         (busy.owner, busy.room, f"!search the spare extension lead from:{ana} limit:10"),
         (env.persona, env.command_room, f"!search spare extension lead from:{ana} limit:10"),
     ):
-        body = "\n".join(await _pages(busy, user, room, command))
+        body = "\n".join(await pages(user, room, command, busy.env.bot_id))
         listed = [e for e, _ in said if link(busy.room, e) in body]
         assert listed and {busy.senders[e] for e in listed} == {ana}, [
             busy.body(e) for e in listed

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.chat.html import WORD_JOINER
-from tests.bot.botenv import BASE_TS, Env, body_of, link
+from tests.bot.botenv import BASE_TS, Env, body_of, link, pages
 from tests.botkit import ask
 from tests.homeserver import MatrixUser
 
@@ -22,18 +22,6 @@ def _order(body: str, room: str, sent: dict[str, str]) -> list[str]:
     """The keys of `sent` (key → event id) whose permalinks the reply carries, in its order."""
     at = {key: body.find(link(room, e)) for key, e in sent.items()}
     return sorted((k for k, i in at.items() if i >= 0), key=lambda k: at[k])
-
-
-async def _pages(
-    user: MatrixUser, room: str, command: str, bot_id: str, most: int = 10
-) -> list[str]:
-    """The bodies of `command`'s reply and of each `!more` after it, up to the last page."""
-    _, reply = await ask(user, room, command, bot_id)
-    bodies = [body_of(reply)]
-    while "!more" in bodies[-1] and len(bodies) < most:
-        _, reply = await ask(user, room, "!more", bot_id)
-        bodies.append(body_of(reply))
-    return bodies
 
 
 async def test_bot_sort_recent_lists_only_messages_holding_the_words_across_pages(
@@ -64,7 +52,7 @@ async def test_bot_sort_recent_lists_only_messages_holding_the_words_across_page
     newest = sorted(kiln, key=lambda k: -int(k[1:]))
     assert len(newest) == 7
 
-    bodies = await _pages(alice, room, "!search kiln sort:recent limit:3", env.bot_id)
+    bodies = await pages(alice, room, "!search kiln sort:recent limit:3", env.bot_id)
     listed = [k for body in bodies for k in _order(body, room, notes)]
     assert listed == newest
     assert [len(_order(b, room, notes)) for b in bodies] == [3, 3, 1]
@@ -91,7 +79,7 @@ async def test_bot_sort_recent_in_the_command_room_is_newest_first_across_pages(
 
     await asyncio.gather(*(note(i) for i in range(45)))
     await env.settle(*rooms)
-    bodies = await _pages(
+    bodies = await pages(
         env.persona, env.command_room, "!search heron survey sort:recent limit:4", env.bot_id, 20
     )
     listed: list[str] = []
@@ -117,7 +105,7 @@ async def test_bot_search_without_words_lists_the_latest_messages(
     said["url"] = await alice.send_text(room, "the rota is at https://example.org/rota")
     await env.settle(room)
     bob_id = bob.user_id.split(":")[0]
-    bodies = await _pages(alice, room, f"!search from:{bob_id} limit:3", env.bot_id)
+    bodies = await pages(alice, room, f"!search from:{bob_id} limit:3", env.bot_id)
     listed = [k for body in bodies for k in _order(body, room, said)]
     assert listed == [f"b{i}" for i in range(6, -1, -1)]
     bob_said = bob.user_id.replace("@", "@" + WORD_JOINER)  # an echoed mention pings no one
