@@ -285,6 +285,8 @@ class LocalEmbedder:
 
     def _embed_now(self, texts: list[str]) -> list[list[float]]:
         """Questions' vectors, batched as `_embed`'s, all in the calling thread. Blocking."""
+        if len(texts) == 1:  # one question is one batch whatever its length: no count
+            return self._run(texts, True)
         vectors: list[list[float]] = [[] for _ in texts]
         counts = self._counts(texts, True)
         for chunk in self._batches(counts, QUERY_PADDING):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mautrix.types import EventType
+from mautrix.types import EventType, RelationType
 
-from ingest.matrix import ClientEvent, as_event, bundled_edit
+from ingest.matrix import ClientEvent, as_event, bundled_edit, content_of, relation_of
 from ingest.rules.events import normalize
 from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction
@@ -44,6 +44,8 @@ class Tail:
     edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
 
     def add(self, event: ClientEvent) -> None:
+        if event.get("type") == EventType.ROOM_MESSAGE.t and not _replaces(event):
+            return  # a message, not an edit: it redacts and edits nothing (a burst's commands)
         item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
         if isinstance(item, Redaction):
             self.redacted.add(str(item.redacts))
@@ -52,6 +54,11 @@ class Tail:
 
     def copy(self) -> Tail:
         return Tail(set(self.redacted), {k: list(v) for k, v in self.edits.items()})
+
+
+def _replaces(event: ClientEvent) -> bool:
+    """Whether a message event is an edit (`m.replace`): what `normalize` reads as one."""
+    return bool(relation_of(content_of(event)).get("rel_type") == RelationType.REPLACE.value)
 
 
 def read_tail(events: Iterable[ClientEvent], tail: Tail | None = None) -> Tail:

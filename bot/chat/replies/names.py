@@ -12,13 +12,13 @@ members' localparts too) or that starts like an id or alias; a unique, plain nam
 from __future__ import annotations
 
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 
 from ingest.index.chunker import display_name
 from ingest.types import UserID
 
-__all__ = ["sender_label"]
+__all__ = ["SenderLabels", "sender_label"]
 
 _ID_SIGILS = ("@", "#", "!", "+", "$")
 
@@ -37,14 +37,49 @@ def sender_label(sender: UserID, names: Mapping[str, str]) -> str:
     """`sender`'s display name in the room (`names`: every member → its name, '' for none),
     with the user id beside it (`Alice (@mallory:hs)`) when another member's name or localpart
     reads the same or the name looks like an id."""
-    name = display_name(sender, names)
-    if name == sender:
+    return SenderLabels(names).of(sender)
+
+
+# A room's keys of every member's name and localpart, by its members and names: a reply labels
+# up to 50 senders against all of the room's members (a busy room: thousands of `_key`s, 7 ms
+# a command in a burst). A few rooms' worth, the least recently used out first.
+_TAKEN: OrderedDict[frozenset[tuple[str, str]], Counter[str]] = OrderedDict()
+_TAKEN_ROOMS = 16
+
+
+def _taken(names: Mapping[str, str]) -> Counter[str]:
+    """Every member's name key (a name given) and localpart key, counted."""
+    known = frozenset(names.items())
+    taken = _TAKEN.pop(known, None)
+    if taken is None:
+        taken = Counter(_key(name) for name in names.values() if name.strip())
+        taken.update(_key(_localpart(user)) for user in names)
+    _TAKEN[known] = taken
+    while len(_TAKEN) > _TAKEN_ROOMS:
+        _TAKEN.popitem(last=False)
+    return taken
+
+
+class SenderLabels:
+    """`sender_label` for many senders of one room: the members' keys counted once."""
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self._names = names
+        self._taken = _taken(names)
+
+    def of(self, sender: UserID) -> str:
+        names = self._names
+        name = display_name(sender, names)
+        if name == sender:
+            return name
+        looks_like_id = name.strip().startswith(_ID_SIGILS)
+        key = _key(name)
+        # Another member's: the sender's own name and localpart are not counted against it.
+        clash = self._taken[key]
+        if sender in names:
+            clash -= (names[sender].strip() != "" and _key(names[sender]) == key) + (
+                _key(_localpart(sender)) == key
+            )
+        if looks_like_id or not key or clash:
+            return f"{name} ({sender})"
         return name
-    looks_like_id = name.strip().startswith(_ID_SIGILS)
-    key = _key(name)
-    others = [user for user in names if user != sender]
-    taken = Counter(_key(names[user]) for user in others if names[user].strip())
-    taken.update(_key(_localpart(user)) for user in others)
-    if looks_like_id or not key or taken[key]:
-        return f"{name} ({sender})"
-    return name

@@ -14,7 +14,7 @@ from bot.chat.commands.records import SearchCommand
 from bot.chat.content import ReplyContent, ReplyTo
 from bot.chat.html import escape, excerpt, safe_html, safe_plain
 from bot.chat.replies.budget import Part, fit_reply
-from bot.chat.replies.names import sender_label
+from bot.chat.replies.names import SenderLabels
 from bot.chat.replies.understood import filters_said, understood
 from bot.chat.replies.words import plural, scan_sentence, when
 from ingest.rules.media import is_media
@@ -63,10 +63,11 @@ def _span(body: str, matcher: regex.Pattern[str] | None) -> tuple[int, int] | No
     return found.span() if found and found.start() < found.end() else None
 
 
-def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tuple[str, str]:
+def _hit_lines(
+    view: SearchView, labels: SenderLabels, index: int, hit: Hit, best: CitedMessage
+) -> tuple[str, str]:
     body, sender = str(best["body"]), str(best["sender"])
-    names = view.names.get(hit.room_id, {})
-    name = sender_label(UserID(sender), names)
+    name = labels.of(UserID(sender))
     cut = excerpt(body, view.texts, EXCERPT_WIDTH, span=_span(body, view.matcher))
     clip = MEDIA_MARK if is_media(best.get("msgtype")) else ""
     stamp = when(best["ts"])
@@ -85,6 +86,12 @@ def _hit_lines(view: SearchView, index: int, hit: Hit, best: CitedMessage) -> tu
         f"<b>{safe_html(name)}</b>: {clip}{cut.html}</li>"
     )
     return plain, html
+
+
+def _labels(view: SearchView, known: dict[str, SenderLabels], room_id: str) -> SenderLabels:
+    if room_id not in known:
+        known[room_id] = SenderLabels(view.names.get(room_id, {}))
+    return known[room_id]
 
 
 def _query_label(view: SearchView) -> str:
@@ -163,8 +170,10 @@ def search_reply(reply_to: ReplyTo, view: SearchView) -> ReplyContent:
         matches = "Weaker matches" if count > 1 else "Weaker match"
         closely = "none of these matched closely"
         head = f"{matches} {_numbers(view, count)} for {label}{order}: {closely}"
+    labels: dict[str, SenderLabels] = {}  # a room's members counted once a reply
     items = [
-        Part(*_hit_lines(view, i, hit, m)) for i, (hit, m) in enumerate(listed, start=view.first)
+        Part(*_hit_lines(view, _labels(view, labels, hit.room_id), i, hit, m))
+        for i, (hit, m) in enumerate(listed, start=view.first)
     ]
     # The room gets short notices; the operator's details are in the log and `muninn status`.
     lines = [f"⚠ {w}" for w in for_chat(result.warnings)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, cast
 
@@ -58,7 +58,7 @@ def within_text(
     """The newest events, each cut to `EVENT_SHARE` (`trimmed`), whose text adds
     up to at most `limit` characters, and whether that left any out: 2,048 events of 16 KB
     cost seconds of scrubbing per command otherwise."""
-    kept, cut, _ = _within(events, limit)
+    kept, cut, _, _ = _within(events, limit)
     return kept, cut
 
 
@@ -94,19 +94,26 @@ def trimmed(event: ClientEvent) -> ClientEvent:
     return cast(ClientEvent, {**event, "content": content})
 
 
-def _within(events: Sequence[ClientEvent], limit: int) -> tuple[list[ClientEvent], bool, int]:
-    """`within_text`, and the text the kept events hold (the copy's size, without a second
-    pass over them)."""
+def _within(
+    events: Sequence[ClientEvent], limit: int, known: Mapping[int, int] | None = None
+) -> tuple[list[ClientEvent], bool, int, list[int]]:
+    """`within_text`, the text the kept events hold (the copy's size, without a second
+    pass over them) and each kept event's. `known`: the text of events kept before, by `id`
+    (a copy's own events, alive while it is read: already trimmed, their size is known)."""
     total = 0
     kept: list[ClientEvent] = []
+    sizes: list[int] = []
     for event in events:
-        event = trimmed(event)
-        size = text_size(event)
+        size = known.get(id(event)) if known else None
+        if size is None:
+            event = trimmed(event)
+            size = text_size(event)
         if total + size > limit:
-            return kept, True, total
+            return kept, True, total, sizes
         kept.append(event)
+        sizes.append(size)
         total += size
-    return kept, False, total
+    return kept, False, total, sizes
 
 
 class RoomLogSource(Protocol):
@@ -136,6 +143,7 @@ class _Copy:
     events: list[ClientEvent]  # newest first, at most `kept`, within `SCAN_TEXT`
     cut: bool  # `SCAN_TEXT` left older events out
     size: int  # text plus `EVENT_OVERHEAD` per event, for the cache's memory bound
+    sizes: list[int]  # each event's text, as `events`: a burst's reads size only what is new
     read_at: float  # `time.monotonic()` of the copy's last whole read
     asked_at: float  # `time.monotonic()` when the copy's last read (whole or not) began
 
@@ -221,6 +229,7 @@ class RecentEvents:
         if cached is not None:
             self.size -= cached.size
         older = False  # events beyond the copy's tail that the text bound left out
+        sized: dict[int, int] = {}  # the copy's events' text, by id: `cached` holds them alive
         read_at = asked_at = time.monotonic()
         if (
             cached is None
@@ -234,6 +243,7 @@ class RecentEvents:
             # Keep the larger bound a copy was read with: `!help` reading 64 events must not
             # shrink the copy `!search` extends.
             kept, old = cached.kept, cached.events
+            sized = {id(e): n for e, n in zip(old, cached.sizes, strict=True)}
             known = {str(e.get("event_id")) for e in old}
             new, met = await client.newer_than(room_id, known, kept)
             # Not met: more than `kept` new events arrived, and they are the latest `kept`.
@@ -243,9 +253,9 @@ class RecentEvents:
             if not met or any(_changes_state(e) for e in new):
                 self._passed.add(room_id)
             older = met and cached.cut
-        events, cut, text = _within(events, SCAN_TEXT)
+        events, cut, text, sizes = _within(events, SCAN_TEXT, sized)
         size = text + EVENT_OVERHEAD * len(events)
-        copy = _Copy(kept, events, cut or older, size, read_at, asked_at)
+        copy = _Copy(kept, events, cut or older, size, sizes, read_at, asked_at)
         raced = self._rooms.pop(room_id, None)  # another command's read of this room meanwhile
         if raced is not None:
             self.size -= raced.size

@@ -172,11 +172,7 @@ def match_literal(body: str, query: str) -> Match | None:
     """Tier and density of a query in a body, both already in `fold_text` form."""
     if not query or not body:
         return None
-    if body == query:
-        return Match(Tier.EXACT, DENSITY_MAX)
-    density = _density(len(query), len(body))
-    if body.startswith(query):
-        return Match(Tier.PREFIX, density)
+    # Found or not first: most of a room's bodies hold no query, and a burst folds them all.
     index = body.find(query)
     if index < 0:
         window = _subsequence_window(body, query)
@@ -185,6 +181,11 @@ def match_literal(body: str, query: str) -> Match | None:
         # Density over the window, not the body: compactness is what makes a scattered match
         # worth anything.
         return Match(Tier.SUBSEQUENCE, _density(len(query), window))
+    if body == query:
+        return Match(Tier.EXACT, DENSITY_MAX)
+    density = _density(len(query), len(body))
+    if index == 0:
+        return Match(Tier.PREFIX, density)
     while index >= 0:
         if _is_word_start(body, index):
             return Match(Tier.WORD_PREFIX, density)
@@ -240,6 +241,10 @@ class _Query:
         if not self.texts:  # operators alone: every message the filters keep
             return Match(Tier.ANY, 0), None
         folded = _folded(body)
+        if len(self.texts) == 1:  # the usual search: one text, no list to build
+            ((text, f),) = self.texts
+            found = match_literal(folded, f)
+            return (found, text) if found else None
         scored = [(m, text) for text, f in self.texts if (m := match_literal(folded, f))]
         # max() keeps the first of equal scores: the earlier text wins a tie.
         return max(scored, key=lambda item: item[0].score, default=None)
@@ -280,10 +285,11 @@ def fold(
     )
     hits: list[TranscriptHit] = []
     scanned, oldest = 0, None
+    filtered = sender is not None or after_ms is not None or before_ms is not None
     for event in itertools.islice(events, bound):
         scanned += 1
-        oldest = event.ts if oldest is None else min(oldest, event.ts)
-        if not _passes(event, sender, after_ms, before_ms):
+        oldest = event.ts if oldest is None or event.ts < oldest else oldest
+        if filtered and not _passes(event, sender, after_ms, before_ms):
             continue
         if best := query.best(event.body):
             found, text = best

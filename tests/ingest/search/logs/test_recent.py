@@ -57,3 +57,61 @@ def test_recent_events_merge_applies_new_redactions() -> None:
     assert [e["event_id"] for e in merged] == ["$r", "$b", "$a"]
     assert merged[1]["content"] == {} and "redacted_because" in merged[1]["unsigned"]
     assert merged[2]["content"] == {"body": "hello"}
+
+
+async def test_an_extended_copy_keeps_what_a_whole_read_would_keep() -> None:
+    """A burst extends a room's copy command after command, sizing only the new events (the
+    copy's own are known): what it keeps is exactly what reading the room whole keeps, at the
+    text bound too, and a redacted old message frees its text for older ones at once."""
+    from collections.abc import Set
+
+    from ingest.matrix import ClientEvent
+    from ingest.search.logs.recent import EVENT_SHARE, SCAN_TEXT, RecentEvents, within_text
+
+    long, short = "lorem ipsum " * 400, "a short line"
+    room: list[ClientEvent] = [  # newest first
+        _message(f"$o{i}", "@a:x", long if i % 3 else short) for i in range(900)
+    ]
+
+    class Source:
+        async def latest(self, room_id: RoomID, limit: int) -> list[ClientEvent]:
+            return room[:limit]
+
+        async def newer_than(
+            self, room_id: RoomID, known: Set[str], limit: int
+        ) -> tuple[list[ClientEvent], bool]:
+            new = []
+            for event in room[:limit]:
+                if event["event_id"] in known:
+                    return new, True
+                new.append(event)
+            return new, False
+
+    copies, source = RecentEvents(), Source()
+    first, cut = await copies.latest(source, RoomID("!r"), 2048)
+    assert (first, cut) == within_text(room, SCAN_TEXT) and cut  # the text bound holds
+    for step in range(3):
+        room.insert(0, _message(f"$n{step}", "@a:x", long))
+        if step == 1:  # a redaction of a kept long message: its text no longer counts
+            room.insert(
+                0,
+                {
+                    **_message("$r", "@b:x", ""),
+                    "type": "m.room.redaction",
+                    "redacts": "$o1",
+                    "content": {"redacts": "$o1"},
+                },
+            )
+        events, cut = await copies.latest(source, RoomID("!r"), 2048)
+        whole = [
+            {**e, "content": {}, "unsigned": {"redacted_because": {"redacted": True}}}
+            if e["event_id"] == "$o1" and step >= 1
+            else e
+            for e in room
+        ]
+        expected, expected_cut = within_text(whole, SCAN_TEXT)
+        assert [e["event_id"] for e in events] == [e["event_id"] for e in expected]
+        assert cut == expected_cut and all(
+            len(e["content"].get("body", "")) <= EVENT_SHARE for e in events
+        )
+    assert any(e["event_id"] == "$o1" and e["content"] == {} for e in events)
