@@ -9,6 +9,7 @@ A part of the command handler (`bot.chat.handlers`) that the commands share (`bo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -26,11 +27,19 @@ from bot.chat.replies import text_reply
 from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
 from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
+from ingest.matrix import ClientEvent
 from ingest.rules.scrub import scrub
 from ingest.search.logs.roomlog import RoomLog
 from ingest.types import RoomID
 
-__all__ = ["AUDIENCE_CHANGED", "COMMAND_ROOM_CHANGED", "SMALL_LOG", "Replier", "answer_small"]
+__all__ = [
+    "AUDIENCE_CHANGED",
+    "COMMAND_ROOM_CHANGED",
+    "SMALL_LOG",
+    "FreshStates",
+    "Replier",
+    "answer_small",
+]
 
 log = logging.getLogger("muninn.chat")
 
@@ -61,6 +70,7 @@ class Replier:
         now (not from a cache), asked just before a reply there is sent."""
         self._sender = sender
         self._states = states
+        self._fresh = FreshStates(states)  # the check before a send: shared, begun after it
         self._audiences = audiences
         self._bot_user_id = bot_user_id
         self.command_room = command_room
@@ -178,7 +188,7 @@ class Replier:
             return await self._command_room_withheld(msg)
         if cut is None or not cut.basis:
             return None  # the command room (`ANYONE`): no audience was read
-        if await audience_unchanged(self._states, msg.room_id, cut):
+        if await audience_unchanged(self._fresh, msg.room_id, cut):
             return None
         self._audiences.drop(msg.room_id)
         if await self.audience(RoomID(msg.room_id)) == cut:
@@ -215,3 +225,62 @@ async def answer_small(
     room's latest `SMALL_LOG` events only."""
     if await replier.may_answer(msg, await reads.read_log(msg.room_id, SMALL_LOG)):
         await replier.say(msg, text, kind)
+
+
+# The state read for the check just before a reply is sent (rule 14) must be begun after the
+# reply asked: a member who joined while it was built must be seen. A read under way began
+# before that, so it is never shared with a later asker; every reply asking while it runs waits
+# for the next read, begun once it ends, after all of them asked: as its own `/state` would be,
+# and a burst in one room costs the homeserver a read a round trip, not one a reply (RESULTS §7).
+_Read = asyncio.Future[list[ClientEvent]]
+
+
+class FreshStates:
+    """`RoomStates` whose `state_events` is begun after the call and shared with the calls
+    made while it waits to begin; `get_event` is the client's."""
+
+    def __init__(self, client: RoomStates) -> None:
+        self._client = client
+        self._waiting: dict[str, _Read] = {}  # room -> the next read, not begun yet
+        self._running: dict[str, _Read] = {}  # room -> the read under way
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def state_events(self, room_id: RoomID | str) -> list[ClientEvent]:
+        read = self._waiting.get(room_id)
+        if read is None:
+            read = self._waiting[room_id] = asyncio.get_running_loop().create_future()
+            read.add_done_callback(_state_retrieved)
+            task = asyncio.ensure_future(self._read(room_id, read))
+            self._tasks.add(task)  # held until it ends: the loop keeps only a weak reference
+            task.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(read)  # a reply cut off leaves the read to the others
+
+    async def _read(self, room_id: RoomID | str, read: _Read) -> None:
+        try:
+            running = self._running.get(room_id)
+            if running is not None:
+                await asyncio.wait([running])  # began before some of this read's askers asked
+            # From here a new asker waits for the next read: this one begins now.
+            del self._waiting[room_id]
+            self._running[room_id] = read
+            state = await self._client.state_events(room_id)
+        except asyncio.CancelledError:  # the service stops
+            read.cancel()
+            raise
+        except Exception as e:  # every asker of this read sees its failure
+            read.set_exception(e)
+        else:
+            read.set_result(state)
+        finally:
+            for held in (self._waiting, self._running):
+                if held.get(room_id) is read:
+                    del held[room_id]
+
+    async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
+        return await self._client.get_event(room_id, event_id)
+
+
+def _state_retrieved(read: _Read) -> None:
+    """A read whose askers were all cut off fails quietly (the next asker reads again)."""
+    if not read.cancelled():
+        read.exception()
