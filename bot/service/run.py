@@ -34,7 +34,7 @@ from bot.service.dispatch import Dispatcher
 from bot.service.http_api import HttpApi, PurgeRequest, store_check, token_path
 from bot.service.inflight import CommandPool
 from bot.service.invites import Invites
-from bot.service.limits import quiet_accept_errors, raise_nofile
+from bot.service.limits import freeze_startup_heap, quiet_accept_errors, raise_nofile
 from bot.service.metrics import CountingEmbedder, ServiceMetrics
 from bot.service.scheduler import RefreshScheduler
 from bot.service.sync import SyncLoop
@@ -224,6 +224,7 @@ class Service:
                 status=self._status,
             )
             await self.api.start()
+        freeze_startup_heap()  # no full collection walks the start's heap inside a command
         log.info("muninn is running as %s", self.bot_user_id)
 
     async def stop(self) -> None:
