@@ -153,6 +153,11 @@ class Replier:
             log.info("rate limit: %s (%s)", msg.sender, verdict)
         return verdict
 
+    def within_rate(self, msg: Incoming) -> bool:
+        """Whether the asker's rate would let this command through now (`may_answer` counts
+        it): work begun before the log read is begun for no command the rate drops."""
+        return self._limits.within(msg.sender)
+
     async def may_answer(self, msg: Incoming, room_log: RoomLog) -> bool:
         """Not answered yet and within the asker's rate; sends the one rate notice itself."""
         if room_log.answered(msg.event_id, self._bot_user_id):

@@ -98,6 +98,19 @@ class Retriever:
     # new embedder builds a new generation), and its read was a thread hop on every query.
     _built_with: tuple[AsyncCollection, Any] | None = field(default=None, repr=False)
 
+    _warming: set[asyncio.Future[Any]] = field(default_factory=set, repr=False)
+
+    def warm(self, texts: Sequence[str]) -> None:
+        """Start embedding a search's texts now, as `lists` will (the embedder remembers a
+        question's vectors, and a call while its run is under way joins it): a command's
+        question runs in the models while its room's log is read, not after it. None for a
+        `word*` (the lexical side's), nor without an embedder; a failure is `lists`' to tell."""
+        if self.embedder is None or not texts or any(prefixes(t) for t in texts):
+            return
+        run = asyncio.ensure_future(self.embedder.embed_queries([plain_text(t) for t in texts]))
+        self._warming.add(run)  # held until done: the loop keeps only a weak reference
+        run.add_done_callback(_warmed(self._warming))
+
     def fusing(self, found: Lists) -> bool:
         """Whether dense lists are fused (then the lexical floor and the ranker apply)."""
         return found.dense is not None and self.weights.get("dense", 1.0) > 0
@@ -248,3 +261,12 @@ def _scored(
     for p in said:
         points.setdefault(p.id, p)
     return [(p.id, p.score) for p in said]
+
+
+def _warmed(held: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
+    def done(run: asyncio.Future[Any]) -> None:
+        held.discard(run)
+        if not run.cancelled():
+            run.exception()  # read: the search's own call reports a failure
+
+    return done

@@ -63,6 +63,11 @@ class RateLimit:
         """How many askers are remembered."""
         return len(self._times)
 
+    def within(self, user: str) -> bool:
+        """Whether `check` would let `user`'s next command through now; counts nothing."""
+        now = self._clock()
+        return sum(now - t < 60.0 for t in self._times.get(user, ())) < self.per_minute
+
     def check(self, user: str) -> Literal["ok", "warn", "drop"]:
         now = self._clock()
         while user not in self._times and len(self._times) >= self._max:
