@@ -9,11 +9,11 @@ judges which match closely (docs/ARCHITECTURE.md §3 rule 22c): a person's view 
 the nearest, said to be), an agent's every candidate marked; made-up words answer nothing.
 Hits are revalidated before they are returned: a hit whose events were purged (a tombstone not
 yet applied), redacted, or whose room left the reader's scope since indexing is dropped and
-counted in `dropped_stale`, never shown. `Searcher.search`
-is the one call for every caller: given the room logs a command has read
-(`ingest.search.logs.request.RoomLogs`), it also fuses their transcript matches with the index's
-candidates and cuts every hit to what the room's readers may see
-(`ingest.search.logs.roomlogs`). Every page is revalidated by one loop (`Candidates.confirmed`)."""
+counted in `dropped_stale`, never shown. `Searcher.search` is the one call for every caller:
+given the room logs a command has read (`ingest.search.logs.request.RoomLogs`), it also fuses
+their transcript matches with the index's candidates and cuts every hit to what the room's
+readers may see (`ingest.search.logs.roomlogs`). Every page is revalidated by one loop
+(`Candidates.confirmed`)."""
 
 from __future__ import annotations
 
@@ -159,18 +159,28 @@ class Searcher:
             self._collection, self._generation = col, active
         return self._collection
 
+    async def _listed(self, prefix: str) -> tuple[AsyncCollection | None, dict[str, Any]]:
+        """`_active` and its records under `prefix`: one hop while the generation stays open."""
+        if (col := self._collection) is not None:
+            gen, sync = self._generation, col.sync
+            kept = await self._store.run(
+                lambda s: sync.list_meta(prefix) if s.active() == gen else None
+            )
+            if kept is not None:
+                return col, kept
+        col = await self._active()
+        return col, (await col.list_meta(prefix) if col else {})
+
     async def search(
         self, query: SearchQuery | None, room_logs: RoomLogs | None = None
     ) -> SearchResult:
-        """The one read path: the first `query.limit` candidates that pass revalidation, best
-        first.
+        """The one read path: the first `query.limit` candidates passing revalidation, best first.
 
         With `room_logs` (the bot's `!search`): the index's candidates fused with the
         transcript matches of the logs the command read (`ingest.search.logs.roomlogs`), every
         message cut to what each room's readers may see (`RoomView.audience`; a room with no
         view: no cut), and a page of `room_logs.asked.limit` hits after the `depth` earlier
-        pages showed. `query` None: the logs alone (a /regex/, or no text for the index).
-        """
+        pages showed. `query` None: the logs alone (a /regex/, or no text for the index)."""
         if room_logs is not None:
             return await self._fused(query, room_logs)
         if query is None:
@@ -216,8 +226,7 @@ class Searcher:
     async def _fused(self, query: SearchQuery | None, room_logs: RoomLogs) -> SearchResult:
         """`search` with the room logs: rank, fold the logs, fuse, confirm what is shown."""
         fetch = min(MAX_CANDIDATES, (room_logs.asked.limit + room_logs.depth) * 3)
-        if room_logs.asked.sort == "recent":  # every match is ordered by time, not the best few
-            fetch = MAX_CANDIDATES
+        fetch = MAX_CANDIDATES if room_logs.asked.sort == "recent" else fetch  # all, by time
         # The logs were read after the marks were taken: a log reaching back to its room's
         # mark revalidates that room's hits, no tail read of their own.
         logs: dict[str, LogRead] = {
@@ -270,15 +279,13 @@ class Searcher:
             filter=query.filter,
             senders=frozenset(query.senders or ()),
         )
-        col = await self._active()
+        # The cursors before the points (holding at least all up to them): a tail after them.
+        col, cursors = await self._listed(CURSOR_PREFIX)
         if col is None:
             pool.warnings.append(EMPTY_INDEX)
             return pool
         if query.match == "words":  # each message listed holds the words of a text (`Terms`)
             pool.filter = replace(query.filter, holding=tuple(Terms.of(t) for t in query.texts))
-        # The cursors before the points: a point read after its room's cursor holds at least
-        # everything up to it, so revalidation needs only the timeline after it.
-        cursors = await col.list_meta(CURSOR_PREFIX)
         pool.cursors = {
             k.removeprefix(CURSOR_PREFIX): v.get("token") if isinstance(v, dict) else None
             for k, v in cursors.items()
@@ -363,8 +370,7 @@ class Searcher:
         holds everything the points read later may lack (`_rank`'s `logs`). {} when the index
         is empty or cannot be read: the tails are then read as usual."""
         try:
-            col = await self._active()
-            records = await col.list_meta(CURSOR_PREFIX) if col else {}
+            records = (await self._listed(CURSOR_PREFIX))[1]
         except StoreError:
             return {}  # `_rank` reports the store
         return {
@@ -383,10 +389,9 @@ class Searcher:
         if self._purges is not None:
             filed.extend(map(Tombstone.from_meta, await self._purges.read()))
         try:
-            col = await self._active()
+            col, stored = await self._listed(TOMBSTONE_PREFIX)
             if col is None:
                 return filed
-            stored = await col.list_meta(TOMBSTONE_PREFIX)
         except StoreError as e:
             if self.purges is None:
                 raise
