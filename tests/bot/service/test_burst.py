@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,22 +29,29 @@ SLOW = "glacier"
 
 
 class HeldEmbedder(DelegatingEmbedder):
-    """The real embedder; a query naming `SLOW` waits for `release` (and counts how many wait)."""
+    """The real embedder; a query naming `SLOW` waits for `release` (and counts how many
+    commands' questions wait: a command's warm-up and its search ask the same texts)."""
 
     def __init__(self, inner: Embedder) -> None:
         super().__init__(inner)
         self.release = asyncio.Event()
-        self.held = 0
+        self.waiting: Counter[tuple[str, ...]] = Counter()
         self.most_held = 0
+
+    @property
+    def held(self) -> int:
+        return len(self.waiting)
 
     async def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         if any(SLOW in t for t in texts):
-            self.held += 1
+            self.waiting[tuple(texts)] += 1
             self.most_held = max(self.most_held, self.held)
             try:
                 await self.release.wait()
             finally:
-                self.held -= 1
+                self.waiting[tuple(texts)] -= 1
+                if not self.waiting[tuple(texts)]:
+                    del self.waiting[tuple(texts)]
         return await self.inner.embed_queries(texts)
 
     async def close(self) -> None:
