@@ -22,8 +22,11 @@ indexes live on the heap and whose vectors are read whole at open (~11 KB a poin
 points with the WAL, bench/RESULTS.md §10). Closing the store therefore compacts it: the
 optimizer turns every appendable segment of more than ~1,000 points into an immutable one
 (no HNSW graph: `m=0`), whose vectors, sparse index, id tracker and payload indexes are
-files mapped cold, so the next process touches only the pages its searches read. The cost is
-paid by the closing process, in proportion to the points written since the last compaction.
+files mapped cold, so the next process touches only the pages its searches read. A pass holds
+the segment it converts and the copy it writes at once, so a long write is compacted in steps:
+the first flush after `SEGMENT_POINTS` chat points compacts the appendable segment (a stall of
+~1.5-3 s on 2 cores, GIL held), and no merge grows a segment past that bound (unbounded, a
+close merged its new points into the generation's one segment, copying all of it again).
 After a redaction, an edit or a purge the close rewrites the shard whole instead, so that no
 file keeps the removed text (`ingest.store.edge_rewrite`, `.rewrite-`/`.replaced-` beside it).
 """
@@ -43,7 +46,7 @@ from typing import IO, Any
 import qdrant_edge as qe
 
 from ingest.errors import DiskFull, StoreError, StoreUnavailable
-from ingest.store import edge_rewrite
+from ingest.store import edge_rewrite, edge_shard
 from ingest.store.base import CollectionBase
 from ingest.store.contract import (
     CHAT,
@@ -60,6 +63,7 @@ from ingest.store.edge_shard import (
     compact_shard,
     create_shard,
     ensure_indexes,
+    load_shard,
     shard_config,
     shard_filter,
     stored_dense_dim,
@@ -88,6 +92,7 @@ class EdgeCollection(CollectionBase):
         # Text was taken out and no rewrite has forgotten it yet: a process killed before its
         # clean stop leaves the mark, so the next clean stop rewrites (rule 13b).
         self._removed_text = (path / _REWRITE_DUE).is_file()
+        self._uncompacted = 0  # chat points this process wrote since its last compaction
 
     def forget_removed(self) -> None:
         if not self._removed_text:
@@ -123,6 +128,7 @@ class EdgeCollection(CollectionBase):
             for p, payload in zip(points, payloads, strict=True)
         ]
         self._shard.update(qe.UpdateOperation.upsert_points(batch))
+        self._uncompacted += len(batch)
 
     def _upsert_bare(self, point_id: str, payload: dict[str, Any]) -> None:
         self._shard.update(qe.UpdateOperation.upsert_points([qe.Point(point_id, {}, payload)]))
@@ -184,9 +190,13 @@ class EdgeCollection(CollectionBase):
         return list(found.values())
 
     def flush(self) -> None:
-        """Persist segments; the WAL already holds every acknowledged update."""
+        """Persist segments (the WAL already holds every acknowledged update); past
+        `SEGMENT_POINTS` written, compact the appendable segment (module docstring)."""
         with self._guard("flush"):
             self._shard.flush()
+        if self._uncompacted >= edge_shard.SEGMENT_POINTS and self._room_to_compact(False):
+            compact_shard(self._shard, self._path)
+            self._uncompacted = 0
 
     def optimize(self) -> None:
         """Make appendable segments immutable and mapped cold, merge segments, vacuum
@@ -202,7 +212,7 @@ class EdgeCollection(CollectionBase):
         with self._guard("close"):
             try:
                 self._shard.flush()
-                compact = compact and self._room_to_compact()
+                compact = compact and self._room_to_compact(self._removed_text)
                 fresh = self._rewritten() if compact and self._removed_text else None
                 if compact and fresh is None:
                     compact_shard(self._shard, self._path)
@@ -215,11 +225,11 @@ class EdgeCollection(CollectionBase):
                     fresh.close()
                 edge_rewrite.replace(self._path)
 
-    def _room_to_compact(self) -> bool:
+    def _room_to_compact(self, rewrite: bool) -> bool:
         """Compacting and rewriting write new segments (a rewrite, a whole copy): not on a disk
         without room for them (rule 13c); the shard stays as flushed."""
         try:
-            need = allocated_bytes(self._path) if self._removed_text else 0
+            need = allocated_bytes(self._path) if rewrite else 0
             self._space.check(need)
         except DiskFull as e:
             log.warning("not compacting %s: %s", self._path, e)
@@ -322,7 +332,7 @@ class EdgeStore(StoreBase):
                 # (the dimension is checked as before, by the schema record).
                 dim = stored_dense_dim(shard_dir)
                 config = shard_config(dim) if dim is not None else None
-                shard = qe.EdgeShard.load(str(shard_dir), config)
+                shard = load_shard(shard_dir, config)
                 ensure_indexes(shard)
             else:
                 assert dense_dim is not None  # StoreBase.open refuses a creation without it

@@ -27,6 +27,8 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from ingest.store import edge_shard
+
 log = logging.getLogger("muninn.store")
 
 _FRESH = ".rewrite-"  # the copy being written
@@ -34,10 +36,12 @@ _REPLACED = ".replaced-"  # the shard it replaces, between the two renames
 _BATCH = 256
 
 
-def copy_points(source: Any, target: Any) -> int:
-    """Every point of `source` (chat and meta, vectors and payloads as stored) into `target`."""
+def copy_points(source: Any, target: Any, target_dir: Path) -> int:
+    """Every point of `source` (chat and meta, vectors and payloads as stored) into `target`,
+    compacted each `SEGMENT_POINTS` as a write is (`ingest.store.edge`): a copy of a large
+    shard holds no more memory than its writer did."""
     offset: Any = None
-    copied = 0
+    copied = uncompacted = 0
     while True:
         request = qe.ScrollRequest(
             offset=offset, limit=_BATCH, with_payload=True, with_vector=True
@@ -47,6 +51,11 @@ def copy_points(source: Any, target: Any) -> int:
             points = [qe.Point(r.id, dict(r.vector or {}), dict(r.payload or {})) for r in records]
             target.update(qe.UpdateOperation.upsert_points(points))
             copied += len(points)
+            uncompacted += len(points)
+            if uncompacted >= edge_shard.SEGMENT_POINTS:
+                target.flush()
+                edge_shard.compact_shard(target, target_dir)
+                uncompacted = 0
         if offset is None:
             return copied
 
@@ -58,7 +67,7 @@ def rewrite(shard_dir: Path, source: Any, create: Callable[[Path], Any]) -> Any:
     shutil.rmtree(fresh_dir, ignore_errors=True)
     fresh = create(fresh_dir)
     try:
-        copy_points(source, fresh)
+        copy_points(source, fresh, fresh_dir)
         fresh.flush()
     except BaseException:
         fresh.close()

@@ -1,17 +1,18 @@
 """The embedded store's layout on disk: payload indexes only for what a query filters on, and a
-generation compacted at close so that the next process maps it cold (bench/RESULTS.md §10);
-both reach generations an older release built."""
+generation compacted at close so that the next process maps it cold (bench/RESULTS.md §10), a
+long write in bounded steps; both reach generations an older release built."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import qdrant_edge as qe
 
 from ingest.config import IndexConfig, StoreConfig
-from ingest.store import PointFilter, edge_shard, open_store
+from ingest.store import PointFilter, edge_rewrite, edge_shard, open_store
 from ingest.store.contract import INTEGER_FIELDS, KEYWORD_FIELDS
 from tests.ingest.store.storekit import COLLECTION, DIM, GEN, names, pid, point
 
@@ -104,5 +105,71 @@ def test_edge_generation_too_small_to_gain_is_not_compacted(tmp_path: Path) -> N
     try:
         coll = store.open(GEN, dense_dim=DIM, create=False)
         assert [h.id for h in coll.dense_search([0.0, 0.0, 1.0, 0.0], None, 4)] == before
+    finally:
+        store.close()
+
+
+def _page(coll: Any, page: int) -> None:
+    """50 points, as a writer's page of windows."""
+    coll.upsert([point(f"p{page}-{i}", dense=(0.0, 1.0, page, i)) for i in range(50)])
+
+
+def test_edge_long_write_is_compacted_a_segment_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long write (an import) is compacted as it goes, not whole at its close: the first flush
+    past `SEGMENT_POINTS` makes the appendable segment immutable, and no pass merges full
+    segments again, so what a pass holds is one segment, not the generation (the 100k-message
+    import's peak: 831 → 369 MiB writer-only). The generation answers as one, then and after."""
+    monkeypatch.setattr(edge_shard, "COMPACT_ABOVE_KB", 1)
+    monkeypatch.setattr(edge_shard, "SEGMENT_POINTS", 100)  # 1.6 KB of 4-d vectors
+    store = open_store(CFG, tmp_path)
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    shard_dir = tmp_path / "qdrant" / GEN
+    for page in range(1, 7):  # flushed after each page, as the writer does
+        _page(coll, page)
+        coll.flush()
+        assert dense_storage(shard_dir).count("Mmap") == page // 2
+    query = [0.0, 1.0, 3.0, 7.0]
+    before = [h.id for h in coll.dense_search(query, None, 5)]
+    assert before[0] == pid("p3-7")
+    store.close()
+    assert dense_storage(shard_dir) == ["ChunkedMmap", "Mmap", "Mmap", "Mmap"]
+
+    store = open_store(CFG, tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=DIM, create=False)
+        assert [h.id for h in coll.dense_search(query, None, 5)] == before
+        assert coll.count() == 300
+    finally:
+        store.close()
+
+
+def test_edge_rewrite_is_compacted_a_segment_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The close's rewrite after removed text (rule 13b) copies the generation in the same
+    bounded steps, so it holds no more memory than its writer did: several segments, the
+    same answers."""
+    monkeypatch.setattr(edge_shard, "COMPACT_ABOVE_KB", 1)
+    monkeypatch.setattr(edge_shard, "SEGMENT_POINTS", 100)
+    monkeypatch.setattr(edge_rewrite, "_BATCH", 50)
+    store = open_store(CFG, tmp_path)
+    coll = store.open(GEN, dense_dim=DIM, create=True)
+    for page in range(1, 6):  # never flushed: the write itself leaves one segment
+        _page(coll, page)
+    coll.delete([pid("p2-0")])
+    coll.forget_removed()
+    query = [0.0, 1.0, 2.0, 0.0]
+    before = [h.id for h in coll.dense_search(query, None, 5)]
+    store.close()
+    shard_dir = tmp_path / "qdrant" / GEN
+    assert dense_storage(shard_dir).count("Mmap") >= 2
+
+    store = open_store(CFG, tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=DIM, create=False)
+        assert [h.id for h in coll.dense_search(query, None, 5)] == before
+        assert coll.count() == 249
     finally:
         store.close()

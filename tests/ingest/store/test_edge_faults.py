@@ -1,10 +1,11 @@
 """The embedded store's own faults: one process holds it, its directory is the owner's only, a
-killed writer keeps what it acknowledged.
+killed writer keeps what it acknowledged, a killed compaction leaves no half-built segment.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from ingest.config import IndexConfig, StoreConfig
 from ingest.errors import StoreUnavailable
 from ingest.store import open_store
-from tests.ingest.store.storekit import COLLECTION, DIM, GEN, pid
+from tests.ingest.store.storekit import COLLECTION, DIM, GEN, pid, point
 
 
 def _edge_cfg() -> IndexConfig:
@@ -108,5 +109,24 @@ def test_edge_killed_writer_keeps_acknowledged_writes(tmp_path: Path) -> None:
         coll = store.open(GEN, dense_dim=DIM, create=False)
         assert [p.id for p in coll.retrieve([pid("A")])] == [pid("A")]
         assert coll.get_meta("cursor/!r1") == {"event_id": "$a"}
+    finally:
+        store.close()
+
+
+def test_edge_compaction_killed_midway_leaves_no_half_built_segment(tmp_path: Path) -> None:
+    """A compaction killed mid-way (the import compacts as it goes) leaves its half-built
+    segment in the shard's `temp_segments`, up to a segment's size on disk each time: the next
+    open deletes it, and the generation is whole."""
+    store = open_store(_edge_cfg(), tmp_path)
+    store.open(GEN, dense_dim=DIM, create=True).upsert([point("A")])
+    store.close()
+    shard_dir = tmp_path / "qdrant" / GEN
+    segment = next((shard_dir / "segments").iterdir())
+    shutil.copytree(segment, shard_dir / "temp_segments" / "segment_builder_x")  # as left
+    store = open_store(_edge_cfg(), tmp_path)
+    try:
+        coll = store.open(GEN, dense_dim=DIM, create=False)
+        assert not (shard_dir / "temp_segments").exists()
+        assert [p.id for p in coll.retrieve([pid("A")])] == [pid("A")]
     finally:
         store.close()
