@@ -12,7 +12,8 @@ message is evidence any choice is right), the message each way quotes is right w
 evidence turn:
 
 - `product`: `ingest.search.quotes.best_of` over the stored lines, as the read path calls it;
-- `lines`: the nearest stored line alone (no words first);
+- `lines`: `nearest_line` alone (the stored lines weighed with the words' share; no message
+  holding every word first);
 - `before`: the choice before issue 47: the words first, then a window sharing a content word
   quotes the message sharing most (`hits.best_message`), else the message whose body, embedded
   alone at query time, is nearest (`Nearest`, the pair's mean cosine);

@@ -39,6 +39,7 @@ __all__ = [
     "content_terms",
     "features",
     "probability",
+    "share_said",
     "words_said",
 ]
 
@@ -161,6 +162,16 @@ def words_said(body: str) -> frozenset[str]:
     """A message's tokens, whole: read from `_passage_terms`, remembered, as the pool's
     bodies recur from question to question."""
     return frozenset[str]().union(*_passage_terms(body, None, LENGTH_CAP))
+
+
+def share_said(text: str, body: str, stem: int | None = STEM) -> float:
+    """The share of `text`'s content terms (stemmed as the features match them) that `body`
+    holds; 0 for a text of stop words only."""
+    terms = {stemmed(t, stem) for t in content_terms(text)}
+    if not terms:
+        return 0.0
+    said = frozenset[str]().union(*_passage_terms(body, stem, LENGTH_CAP))
+    return len(terms & said) / len(terms)
 
 
 def content_terms(text: str) -> list[str]:

@@ -1,0 +1,63 @@
+"""Which message a window matched by meaning quotes (`ingest.search.quotes`, rule 22b): the
+stored lines' order among themselves, weighed with the share of the question's words each
+message holds. Pure: lines written as the writer's codec writes them, no model."""
+
+from __future__ import annotations
+
+import math
+
+from ingest.embed.linecodec import encode_line
+from ingest.search.hits import CitedMessage
+from ingest.search.quotes import WORDS_WEIGHT, best_of
+
+QUESTION = "what is used as the wireless adaptor"  # content words: used, wireless, adaptor
+
+
+def _line(cosine: float) -> str:
+    """A unit line at `cosine` from the question's vector (the first axis)."""
+    return encode_line([cosine, math.sqrt(1.0 - cosine * cosine), 0.0, 0.0])
+
+
+def _window(said: list[tuple[str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
+    messages = [
+        CitedMessage(event_id=f"$e{i}", sender=f"@p{i}:x", ts=i, body=body)
+        for i, (body, _) in enumerate(said)
+    ]
+    return messages, {f"$e{i}": _line(cos) for i, (_, cos) in enumerate(said)}
+
+
+ASKED = [[1.0, 0.0, 0.0, 0.0]]
+
+
+def test_a_line_nearly_as_near_holding_the_questions_words_is_quoted() -> None:
+    """In a crowd's window the line read in context nearest a question is often the neighbour
+    of the message holding its words ("you set it up as a wireless bridge?" before "I use it
+    as a wireless adaptor, I just can't ssh to it"): a line almost as near that holds two of
+    the three content words is quoted (molweni-dev: the quote right 0.612 → 0.634)."""
+    messages, lines = _window(
+        [
+            ("not you, sorry", 0.20),
+            ("I use it as a wireless adaptor, I just can't ssh to it", 0.47),
+            ("you set it up as a bridge?", 0.50),
+        ]
+    )
+    matched, best = best_of(messages, lines, [QUESTION], ASKED)
+    assert matched == ()  # no message holds every word: a match by meaning
+    assert best == "$e1"
+
+
+def test_words_do_not_outweigh_a_line_far_from_the_question() -> None:
+    """The words weigh `WORDS_WEIGHT` beside a line's place between the window's farthest and
+    nearest: a message far from the question (its place 0) holding one word is not quoted
+    over the nearest line, and with no word anywhere the nearest line is quoted."""
+    assert 0 < WORDS_WEIGHT < 1
+    messages, lines = _window(
+        [
+            ("the adaptor drawer is full", 0.10),
+            ("you set it up as a bridge?", 0.50),
+            ("lunch is here", 0.30),
+        ]
+    )
+    assert best_of(messages, lines, [QUESTION], ASKED)[1] == "$e1"
+    messages, lines = _window([("lunch is here", 0.10), ("it is a bridge", 0.50)])
+    assert best_of(messages, lines, [QUESTION], ASKED)[1] == "$e1"
