@@ -73,7 +73,8 @@ def shard_config(dense_dim: int) -> Any:
         payload_memory=cold,
         id_tracker_memory=cold,
         # No HNSW graph (m=0): searches are filtered by room, and a scan of a room's points is
-        # as fast (bench/store_latency.py); the graph cost minutes of CPU and memory at 100k.
+        # as fast (`git show 14975cc:bench/store_latency.py`); the graph cost minutes of CPU
+        # and memory at 100k.
         hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
         # Bounded segments: the appendable one is compacted alone (a full segment and it are
         # over the bound together), and a merge joins only small ones (several closes' worth).

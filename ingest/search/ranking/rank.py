@@ -164,10 +164,15 @@ def words_said(body: str) -> frozenset[str]:
     return frozenset[str]().union(*_passage_terms(body, None, LENGTH_CAP))
 
 
+@functools.lru_cache(maxsize=256)
+def _stemmed_terms(text: str, stem: int | None) -> frozenset[str]:
+    return frozenset(stemmed(t, stem) for t in content_terms(text))
+
+
 def share_said(text: str, body: str, stem: int | None = STEM) -> float:
     """The share of `text`'s content terms (stemmed as the features match them) that `body`
     holds; 0 for a text of stop words only."""
-    terms = {stemmed(t, stem) for t in content_terms(text)}
+    terms = _stemmed_terms(text, stem)
     if not terms:
         return 0.0
     said = frozenset[str]().union(*_passage_terms(body, stem, LENGTH_CAP))
