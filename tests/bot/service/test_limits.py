@@ -20,6 +20,16 @@ from bot.service.limits import quiet_accept_errors
 from tests.bot.service.http_api.listener import bare_api
 
 
+def printed_by_a_fresh_interpreter(code: str) -> list[str]:
+    """What `code` prints, run by a new interpreter in the repository (a process-wide setting
+    of its own: the test runner's is left alone)."""
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
 def test_raise_nofile_lifts_the_soft_limit_to_the_hard_one() -> None:
     """A process started with a soft limit of 256 ends with the hard limit (in a child
     process: the test runner's own limit is left alone)."""
@@ -31,11 +41,7 @@ def test_raise_nofile_lifts_the_soft_limit_to_the_hard_one() -> None:
         "after = raise_nofile()\n"
         "print(after == resource.getrlimit(resource.RLIMIT_NOFILE), after[0] > 256)\n"
     )
-    root = Path(__file__).resolve().parents[3]
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["True", "True"], out
+    assert printed_by_a_fresh_interpreter(code) == ["True", "True"]
 
 
 def test_the_unit_raises_the_open_file_limit() -> None:
@@ -132,8 +138,4 @@ def test_the_start_freezes_its_heap_once_and_keeps_no_garbage() -> None:
         "print(first, again, gone() is None, gc.get_freeze_count() > 10_000,\n"
         "      len(gc.get_objects()) < walked // 10)\n"
     )
-    root = Path(__file__).resolve().parents[3]
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["True", "False", "True", "True", "True"], out
+    assert printed_by_a_fresh_interpreter(code) == ["True", "False", "True", "True", "True"]

@@ -136,11 +136,16 @@ def test_edge_long_write_is_compacted_a_segment_at_a_time(
     store.close()
     assert dense_storage(shard_dir) == ["ChunkedMmap", "Mmap", "Mmap", "Mmap"]
 
+    assert reopened(tmp_path, query) == (before, 300)
+
+
+def reopened(tmp_path: Path, query: list[float]) -> tuple[list[str], int]:
+    """The generation opened again by a new store: its first five answers to `query`, and
+    how many points it holds."""
     store = open_store(CFG, tmp_path)
     try:
         coll = store.open(GEN, dense_dim=DIM, create=False)
-        assert [h.id for h in coll.dense_search(query, None, 5)] == before
-        assert coll.count() == 300
+        return [h.id for h in coll.dense_search(query, None, 5)], coll.count()
     finally:
         store.close()
 
@@ -166,10 +171,4 @@ def test_edge_rewrite_is_compacted_a_segment_at_a_time(
     shard_dir = tmp_path / "qdrant" / GEN
     assert dense_storage(shard_dir).count("Mmap") >= 2
 
-    store = open_store(CFG, tmp_path)
-    try:
-        coll = store.open(GEN, dense_dim=DIM, create=False)
-        assert [h.id for h in coll.dense_search(query, None, 5)] == before
-        assert coll.count() == 249
-    finally:
-        store.close()
+    assert reopened(tmp_path, query) == (before, 249)
