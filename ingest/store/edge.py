@@ -14,8 +14,10 @@ mode. The store-level LOCK turns that into one clear `StoreUnavailable` at `open
 qdrant-edge holds the GIL for the whole of every call (measured: queries, upserts, and
 `optimize()`, which at 100k × 384-d took minutes on 2 cores with the main thread frozen).
 The facade's worker thread (`ingest.store.aio`) therefore keeps the loop from awaiting, not
-from stalling: each call stalls it for the call's duration. Fine for 1-20 ms queries; never
-run `optimize()` in a process that must keep answering.
+from stalling: each call stalls it for the call's duration. Fine for 1-20 ms queries; a
+whole-store `optimize()` never runs in a process that must keep answering, and a compaction
+step (below) stalls a serving process only as a backfill writes past each 5,000 points: the
+price of a bounded peak (a close compacting 100k points at once took 1 GiB, RESULTS §15).
 
 Memory: writes land in an appendable segment, whose id tracker, sparse index and payload
 indexes live on the heap and whose vectors are read whole at open (~11 KB a point at 100k
