@@ -3,6 +3,9 @@ only error whose own message is ever posted to a room."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 
 class MuninnError(Exception):
     """Root of every error Muninn raises on purpose."""
@@ -79,3 +82,11 @@ class QueryError(MuninnError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+def failure_retrieved(future: asyncio.Future[Any]) -> None:
+    """A shared read's done callback: its failure is read here, so a read whose every waiter was
+    cut off fails quietly (the next asker reads again), with no "exception was never retrieved"
+    warning left behind."""
+    if not future.cancelled():
+        future.exception()

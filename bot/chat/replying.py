@@ -26,7 +26,13 @@ from bot.chat.reads import LogReader
 from bot.chat.replies import text_reply
 from bot.chat.sender import txn_id_for
 from bot.chat.visibility import ANYONE, Audience, Audiences, audience_unchanged, room_audience
-from ingest.errors import MatrixAuthError, MatrixError, MatrixForbidden, MatrixUnavailable
+from ingest.errors import (
+    MatrixAuthError,
+    MatrixError,
+    MatrixForbidden,
+    MatrixUnavailable,
+    failure_retrieved,
+)
 from ingest.matrix import ClientEvent
 from ingest.rules.scrub import scrub
 from ingest.search.logs.roomlog import RoomLog
@@ -254,7 +260,7 @@ class FreshStates:
         read = self._waiting.get(room_id)
         if read is None:
             read = self._waiting[room_id] = asyncio.get_running_loop().create_future()
-            read.add_done_callback(_state_retrieved)
+            read.add_done_callback(failure_retrieved)
             task = asyncio.ensure_future(self._read(room_id, read))
             self._tasks.add(task)  # held until it ends: the loop keeps only a weak reference
             task.add_done_callback(self._tasks.discard)
@@ -283,9 +289,3 @@ class FreshStates:
 
     async def get_event(self, room_id: RoomID | str, event_id: str) -> ClientEvent | None:
         return await self._client.get_event(room_id, event_id)
-
-
-def _state_retrieved(read: _Read) -> None:
-    """A read whose askers were all cut off fails quietly (the next asker reads again)."""
-    if not read.cancelled():
-        read.exception()

@@ -47,6 +47,7 @@ from functools import cached_property
 from mautrix.types import EventType
 
 from bot.chat.ports import RoomStates
+from ingest.errors import failure_retrieved
 from ingest.matrix import ClientEvent, content_of
 from ingest.matrix.membership import Chain, membership, walk_back
 
@@ -345,7 +346,7 @@ class Audiences:
         known = self._rooms.pop(room_id, None)
         if known is None or (known.done() and (known.cancelled() or known.exception())):
             known = asyncio.ensure_future(read())
-            known.add_done_callback(_retrieved)
+            known.add_done_callback(failure_retrieved)
         self._rooms[room_id] = known  # the most recently used last
         while len(self._rooms) > self.MAX_ROOMS:
             del self._rooms[next(iter(self._rooms))]
@@ -353,9 +354,3 @@ class Audiences:
 
     def drop(self, room_id: str) -> None:
         self._rooms.pop(room_id, None)
-
-
-def _retrieved(read: asyncio.Future[Audience]) -> None:
-    """A read whose failure nobody awaits any more fails quietly (the next one reads again)."""
-    if not read.cancelled():
-        read.exception()

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from ingest.errors import failure_retrieved
 from ingest.types import EmbedderIdentity
 
 __all__ = ["QUERY_PADDING", "REMEMBERED", "QueryVectors", "batches"]
@@ -118,7 +119,7 @@ class QueryVectors:
         future = self._running.get(text) or self._next.get(text)
         if future is None:
             future = self._next[text] = loop.create_future()
-            future.add_done_callback(_retrieved)
+            future.add_done_callback(failure_retrieved)
         if self._runner is None:
             self._runner = loop.create_task(self._drain())
         return future
@@ -159,10 +160,3 @@ class QueryVectors:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
         self._runner = None
-
-
-def _retrieved(future: asyncio.Future[list[float]]) -> None:
-    """Read a failed future's error, so a waiter that was cancelled leaves no "never retrieved"
-    warning behind."""
-    if not future.cancelled():
-        future.exception()

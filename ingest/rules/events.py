@@ -75,6 +75,7 @@ from ingest.types import (
 
 __all__ = [
     "is_command",
+    "is_edit",
     "normalize",
     "reply_target",
     "strip_mx_reply",
@@ -156,6 +157,11 @@ def thread_root(content: Mapping[str, Any]) -> EventID | None:
     if rel.get("rel_type") == _THREAD and isinstance(root, str) and root:
         return EventID(root)
     return None
+
+
+def is_edit(rel: Relation) -> bool:
+    """Whether a message's relation makes it an edit (`m.replace`): `normalize` reads it as one."""
+    return bool(rel.get("rel_type") == _REPLACE)
 
 
 def is_command(body: str, prefix: str) -> bool:
@@ -248,7 +254,7 @@ def normalize(
     if env.sender in own_user_ids:
         return _skip(event_id, SkipReason.OWN, f"sent by Muninn's own user {env.sender}")
     rel = relation_of(content)
-    if rel.get("rel_type") == _REPLACE:
+    if is_edit(rel):
         return _edit(etype, content, rel, env, command_prefix)
     return _message(content, rel, env, command_prefix)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ingest.embed import Embedder
 from ingest.embed.pair import PART_SCALE, is_pair, parts
-from ingest.errors import EmbedError, EmbedUnavailable
+from ingest.errors import EmbedError, EmbedUnavailable, failure_retrieved
 from ingest.index.records import COMPAT_KEY
 from ingest.rules import lexical
 from ingest.search.hits import has_text
@@ -109,7 +109,8 @@ class Retriever:
             return
         run = asyncio.ensure_future(self.embedder.embed_queries([plain_text(t) for t in texts]))
         self._warming.add(run)  # held until done: the loop keeps only a weak reference
-        run.add_done_callback(_warmed(self._warming))
+        run.add_done_callback(self._warming.discard)
+        run.add_done_callback(failure_retrieved)  # the search's own call reports a failure
 
     def fusing(self, found: Lists) -> bool:
         """Whether dense lists are fused (then the lexical floor and the ranker apply)."""
@@ -261,12 +262,3 @@ def _scored(
     for p in said:
         points.setdefault(p.id, p)
     return [(p.id, p.score) for p in said]
-
-
-def _warmed(held: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
-    def done(run: asyncio.Future[Any]) -> None:
-        held.discard(run)
-        if not run.cancelled():
-            run.exception()  # read: the search's own call reports a failure
-
-    return done

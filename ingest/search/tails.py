@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from mautrix.types import EventType, RelationType
+from mautrix.types import EventType
 
 from ingest.matrix import ClientEvent, as_event, bundled_edit, content_of, relation_of
-from ingest.rules.events import normalize
+from ingest.rules.events import is_edit, normalize
 from ingest.search.hits import StoredMessage, WindowPayload, cited_events
 from ingest.types import Edit, Redaction
 
@@ -44,7 +44,9 @@ class Tail:
     edits: dict[str, list[Edit]] = field(default_factory=dict)  # target -> edits of it
 
     def add(self, event: ClientEvent) -> None:
-        if event.get("type") == EventType.ROOM_MESSAGE.t and not _replaces(event):
+        if event.get("type") == EventType.ROOM_MESSAGE.t and not is_edit(
+            relation_of(content_of(event))
+        ):
             return  # a message, not an edit: it redacts and edits nothing (a burst's commands)
         item = normalize(event, own_user_ids=frozenset(), command_prefix=NO_PREFIX)
         if isinstance(item, Redaction):
@@ -54,11 +56,6 @@ class Tail:
 
     def copy(self) -> Tail:
         return Tail(set(self.redacted), {k: list(v) for k, v in self.edits.items()})
-
-
-def _replaces(event: ClientEvent) -> bool:
-    """Whether a message event is an edit (`m.replace`): what `normalize` reads as one."""
-    return bool(relation_of(content_of(event)).get("rel_type") == RelationType.REPLACE.value)
 
 
 def read_tail(events: Iterable[ClientEvent], tail: Tail | None = None) -> Tail:

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, cast
 
 from mautrix.types import EventType
 
+from ingest.errors import failure_retrieved
 from ingest.matrix import ClientEvent, Unsigned, content_of
 from ingest.types import RoomID
 
@@ -218,7 +219,7 @@ class RecentEvents:
                 if shared.asked_at >= asked and shared.kept >= bound:
                     return _served(shared, bound)
             read = asyncio.ensure_future(self._latest(client, room_id, bound))
-            read.add_done_callback(_retrieved)
+            read.add_done_callback(failure_retrieved)
             self._reads[room_id] = read
             return await asyncio.shield(read)
 
@@ -276,12 +277,6 @@ class RecentEvents:
 def _served(copy: _Copy, bound: int) -> tuple[list[ClientEvent], bool]:
     """The copy's latest `bound` events, and whether the text bound cut them (else `bound`)."""
     return copy.events[:bound], copy.cut and len(copy.events) <= bound
-
-
-def _retrieved(read: asyncio.Future[tuple[list[ClientEvent], bool]]) -> None:
-    """A read nobody awaits any more (its command was cut off) fails quietly."""
-    if not read.cancelled():
-        read.exception()
 
 
 def _changes_state(event: ClientEvent) -> bool:
