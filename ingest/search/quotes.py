@@ -14,6 +14,9 @@ question is often the one beside the message holding some of its words. So a lin
 between the window's farthest (0) and nearest (1) line counts beside the share of the
 question's words its message holds (`WORDS_WEIGHT`): on molweni-dev the quote is right 0.612 →
 0.634 (fitted on locomo-dev alone, which it leaves as it was held out; bench/RESULTS.md §15).
+
+A line asking the person's question again (a question holding more than half its words) is not
+its answer: the reply right after it, another sender's, is quoted (`answer_after`).
 """
 
 from __future__ import annotations
@@ -29,12 +32,25 @@ from ingest.search.hits import CitedMessage, best_message
 from ingest.search.matches import literal_matches
 from ingest.search.ranking.rank import share_said
 
-__all__ = ["WORDS_WEIGHT", "best_of", "nearest_line", "second_by_lines"]
+__all__ = [
+    "ASKED_AGAIN",
+    "WORDS_WEIGHT",
+    "answer_after",
+    "best_of",
+    "nearest_line",
+    "second_by_lines",
+]
 
 # What the share of the question's words a message holds weighs beside its line's place
 # between the window's farthest and nearest line (both 0..1): the middle of locomo-dev's best
 # (0.25-0.5, held out; 1.0 loses a window there), RESULTS §15.
 WORDS_WEIGHT = 0.5
+
+# A question line holding more than this share of the person's question's words asks it
+# again. "More than half" is what asking the same thing means; held out on locomo-dev it is
+# the fit among the shares above a half (lower shares win there and lose molweni-dev: a crowd's
+# questions often hold the answer, "have you tried gparted?"), RESULTS §15.
+ASKED_AGAIN = 0.5
 
 
 def best_of(
@@ -53,7 +69,27 @@ def best_of(
     if matched:
         return matched, matched[0]
     nearest = nearest_line(messages, lines, queries, texts, pair=pair)
-    return (), nearest or best_message(messages, texts)
+    if nearest is None:
+        return (), best_message(messages, texts)
+    return (), answer_after(messages, nearest, texts)
+
+
+def answer_after(messages: Sequence[CitedMessage], chosen: str, texts: Sequence[str]) -> str:
+    """`chosen`, or the message right after it where `chosen` asks the person's question again
+    (it ends in "?" and holds more than `ASKED_AGAIN` of its words) and the next message is
+    another sender's: "has anyone seen the storage cupboard key?" is not where the key is,
+    "blue envelope on the fridge door" is. Only for a match by meaning: a message holding
+    every word is what `from:`, `sort:recent`, `word*` and the highlight select."""
+    at = next((i for i, m in enumerate(messages) if m["event_id"] == chosen), None)
+    if at is None or at + 1 >= len(messages):
+        return chosen
+    asking, after = messages[at], messages[at + 1]
+    body = str(asking["body"])
+    if not body.rstrip().endswith("?") or after["sender"] == asking["sender"]:
+        return chosen
+    if max((share_said(t, body) for t in texts), default=0.0) <= ASKED_AGAIN:
+        return chosen
+    return str(after["event_id"])
 
 
 def nearest_line(

@@ -4,8 +4,8 @@ appservice user of their own, their lines a minute apart and the conversations a
 indexed by `muninn run` with the default pair (chat, the command room) and by the writer
 (`muninn search --json`, MCP's `search`). For every question asked in other words, each
 surface quotes one line of the answer's window, the same line on every surface: the answer,
-not a neighbour sharing a small word with the question (the storage-cupboard question's is
-its question line, which holds every word of it: tests/ingest/search/test_busy_room.py).
+not a neighbour sharing a small word with the question, nor a line asking the question again
+(the storage-cupboard question's reply, not the question line holding its words).
 `word*`, `sort:recent` and `from:` select messages there, not windows, in the room and in the
 command room alike."""
 
@@ -54,11 +54,8 @@ class BusyRoom:
     senders: dict[str, str]  # event id → its sender's user id
 
     def answer(self, phrase: str) -> str:
-        """The line a person should be quoted for the question about `phrase` (the module's
-        docstring: the storage cupboard's is its question line)."""
+        """The line a person should be quoted for the question about `phrase`."""
         conv = next(c for c in self.said if any(phrase in body for _, body in c))
-        if phrase == "blue envelope":
-            return next(e for e, b in conv if b.endswith("?"))
         return next(e for e, b in conv if phrase in b)
 
     def body(self, event_id: str) -> str:
