@@ -51,6 +51,7 @@ WORDS_WEIGHT = 0.5
 # the fit among the shares above a half (lower shares win there and lose molweni-dev: a crowd's
 # questions often hold the answer, "have you tried gparted?"), RESULTS §15.
 ASKED_AGAIN = 0.5
+_QUESTION_MARKS = ("?", "？", "؟")  # Latin, full-width (CJK), Arabic
 
 
 def best_of(
@@ -64,7 +65,8 @@ def best_of(
     """The messages of a window holding the query's words (best first) and its best message,
     the one owner of it for every view (chat, the command room, the CLI, JSON, MCP): the
     first holding the words, else the one whose stored line is nearest the question
-    (`nearest_line`), else the one sharing most of the question's words."""
+    (`nearest_line`; the reply after it where it asks the question again, `answer_after`),
+    else the one sharing most of the question's words."""
     matched = literal_matches(messages, texts)
     if matched:
         return matched, matched[0]
@@ -76,16 +78,16 @@ def best_of(
 
 def answer_after(messages: Sequence[CitedMessage], chosen: str, texts: Sequence[str]) -> str:
     """`chosen`, or the message right after it where `chosen` asks the person's question again
-    (it ends in "?" and holds more than `ASKED_AGAIN` of its words) and the next message is
-    another sender's: "has anyone seen the storage cupboard key?" is not where the key is,
-    "blue envelope on the fridge door" is. Only for a match by meaning: a message holding
+    (it ends in a question mark and holds more than `ASKED_AGAIN` of its words) and the next
+    message is another sender's: "has anyone seen the storage cupboard key?" is not where the
+    key is, "blue envelope on the fridge door" is. Only for a match by meaning: a message holding
     every word is what `from:`, `sort:recent`, `word*` and the highlight select."""
     at = next((i for i, m in enumerate(messages) if m["event_id"] == chosen), None)
     if at is None or at + 1 >= len(messages):
         return chosen
     asking, after = messages[at], messages[at + 1]
     body = str(asking["body"])
-    if not body.rstrip().endswith("?") or after["sender"] == asking["sender"]:
+    if not body.rstrip().endswith(_QUESTION_MARKS) or after["sender"] == asking["sender"]:
         return chosen
     if max((share_said(t, body) for t in texts), default=0.0) <= ASKED_AGAIN:
         return chosen
