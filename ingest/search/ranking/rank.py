@@ -38,6 +38,7 @@ __all__ = [
     "Span",
     "content_terms",
     "features",
+    "names_sender",
     "probability",
     "share_said",
     "words_said",
@@ -196,6 +197,17 @@ def sender_names(user_id: str) -> frozenset[str]:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _asked_words(text: str) -> frozenset[str]:
+    return frozenset(content_terms(text) or lexical.tokens(text))
+
+
+def names_sender(text: str, user_id: str) -> bool:
+    """Whether `text` names the sender `user_id` (a word of it is one of `sender_names`): the
+    ranker's `speaker` feature and the quote (`ingest.search.quotes`) read a question alike."""
+    return bool(sender_names(user_id) & _asked_words(text))
+
+
 def features(
     text: str,
     pool: Sequence[str],
@@ -222,10 +234,7 @@ def features(
     words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
     asks_when = bool(_ASKS_WHEN.search(text))
     # The share of a window's messages sent by someone the question names.
-    named = {
-        pid: [bool(sender_names(u).intersection(words)) for u in (senders or {}).get(pid, ())]
-        for pid in pool
-    }
+    named = {pid: [names_sender(text, u) for u in (senders or {}).get(pid, ())] for pid in pool}
     terms = list(dict.fromkeys(stemmed(t, stem) for t in words))
     msg_tokens = {
         pid: [piece for b in bodies[pid] for piece in _passage_terms(b, stem, length_cap)]

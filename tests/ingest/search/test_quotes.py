@@ -99,3 +99,46 @@ def test_a_question_line_stays_quoted_where_it_does_not_ask_the_question_again()
     assert best_of(messages, lines, [CUPBOARD], ASKED)[1] == "$e1"
     messages, lines = _asked_again("blue envelope on the fridge door")
     assert best_of(messages, lines, ["storage cupboard key"], ASKED) == (("$e1",), "$e1")
+
+
+def _by(said: list[tuple[str, str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
+    """A window of (sender localpart, body, cosine) lines."""
+    messages = [
+        CitedMessage(event_id=f"$e{i}", sender=f"@{who}:x", ts=i, body=body)
+        for i, (who, body, _) in enumerate(said)
+    ]
+    return messages, {f"$e{i}": _line(cos) for i, (_, _, cos) in enumerate(said)}
+
+
+def test_a_question_naming_a_sender_quotes_one_of_their_messages() -> None:
+    """ "what did caroline research?" asks about Caroline's words: in a window matched by
+    meaning her message is quoted, not Melanie's nearer line about it (locomo-dev 0.732 →
+    0.884, molweni-dev 0.635 → 0.668, bench/RESULTS.md §15). A question naming every sender
+    of the window tells none apart: the nearest line is quoted."""
+    messages, lines = _by(
+        [
+            ("melanie", "that sounds like a lot of reading, how did it go?", 0.60),
+            ("caroline", "I looked into adoption agencies all week", 0.40),
+        ]
+    )
+    question = "what did caroline research"
+    assert best_of(messages, lines, [question], ASKED) == ((), "$e1")
+    assert best_of(messages, lines, ["what did they research"], ASKED)[1] == "$e0"
+    both = "what did caroline and melanie research"
+    assert best_of(messages, lines, [both], ASKED)[1] == "$e0"
+
+
+def test_a_named_senders_question_line_is_what_was_asked_about() -> None:
+    """A question line asking the question again gives way to its reply, but not where the
+    question names its sender: "what did fran ask about the cupboard key" is answered by
+    fran's line."""
+    messages, lines = _by(
+        [
+            ("hana", "the kettle is broken again", 0.10),
+            ("fran", "has anyone seen the storage cupboard key?", 0.60),
+            ("gus", "blue envelope on the fridge door", 0.30),
+        ]
+    )
+    assert best_of(messages, lines, [CUPBOARD], ASKED)[1] == "$e2"
+    asked = "what did fran ask about the storage cupboard key"
+    assert best_of(messages, lines, [asked], ASKED)[1] == "$e1"
