@@ -89,8 +89,9 @@ SEARCH = CommandSpec(
     ),
     more=(
         "Each result is one message that matched: by its words, an operator or the regex, "
-        "or, where no message has the words, the one nearest the question in meaning "
-        "(the reply after it, where that line asked the same question).",
+        "or, where no message has the words, the one nearest the question in meaning: "
+        "one of theirs where the question names people, and the reply after a line that "
+        "asked the same question.",
         "A reply with more results says so: !more within 10 minutes shows the next page, "
         "every matching message once, until no more results.",
         "Without words, from:, has:, mentions: or is:thread (in the command room with "
