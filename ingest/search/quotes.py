@@ -83,8 +83,9 @@ def answer_after(messages: Sequence[CitedMessage], chosen: str, texts: Sequence[
     """`chosen`, or the message right after it where `chosen` asks the person's question again
     (it ends in a question mark and holds more than `ASKED_AGAIN` of its words) and the next
     message is another sender's: "has anyone seen the storage cupboard key?" is not where the
-    key is, "blue envelope on the fridge door" is. Only for a match by meaning: a message holding
-    every word is what `from:`, `sort:recent`, `word*` and the highlight select."""
+    key is, "blue envelope on the fridge door" is. Not where the question names its sender (it
+    asks what they said), and only for a match by meaning: a message holding every word is
+    what `from:`, `sort:recent`, `word*` and the highlight select."""
     at = next((i for i, m in enumerate(messages) if m["event_id"] == chosen), None)
     if at is None or at + 1 >= len(messages):
         return chosen
