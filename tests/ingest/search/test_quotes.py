@@ -18,12 +18,18 @@ def _line(cosine: float) -> str:
     return encode_line([cosine, math.sqrt(1.0 - cosine * cosine), 0.0, 0.0])
 
 
-def _window(said: list[tuple[str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
+def _by(said: list[tuple[str, str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
+    """A window of (sender localpart, body, cosine) lines."""
     messages = [
-        CitedMessage(event_id=f"$e{i}", sender=f"@p{i}:x", ts=i, body=body)
-        for i, (body, _) in enumerate(said)
+        CitedMessage(event_id=f"$e{i}", sender=f"@{who}:x", ts=i, body=body)
+        for i, (who, body, _) in enumerate(said)
     ]
-    return messages, {f"$e{i}": _line(cos) for i, (_, cos) in enumerate(said)}
+    return messages, {f"$e{i}": _line(cos) for i, (_, _, cos) in enumerate(said)}
+
+
+def _window(said: list[tuple[str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
+    """A window of (body, cosine) lines, each of another sender."""
+    return _by([(f"p{i}", body, cos) for i, (body, cos) in enumerate(said)])
 
 
 ASKED = [[1.0, 0.0, 0.0, 0.0]]
@@ -66,17 +72,15 @@ def test_words_do_not_outweigh_a_line_far_from_the_question() -> None:
 CUPBOARD = "where is the storage cupboard key kept"  # content words: storage, cupboard, key, kept
 
 
-def _asked_again(after: str, sender: str = "@p2:x") -> tuple[list[CitedMessage], dict[str, str]]:
-    messages, lines = _window(
+def _asked_again(after: str, sender: str = "p2") -> tuple[list[CitedMessage], dict[str, str]]:
+    return _by(
         [
-            ("the kettle is broken again", 0.10),
-            ("has anyone seen the storage cupboard key?", 0.60),
-            (after, 0.30),
-            ("nice work on the mural", 0.05),
+            ("p0", "the kettle is broken again", 0.10),
+            ("p1", "has anyone seen the storage cupboard key?", 0.60),
+            (sender, after, 0.30),
+            ("p3", "nice work on the mural", 0.05),
         ]
     )
-    messages[2] = CitedMessage(event_id="$e2", sender=sender, ts=2, body=after)
-    return messages, lines
 
 
 def test_a_line_asking_the_question_again_gives_way_to_the_reply_after_it() -> None:
@@ -95,19 +99,10 @@ def test_a_question_line_stays_quoted_where_it_does_not_ask_the_question_again()
     word is what a search by words lists (`from:`, `sort:recent`): each stays quoted."""
     messages, lines = _asked_again("blue envelope on the fridge door")
     assert best_of(messages, lines, ["where is the cupboard kept"], ASKED)[1] == "$e1"
-    messages, lines = _asked_again("found it, never mind", sender="@p1:x")
+    messages, lines = _asked_again("found it, never mind", sender="p1")
     assert best_of(messages, lines, [CUPBOARD], ASKED)[1] == "$e1"
     messages, lines = _asked_again("blue envelope on the fridge door")
     assert best_of(messages, lines, ["storage cupboard key"], ASKED) == (("$e1",), "$e1")
-
-
-def _by(said: list[tuple[str, str, float]]) -> tuple[list[CitedMessage], dict[str, str]]:
-    """A window of (sender localpart, body, cosine) lines."""
-    messages = [
-        CitedMessage(event_id=f"$e{i}", sender=f"@{who}:x", ts=i, body=body)
-        for i, (who, body, _) in enumerate(said)
-    ]
-    return messages, {f"$e{i}": _line(cos) for i, (_, _, cos) in enumerate(said)}
 
 
 def test_a_question_naming_a_sender_quotes_one_of_their_messages() -> None:
