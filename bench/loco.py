@@ -224,7 +224,7 @@ def levers() -> dict[str, Fit]:
     out["v5 without length: ranker + floor labels"] = ranked(
         Ranker(PRODUCT, mask(*PRODUCT_OFF, "length")), FLOOR_COST
     )
-    out["a person's pages: the close matches, then the weaker ones (issue 32, 4 Dec)"] = ranked(
+    out["replaced: a person's pages, the close matches, then the weaker ones (4–7 Dec)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST, "first"
     )
     out["replaced: a person's view, the close matches, else the nearest"] = ranked(
@@ -239,7 +239,11 @@ def levers() -> dict[str, Fit]:
     out["product: ranker v7 + floor labels (the agents' list)"] = ranked(
         Ranker(PRODUCT), FLOOR_COST
     )
-    out["product, a person's pages: ranker v7"] = ranked(Ranker(PRODUCT), FLOOR_COST, "first")
+    # A person's pages are the ranker's order, close as far as its first weaker candidate
+    # (`Judgment.leading`): the agents' order, which is what these rows score.
+    out["product, a person's pages: ranker v7, the ranker's order"] = ranked(
+        Ranker(PRODUCT), FLOOR_COST
+    )
     return out
 
 

@@ -292,8 +292,9 @@ class Ranker:
     ) -> list[str]:
         """The pool in the ranker's order, judged by the match model at `floor` as the
         product's views list it (`ingest.search.ranking.judgment.Judgment`): `agents` every one,
-        marked (`--json`, the default), `first` the close ones then the rest (a person's pages:
-        chat, CLI text), `people` the close ones, else all (a person's view before 4 Dec),
+        marked (`--json`, the default; a person's pages too since 7 Dec, close as far as the
+        first weaker one), `first` the close ones then the rest (a person's pages until 7 Dec),
+        `people` the close ones, else all (a person's view before 4 Dec),
         `cut` the close ones alone (ranker v4's floor)."""
         pool, x = self.features(data, qi)
         if not pool:

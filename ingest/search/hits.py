@@ -114,7 +114,8 @@ class Hit:
     score: float
     permalink: str
     best_event_id: str  # the message that matched best: replies show it as the excerpt
-    # Whether the second stage judged it a close match (False: only among the nearest).
+    # Whether the second stage judged it a close match, listed before any weaker candidate
+    # (`Judgment.leading`; False: among the nearest).
     close: bool = True
     # the messages that matched, best first (`ingest.search.matches`); empty: not chosen yet
     matched: tuple[str, ...] = ()

@@ -135,7 +135,7 @@ def person_page(
     items: Sequence[T], limit: int, close: Callable[[T], bool]
 ) -> tuple[list[T], bool]:
     """A person's page of `items` (hits or listed messages, the close matches first, then the
-    weaker ones: `judgment.Judgment.close_first`): the first `limit`, stopping where the close
+    weaker ones: `judgment.Judgment.leading`): the first `limit`, stopping where the close
     matches end, so no page passes a weaker match off among close ones (rule 22c). Returns
     the page and whether it is of weaker matches (it starts with one)."""
     page = list(items[:limit])

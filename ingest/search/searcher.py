@@ -321,19 +321,17 @@ class Searcher:
             judged = await self.second.rerank(
                 fused, found.lists, found.points, query.texts, found.dense
             )
-            # A person pages through the close matches, then the weaker ones, never on one
-            # page (or, none close, the nearest, said to be); a list ordered by time is of the
-            # close matches; an agent's is every candidate in the ranker's order, marked:
-            # putting the close ones first cost molweni-dev 0.010 of R@2000 (RESULTS §16).
+            # A list ordered by time is of the close matches. Every other list is the
+            # ranker's order, a person's as an agent's, its close matches those it leads with
+            # (`Judgment.leading`): a person pages through them, then the weaker ones, never
+            # on one page (or, none close, the nearest, said to be).
             if query.sort == "recent":
-                pool.ranked = judged.shown()
-            elif query.close_only:
-                pool.ranked, pool.close_first = judged.close_first(), True
+                pool.ranked, pool.close = judged.shown(), judged.close
             else:
-                pool.ranked = judged.ranked
-            pool.close = judged.close
+                pool.ranked, pool.close = judged.ranked, judged.leading()
+                pool.close_first = query.close_only
             pool.below_floor = judged.refused + len(judged.ranked) - len(pool.ranked)
-            pool.nothing_close = bool(judged.ranked) and not judged.close
+            pool.nothing_close = bool(judged.ranked) and not pool.close
         else:
             pool.ranked = fused
         return pool

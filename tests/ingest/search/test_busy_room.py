@@ -91,3 +91,26 @@ async def test_from_quotes_the_senders_own_message_in_a_shared_window(busy: Room
 def _sender(messages: object, event_id: str) -> str:
     assert isinstance(messages, tuple)
     return next(str(m["sender"]) for m in messages if m["event_id"] == event_id)
+
+
+async def test_a_persons_pages_list_the_agents_order(busy: Room) -> None:
+    """A person's pages (`close_only`: chat, the CLI's text) list the windows in the order an
+    agent's list (`--json`, MCP) gives them, close as far as its first weaker candidate: a
+    match the match model calls close that the ranker puts behind a weaker one is not moved
+    ahead of it (rule 22c; moving it cost molweni-dev 0.004 of R@2000). Two of this room's
+    questions list one ("why won't my prints come out", "is the drill working")."""
+    for question, _ in (*BUSY_ASKED, *ACROSS_LANGUAGES):
+        agent = await busy.searcher.search(SearchQuery.build([question], limit=20))
+        paged: list[str] = []
+        offset: int | None = 0
+        while offset is not None and len(paged) < 20:
+            page = await busy.searcher.search(
+                SearchQuery.build([question], limit=5, offset=offset, close_only=True)
+            )
+            paged += [h.point_id for h in page.hits]
+            offset = page.next_offset
+        listed = [h.point_id for h in agent.hits]
+        n = min(len(paged), len(listed))
+        assert n >= 5 and paged[:n] == listed[:n], question
+        close = [h.close for h in agent.hits]
+        assert close == sorted(close, reverse=True), question  # a leading run, then none
