@@ -18,9 +18,9 @@ from ingest.search.ranking.rank import (
     FEATURES,
     LENGTH_CAP,
     Span,
-    content_terms,
     features,
     probability,
+    question_words,
     words_said,
 )
 
@@ -141,7 +141,7 @@ def rerank(
 def says_a_word(text: str, windows: Sequence[Sequence[str]]) -> bool:
     """Whether some window's messages hold a content word of `text` whole, not only its first
     `STEM` letters ("bandorific" meets "bandsaw" there: no sign the text is real)."""
-    words = set(content_terms(text) or lexical.tokens(text))
+    words = set(question_words(text))
     return any(not words.isdisjoint(words_said(b)) for bodies in windows for b in bodies)
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "features",
     "names_sender",
     "probability",
+    "question_words",
     "share_said",
     "words_said",
 ]
@@ -198,8 +199,16 @@ def sender_names(user_id: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=256)
+def question_words(text: str) -> tuple[str, ...]:
+    """The words a question is read by: its `content_terms`, else (a text of stop words only)
+    every token, de-duplicated, in order. The features, the names and `judgment.says_a_word`
+    read a question alike."""
+    return tuple(content_terms(text) or dict.fromkeys(lexical.tokens(text)))
+
+
+@functools.lru_cache(maxsize=256)
 def _asked_words(text: str) -> frozenset[str]:
-    return frozenset(content_terms(text) or lexical.tokens(text))
+    return frozenset(question_words(text))
 
 
 def names_sender(text: str, user_id: str) -> bool:
@@ -231,7 +240,7 @@ def features(
     `length_cap`: `LENGTH_CAP` (a benchmark's replay of ranker v4 lifts it). `english_only`:
     the first model of a pair reads English only (False: ranker v5, its rank read everywhere).
     """
-    words = content_terms(text) or list(dict.fromkeys(lexical.tokens(text)))
+    words = question_words(text)
     asks_when = bool(_ASKS_WHEN.search(text))
     # The share of a window's messages sent by someone the question names.
     named = {pid: [names_sender(text, u) for u in (senders or {}).get(pid, ())] for pid in pool}
